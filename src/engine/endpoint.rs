@@ -1,0 +1,159 @@
+//! Where an Engine API answers: a Unix socket or a TCP address, parsed from `DOCKER_HOST`-style URIs.
+
+use std::fmt;
+use std::path::PathBuf;
+
+/// One place an engine may answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Endpoint {
+    /// A Unix socket path.
+    Unix(PathBuf),
+    /// Plain HTTP over TCP (`tcp://host:port`).
+    Tcp { host: String, port: u16 },
+    /// A URI the layer cannot use; `why` says what to do instead.
+    Unsupported { uri: String, why: String },
+}
+
+impl Endpoint {
+    /// Parses a `DOCKER_HOST` / `CONTAINER_HOST` value. `tls` is whether `DOCKER_TLS_VERIFY` is on.
+    pub fn parse(uri: &str, tls: bool) -> Endpoint {
+        let uri = uri.trim();
+        let unsupported = |why: &str| Endpoint::Unsupported {
+            uri: uri.to_string(),
+            why: why.to_string(),
+        };
+        if let Some(path) = uri.strip_prefix("unix://") {
+            if !path.starts_with('/') {
+                return unsupported(
+                    "a unix:// endpoint needs an absolute socket path, like unix:///var/run/docker.sock",
+                );
+            }
+            return Endpoint::Unix(PathBuf::from(path));
+        }
+        if uri.starts_with('/') {
+            return Endpoint::Unix(PathBuf::from(uri));
+        }
+        if let Some(rest) = uri
+            .strip_prefix("tcp://")
+            .or_else(|| uri.strip_prefix("http://"))
+        {
+            if tls {
+                return unsupported(
+                    "TLS to a remote engine (DOCKER_TLS_VERIFY) is not supported yet; forward the remote socket to a local one (ssh -L /tmp/engine.sock:/var/run/docker.sock host) and point DOCKER_HOST at unix:///tmp/engine.sock",
+                );
+            }
+            let rest = rest.trim_end_matches('/');
+            let (host, port) = match rest.rsplit_once(':') {
+                Some((h, p)) => match p.parse::<u16>() {
+                    Ok(p) if p > 0 => (h, p),
+                    _ => {
+                        return unsupported(
+                            "the port must be a number between 1 and 65535, like tcp://127.0.0.1:2375",
+                        );
+                    }
+                },
+                None => (rest, 2375),
+            };
+            let host = host.trim_start_matches('[').trim_end_matches(']');
+            if host.is_empty() || host.contains('/') {
+                return unsupported("expected tcp://HOST:PORT, like tcp://127.0.0.1:2375");
+            }
+            return Endpoint::Tcp {
+                host: host.to_string(),
+                port,
+            };
+        }
+        if uri.starts_with("ssh://") {
+            return unsupported(
+                "ssh:// engines are not supported; forward the remote socket (ssh -L /tmp/engine.sock:/var/run/docker.sock host) and use unix:///tmp/engine.sock",
+            );
+        }
+        if uri.starts_with("npipe://") {
+            return unsupported("named pipes (npipe://) are not supported yet");
+        }
+        unsupported("expected unix:///path/to/socket or tcp://HOST:PORT")
+    }
+
+    /// The socket path, for Unix endpoints.
+    pub fn socket_path(&self) -> Option<&std::path::Path> {
+        match self {
+            Endpoint::Unix(p) => Some(p),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for Endpoint {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Endpoint::Unix(p) => write!(f, "unix://{}", p.display()),
+            Endpoint::Tcp { host, port } if host.contains(':') => {
+                write!(f, "tcp://[{host}]:{port}")
+            }
+            Endpoint::Tcp { host, port } => write!(f, "tcp://{host}:{port}"),
+            Endpoint::Unsupported { uri, .. } => write!(f, "{uri}"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_unix_and_tcp() {
+        assert_eq!(
+            Endpoint::parse("unix:///var/run/docker.sock", false),
+            Endpoint::Unix("/var/run/docker.sock".into())
+        );
+        assert_eq!(
+            Endpoint::parse("/run/podman/podman.sock", false),
+            Endpoint::Unix("/run/podman/podman.sock".into())
+        );
+        assert_eq!(
+            Endpoint::parse("tcp://127.0.0.1:2375", false),
+            Endpoint::Tcp {
+                host: "127.0.0.1".into(),
+                port: 2375
+            }
+        );
+        assert_eq!(
+            Endpoint::parse("tcp://engine", false),
+            Endpoint::Tcp {
+                host: "engine".into(),
+                port: 2375
+            }
+        );
+        assert_eq!(
+            Endpoint::parse("tcp://[::1]:2376", false),
+            Endpoint::Tcp {
+                host: "::1".into(),
+                port: 2376
+            }
+        );
+        assert_eq!(
+            Endpoint::parse("tcp://[::1]:2376", false).to_string(),
+            "tcp://[::1]:2376"
+        );
+    }
+
+    #[test]
+    fn refuses_what_it_cannot_use() {
+        for (uri, tls) in [
+            ("unix://relative.sock", false),
+            ("tcp://127.0.0.1:2376", true),
+            ("tcp://127.0.0.1:0", false),
+            ("tcp://127.0.0.1:99999", false),
+            ("tcp://:2375", false),
+            ("ssh://me@host", false),
+            ("npipe:////./pipe/docker_engine", false),
+            ("docker.sock", false),
+            ("", false),
+        ] {
+            match Endpoint::parse(uri, tls) {
+                Endpoint::Unsupported { why, .. } => assert!(!why.is_empty(), "{uri}"),
+                other => panic!("{uri} parsed as {other:?}"),
+            }
+        }
+    }
+}

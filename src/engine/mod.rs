@@ -1,0 +1,88 @@
+//! The container engine: which one runs here, where it answers, and whether the layer can use it.
+//!
+//! Detection is split in two: [`candidates`] is a pure function of the host's environment that
+//! lists every place an engine may answer, in order; [`probe`] visits one candidate and
+//! classifies what it found. [`detect`] walks the list and reports.
+
+pub mod candidates;
+pub mod endpoint;
+pub mod probe;
+pub mod report;
+
+use std::time::Duration;
+
+pub use candidates::{Candidate, EngineKind, HostEnv, candidates};
+pub use endpoint::Endpoint;
+pub use probe::{EngineFacts, Outcome};
+pub use report::{CandidateReport, EngineReport};
+
+use crate::error::Result;
+
+/// The variable that picks one engine instead of detecting.
+pub const ENGINE_VAR: &str = "PO_SANDBOX_ENGINE";
+/// The variable that sets the per-step timeout in milliseconds.
+pub const TIMEOUT_VAR: &str = "PO_SANDBOX_ENGINE_TIMEOUT_MS";
+/// Default bound on each of connect, ping, version and info.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_millis(3000);
+/// The oldest Engine API the layer accepts (Docker 20.10, Podman 3+ report 1.41 or newer).
+pub const MIN_API_VERSION: (u32, u32) = (1, 41);
+
+/// How to look for an engine.
+#[derive(Debug, Clone)]
+pub struct DetectOptions {
+    /// Pick this engine (overrides `PO_SANDBOX_ENGINE`).
+    pub engine: Option<String>,
+    /// Bound on each step against one endpoint. `None`: `PO_SANDBOX_ENGINE_TIMEOUT_MS` or 3 s.
+    pub timeout: Option<Duration>,
+    /// Probe every candidate even after one answered (the doctor's view).
+    pub probe_all: bool,
+}
+
+impl Default for DetectOptions {
+    fn default() -> Self {
+        Self {
+            engine: None,
+            timeout: None,
+            probe_all: false,
+        }
+    }
+}
+
+/// Resolves the per-step timeout from the option or the environment.
+pub fn resolve_timeout(host: &HostEnv, option: Option<Duration>) -> Result<Duration> {
+    if let Some(t) = option {
+        return Ok(t);
+    }
+    match host.var(TIMEOUT_VAR) {
+        None => Ok(DEFAULT_TIMEOUT),
+        Some(raw) => match raw.trim().parse::<u64>() {
+            Ok(ms) if (1..=600_000).contains(&ms) => Ok(Duration::from_millis(ms)),
+            _ => Err(crate::error::Error::OptionsInvalid {
+                option: TIMEOUT_VAR.into(),
+                reason: format!(
+                    "'{raw}' is not a whole number of milliseconds between 1 and 600000; unset it to use 3000"
+                ),
+            }),
+        },
+    }
+}
+
+/// Finds the engine to use: candidates in order, the first that answers a usable Engine API
+/// wins. Resolves with a report even when none is usable (then `available` is false and the
+/// reason says why); fails only on bad input (an unknown engine name, a bad timeout).
+pub async fn detect(host: &HostEnv, options: &DetectOptions) -> Result<EngineReport> {
+    let timeout = resolve_timeout(host, options.timeout)?;
+    let list = candidates(host, options.engine.as_deref())?;
+    let mut probed = Vec::with_capacity(list.len());
+    let mut found = false;
+    for candidate in list {
+        if found && !options.probe_all {
+            break;
+        }
+        let outcome = probe::probe(&candidate, host, timeout).await;
+        tracing::debug!(engine = candidate.engine.as_str(), endpoint = %candidate.endpoint, outcome = outcome.code(), "engine candidate probed");
+        found |= matches!(outcome, Outcome::Available(_));
+        probed.push((candidate, outcome));
+    }
+    Ok(report::summarise(host, probed, timeout))
+}

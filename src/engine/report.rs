@@ -1,0 +1,478 @@
+//! What detection found, in words a person can act on.
+
+use std::time::Duration;
+
+use super::candidates::{Candidate, EngineKind, HostEnv};
+use super::probe::Outcome;
+
+/// One candidate and what answered there.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CandidateReport {
+    /// The engine expected there.
+    pub engine: String,
+    /// The endpoint URI tried.
+    pub endpoint: String,
+    /// Why it was on the list (`DOCKER_HOST`, `rootful`, `rootless`, `Docker Desktop`…).
+    pub source: String,
+    /// `available`, `not-found`, `not-a-socket`, `stopped`, `permission-denied`, `timeout`,
+    /// `api-too-old`, `no-docker-api`, `unsupported` or `failed`.
+    pub outcome: String,
+    /// What was found, in words.
+    pub detail: String,
+}
+
+/// The result of engine detection.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct EngineReport {
+    /// A usable engine answered.
+    pub available: bool,
+    /// The engine in use (`docker` or `podman`), when available.
+    pub engine: Option<String>,
+    /// Its endpoint URI.
+    pub endpoint: Option<String>,
+    /// Why that endpoint was tried.
+    pub source: Option<String>,
+    /// The engine's version.
+    pub engine_version: Option<String>,
+    /// The Engine API version in use (negotiated).
+    pub api_version: Option<String>,
+    /// The engine host's operating system.
+    pub os: Option<String>,
+    /// `linux` or `windows` containers.
+    pub os_type: Option<String>,
+    /// The engine host's architecture.
+    pub arch: Option<String>,
+    /// Containers run in a VM (Docker Desktop, Podman machine, Colima…).
+    pub vm: bool,
+    /// The engine is rootless.
+    pub rootless: bool,
+    /// Why no engine is usable, and what to do (only when not available).
+    pub reason: Option<String>,
+    /// A stable code for `reason`: `ENGINE_NOT_INSTALLED`, `ENGINE_STOPPED`,
+    /// `ENGINE_NOT_A_SOCKET`, `ENGINE_PERMISSION_DENIED`, `ENGINE_TIMEOUT`, `ENGINE_API_TOO_OLD`,
+    /// `ENGINE_NO_DOCKER_API`, `ENGINE_UNSUPPORTED_ENDPOINT` or `ENGINE_NOT_AN_ENGINE`.
+    pub reason_code: Option<String>,
+    /// Every candidate tried, in order.
+    pub candidates: Vec<CandidateReport>,
+}
+
+fn pretty(engine: EngineKind) -> &'static str {
+    match engine {
+        EngineKind::Docker => "Docker",
+        EngineKind::Podman => "Podman",
+        EngineKind::Nerdctl => "nerdctl",
+        EngineKind::Finch => "Finch",
+    }
+}
+
+fn detail(outcome: &Outcome) -> String {
+    match outcome {
+        Outcome::Available(f) => format!(
+            "{} {} answers (API {}, {}{}{})",
+            pretty(f.engine),
+            f.engine_version,
+            f.api_version,
+            f.os,
+            if f.vm { ", VM" } else { "" },
+            if f.rootless { ", rootless" } else { "" }
+        ),
+        Outcome::NotFound => "no socket".into(),
+        Outcome::NotASocket(kind) => format!("{kind}, not a socket"),
+        Outcome::Stopped(d) => format!("socket present, nothing answering ({d})"),
+        Outcome::PermissionDenied(d) => format!("permission denied ({d})"),
+        Outcome::Timeout { stage, ms } => format!("no answer to {stage} within {ms} ms"),
+        Outcome::ApiTooOld {
+            api,
+            engine_version,
+        } => format!("version {engine_version} serves API {api}, too old"),
+        Outcome::NoDockerApi(d) | Outcome::Unsupported(d) | Outcome::Failed(d) => d.clone(),
+    }
+}
+
+/// How to start an engine found at this kind of place.
+fn start_hint(c: &Candidate) -> String {
+    match (c.engine, c.source) {
+        (_, "DOCKER_HOST") => "start the engine DOCKER_HOST points at, or unset DOCKER_HOST".into(),
+        (_, "CONTAINER_HOST") => {
+            "start the engine CONTAINER_HOST points at, or unset CONTAINER_HOST".into()
+        }
+        (EngineKind::Docker, "rootful") => {
+            "start it: sudo systemctl start docker (without systemd: sudo dockerd &)".into()
+        }
+        (EngineKind::Docker, "rootless") => "start it: systemctl --user start docker".into(),
+        (EngineKind::Docker, "Colima") => "start it: colima start".into(),
+        (EngineKind::Podman, "rootful") => {
+            "start its API: sudo systemctl start podman.socket".into()
+        }
+        (EngineKind::Podman, "rootless") => {
+            "start its API: systemctl --user start podman.socket".into()
+        }
+        (EngineKind::Podman, "Podman machine") => "start it: podman machine start".into(),
+        (_, app) => format!("start {app}"),
+    }
+}
+
+/// Lower is closer to working, so its reason is the one to show.
+fn rank(o: &Outcome) -> u8 {
+    match o {
+        Outcome::Available(_) => 0,
+        Outcome::ApiTooOld { .. } => 1,
+        Outcome::Timeout { .. } => 2,
+        Outcome::PermissionDenied(_) => 3,
+        Outcome::Unsupported(_) => 4,
+        Outcome::Failed(_) => 5,
+        Outcome::Stopped(_) => 6,
+        Outcome::NotASocket(_) => 7,
+        Outcome::NoDockerApi(_) => 8,
+        Outcome::NotFound => 9,
+    }
+}
+
+fn reason(
+    host: &HostEnv,
+    c: &Candidate,
+    o: &Outcome,
+    all: &[(Candidate, Outcome)],
+) -> (&'static str, String) {
+    let e = pretty(c.engine);
+    let at = &c.endpoint;
+    match o {
+        Outcome::Available(_) => ("", String::new()),
+        Outcome::ApiTooOld {
+            api,
+            engine_version,
+        } => (
+            "ENGINE_API_TOO_OLD",
+            format!(
+                "{e} {engine_version} at {at} serves Engine API {api}; po-sandbox needs {}.{} or newer. Upgrade to Docker 20.10+ or Podman 3+.",
+                super::MIN_API_VERSION.0,
+                super::MIN_API_VERSION.1
+            ),
+        ),
+        Outcome::Timeout { stage, ms } => (
+            "ENGINE_TIMEOUT",
+            format!(
+                "{e} at {at} accepted a connection but did not answer {stage} within {ms} ms: the engine is hung. Restart it, or raise {} if it is only slow.",
+                super::TIMEOUT_VAR
+            ),
+        ),
+        Outcome::PermissionDenied(_) => (
+            "ENGINE_PERMISSION_DENIED",
+            format!(
+                "{e}'s socket {at} exists but this user (uid {}) may not use it. Add the user to the socket's group (sudo usermod -aG docker $USER, then log in again), or run a rootless engine.",
+                host.uid
+            ),
+        ),
+        Outcome::Unsupported(why) => (
+            "ENGINE_UNSUPPORTED_ENDPOINT",
+            format!("{} = {at} cannot be used: {why}.", c.source),
+        ),
+        Outcome::Failed(d) => (
+            "ENGINE_NOT_AN_ENGINE",
+            format!(
+                "{at} ({}) does not behave like a Docker or Podman engine: {d}. Point {} at an engine's socket.",
+                c.source,
+                if c.engine == EngineKind::Podman {
+                    "CONTAINER_HOST"
+                } else {
+                    "DOCKER_HOST"
+                }
+            ),
+        ),
+        Outcome::Stopped(_) => (
+            "ENGINE_STOPPED",
+            format!(
+                "{e}'s socket {at} exists but nothing answers: the engine is stopped. To fix, {}.",
+                start_hint(c)
+            ),
+        ),
+        Outcome::NotASocket(kind) => (
+            "ENGINE_NOT_A_SOCKET",
+            format!(
+                "{at} is {kind}, not the engine's socket. Remove it and restart the engine ({}).",
+                start_hint(c)
+            ),
+        ),
+        Outcome::NoDockerApi(d) => ("ENGINE_NO_DOCKER_API", format!("{d}.")),
+        Outcome::NotFound => {
+            let looked: Vec<String> = all
+                .iter()
+                .filter(|(c, _)| c.engine.has_docker_api())
+                .map(|(c, _)| c.endpoint.to_string())
+                .collect();
+            let mut msg = format!(
+                "No container engine is running here: no engine socket at {}. Install Docker (Debian: sudo apt-get install docker.io) or Podman and start it, or set DOCKER_HOST to a running engine.",
+                looked.join(", ")
+            );
+            for cli in ["docker", "podman"] {
+                if let Some(path) = host.which(cli) {
+                    msg.push_str(&format!(
+                        " ({cli} CLI found at {}, but no engine answers.)",
+                        path.display()
+                    ));
+                }
+            }
+            ("ENGINE_NOT_INSTALLED", msg)
+        }
+    }
+}
+
+/// Turns probed candidates into the report: the first available one wins; otherwise the
+/// closest-to-working outcome gives the reason.
+pub fn summarise(
+    host: &HostEnv,
+    probed: Vec<(Candidate, Outcome)>,
+    _timeout: Duration,
+) -> EngineReport {
+    let candidates = probed
+        .iter()
+        .map(|(c, o)| CandidateReport {
+            engine: c.engine.as_str().into(),
+            endpoint: c.endpoint.to_string(),
+            source: c.source.into(),
+            outcome: o.code().into(),
+            detail: detail(o),
+        })
+        .collect();
+    if let Some((c, Outcome::Available(f))) = probed
+        .iter()
+        .find(|(_, o)| matches!(o, Outcome::Available(_)))
+    {
+        return EngineReport {
+            available: true,
+            engine: Some(f.engine.as_str().into()),
+            endpoint: Some(c.endpoint.to_string()),
+            source: Some(c.source.into()),
+            engine_version: Some(f.engine_version.clone()),
+            api_version: Some(f.api_version.clone()),
+            os: Some(f.os.clone()),
+            os_type: Some(f.os_type.clone()),
+            arch: Some(f.arch.clone()),
+            vm: f.vm,
+            rootless: f.rootless,
+            reason: None,
+            reason_code: None,
+            candidates,
+        };
+    }
+    let best = probed.iter().min_by_key(|(_, o)| rank(o));
+    let (code, text) = match best {
+        Some((c, o)) => reason(host, c, o, &probed),
+        None => (
+            "ENGINE_NOT_INSTALLED",
+            "No engine candidates to try.".to_string(),
+        ),
+    };
+    EngineReport {
+        reason: Some(text),
+        reason_code: Some(code.into()),
+        candidates,
+        ..Default::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::endpoint::Endpoint;
+    use crate::engine::probe::EngineFacts;
+    use std::collections::HashMap;
+
+    fn c(engine: EngineKind, path: &str, source: &'static str) -> Candidate {
+        Candidate {
+            engine,
+            endpoint: Endpoint::Unix(path.into()),
+            source,
+            vm: false,
+            rootless: false,
+        }
+    }
+
+    fn host() -> HostEnv {
+        HostEnv::from_vars(HashMap::from([(
+            "PATH".to_string(),
+            "/nonexistent".to_string(),
+        )]))
+    }
+
+    fn summ(probed: Vec<(Candidate, Outcome)>) -> EngineReport {
+        summarise(&host(), probed, Duration::from_secs(1))
+    }
+
+    #[test]
+    fn first_available_wins_and_is_described() {
+        let facts = EngineFacts {
+            engine: EngineKind::Podman,
+            engine_version: "4.3.1".into(),
+            api_version: "1.41".into(),
+            os: "debian".into(),
+            os_type: "linux".into(),
+            arch: "amd64".into(),
+            vm: false,
+            rootless: true,
+        };
+        let r = summ(vec![
+            (
+                c(EngineKind::Docker, "/var/run/docker.sock", "rootful"),
+                Outcome::Stopped("refused".into()),
+            ),
+            (
+                c(
+                    EngineKind::Podman,
+                    "/run/user/1/podman/podman.sock",
+                    "rootless",
+                ),
+                Outcome::Available(facts),
+            ),
+        ]);
+        assert!(r.available && r.rootless && !r.vm);
+        assert_eq!(r.engine.as_deref(), Some("podman"));
+        assert_eq!(
+            r.endpoint.as_deref(),
+            Some("unix:///run/user/1/podman/podman.sock")
+        );
+        assert_eq!(r.candidates.len(), 2);
+        assert_eq!(r.candidates[0].outcome, "stopped");
+        assert!(r.reason.is_none() && r.reason_code.is_none());
+    }
+
+    #[test]
+    fn nothing_anywhere_is_not_installed_and_lists_places() {
+        let r = summ(vec![
+            (
+                c(EngineKind::Docker, "/var/run/docker.sock", "rootful"),
+                Outcome::NotFound,
+            ),
+            (
+                c(EngineKind::Podman, "/run/podman/podman.sock", "rootful"),
+                Outcome::NotFound,
+            ),
+            (
+                c(
+                    EngineKind::Nerdctl,
+                    "/run/containerd/containerd.sock",
+                    "containerd",
+                ),
+                Outcome::NotFound,
+            ),
+        ]);
+        assert!(!r.available);
+        assert_eq!(r.reason_code.as_deref(), Some("ENGINE_NOT_INSTALLED"));
+        let reason = r.reason.unwrap();
+        assert!(
+            reason.contains("/var/run/docker.sock") && reason.contains("/run/podman/podman.sock"),
+            "{reason}"
+        );
+        assert!(!reason.contains("containerd"), "{reason}");
+        assert!(reason.contains("apt-get install docker.io"), "{reason}");
+    }
+
+    #[test]
+    fn each_failure_has_its_code_and_a_fix() {
+        let cases = [
+            (
+                Outcome::Stopped("refused".into()),
+                "ENGINE_STOPPED",
+                "systemctl start docker",
+            ),
+            (
+                Outcome::NotASocket("a regular file".into()),
+                "ENGINE_NOT_A_SOCKET",
+                "is a regular file",
+            ),
+            (
+                Outcome::PermissionDenied("EACCES".into()),
+                "ENGINE_PERMISSION_DENIED",
+                "usermod -aG docker",
+            ),
+            (
+                Outcome::Timeout {
+                    stage: "ping",
+                    ms: 500,
+                },
+                "ENGINE_TIMEOUT",
+                "within 500 ms",
+            ),
+            (
+                Outcome::ApiTooOld {
+                    api: "1.39".into(),
+                    engine_version: "18.09".into(),
+                },
+                "ENGINE_API_TOO_OLD",
+                "1.41 or newer",
+            ),
+            (
+                Outcome::Failed("404".into()),
+                "ENGINE_NOT_AN_ENGINE",
+                "DOCKER_HOST",
+            ),
+            (
+                Outcome::Unsupported("ssh is not supported".into()),
+                "ENGINE_UNSUPPORTED_ENDPOINT",
+                "ssh is not supported",
+            ),
+        ];
+        for (outcome, code, needle) in cases {
+            let r = summ(vec![
+                (
+                    c(EngineKind::Docker, "/var/run/docker.sock", "rootful"),
+                    outcome,
+                ),
+                (
+                    c(EngineKind::Podman, "/run/podman/podman.sock", "rootful"),
+                    Outcome::NotFound,
+                ),
+            ]);
+            assert_eq!(r.reason_code.as_deref(), Some(code));
+            let reason = r.reason.unwrap();
+            assert!(reason.contains(needle), "{code}: {reason}");
+        }
+    }
+
+    #[test]
+    fn the_closest_to_working_reason_wins() {
+        let r = summ(vec![
+            (
+                c(EngineKind::Docker, "/var/run/docker.sock", "rootful"),
+                Outcome::NotFound,
+            ),
+            (
+                c(EngineKind::Docker, "/run/user/1/docker.sock", "rootless"),
+                Outcome::Stopped("refused".into()),
+            ),
+            (
+                c(EngineKind::Podman, "/run/podman/podman.sock", "rootful"),
+                Outcome::Timeout {
+                    stage: "info",
+                    ms: 10,
+                },
+            ),
+        ]);
+        assert_eq!(r.reason_code.as_deref(), Some("ENGINE_TIMEOUT"));
+        let r = summ(vec![
+            (
+                c(EngineKind::Docker, "/var/run/docker.sock", "rootful"),
+                Outcome::NotFound,
+            ),
+            (
+                c(EngineKind::Docker, "/run/user/1/docker.sock", "rootless"),
+                Outcome::Stopped("refused".into()),
+            ),
+        ]);
+        assert_eq!(r.reason_code.as_deref(), Some("ENGINE_STOPPED"));
+        assert!(r.reason.unwrap().contains("systemctl --user start docker"));
+    }
+
+    #[test]
+    fn report_serialises_in_camel_case() {
+        let r = summ(vec![(
+            c(EngineKind::Docker, "/x.sock", "DOCKER_HOST"),
+            Outcome::NotFound,
+        )]);
+        let json = serde_json::to_value(&r).unwrap();
+        assert_eq!(json["reasonCode"], "ENGINE_NOT_INSTALLED");
+        assert_eq!(json["candidates"][0]["outcome"], "not-found");
+    }
+}

@@ -1,0 +1,317 @@
+//! Whether this process runs inside a sandbox container, for which workspace, and how its model
+//! providers reach the host's credential broker — all read from the environment it is given.
+//! Malformed or contradictory variables become `problems`, never errors: a person asking
+//! `/po-sandbox` must always get an answer.
+
+use std::collections::HashMap;
+
+/// Set to `1` in every sandbox container.
+pub const SANDBOX_VAR: &str = "PO_SANDBOX";
+/// The workspace id a container serves.
+pub const WORKSPACE_VAR: &str = "PO_WORKSPACE";
+/// Comma-separated providers whose calls go through the broker.
+pub const PROVIDERS_VAR: &str = "PO_BROKER_PROVIDERS";
+/// A Unix socket route to the broker (absolute path).
+pub const SOCKET_VAR: &str = "PO_BROKER_SOCKET";
+/// A TCP route to the broker (`host:port`).
+pub const ADDRESS_VAR: &str = "PO_BROKER_ADDRESS";
+
+/// How brokered provider calls reach the broker.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BrokerRoute {
+    /// A bind-mounted Unix socket, reached through the loopback bridge.
+    Socket(String),
+    /// `host:port`, addressed directly.
+    Tcp(String),
+}
+
+/// What the environment says about this process.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct SandboxState {
+    /// Inside a sandbox container (`PO_SANDBOX=1`).
+    pub contained: bool,
+    /// The workspace id (`PO_WORKSPACE`).
+    pub workspace: Option<String>,
+    /// Providers routed through the broker (only those with valid names).
+    pub brokered_providers: Vec<String>,
+    /// The broker route, when exactly one valid route is set.
+    pub route: Option<BrokerRoute>,
+    /// Variables that are malformed or contradict each other, in words.
+    pub problems: Vec<String>,
+}
+
+impl SandboxState {
+    /// Providers are re-pointed only with both a provider list and a route.
+    pub fn brokered(&self) -> bool {
+        self.route.is_some() && !self.brokered_providers.is_empty()
+    }
+}
+
+fn get<'a>(env: &'a HashMap<String, String>, name: &str) -> Option<&'a str> {
+    env.get(name).map(String::as_str)
+}
+
+fn valid_provider(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 64
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_')
+}
+
+fn valid_address(addr: &str) -> bool {
+    let Some((host, port)) = addr.rsplit_once(':') else {
+        return false;
+    };
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    !host.is_empty() && port.parse::<u16>().is_ok_and(|p| p > 0)
+}
+
+/// Reads the sandbox state from an environment.
+pub fn read_state(env: &HashMap<String, String>) -> SandboxState {
+    let mut s = SandboxState::default();
+    match get(env, SANDBOX_VAR).map(str::trim) {
+        None | Some("") | Some("0") => {}
+        Some("1") => s.contained = true,
+        Some(other) => s.problems.push(format!(
+            "{SANDBOX_VAR}={other:?} is not understood: it is 1 inside a sandbox container and unset on the host. Treating this session as running on the host."
+        )),
+    }
+    match get(env, WORKSPACE_VAR).map(str::trim) {
+        Some(w) if !w.is_empty() => s.workspace = Some(w.to_string()),
+        _ if s.contained => s.problems.push(format!(
+            "{SANDBOX_VAR}=1 but {WORKSPACE_VAR} is not set: the container was started without naming its workspace."
+        )),
+        _ => {}
+    }
+    if let Some(raw) = get(env, PROVIDERS_VAR) {
+        let mut names: Vec<String> = Vec::new();
+        for name in raw
+            .split([',', ' ', '\t', '\n'])
+            .map(str::trim)
+            .filter(|n| !n.is_empty())
+        {
+            if !valid_provider(name) {
+                s.problems.push(format!(
+                    "{PROVIDERS_VAR} names {name:?}, which is not a provider id (lowercase letters, digits, '-' or '_'); it is ignored."
+                ));
+            } else if !names.iter().any(|n| n == name) {
+                names.push(name.to_string());
+            }
+        }
+        if names.is_empty() && !s.problems.iter().any(|p| p.starts_with(PROVIDERS_VAR)) {
+            s.problems
+                .push(format!("{PROVIDERS_VAR} is set but names no provider."));
+        }
+        s.brokered_providers = names;
+    }
+    let socket = get(env, SOCKET_VAR)
+        .map(str::trim)
+        .filter(|v| !v.is_empty());
+    let address = get(env, ADDRESS_VAR)
+        .map(str::trim)
+        .filter(|v| !v.is_empty());
+    match (socket, address) {
+        (Some(_), Some(_)) => s.problems.push(format!(
+            "Both {SOCKET_VAR} and {ADDRESS_VAR} are set; a container gets exactly one broker route, so neither is used."
+        )),
+        (Some(path), None) if !path.starts_with('/') => s.problems.push(format!(
+            "{SOCKET_VAR}={path:?} is not an absolute path; the broker socket route is not used."
+        )),
+        (Some(path), None) if path.split('/').any(|seg| seg == "..") => s.problems.push(format!(
+            "{SOCKET_VAR}={path:?} contains '..'; the broker socket route is not used."
+        )),
+        (Some(path), None) => s.route = Some(BrokerRoute::Socket(path.to_string())),
+        (None, Some(addr)) if !valid_address(addr) => s.problems.push(format!(
+            "{ADDRESS_VAR}={addr:?} is not HOST:PORT; the broker address route is not used."
+        )),
+        (None, Some(addr)) => s.route = Some(BrokerRoute::Tcp(addr.to_string())),
+        (None, None) => {}
+    }
+    if !s.brokered_providers.is_empty()
+        && s.route.is_none()
+        && socket.is_none()
+        && address.is_none()
+    {
+        s.problems.push(format!(
+            "{PROVIDERS_VAR} names providers but no broker route ({SOCKET_VAR} or {ADDRESS_VAR}) is set, so their calls are not brokered."
+        ));
+    }
+    if s.route.is_some() && s.brokered_providers.is_empty() && get(env, PROVIDERS_VAR).is_none() {
+        s.problems.push(format!(
+            "A broker route is set but {PROVIDERS_VAR} is not, so no provider is brokered."
+        ));
+    }
+    s
+}
+
+/// The text `/po-sandbox` shows.
+pub fn report(s: &SandboxState) -> String {
+    let mut out = String::new();
+    if s.contained {
+        match &s.workspace {
+            Some(w) => out.push_str(&format!(
+                "This session runs inside a sandbox container, for workspace \"{w}\"."
+            )),
+            None => out.push_str("This session runs inside a sandbox container."),
+        }
+    } else {
+        out.push_str("This session runs directly on the host, not in a sandbox container.");
+    }
+    out.push('\n');
+    if s.brokered() {
+        let route = match s.route.as_ref() {
+            Some(BrokerRoute::Socket(p)) => {
+                format!("the broker socket {p} (through a loopback bridge)")
+            }
+            Some(BrokerRoute::Tcp(a)) => format!("the broker at {a}"),
+            None => unreachable!(),
+        };
+        out.push_str(&format!(
+            "Brokered providers: {}, via {route}. Their keys stay on the host.",
+            s.brokered_providers.join(", ")
+        ));
+    } else {
+        out.push_str("No providers are brokered: model calls use this session's own credentials.");
+    }
+    if !s.problems.is_empty() {
+        out.push_str("\nProblems:");
+        for p in &s.problems {
+            out.push_str("\n- ");
+            out.push_str(p);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env(vars: &[(&str, &str)]) -> HashMap<String, String> {
+        vars.iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn host_with_nothing_set() {
+        let s = read_state(&env(&[]));
+        assert_eq!(s, SandboxState::default());
+        let r = report(&s);
+        assert!(r.contains("directly on the host"), "{r}");
+        assert!(!r.contains("Problems"), "{r}");
+    }
+
+    #[test]
+    fn contained_with_workspace_and_socket_route() {
+        let s = read_state(&env(&[
+            ("PO_SANDBOX", "1"),
+            ("PO_WORKSPACE", "acme"),
+            ("PO_BROKER_PROVIDERS", "anthropic, openai,anthropic"),
+            ("PO_BROKER_SOCKET", "/run/po-broker/broker.sock"),
+        ]));
+        assert!(s.contained && s.brokered());
+        assert_eq!(s.workspace.as_deref(), Some("acme"));
+        assert_eq!(s.brokered_providers, ["anthropic", "openai"]);
+        assert_eq!(
+            s.route,
+            Some(BrokerRoute::Socket("/run/po-broker/broker.sock".into()))
+        );
+        assert!(s.problems.is_empty(), "{:?}", s.problems);
+        let r = report(&s);
+        assert!(
+            r.contains("inside a sandbox container") && r.contains("\"acme\""),
+            "{r}"
+        );
+        assert!(
+            r.contains("anthropic, openai") && r.contains("/run/po-broker/broker.sock"),
+            "{r}"
+        );
+    }
+
+    #[test]
+    fn tcp_route() {
+        let s = read_state(&env(&[
+            ("PO_BROKER_PROVIDERS", "openai"),
+            ("PO_BROKER_ADDRESS", "host.docker.internal:41234"),
+        ]));
+        assert_eq!(
+            s.route,
+            Some(BrokerRoute::Tcp("host.docker.internal:41234".into()))
+        );
+        assert!(s.problems.is_empty());
+    }
+
+    #[test]
+    fn contradictions_and_malformations_are_problems_not_errors() {
+        let cases: &[(&[(&str, &str)], &str)] = &[
+            (
+                &[
+                    ("PO_BROKER_SOCKET", "/a.sock"),
+                    ("PO_BROKER_ADDRESS", "127.0.0.1:1"),
+                    ("PO_BROKER_PROVIDERS", "openai"),
+                ],
+                "Both",
+            ),
+            (
+                &[
+                    ("PO_BROKER_PROVIDERS", " , "),
+                    ("PO_BROKER_SOCKET", "/a.sock"),
+                ],
+                "names no provider",
+            ),
+            (
+                &[
+                    ("PO_BROKER_PROVIDERS", "openai"),
+                    ("PO_BROKER_SOCKET", "run/broker.sock"),
+                ],
+                "not an absolute path",
+            ),
+            (
+                &[
+                    ("PO_BROKER_PROVIDERS", "openai"),
+                    ("PO_BROKER_SOCKET", "/run/../etc/x"),
+                ],
+                "contains '..'",
+            ),
+            (
+                &[
+                    ("PO_BROKER_PROVIDERS", "openai"),
+                    ("PO_BROKER_ADDRESS", "localhost"),
+                ],
+                "not HOST:PORT",
+            ),
+            (
+                &[
+                    ("PO_BROKER_PROVIDERS", "Open AI!"),
+                    ("PO_BROKER_SOCKET", "/a.sock"),
+                ],
+                "not a provider id",
+            ),
+            (&[("PO_BROKER_PROVIDERS", "openai")], "no broker route"),
+            (&[("PO_BROKER_SOCKET", "/a.sock")], "is not, so no provider"),
+            (&[("PO_SANDBOX", "yes")], "not understood"),
+            (&[("PO_SANDBOX", "1")], "PO_WORKSPACE is not set"),
+        ];
+        for (vars, needle) in cases {
+            let s = read_state(&env(vars));
+            assert!(!s.brokered(), "{vars:?}");
+            assert!(
+                s.problems.iter().any(|p| p.contains(needle)),
+                "{vars:?}: {:?}",
+                s.problems
+            );
+            let r = report(&s);
+            assert!(r.contains("Problems:") && r.contains(needle), "{r}");
+        }
+    }
+
+    #[test]
+    fn sandbox_zero_or_empty_means_host() {
+        for v in ["0", "", " "] {
+            let s = read_state(&env(&[("PO_SANDBOX", v)]));
+            assert!(!s.contained && s.problems.is_empty(), "{v:?}");
+        }
+    }
+}

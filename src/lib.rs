@@ -1,0 +1,8 @@
+//! po-sandbox: the sandbox layer of the Po coding-agent distribution.
+
+pub mod doctor;
+pub mod engine;
+pub mod error;
+pub mod identity;
+pub mod logging;
+mod napi;

@@ -1,0 +1,171 @@
+//! `checkEngine` and `engineCandidates`.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use napi::Env;
+use napi::bindgen_prelude::PromiseRaw;
+use napi_derive::napi;
+
+use super::errors::{coded, env_vars, promise};
+use crate::engine::{self as core, DetectOptions, HostEnv};
+
+/// Options for engine detection.
+#[napi(object)]
+pub struct EngineCheckOptions {
+    /// Use only this engine: `docker`, `podman`, `nerdctl` or `finch` (overrides
+    /// `PO_SANDBOX_ENGINE`).
+    pub engine: Option<String>,
+    /// Bound in milliseconds on each of connect, ping, version and info against one endpoint
+    /// (default: `PO_SANDBOX_ENGINE_TIMEOUT_MS`, else 3000).
+    pub timeout_ms: Option<u32>,
+    /// The environment to read (`DOCKER_HOST`, `CONTAINER_HOST`, `PO_SANDBOX_ENGINE`, `HOME`,
+    /// `XDG_RUNTIME_DIR`…). Defaults to the process environment.
+    pub env: Option<HashMap<String, Option<String>>>,
+    /// Probe every candidate even after one answered (as `po-sandbox doctor` does).
+    pub probe_all: Option<bool>,
+}
+
+/// One place an engine was looked for, and what answered there.
+#[napi(object)]
+pub struct EngineCandidate {
+    /// `docker`, `podman`, `nerdctl` or `finch`.
+    pub engine: String,
+    /// The endpoint URI (`unix:///var/run/docker.sock`, `tcp://127.0.0.1:2375`).
+    pub endpoint: String,
+    /// Why it was tried: `DOCKER_HOST`, `CONTAINER_HOST`, `rootful`, `rootless`,
+    /// `Docker Desktop`, `Colima`, `Podman machine`…
+    pub source: String,
+    /// `available`, `not-found`, `not-a-socket`, `stopped`, `permission-denied`, `timeout`,
+    /// `api-too-old`, `no-docker-api`, `unsupported` or `failed`; `untried` from
+    /// `engineCandidates`.
+    pub outcome: String,
+    /// What was found, in words.
+    pub detail: String,
+}
+
+/// The result of engine detection.
+#[napi(object)]
+pub struct EngineReport {
+    /// A usable engine answered.
+    pub available: bool,
+    /// `docker` or `podman`: the engine that answered (a Podman socket behind a Docker path
+    /// reports `podman`).
+    pub engine: Option<String>,
+    /// Its endpoint URI.
+    pub endpoint: Option<String>,
+    /// Why that endpoint was tried.
+    pub source: Option<String>,
+    /// The engine's version.
+    pub engine_version: Option<String>,
+    /// The negotiated Engine API version.
+    pub api_version: Option<String>,
+    /// The engine host's operating system.
+    pub os: Option<String>,
+    /// `linux` or `windows` containers.
+    pub os_type: Option<String>,
+    /// The engine host's architecture.
+    pub arch: Option<String>,
+    /// Containers run in a VM (Docker Desktop, Podman machine, Colima…).
+    pub vm: bool,
+    /// The engine is rootless.
+    pub rootless: bool,
+    /// Why no engine is usable, and the fix (only when unavailable).
+    pub reason: Option<String>,
+    /// Stable code of `reason`: `ENGINE_NOT_INSTALLED`, `ENGINE_STOPPED`, `ENGINE_NOT_A_SOCKET`,
+    /// `ENGINE_PERMISSION_DENIED`, `ENGINE_TIMEOUT`, `ENGINE_API_TOO_OLD`,
+    /// `ENGINE_NO_DOCKER_API`, `ENGINE_UNSUPPORTED_ENDPOINT` or `ENGINE_NOT_AN_ENGINE`.
+    pub reason_code: Option<String>,
+    /// Every candidate probed, in order.
+    pub candidates: Vec<EngineCandidate>,
+}
+
+impl From<core::CandidateReport> for EngineCandidate {
+    fn from(c: core::CandidateReport) -> Self {
+        EngineCandidate {
+            engine: c.engine,
+            endpoint: c.endpoint,
+            source: c.source,
+            outcome: c.outcome,
+            detail: c.detail,
+        }
+    }
+}
+
+impl From<core::EngineReport> for EngineReport {
+    fn from(r: core::EngineReport) -> Self {
+        EngineReport {
+            available: r.available,
+            engine: r.engine,
+            endpoint: r.endpoint,
+            source: r.source,
+            engine_version: r.engine_version,
+            api_version: r.api_version,
+            os: r.os,
+            os_type: r.os_type,
+            arch: r.arch,
+            vm: r.vm,
+            rootless: r.rootless,
+            reason: r.reason,
+            reason_code: r.reason_code,
+            candidates: r.candidates.into_iter().map(Into::into).collect(),
+        }
+    }
+}
+
+pub(super) fn split(options: Option<EngineCheckOptions>) -> (HostEnv, DetectOptions) {
+    let options = options.unwrap_or(EngineCheckOptions {
+        engine: None,
+        timeout_ms: None,
+        env: None,
+        probe_all: None,
+    });
+    let host = HostEnv::from_vars(env_vars(options.env));
+    let detect = DetectOptions {
+        engine: options.engine,
+        timeout: options
+            .timeout_ms
+            .map(|ms| Duration::from_millis(ms.max(1) as u64)),
+        probe_all: options.probe_all.unwrap_or(false),
+    };
+    (host, detect)
+}
+
+/// Finds the container engine: docker, podman, nerdctl, finch in that order (or the one
+/// `PO_SANDBOX_ENGINE` names), each at its usual sockets, `DOCKER_HOST` / `CONTAINER_HOST`
+/// honoured. Resolves with a report, also when no engine is usable (`available: false` and a
+/// `reason`). Rejects with `ENGINE_UNKNOWN` for an unknown engine name and `OPTIONS_INVALID`
+/// for a bad `PO_SANDBOX_ENGINE_TIMEOUT_MS`.
+#[napi(ts_return_type = "Promise<EngineReport>")]
+pub fn check_engine<'env>(
+    env: &'env Env,
+    options: Option<EngineCheckOptions>,
+) -> napi::Result<PromiseRaw<'env, EngineReport>> {
+    let (host, detect) = split(options);
+    promise(
+        env,
+        async move { core::detect(&host, &detect).await },
+        EngineReport::from,
+    )
+}
+
+/// Lists the places engine detection would try, in order, without any I/O. Throws
+/// `ENGINE_UNKNOWN` for an unknown engine name.
+#[napi]
+pub fn engine_candidates(
+    env: &Env,
+    options: Option<EngineCheckOptions>,
+) -> napi::Result<Vec<EngineCandidate>> {
+    let (host, detect) = split(options);
+    let list = core::candidates(&host, detect.engine.as_deref()).map_err(|e| coded(env, &e))?;
+    Ok(list
+        .into_iter()
+        .map(|c| EngineCandidate {
+            engine: c.engine.as_str().into(),
+            endpoint: c.endpoint.to_string(),
+            source: c.source.into(),
+            outcome: "untried".into(),
+            detail: String::new(),
+        })
+        .collect())
+}

@@ -1,0 +1,91 @@
+//! `DefaultSandboxExtensionService`.
+
+use std::collections::HashMap;
+
+use napi_derive::napi;
+
+use super::errors::env_vars;
+use crate::identity::{self as core, BrokerRoute};
+
+/// How brokered provider calls reach the host's credential broker.
+#[napi(object)]
+pub struct BrokerRouteInfo {
+    /// `socket` (a bind-mounted Unix socket, reached through a loopback bridge) or `tcp`.
+    #[napi(ts_type = "'socket' | 'tcp'")]
+    pub kind: String,
+    /// The socket path (`socket`) or `host:port` (`tcp`).
+    pub target: String,
+}
+
+/// What the environment says about this process.
+#[napi(object)]
+pub struct SandboxState {
+    /// Runs inside a sandbox container (`PO_SANDBOX=1`).
+    pub contained: bool,
+    /// The workspace id (`PO_WORKSPACE`).
+    pub workspace: Option<String>,
+    /// Providers whose calls go through the broker (`PO_BROKER_PROVIDERS`).
+    pub brokered_providers: Vec<String>,
+    /// The broker route (`PO_BROKER_SOCKET` or `PO_BROKER_ADDRESS`), when exactly one valid
+    /// route is set.
+    pub route: Option<BrokerRouteInfo>,
+    /// Providers are re-pointed at the broker: a route and at least one provider.
+    pub brokered: bool,
+    /// Malformed or contradictory variables, in words (never thrown).
+    pub problems: Vec<String>,
+}
+
+/// Reports sandbox state from the environment it is given: whether this process is contained,
+/// its workspace, and its brokered providers and route. Never throws on odd variables; they
+/// are listed in `problems`.
+#[napi]
+pub struct DefaultSandboxExtensionService {
+    state: core::SandboxState,
+}
+
+#[napi]
+impl DefaultSandboxExtensionService {
+    /// Reads `PO_SANDBOX`, `PO_WORKSPACE`, `PO_BROKER_PROVIDERS`, `PO_BROKER_SOCKET` and
+    /// `PO_BROKER_ADDRESS` from `env` (default: the process environment), once.
+    #[napi(constructor)]
+    pub fn new(env: Option<HashMap<String, Option<String>>>) -> Self {
+        DefaultSandboxExtensionService {
+            state: core::read_state(&env_vars(env)),
+        }
+    }
+
+    /// Whether this process runs inside a sandbox container.
+    #[napi(getter)]
+    pub fn contained(&self) -> bool {
+        self.state.contained
+    }
+
+    /// The full state.
+    #[napi]
+    pub fn state(&self) -> SandboxState {
+        let s = &self.state;
+        SandboxState {
+            contained: s.contained,
+            workspace: s.workspace.clone(),
+            brokered_providers: s.brokered_providers.clone(),
+            route: s.route.as_ref().map(|r| match r {
+                BrokerRoute::Socket(p) => BrokerRouteInfo {
+                    kind: "socket".into(),
+                    target: p.clone(),
+                },
+                BrokerRoute::Tcp(a) => BrokerRouteInfo {
+                    kind: "tcp".into(),
+                    target: a.clone(),
+                },
+            }),
+            brokered: s.brokered(),
+            problems: s.problems.clone(),
+        }
+    }
+
+    /// The text `/po-sandbox` shows a person.
+    #[napi]
+    pub fn report(&self) -> String {
+        core::report(&self.state)
+    }
+}
