@@ -18,6 +18,7 @@ export declare class DefaultSandboxExtensionService {
   /**
    * Reads `PO_SANDBOX`, `PO_WORKSPACE`, `PO_BROKER_PROVIDERS`, `PO_BROKER_SOCKET` and
    * `PO_BROKER_ADDRESS` from `env` (default: the process environment), once.
+   * Throws `OPTIONS_INVALID` when `env` is given but is not an object.
    */
   constructor(env?: Record<string, string | undefined | null> | undefined | null)
   /** Whether this process runs inside a sandbox container. */
@@ -41,7 +42,7 @@ export interface BrokerRouteInfo {
  * `PO_SANDBOX_ENGINE` names), each at its usual sockets, `DOCKER_HOST` / `CONTAINER_HOST`
  * honoured. Resolves with a report, also when no engine is usable (`available: false` and a
  * `reason`). Rejects with `ENGINE_UNKNOWN` for an unknown engine name and `OPTIONS_INVALID`
- * for a bad `PO_SANDBOX_ENGINE_TIMEOUT_MS`.
+ * for a bad `PO_SANDBOX_ENGINE_TIMEOUT_MS`; throws `OPTIONS_INVALID` for malformed options.
  */
 export declare function checkEngine(options?: EngineCheckOptions | undefined | null): Promise<EngineReport>
 

@@ -97,7 +97,7 @@ pub fn render(r: &DoctorReport) -> String {
             _ => "!!",
         };
         out.push_str(&format!(
-            "  [{mark}] {:<8} {} ({})\n         {}\n",
+            "  [{mark}] {:<8} {} ({}): {}\n",
             c.engine, c.endpoint, c.source, c.detail
         ));
     }

@@ -48,6 +48,18 @@ impl Default for DetectOptions {
     }
 }
 
+/// A timeout given in milliseconds by a caller: a whole number from 1 to 600000.
+pub fn timeout_from_ms(ms: f64, name: &str) -> Result<Duration> {
+    if ms.fract() == 0.0 && (1.0..=600_000.0).contains(&ms) {
+        Ok(Duration::from_millis(ms as u64))
+    } else {
+        Err(crate::error::Error::OptionsInvalid {
+            option: name.into(),
+            reason: format!("{ms} is not a whole number of milliseconds between 1 and 600000"),
+        })
+    }
+}
+
 /// Resolves the per-step timeout from the option or the environment.
 pub fn resolve_timeout(host: &HostEnv, option: Option<Duration>) -> Result<Duration> {
     if let Some(t) = option {

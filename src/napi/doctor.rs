@@ -1,10 +1,10 @@
 //! `doctor`.
 
 use napi::Env;
-use napi::bindgen_prelude::PromiseRaw;
+use napi::bindgen_prelude::{PromiseRaw, Unknown};
 use napi_derive::napi;
 
-use super::engine::{EngineCheckOptions, EngineReport, split};
+use super::engine::{EngineReport, split};
 use super::errors::promise;
 
 /// The Node.js check.
@@ -33,13 +33,16 @@ pub struct DoctorReport {
 
 /// Checks whether the layer can run here: the Node.js version (`nodeVersion`, e.g.
 /// `process.version`) and every engine candidate. Resolves with the report, also when not ready.
-#[napi(ts_return_type = "Promise<DoctorReport>")]
+#[napi(
+    ts_args_type = "nodeVersion: string, options?: EngineCheckOptions | undefined | null",
+    ts_return_type = "Promise<DoctorReport>"
+)]
 pub fn doctor<'env>(
     env: &'env Env,
     node_version: String,
-    options: Option<EngineCheckOptions>,
+    options: Option<Unknown>,
 ) -> napi::Result<PromiseRaw<'env, DoctorReport>> {
-    let (host, detect) = split(options);
+    let (host, detect) = split(env, options)?;
     promise(
         env,
         async move { crate::doctor::doctor(&host, &node_version, detect).await },

@@ -1,13 +1,11 @@
 //! `checkEngine` and `engineCandidates`.
 
-use std::collections::HashMap;
-use std::time::Duration;
-
 use napi::Env;
-use napi::bindgen_prelude::PromiseRaw;
+use napi::bindgen_prelude::{PromiseRaw, Unknown};
 use napi_derive::napi;
+use std::collections::HashMap;
 
-use super::errors::{coded, env_vars, promise};
+use super::errors::{coded, env_vars, object_arg, promise};
 use crate::engine::{self as core, DetectOptions, HostEnv};
 
 /// Options for engine detection.
@@ -18,7 +16,7 @@ pub struct EngineCheckOptions {
     pub engine: Option<String>,
     /// Bound in milliseconds on each of connect, ping, version and info against one endpoint
     /// (default: `PO_SANDBOX_ENGINE_TIMEOUT_MS`, else 3000).
-    pub timeout_ms: Option<u32>,
+    pub timeout_ms: Option<f64>,
     /// The environment to read (`DOCKER_HOST`, `CONTAINER_HOST`, `PO_SANDBOX_ENGINE`, `HOME`,
     /// `XDG_RUNTIME_DIR`…). Defaults to the process environment.
     pub env: Option<HashMap<String, Option<String>>>,
@@ -113,35 +111,41 @@ impl From<core::EngineReport> for EngineReport {
     }
 }
 
-pub(super) fn split(options: Option<EngineCheckOptions>) -> (HostEnv, DetectOptions) {
-    let options = options.unwrap_or(EngineCheckOptions {
-        engine: None,
-        timeout_ms: None,
-        env: None,
-        probe_all: None,
-    });
+pub(super) fn split(env: &Env, options: Option<Unknown>) -> napi::Result<(HostEnv, DetectOptions)> {
+    let options: EngineCheckOptions =
+        object_arg(env, options, "options")?.unwrap_or(EngineCheckOptions {
+            engine: None,
+            timeout_ms: None,
+            env: None,
+            probe_all: None,
+        });
+    let timeout = match options.timeout_ms {
+        None => None,
+        Some(ms) => Some(core::timeout_from_ms(ms, "timeoutMs").map_err(|e| coded(env, &e))?),
+    };
     let host = HostEnv::from_vars(env_vars(options.env));
     let detect = DetectOptions {
         engine: options.engine,
-        timeout: options
-            .timeout_ms
-            .map(|ms| Duration::from_millis(ms.max(1) as u64)),
+        timeout,
         probe_all: options.probe_all.unwrap_or(false),
     };
-    (host, detect)
+    Ok((host, detect))
 }
 
 /// Finds the container engine: docker, podman, nerdctl, finch in that order (or the one
 /// `PO_SANDBOX_ENGINE` names), each at its usual sockets, `DOCKER_HOST` / `CONTAINER_HOST`
 /// honoured. Resolves with a report, also when no engine is usable (`available: false` and a
 /// `reason`). Rejects with `ENGINE_UNKNOWN` for an unknown engine name and `OPTIONS_INVALID`
-/// for a bad `PO_SANDBOX_ENGINE_TIMEOUT_MS`.
-#[napi(ts_return_type = "Promise<EngineReport>")]
+/// for a bad `PO_SANDBOX_ENGINE_TIMEOUT_MS`; throws `OPTIONS_INVALID` for malformed options.
+#[napi(
+    ts_args_type = "options?: EngineCheckOptions | undefined | null",
+    ts_return_type = "Promise<EngineReport>"
+)]
 pub fn check_engine<'env>(
     env: &'env Env,
-    options: Option<EngineCheckOptions>,
+    options: Option<Unknown>,
 ) -> napi::Result<PromiseRaw<'env, EngineReport>> {
-    let (host, detect) = split(options);
+    let (host, detect) = split(env, options)?;
     promise(
         env,
         async move { core::detect(&host, &detect).await },
@@ -151,12 +155,12 @@ pub fn check_engine<'env>(
 
 /// Lists the places engine detection would try, in order, without any I/O. Throws
 /// `ENGINE_UNKNOWN` for an unknown engine name.
-#[napi]
+#[napi(ts_args_type = "options?: EngineCheckOptions | undefined | null")]
 pub fn engine_candidates(
     env: &Env,
-    options: Option<EngineCheckOptions>,
+    options: Option<Unknown>,
 ) -> napi::Result<Vec<EngineCandidate>> {
-    let (host, detect) = split(options);
+    let (host, detect) = split(env, options)?;
     let list = core::candidates(&host, detect.engine.as_deref()).map_err(|e| coded(env, &e))?;
     Ok(list
         .into_iter()

@@ -2,7 +2,8 @@
 
 use std::collections::HashMap;
 
-use napi::{Env, JsError};
+use napi::bindgen_prelude::{FromNapiValue, JsValue, Unknown};
+use napi::{Env, JsError, ValueType};
 
 use crate::error::Error as CoreError;
 
@@ -44,5 +45,49 @@ pub fn env_vars(env: Option<HashMap<String, Option<String>>>) -> HashMap<String,
             .filter_map(|(k, v)| v.map(|v| (k, v)))
             .collect(),
         None => std::env::vars().collect(),
+    }
+}
+
+/// An optional object argument: `undefined` or `null` is `None`, an object is converted, and
+/// anything else (or an object with mistyped fields) is an `OPTIONS_INVALID` error naming it.
+pub fn object_arg<T: FromNapiValue>(
+    env: &Env,
+    value: Option<Unknown>,
+    name: &str,
+) -> napi::Result<Option<T>> {
+    let Some(value) = value else { return Ok(None) };
+    let invalid = |reason: String| {
+        coded(
+            env,
+            &CoreError::OptionsInvalid {
+                option: name.to_string(),
+                reason,
+            },
+        )
+    };
+    match value.get_type()? {
+        ValueType::Undefined | ValueType::Null => Ok(None),
+        ValueType::Object => {
+            // SAFETY: the value belongs to this env and is alive for this call.
+            unsafe { T::from_napi_value(env.raw(), value.raw()) }
+                .map(Some)
+                .map_err(|e| invalid(e.reason.clone()))
+        }
+        other => Err(invalid(format!(
+            "expected an object, got a {}",
+            js_type(other)
+        ))),
+    }
+}
+
+fn js_type(t: ValueType) -> &'static str {
+    match t {
+        ValueType::Boolean => "boolean",
+        ValueType::Number => "number",
+        ValueType::String => "string",
+        ValueType::Symbol => "symbol",
+        ValueType::Function => "function",
+        ValueType::BigInt => "bigint",
+        _ => "value of another type",
     }
 }

@@ -2,9 +2,11 @@
 
 use std::collections::HashMap;
 
+use napi::Env;
+use napi::bindgen_prelude::Unknown;
 use napi_derive::napi;
 
-use super::errors::env_vars;
+use super::errors::{env_vars, object_arg};
 use crate::identity::{self as core, BrokerRoute};
 
 /// How brokered provider calls reach the host's credential broker.
@@ -47,11 +49,16 @@ pub struct DefaultSandboxExtensionService {
 impl DefaultSandboxExtensionService {
     /// Reads `PO_SANDBOX`, `PO_WORKSPACE`, `PO_BROKER_PROVIDERS`, `PO_BROKER_SOCKET` and
     /// `PO_BROKER_ADDRESS` from `env` (default: the process environment), once.
-    #[napi(constructor)]
-    pub fn new(env: Option<HashMap<String, Option<String>>>) -> Self {
-        DefaultSandboxExtensionService {
-            state: core::read_state(&env_vars(env)),
-        }
+    /// Throws `OPTIONS_INVALID` when `env` is given but is not an object.
+    #[napi(
+        constructor,
+        ts_args_type = "env?: Record<string, string | undefined | null> | undefined | null"
+    )]
+    pub fn new(env: &Env, vars: Option<Unknown>) -> napi::Result<Self> {
+        let vars: Option<HashMap<String, Option<String>>> = object_arg(env, vars, "env")?;
+        Ok(DefaultSandboxExtensionService {
+            state: core::read_state(&env_vars(vars)),
+        })
     }
 
     /// Whether this process runs inside a sandbox container.

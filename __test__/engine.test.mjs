@@ -1,0 +1,166 @@
+// Engine detection through the built addon, against the real Docker engine and against each
+// way an engine can be missing or broken.
+import { test } from 'node:test'
+import assert from 'node:assert/strict'
+import { writeFileSync } from 'node:fs'
+import net from 'node:net'
+import path from 'node:path'
+
+import { addon, dockerCli, isolatedEnv, requireDocker, socketServer, staleSocket, tempDir } from './helpers.mjs'
+
+const { checkEngine, engineCandidates } = addon
+
+test('the real Docker engine is found, with versions that match what the engine says', async () => {
+  const r = await requireDocker()
+  assert.equal(r.available, true)
+  assert.equal(r.engine, 'docker')
+  assert.equal(r.endpoint, 'unix:///var/run/docker.sock')
+  assert.equal(r.source, 'rootful')
+  assert.equal(r.engineVersion, dockerCli(['version', '--format', '{{.Server.Version}}']))
+  const [major, minor] = r.apiVersion.split('.').map(Number)
+  assert.ok(major === 1 && minor >= 41, `API ${r.apiVersion}`)
+  assert.equal(r.osType, 'linux')
+  assert.equal(r.os, dockerCli(['info', '--format', '{{.OperatingSystem}}']))
+  assert.equal(r.vm, false)
+  assert.equal(r.rootless, false)
+  assert.equal(r.reason, undefined)
+  assert.equal(r.candidates[0].outcome, 'available')
+})
+
+test('DOCKER_HOST is honoured', async (t) => {
+  await requireDocker()
+  const dir = tempDir(t)
+  const r = await checkEngine({ env: isolatedEnv(dir, { DOCKER_HOST: 'unix:///var/run/docker.sock' }) })
+  assert.equal(r.available, true)
+  assert.equal(r.source, 'DOCKER_HOST')
+  // DOCKER_HOST replaces Docker's usual places: only one docker candidate was tried.
+  assert.deepEqual(r.candidates.map((c) => c.engine), ['docker'])
+})
+
+test('no socket anywhere: not installed, naming where it looked and what to do', async (t) => {
+  const dir = tempDir(t)
+  const r = await checkEngine({ env: isolatedEnv(dir, { DOCKER_HOST: `unix://${dir}/docker.sock`, CONTAINER_HOST: `unix://${dir}/podman.sock` }) })
+  assert.equal(r.available, false)
+  assert.equal(r.reasonCode, 'ENGINE_NOT_INSTALLED')
+  assert.match(r.reason, new RegExp(`${dir}/docker.sock`))
+  assert.match(r.reason, /Install Docker/)
+  assert.ok(r.candidates.every((c) => c.outcome === 'not-found'), JSON.stringify(r.candidates))
+  assert.deepEqual([...new Set(r.candidates.map((c) => c.engine))], ['docker', 'podman', 'nerdctl', 'finch'])
+})
+
+test('a regular file where the socket should be', async (t) => {
+  const dir = tempDir(t)
+  writeFileSync(path.join(dir, 'docker.sock'), '')
+  const r = await checkEngine({ env: isolatedEnv(dir, { DOCKER_HOST: `unix://${dir}/docker.sock`, PO_SANDBOX_ENGINE: 'docker' }) })
+  assert.equal(r.reasonCode, 'ENGINE_NOT_A_SOCKET')
+  assert.match(r.reason, /is a regular file, not the engine's socket/)
+  assert.equal(r.candidates[0].outcome, 'not-a-socket')
+})
+
+test('a socket with nothing behind it: the engine is stopped', async (t) => {
+  const dir = tempDir(t)
+  const sock = path.join(dir, 'docker.sock')
+  await staleSocket(sock)
+  const r = await checkEngine({ env: isolatedEnv(dir, { DOCKER_HOST: `unix://${sock}`, PO_SANDBOX_ENGINE: 'docker' }) })
+  assert.equal(r.reasonCode, 'ENGINE_STOPPED')
+  assert.match(r.reason, /nothing answers: the engine is stopped/)
+  assert.match(r.reason, /unset DOCKER_HOST/)
+})
+
+test('a socket that accepts and never answers: gives up within the timeout', async (t) => {
+  const dir = tempDir(t)
+  const sock = path.join(dir, 'docker.sock')
+  await socketServer(t, sock, () => { /* accept, read, never answer */ })
+  const started = Date.now()
+  const r = await checkEngine({ timeoutMs: 400, env: isolatedEnv(dir, { DOCKER_HOST: `unix://${sock}`, PO_SANDBOX_ENGINE: 'docker' }) })
+  const elapsed = Date.now() - started
+  assert.equal(r.reasonCode, 'ENGINE_TIMEOUT')
+  assert.match(r.reason, /did not answer ping within 400 ms: the engine is hung/)
+  // Functional bound: it gave up, rather than hanging on the silent socket.
+  assert.ok(elapsed < 10000, `took ${elapsed} ms`)
+})
+
+test('the timeout can come from PO_SANDBOX_ENGINE_TIMEOUT_MS, and a bad value is a coded error', async (t) => {
+  const dir = tempDir(t)
+  const sock = path.join(dir, 'docker.sock')
+  await socketServer(t, sock)
+  const env = isolatedEnv(dir, { DOCKER_HOST: `unix://${sock}`, PO_SANDBOX_ENGINE: 'docker' })
+  const r = await checkEngine({ env: { ...env, PO_SANDBOX_ENGINE_TIMEOUT_MS: '300' } })
+  assert.match(r.reason, /within 300 ms/)
+  await assert.rejects(checkEngine({ env: { ...env, PO_SANDBOX_ENGINE_TIMEOUT_MS: 'soon' } }), (err) => {
+    assert.ok(err instanceof Error)
+    assert.equal(err.code, 'OPTIONS_INVALID')
+    assert.match(err.message, /PO_SANDBOX_ENGINE_TIMEOUT_MS/)
+    return true
+  })
+})
+
+test('an engine with an API older than 1.41 is refused as too old', async (t) => {
+  const dir = tempDir(t)
+  const sock = path.join(dir, 'docker.sock')
+  await socketServer(t, sock, (s) => {
+    s.on('data', (chunk) => {
+      const body = chunk.toString().includes('/version') ? JSON.stringify({ Version: '18.09.9', ApiVersion: '1.39' }) : 'OK'
+      s.write(`HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\n\r\n${body}`)
+    })
+  })
+  const r = await checkEngine({ env: isolatedEnv(dir, { DOCKER_HOST: `unix://${sock}`, PO_SANDBOX_ENGINE: 'docker' }) })
+  assert.equal(r.reasonCode, 'ENGINE_API_TOO_OLD')
+  assert.match(r.reason, /18\.09\.9 .* serves Engine API 1\.39; po-sandbox needs 1\.41 or newer/)
+})
+
+test('a TCP DOCKER_HOST with nothing listening is stopped; ssh:// is unsupported', async (t) => {
+  const dir = tempDir(t)
+  const server = net.createServer()
+  await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve))
+  const { port } = server.address()
+  await new Promise((resolve) => server.close(resolve))
+  let r = await checkEngine({ env: isolatedEnv(dir, { DOCKER_HOST: `tcp://127.0.0.1:${port}`, PO_SANDBOX_ENGINE: 'docker' }) })
+  assert.equal(r.reasonCode, 'ENGINE_STOPPED')
+  r = await checkEngine({ env: isolatedEnv(dir, { DOCKER_HOST: 'ssh://me@build-box', PO_SANDBOX_ENGINE: 'docker' }) })
+  assert.equal(r.reasonCode, 'ENGINE_UNSUPPORTED_ENDPOINT')
+  assert.match(r.reason, /ssh -L/)
+})
+
+test('nerdctl and finch are reported as having no Docker-compatible API', async (t) => {
+  const dir = tempDir(t)
+  const bin = path.join(dir, 'nerdctl')
+  writeFileSync(bin, '#!/bin/sh\n', { mode: 0o755 })
+  const r = await checkEngine({ env: isolatedEnv(dir, { PO_SANDBOX_ENGINE: 'nerdctl' }) })
+  assert.equal(r.available, false)
+  assert.equal(r.reasonCode, 'ENGINE_NO_DOCKER_API')
+  assert.match(r.reason, /nerdctl serves no Docker-compatible Engine API/)
+})
+
+test('PO_SANDBOX_ENGINE=bogus is a coded error listing the valid engines, sync and async alike', async (t) => {
+  const dir = tempDir(t)
+  const env = isolatedEnv(dir, { PO_SANDBOX_ENGINE: 'bogus' })
+  await assert.rejects(checkEngine({ env }), (err) => {
+    assert.ok(err instanceof Error)
+    assert.equal(err.code, 'ENGINE_UNKNOWN')
+    assert.match(err.message, /'bogus' \(from PO_SANDBOX_ENGINE\).*docker, podman, nerdctl, finch/)
+    return true
+  })
+  assert.throws(() => engineCandidates({ env }), (err) => {
+    assert.ok(err instanceof Error)
+    assert.equal(err.code, 'ENGINE_UNKNOWN')
+    return true
+  })
+  // Mistyped options throw synchronously, before any Promise.
+  for (const bad of [{ timeoutMs: 'soon' }, { timeoutMs: -1 }, { timeoutMs: 1.5 }, 5, 'docker']) {
+    assert.throws(() => checkEngine(bad), (err) => err instanceof Error && err.code === 'OPTIONS_INVALID', JSON.stringify(bad))
+  }
+})
+
+test('engineCandidates lists the detection order without I/O', () => {
+  const list = engineCandidates({ env: { HOME: '/home/u', XDG_RUNTIME_DIR: '/run/user/1000' } })
+  assert.deepEqual([...new Set(list.map((c) => c.engine))], ['docker', 'podman', 'nerdctl', 'finch'])
+  assert.deepEqual(list.slice(0, 3).map((c) => c.endpoint), [
+    'unix:///var/run/docker.sock',
+    'unix:///run/user/1000/docker.sock',
+    'unix:///home/u/.docker/run/docker.sock',
+  ])
+  assert.ok(list.some((c) => c.source === 'Colima'))
+  assert.ok(list.some((c) => c.engine === 'podman' && c.source === 'rootless' && c.endpoint === 'unix:///run/user/1000/podman/podman.sock'))
+  assert.ok(list.every((c) => c.outcome === 'untried'))
+})

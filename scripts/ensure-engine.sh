@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# Makes sure the engines the tests need are here: a Docker engine that answers, and Podman
+# installed (its tests start their own `podman system service`). When something is missing and
+# this runs as root on Debian, it installs Debian's docker.io / podman and starts dockerd;
+# otherwise it fails and says what to do. It never stops anything.
+set -euo pipefail
+
+log=${PO_SANDBOX_DOCKERD_LOG:-/tmp/po-sandbox-dockerd.log}
+
+can_install() {
+  [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 && [ -f /etc/debian_version ]
+}
+
+docker_answers() {
+  command -v docker >/dev/null 2>&1 && timeout 15 docker version >/dev/null 2>&1
+}
+
+install_packages() {
+  echo "ensure-engine: installing $* from Debian's packages"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq "$@" >/dev/null
+}
+
+missing=()
+command -v dockerd >/dev/null 2>&1 || missing+=(docker.io)
+command -v podman >/dev/null 2>&1 || missing+=(podman)
+
+if docker_answers; then
+  echo "ensure-engine: Docker answers ($(docker version --format '{{.Server.Version}}' 2>/dev/null || echo '?'))"
+  # The engine is there; Podman may still be missing.
+  missing=("${missing[@]/docker.io/}")
+fi
+want=()
+for p in "${missing[@]}"; do [ -n "$p" ] && want+=("$p"); done
+
+if [ "${#want[@]}" -gt 0 ]; then
+  if can_install; then
+    install_packages "${want[@]}"
+  else
+    echo "ensure-engine: missing: ${want[*]}." >&2
+    echo "  Install them (Debian/Ubuntu: sudo apt-get install -y ${want[*]}) and start Docker" >&2
+    echo "  (sudo systemctl start docker, or sudo dockerd &), then run npm test again." >&2
+    exit 1
+  fi
+fi
+
+if ! docker_answers; then
+  if [ -n "${DOCKER_HOST:-}" ]; then
+    echo "ensure-engine: DOCKER_HOST=$DOCKER_HOST does not answer. Start that engine or unset DOCKER_HOST." >&2
+    exit 1
+  fi
+  if [ "$(id -u)" != 0 ]; then
+    echo "ensure-engine: no Docker engine answers at /var/run/docker.sock." >&2
+    echo "  Start it (sudo systemctl start docker, or sudo dockerd &) and run npm test again." >&2
+    exit 1
+  fi
+  echo "ensure-engine: starting dockerd (log: $log)"
+  nohup dockerd >"$log" 2>&1 &
+  for _ in $(seq 1 120); do
+    docker_answers && break
+    sleep 0.5
+  done
+  if ! docker_answers; then
+    echo "ensure-engine: dockerd did not come up within 60 s. Its log ends with:" >&2
+    tail -n 20 "$log" >&2 || true
+    exit 1
+  fi
+  echo "ensure-engine: Docker answers ($(docker version --format '{{.Server.Version}}'))"
+fi
+command -v podman >/dev/null 2>&1 && echo "ensure-engine: Podman $(podman --version | awk '{print $3}') installed"

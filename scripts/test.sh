@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# `npm test`: builds the addon, makes sure an engine answers, then runs every suite.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+step() { printf '\n== %s\n' "$*"; }
+
+major=$(node -p 'process.versions.node.split(".")[0]')
+if [ "$major" -lt 24 ]; then
+  echo "npm test needs Node.js 24 or newer on PATH (found $(node --version)); 'npm install' brings it as the 'node' devDependency." >&2
+  exit 1
+fi
+
+step "build the addon (napi build --platform --release)"
+npx napi build --platform --release
+if [ -n "${CI:-}" ] && git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
+  if ! git diff --exit-code -- index.js index.d.ts; then
+    echo "index.js / index.d.ts are stale: run 'npm run build' and commit them." >&2
+    exit 1
+  fi
+fi
+
+step "engine"
+bash scripts/ensure-engine.sh
+
+step "rust: fmt, clippy, unit tests"
+cargo fmt --check
+cargo clippy --release --all-targets -- -D warnings
+cargo test --release
+
+step "types: tsc --noEmit --strict"
+npx tsc --noEmit --strict --target es2022 --module nodenext --moduleResolution nodenext index.d.ts __test__/api.types.ts
+
+step "node:test suites (Node $(node --version))"
+node --test --test-timeout=300000 __test__/*.test.mjs
