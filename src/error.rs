@@ -14,9 +14,6 @@ pub enum Error {
     #[error("Invalid option {option}: {reason}")]
     OptionsInvalid { option: String, reason: String },
 
-    /// No usable engine answered; the reason says which and what to do.
-    #[error("{reason}")]
-    EngineUnavailable { reason: String },
 }
 
 impl Error {
@@ -25,7 +22,6 @@ impl Error {
         match self {
             Error::EngineUnknown { .. } => "ENGINE_UNKNOWN",
             Error::OptionsInvalid { .. } => "OPTIONS_INVALID",
-            Error::EngineUnavailable { .. } => "ENGINE_UNAVAILABLE",
         }
     }
 }

@@ -277,19 +277,14 @@ fn places(host: &HostEnv, engine: EngineKind, out: &mut Vec<Candidate>) {
                     push(e, "Podman machine", true, false);
                 }
             }
-            if host.os == HostOs::MacOs {
-                if let Some(tmp) = host
-                    .var("TMPDIR")
-                    .map(PathBuf::from)
-                    .filter(|p| p.is_absolute())
-                {
-                    push(
-                        Endpoint::Unix(tmp.join("podman/podman-machine-default-api.sock")),
-                        "Podman machine",
-                        true,
-                        false,
-                    );
-                }
+            let tmp = host.var("TMPDIR").map(PathBuf::from);
+            if let Some(tmp) = tmp.filter(|p| p.is_absolute() && host.os == HostOs::MacOs) {
+                push(
+                    Endpoint::Unix(tmp.join("podman/podman-machine-default-api.sock")),
+                    "Podman machine",
+                    true,
+                    false,
+                );
             }
         }
         EngineKind::Nerdctl => {

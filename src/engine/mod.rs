@@ -28,7 +28,7 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_millis(3000);
 pub const MIN_API_VERSION: (u32, u32) = (1, 41);
 
 /// How to look for an engine.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct DetectOptions {
     /// Pick this engine (overrides `PO_SANDBOX_ENGINE`).
     pub engine: Option<String>,
@@ -36,16 +36,6 @@ pub struct DetectOptions {
     pub timeout: Option<Duration>,
     /// Probe every candidate even after one answered (the doctor's view).
     pub probe_all: bool,
-}
-
-impl Default for DetectOptions {
-    fn default() -> Self {
-        Self {
-            engine: None,
-            timeout: None,
-            probe_all: false,
-        }
-    }
 }
 
 /// A timeout given in milliseconds by a caller: a whole number from 1 to 600000.
