@@ -13,7 +13,6 @@ pub enum Error {
     /// An option value is out of range or malformed.
     #[error("Invalid option {option}: {reason}")]
     OptionsInvalid { option: String, reason: String },
-
 }
 
 impl Error {
