@@ -4,5 +4,7 @@ pub mod doctor;
 pub mod engine;
 pub mod error;
 pub mod identity;
+pub mod image;
 pub mod logging;
 mod napi;
+pub mod runtime;

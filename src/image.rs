@@ -1,0 +1,1 @@
+//! The sandbox image `po-sandbox:<digest>`: its recipe, digest and build.
