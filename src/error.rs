@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 
 /// Everything the core can fail with.
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum Error {
     /// `PO_SANDBOX_ENGINE` (or the `engine` option) names no engine we know.
     #[error(

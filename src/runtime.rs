@@ -1,1 +1,1302 @@
 //! The Linux Po runtime bundle: where it lives, and whether its container-runtime.json is valid.
+//!
+//! A bundle is a folder `<poHome>/container-runtime/<version>/` that is bind-mounted read-only at
+//! [`MOUNT_POINT`] in every sandbox container. Its [`FILE_NAME`] says how to start the contained
+//! server. The file comes from outside the layer, so every value is checked by hand against
+//! explicit rules before any of it reaches a container's command line or environment, and each
+//! failure names the key at fault and what is expected.
+
+use std::cmp::Ordering;
+use std::collections::BTreeMap;
+use std::fs;
+use std::io::{ErrorKind, Read};
+use std::path::{Path, PathBuf};
+
+use serde_json::{Map, Value};
+
+use crate::error::{Error, Result};
+
+/// The mount point of the bundle folder inside the container; every path in the file lies below it.
+pub const MOUNT_POINT: &str = "/opt/po";
+
+/// The bundle's description file, directly inside the version folder.
+pub const FILE_NAME: &str = "container-runtime.json";
+
+/// The cap on [`FILE_NAME`]'s size: the file is a short description, and anything bigger is a
+/// mistake that should not be read into memory.
+pub const MAX_FILE_BYTES: u64 = 64 * 1024;
+
+/// The folder under a Po home that holds one sub-folder per bundle version.
+pub const ROOT_DIR_NAME: &str = "container-runtime";
+
+/// The health path used when the file names none.
+pub const DEFAULT_HEALTH_PATH: &str = "/api/health";
+
+/// The interpreter used when the file names none: `node` from the image's `PATH`.
+pub const DEFAULT_INTERPRETER: &str = "node";
+
+/// The keys the file may hold; anything else is refused so that typos do not pass silently.
+pub const KNOWN_KEYS: [&str; 6] = ["entry", "port", "args", "env", "healthPath", "interpreter"];
+
+/// Variables the layer sets itself in every container; the bundle may not override them.
+pub const RESERVED_ENV: [&str; 8] = [
+    "PO_SANDBOX",
+    "PO_HOME",
+    "PO_WORKSPACE",
+    "PO_SANDBOX_TOKEN_FILE",
+    "PO_BROKER_PROVIDERS",
+    "PO_BROKER_SOCKET",
+    "PO_BROKER_ADDRESS",
+    "HOME",
+];
+
+/// The most `args` items, so that a command line stays well within exec limits.
+pub const MAX_ARGS: usize = 64;
+/// The most bytes in one `args` item.
+pub const MAX_ARG_BYTES: usize = 4096;
+/// The most `env` entries.
+pub const MAX_ENV_ENTRIES: usize = 128;
+/// The most bytes in one `env` value.
+pub const MAX_ENV_VALUE_BYTES: usize = 32 * 1024;
+/// The most bytes in `healthPath`.
+pub const MAX_HEALTH_PATH_BYTES: usize = 1024;
+/// The most characters in a version folder name.
+pub const MAX_VERSION_CHARS: usize = 64;
+
+/// The `key` of errors about the file as a whole rather than one of its keys.
+const FILE_KEY: &str = "(file)";
+
+/// The validated contents of a container-runtime.json, without where it was found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ParsedRuntime {
+    /// The server's entry script: a normalised absolute path below [`MOUNT_POINT`].
+    pub entry: String,
+    /// The port the contained server listens on.
+    pub port: u16,
+    /// Arguments after the entry script.
+    pub args: Vec<String>,
+    /// Extra variables for the server; never one of [`RESERVED_ENV`].
+    pub env: BTreeMap<String, String>,
+    /// The HTTP path that answers once the server is up.
+    pub health_path: String,
+    /// A normalised absolute path below [`MOUNT_POINT`], or `None` for [`DEFAULT_INTERPRETER`].
+    pub interpreter: Option<String>,
+}
+
+/// A validated runtime bundle.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RuntimeBundle {
+    /// The version folder's name.
+    pub version: String,
+    /// The host folder mounted at [`MOUNT_POINT`].
+    pub dir: PathBuf,
+    /// The container-runtime.json that was read.
+    pub json_path: PathBuf,
+    /// The server's entry script: a normalised absolute path below [`MOUNT_POINT`].
+    pub entry: String,
+    /// The port the contained server listens on.
+    pub port: u16,
+    /// Arguments after the entry script.
+    pub args: Vec<String>,
+    /// Extra variables for the server; never one of [`RESERVED_ENV`].
+    pub env: BTreeMap<String, String>,
+    /// The HTTP path that answers once the server is up.
+    pub health_path: String,
+    /// A normalised absolute path below [`MOUNT_POINT`], or `None` for [`DEFAULT_INTERPRETER`].
+    pub interpreter: Option<String>,
+}
+
+impl RuntimeBundle {
+    /// Joins where a bundle was found with what its file says.
+    pub fn new(version: String, dir: PathBuf, json_path: PathBuf, parsed: ParsedRuntime) -> Self {
+        let ParsedRuntime {
+            entry,
+            port,
+            args,
+            env,
+            health_path,
+            interpreter,
+        } = parsed;
+        RuntimeBundle {
+            version,
+            dir,
+            json_path,
+            entry,
+            port,
+            args,
+            env,
+            health_path,
+            interpreter,
+        }
+    }
+
+    /// The container's command: interpreter (or "node"), entry, args.
+    pub fn command(&self) -> Vec<String> {
+        let interpreter = self.interpreter.as_deref().unwrap_or(DEFAULT_INTERPRETER);
+        let mut cmd = Vec::with_capacity(2 + self.args.len());
+        cmd.push(interpreter.to_string());
+        cmd.push(self.entry.clone());
+        cmd.extend(self.args.iter().cloned());
+        cmd
+    }
+}
+
+/// Where bundles live under a Po home.
+pub fn runtime_root(po_home: &Path) -> PathBuf {
+    po_home.join(ROOT_DIR_NAME)
+}
+
+/// Whether `version` can be a bundle folder name: one path segment of `[A-Za-z0-9._+-]`, not
+/// starting with '.', at most [`MAX_VERSION_CHARS`] long. This keeps `..`, separators and hidden
+/// or temporary folders out of the path that gets mounted into containers.
+pub fn is_safe_version(version: &str) -> bool {
+    !version.is_empty()
+        && version.len() <= MAX_VERSION_CHARS
+        && !version.starts_with('.')
+        && version
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'+' | b'-'))
+}
+
+/// Orders version folder names so that the newest sorts last: dot-separated parts compare
+/// numerically when both are digits (`1.10.0` > `1.9.3`), otherwise as strings; a name with
+/// more parts wins a tie, and names equal so far (`1.01` vs `1.1`) fall back to string order so
+/// that the order is total and the pick deterministic.
+pub fn compare_versions(a: &str, b: &str) -> Ordering {
+    let (mut pa, mut pb) = (a.split('.'), b.split('.'));
+    loop {
+        match (pa.next(), pb.next()) {
+            (None, None) => return a.cmp(b),
+            (Some(_), None) => return Ordering::Greater,
+            (None, Some(_)) => return Ordering::Less,
+            (Some(x), Some(y)) => {
+                let o = compare_part(x, y);
+                if o != Ordering::Equal {
+                    return o;
+                }
+            }
+        }
+    }
+}
+
+fn compare_part(x: &str, y: &str) -> Ordering {
+    let numeric = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    if numeric(x) && numeric(y) {
+        // Compare without parsing so that no part is too long to compare.
+        let (x, y) = (x.trim_start_matches('0'), y.trim_start_matches('0'));
+        x.len().cmp(&y.len()).then_with(|| x.cmp(y))
+    } else {
+        x.cmp(y)
+    }
+}
+
+/// Finds and validates the bundle: `version`'s folder when given, else the highest version
+/// under [`runtime_root`]. Fails with `RUNTIME_NOT_INSTALLED` naming the exact path looked at
+/// when there is none, and with `RUNTIME_INVALID` when the version name or the file breaks a rule.
+pub fn locate(po_home: &Path, version: Option<&str>) -> Result<RuntimeBundle> {
+    let root = runtime_root(po_home);
+    let version = match version {
+        Some(v) if is_safe_version(v) => v.to_string(),
+        Some(v) => {
+            return Err(invalid(
+                &root,
+                "version",
+                format!(
+                    "{} is not a safe folder name: use 1 to {MAX_VERSION_CHARS} characters from A-Z, a-z, 0-9, '.', '_', '+', '-', not starting with '.'",
+                    shown(v)
+                ),
+            ));
+        }
+        None => highest_version(&root)?,
+    };
+    let dir = root.join(&version);
+    let json_path = dir.join(FILE_NAME);
+    let bytes = read_capped(&json_path)?;
+    let parsed = parse(&json_path, &bytes)?;
+    Ok(RuntimeBundle::new(version, dir, json_path, parsed))
+}
+
+/// The newest safe-named folder under `root`.
+fn highest_version(root: &Path) -> Result<String> {
+    let not_installed = || Error::RuntimeNotInstalled {
+        path: root.join("<version>").join(FILE_NAME),
+    };
+    let entries = match fs::read_dir(root) {
+        Ok(entries) => entries,
+        Err(e) if is_missing(&e) => return Err(not_installed()),
+        Err(e) => {
+            return Err(invalid(root, "(folder)", format!("cannot be listed: {e}")));
+        }
+    };
+    let mut best: Option<String> = None;
+    for entry in entries.flatten() {
+        let Ok(name) = entry.file_name().into_string() else {
+            continue;
+        };
+        // Follows links, so a version folder may be a link to a folder.
+        if !is_safe_version(&name) || !entry.path().is_dir() {
+            continue;
+        }
+        if best
+            .as_deref()
+            .is_none_or(|b| compare_versions(&name, b) == Ordering::Greater)
+        {
+            best = Some(name);
+        }
+    }
+    best.ok_or_else(not_installed)
+}
+
+fn is_missing(e: &std::io::Error) -> bool {
+    matches!(e.kind(), ErrorKind::NotFound | ErrorKind::NotADirectory)
+}
+
+/// Reads `json_path` when it is a regular file (not a link) of at most [`MAX_FILE_BYTES`].
+fn read_capped(json_path: &Path) -> Result<Vec<u8>> {
+    let not_installed = || Error::RuntimeNotInstalled {
+        path: json_path.to_path_buf(),
+    };
+    let file_err = |rule: String| invalid(json_path, FILE_KEY, rule);
+    let meta = match fs::symlink_metadata(json_path) {
+        Ok(m) => m,
+        Err(e) if is_missing(&e) => return Err(not_installed()),
+        Err(e) => return Err(file_err(format!("cannot be read: {e}"))),
+    };
+    if meta.file_type().is_symlink() {
+        return Err(file_err("must be a regular file, not a link".into()));
+    }
+    if !meta.is_file() {
+        return Err(file_err("must be a regular file".into()));
+    }
+    if meta.len() > MAX_FILE_BYTES {
+        return Err(file_err(too_big(meta.len())));
+    }
+    let mut opts = fs::OpenOptions::new();
+    opts.read(true);
+    #[cfg(unix)]
+    {
+        // Refuse a link swapped in after the check above.
+        use std::os::unix::fs::OpenOptionsExt;
+        opts.custom_flags(libc::O_NOFOLLOW);
+    }
+    let file = match opts.open(json_path) {
+        Ok(f) => f,
+        Err(e) if is_missing(&e) => return Err(not_installed()),
+        Err(e) => return Err(file_err(format!("cannot be opened: {e}"))),
+    };
+    // The file may have grown since the check: read one byte past the cap to notice.
+    let mut bytes = Vec::new();
+    file.take(MAX_FILE_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| file_err(format!("cannot be read: {e}")))?;
+    if bytes.len() as u64 > MAX_FILE_BYTES {
+        return Err(file_err(too_big(bytes.len() as u64)));
+    }
+    Ok(bytes)
+}
+
+fn too_big(len: u64) -> String {
+    if len > MAX_FILE_BYTES + 1 {
+        format!("is {len} bytes; the limit is {MAX_FILE_BYTES} bytes (64 KiB)")
+    } else {
+        format!("is over the limit of {MAX_FILE_BYTES} bytes (64 KiB)")
+    }
+}
+
+/// Validates container-runtime.json bytes (pure; `path` only for messages). The first rule
+/// broken is reported as `RUNTIME_INVALID` with the key at fault (`entry`, `args[2]`,
+/// `env.FOO`…) or `(file)`. A leading UTF-8 byte order mark is ignored, as RFC 8259 allows.
+pub fn parse(json_path: &Path, bytes: &[u8]) -> Result<ParsedRuntime> {
+    let file_err = |rule: String| invalid(json_path, FILE_KEY, rule);
+    if bytes.len() as u64 > MAX_FILE_BYTES {
+        return Err(file_err(too_big(bytes.len() as u64)));
+    }
+    let bytes = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
+    let text = std::str::from_utf8(bytes).map_err(|e| {
+        file_err(format!(
+            "is not valid UTF-8 (first bad byte at offset {}); save it as UTF-8 JSON",
+            e.valid_up_to()
+        ))
+    })?;
+    if text.trim().is_empty() {
+        return Err(file_err(
+            "is empty; it must hold a JSON object with at least entry and port".into(),
+        ));
+    }
+    let value: Value =
+        serde_json::from_str(text).map_err(|e| file_err(format!("is not valid JSON: {e}")))?;
+    let Value::Object(obj) = value else {
+        return Err(file_err(format!(
+            "must hold a JSON object at the top level, found {}",
+            kind(&value)
+        )));
+    };
+    check(&obj).map_err(|(key, rule)| invalid(json_path, key, rule))
+}
+
+/// A broken rule: the key at fault and what is wrong with it.
+type Broken = (String, String);
+
+fn check(obj: &Map<String, Value>) -> std::result::Result<ParsedRuntime, Broken> {
+    let mut unknown: Vec<&String> = obj
+        .keys()
+        .filter(|k| !KNOWN_KEYS.contains(&k.as_str()))
+        .collect();
+    unknown.sort();
+    if let Some(k) = unknown.first() {
+        return Err((
+            shown_key(k),
+            format!(
+                "is not a known key; the known keys are {}",
+                KNOWN_KEYS.join(", ")
+            ),
+        ));
+    }
+    let broken = |key: &str, rule: String| (key.to_string(), rule);
+
+    let entry = match obj.get("entry") {
+        None => {
+            return Err(broken(
+                "entry",
+                format!(
+                    "is required: the absolute path of the server's entry script inside {MOUNT_POINT}, e.g. {MOUNT_POINT}/server/main.js"
+                ),
+            ));
+        }
+        Some(v) => mounted_path("entry", v)?,
+    };
+
+    const PORT_RULE: &str =
+        "must be a whole number from 1 to 65535: the port the server listens on";
+    let port = match obj.get("port") {
+        None => return Err(broken("port", format!("is required; it {PORT_RULE}"))),
+        Some(v) => v
+            .as_u64()
+            .and_then(|n| u16::try_from(n).ok())
+            .filter(|&n| n != 0)
+            .ok_or_else(|| broken("port", format!("{PORT_RULE}, got {}", brief(v))))?,
+    };
+
+    let args = match obj.get("args") {
+        None => Vec::new(),
+        Some(Value::Array(items)) => {
+            if items.len() > MAX_ARGS {
+                return Err(broken(
+                    "args",
+                    format!("has {} items; the limit is {MAX_ARGS}", items.len()),
+                ));
+            }
+            let mut args = Vec::with_capacity(items.len());
+            for (i, item) in items.iter().enumerate() {
+                let key = format!("args[{i}]");
+                let Value::String(s) = item else {
+                    return Err((key, format!("must be a string, got {}", kind(item))));
+                };
+                if s.len() > MAX_ARG_BYTES {
+                    return Err((
+                        key,
+                        format!("is {} bytes; the limit is {MAX_ARG_BYTES}", s.len()),
+                    ));
+                }
+                if s.contains('\0') {
+                    return Err((key, "must not contain a NUL character".into()));
+                }
+                args.push(s.clone());
+            }
+            args
+        }
+        Some(v) => {
+            return Err(broken(
+                "args",
+                format!("must be an array of strings, got {}", kind(v)),
+            ));
+        }
+    };
+
+    let env = match obj.get("env") {
+        None => BTreeMap::new(),
+        Some(Value::Object(vars)) => {
+            if vars.len() > MAX_ENV_ENTRIES {
+                return Err(broken(
+                    "env",
+                    format!("has {} entries; the limit is {MAX_ENV_ENTRIES}", vars.len()),
+                ));
+            }
+            let mut env = BTreeMap::new();
+            for (name, value) in vars {
+                let key = format!("env.{}", shown_key(name));
+                if !is_env_name(name) {
+                    return Err((
+                        key,
+                        "is not a valid variable name: use letters, digits and '_', not starting with a digit".into(),
+                    ));
+                }
+                if RESERVED_ENV.contains(&name.as_str()) {
+                    return Err((
+                        key,
+                        format!(
+                            "is set by the sandbox layer itself and cannot be overridden; reserved names: {}",
+                            RESERVED_ENV.join(", ")
+                        ),
+                    ));
+                }
+                let Value::String(s) = value else {
+                    return Err((key, format!("must be a string, got {}", kind(value))));
+                };
+                if s.len() > MAX_ENV_VALUE_BYTES {
+                    return Err((
+                        key,
+                        format!("is {} bytes; the limit is {MAX_ENV_VALUE_BYTES}", s.len()),
+                    ));
+                }
+                if s.contains('\0') {
+                    return Err((key, "must not contain a NUL character".into()));
+                }
+                env.insert(name.clone(), s.clone());
+            }
+            env
+        }
+        Some(v) => {
+            return Err(broken(
+                "env",
+                format!(
+                    "must be an object of variable names to string values, got {}",
+                    kind(v)
+                ),
+            ));
+        }
+    };
+
+    let health_path = match obj.get("healthPath") {
+        None => DEFAULT_HEALTH_PATH.to_string(),
+        Some(Value::String(s)) => {
+            check_health_path(s).map_err(|rule| broken("healthPath", rule))?;
+            s.clone()
+        }
+        Some(v) => {
+            return Err(broken(
+                "healthPath",
+                format!(
+                    "must be a string such as {DEFAULT_HEALTH_PATH} (omit it for that default), got {}",
+                    kind(v)
+                ),
+            ));
+        }
+    };
+
+    let interpreter = match obj.get("interpreter") {
+        None => None,
+        Some(v) => Some(mounted_path("interpreter", v)?),
+    };
+
+    Ok(ParsedRuntime {
+        entry,
+        port,
+        args,
+        env,
+        health_path,
+        interpreter,
+    })
+}
+
+/// Checks a path value and normalises it: absolute, below [`MOUNT_POINT`], naming a file, with
+/// no `..` segment at all (even one that would normalise back inside), no NUL; empty and `.`
+/// segments are dropped.
+fn mounted_path(key: &str, value: &Value) -> std::result::Result<String, Broken> {
+    let broken = |rule: String| (key.to_string(), rule);
+    let expected = format!("an absolute file path inside {MOUNT_POINT}");
+    let Value::String(raw) = value else {
+        return Err(broken(format!(
+            "must be a string: {expected}, got {}",
+            kind(value)
+        )));
+    };
+    if raw.is_empty() {
+        return Err(broken(format!("must not be empty: give {expected}")));
+    }
+    if raw.contains('\0') {
+        return Err(broken("must not contain a NUL character".into()));
+    }
+    if !raw.starts_with('/') {
+        return Err(broken(format!(
+            "must be {expected} (where the bundle is mounted), got relative path {}",
+            shown(raw)
+        )));
+    }
+    if raw.split('/').any(|s| s == "..") {
+        return Err(broken(format!(
+            "must not contain a '..' segment, got {}",
+            shown(raw)
+        )));
+    }
+    let segments: Vec<&str> = raw
+        .split('/')
+        .filter(|s| !s.is_empty() && *s != ".")
+        .collect();
+    let normalised = format!("/{}", segments.join("/"));
+    if normalised == MOUNT_POINT {
+        return Err(broken(format!(
+            "must name a file below {MOUNT_POINT}, not {MOUNT_POINT} itself"
+        )));
+    }
+    let mount: Vec<&str> = MOUNT_POINT.split('/').filter(|s| !s.is_empty()).collect();
+    if !segments.starts_with(&mount) {
+        return Err(broken(format!(
+            "must be inside {MOUNT_POINT} (where the bundle is mounted), got {}",
+            shown(raw)
+        )));
+    }
+    if raw.ends_with('/') || raw.ends_with("/.") {
+        return Err(broken(format!(
+            "must name a file, not a folder, got {}",
+            shown(raw)
+        )));
+    }
+    Ok(normalised)
+}
+
+/// Checks `healthPath`: it goes verbatim into an HTTP request line, so it must be an
+/// origin-form path of printable ASCII.
+fn check_health_path(s: &str) -> std::result::Result<(), String> {
+    if !s.starts_with('/') {
+        return Err(format!(
+            "must start with '/', e.g. {DEFAULT_HEALTH_PATH}, got {}",
+            shown(s)
+        ));
+    }
+    if s.starts_with("//") {
+        return Err("must not start with '//', which would read as a host name".into());
+    }
+    if s.len() > MAX_HEALTH_PATH_BYTES {
+        return Err(format!(
+            "is {} bytes; the limit is {MAX_HEALTH_PATH_BYTES}",
+            s.len()
+        ));
+    }
+    if s.contains('#') {
+        return Err("must not contain '#': a fragment is never sent to the server".into());
+    }
+    if !s.bytes().all(|b| b.is_ascii_graphic()) {
+        return Err(format!(
+            "must be printable ASCII without spaces or control characters (percent-encode anything else), got {}",
+            shown(s)
+        ));
+    }
+    Ok(())
+}
+
+/// `^[A-Za-z_][A-Za-z0-9_]*$`.
+fn is_env_name(name: &str) -> bool {
+    let mut bytes = name.bytes();
+    bytes
+        .next()
+        .is_some_and(|b| b.is_ascii_alphabetic() || b == b'_')
+        && bytes.all(|b| b.is_ascii_alphanumeric() || b == b'_')
+}
+
+fn invalid(path: &Path, key: impl Into<String>, rule: impl Into<String>) -> Error {
+    Error::RuntimeInvalid {
+        path: path.to_path_buf(),
+        key: key.into(),
+        rule: rule.into(),
+    }
+}
+
+/// A JSON value's type, as the messages name it.
+fn kind(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+/// A value for a message: numbers as written, anything else by its type.
+fn brief(v: &Value) -> String {
+    match v {
+        Value::Number(n) => n.to_string(),
+        Value::String(s) => format!("the string {}", shown(s)),
+        _ => kind(v).to_string(),
+    }
+}
+
+/// A user string for a message: quoted, escaped, and cut short.
+fn shown(s: &str) -> String {
+    const MAX: usize = 120;
+    if s.chars().count() > MAX {
+        let cut: String = s.chars().take(MAX).collect();
+        format!("'{}…'", cut.escape_debug())
+    } else {
+        format!("'{}'", s.escape_debug())
+    }
+}
+
+/// A user-supplied key for an error's `key`: escaped and cut short, but unquoted.
+fn shown_key(s: &str) -> String {
+    const MAX: usize = 64;
+    if s.chars().count() > MAX {
+        let cut: String = s.chars().take(MAX).collect();
+        format!("{}…", cut.escape_debug())
+    } else {
+        s.escape_debug().to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn p() -> PathBuf {
+        PathBuf::from("/home/u/.po/container-runtime/1.0.0/container-runtime.json")
+    }
+
+    fn parse_value(v: Value) -> Result<ParsedRuntime> {
+        parse(&p(), v.to_string().as_bytes())
+    }
+
+    /// A valid file with `key` set to `value` (or removed when `value` is None).
+    fn with(key: &str, value: Option<Value>) -> Value {
+        let mut v = json!({ "entry": "/opt/po/server/main.js", "port": 7300 });
+        let obj = v.as_object_mut().unwrap();
+        match value {
+            Some(x) => {
+                obj.insert(key.to_string(), x);
+            }
+            None => {
+                obj.remove(key);
+            }
+        }
+        v
+    }
+
+    /// Asserts a RUNTIME_INVALID error with exactly `key`, and returns its message.
+    fn assert_invalid(r: Result<impl std::fmt::Debug>, want_key: &str) -> String {
+        let err = r.expect_err("expected an error");
+        assert_eq!(err.code(), "RUNTIME_INVALID", "{err}");
+        let msg = err.to_string();
+        match &err {
+            Error::RuntimeInvalid { key, .. } => assert_eq!(key, want_key, "{msg}"),
+            other => panic!("wrong variant: {other:?}"),
+        }
+        assert!(msg.contains(&format!(": {want_key}: ")), "{msg}");
+        msg
+    }
+
+    fn bad(key: &str, value: Value, want_key: &str) -> String {
+        assert_invalid(parse_value(with(key, Some(value))), want_key)
+    }
+
+    // ---- parse: whole file ----
+
+    #[test]
+    fn full_example_parses_to_exact_values() {
+        let text = r#"{
+            "entry": "/opt/po/server/main.js",
+            "port": 7300,
+            "args": ["--listen", "0.0.0.0"],
+            "env": { "NODE_ENV": "production", "PATH": "/opt/po/node/bin:/usr/bin" },
+            "healthPath": "/api/health",
+            "interpreter": "/opt/po/node/bin/node"
+        }"#;
+        let parsed = parse(&p(), text.as_bytes()).unwrap();
+        assert_eq!(
+            parsed,
+            ParsedRuntime {
+                entry: "/opt/po/server/main.js".into(),
+                port: 7300,
+                args: vec!["--listen".into(), "0.0.0.0".into()],
+                env: BTreeMap::from([
+                    ("NODE_ENV".to_string(), "production".to_string()),
+                    ("PATH".to_string(), "/opt/po/node/bin:/usr/bin".to_string()),
+                ]),
+                health_path: "/api/health".into(),
+                interpreter: Some("/opt/po/node/bin/node".into()),
+            }
+        );
+    }
+
+    #[test]
+    fn minimal_file_gets_defaults() {
+        let parsed = parse_value(json!({ "entry": "/opt/po/main.js", "port": 1 })).unwrap();
+        assert_eq!(parsed.health_path, DEFAULT_HEALTH_PATH);
+        assert_eq!(parsed.health_path, "/api/health");
+        assert!(parsed.args.is_empty() && parsed.env.is_empty());
+        assert_eq!(parsed.interpreter, None);
+        assert_eq!(parsed.port, 1);
+        let parsed = parse_value(with("port", Some(json!(65535)))).unwrap();
+        assert_eq!(parsed.port, 65535);
+    }
+
+    #[test]
+    fn command_with_and_without_interpreter() {
+        let parsed = parse_value(with("args", Some(json!(["--listen", "0.0.0.0"])))).unwrap();
+        let mut bundle =
+            RuntimeBundle::new("1.0.0".into(), "/d".into(), "/d/c.json".into(), parsed);
+        assert_eq!(
+            bundle.command(),
+            ["node", "/opt/po/server/main.js", "--listen", "0.0.0.0"]
+        );
+        bundle.interpreter = Some("/opt/po/node/bin/node".into());
+        bundle.args.clear();
+        assert_eq!(
+            bundle.command(),
+            ["/opt/po/node/bin/node", "/opt/po/server/main.js"]
+        );
+    }
+
+    #[test]
+    fn oversized_bytes_are_refused_with_the_cap() {
+        let mut bytes = with("x", None).to_string().into_bytes();
+        bytes.resize(MAX_FILE_BYTES as usize + 1, b' ');
+        let msg = assert_invalid(parse(&p(), &bytes), "(file)");
+        assert!(msg.contains("65536"), "{msg}");
+        // Exactly at the cap is fine.
+        bytes.pop();
+        assert!(parse(&p(), &bytes).is_ok());
+    }
+
+    #[test]
+    fn invalid_utf8_is_refused() {
+        let msg = assert_invalid(parse(&p(), b"{\"entry\": \"\xff\"}"), "(file)");
+        assert!(msg.contains("UTF-8") && msg.contains("offset 11"), "{msg}");
+    }
+
+    #[test]
+    fn invalid_json_names_line_and_column() {
+        let msg = assert_invalid(parse(&p(), b"{\n  \"entry\": ,\n}"), "(file)");
+        assert!(msg.contains("not valid JSON"), "{msg}");
+        assert!(msg.contains("line 2 column"), "{msg}");
+        assert!(msg.contains("container-runtime.json"), "{msg}");
+    }
+
+    #[test]
+    fn empty_file_is_refused() {
+        let msg = assert_invalid(parse(&p(), b""), "(file)");
+        assert!(msg.contains("empty"), "{msg}");
+        assert_invalid(parse(&p(), b" \n\t"), "(file)");
+    }
+
+    #[test]
+    fn top_level_must_be_an_object() {
+        for (text, found) in [
+            ("[]", "an array"),
+            ("\"x\"", "a string"),
+            ("7300", "a number"),
+            ("null", "null"),
+        ] {
+            let msg = assert_invalid(parse(&p(), text.as_bytes()), "(file)");
+            assert!(msg.contains("JSON object") && msg.contains(found), "{msg}");
+        }
+    }
+
+    #[test]
+    fn byte_order_mark_is_ignored() {
+        let mut bytes = b"\xEF\xBB\xBF".to_vec();
+        bytes.extend(with("x", None).to_string().bytes());
+        assert_eq!(parse(&p(), &bytes).unwrap().port, 7300);
+    }
+
+    #[test]
+    fn unknown_key_is_named_with_the_known_ones() {
+        let msg = bad("healthpath", json!("/x"), "healthpath");
+        assert!(
+            msg.contains("entry, port, args, env, healthPath, interpreter"),
+            "{msg}"
+        );
+        // Reported in a stable order, before any other rule.
+        let v = json!({ "zz": 1, "aa": 1, "port": 0 });
+        assert_invalid(parse_value(v), "aa");
+        // A hostile key is escaped and cut short.
+        let err = parse_value(with(&format!("a\n{}", "b".repeat(500)), Some(json!(1))))
+            .unwrap_err()
+            .to_string();
+        assert!(!err.contains('\n') && err.len() < 400, "{err}");
+    }
+
+    // ---- entry and interpreter ----
+
+    #[test]
+    fn entry_is_required_and_must_be_a_string() {
+        let msg = assert_invalid(parse_value(with("entry", None)), "entry");
+        assert!(msg.contains("required"), "{msg}");
+        for v in [json!(1), json!(null), json!(["/opt/po/a"]), json!({})] {
+            let msg = bad("entry", v, "entry");
+            assert!(msg.contains("must be a string"), "{msg}");
+        }
+    }
+
+    #[test]
+    fn paths_are_normalised() {
+        for (raw, want) in [
+            ("/opt/po/server/main.js", "/opt/po/server/main.js"),
+            ("/opt/po//server/./main.js", "/opt/po/server/main.js"),
+            ("//opt/po/main.js", "/opt/po/main.js"),
+            ("/opt/./po/x", "/opt/po/x"),
+        ] {
+            let parsed = parse_value(with("entry", Some(json!(raw)))).unwrap();
+            assert_eq!(parsed.entry, want, "{raw}");
+            let parsed = parse_value(with("interpreter", Some(json!(raw)))).unwrap();
+            assert_eq!(parsed.interpreter.as_deref(), Some(want), "{raw}");
+        }
+    }
+
+    #[test]
+    fn paths_outside_the_mount_are_refused() {
+        for key in ["entry", "interpreter"] {
+            for (raw, says) in [
+                ("", "must not be empty"),
+                ("server/main.js", "relative"),
+                ("opt/po/main.js", "relative"),
+                ("/opt/poison/x", "inside /opt/po"),
+                ("/opt/pox", "inside /opt/po"),
+                ("/etc/passwd", "inside /opt/po"),
+                ("/opt", "inside /opt/po"),
+                ("/", "inside /opt/po"),
+                ("/opt/po", "not /opt/po itself"),
+                ("/opt/po/", "not /opt/po itself"),
+                ("/opt/po/.", "not /opt/po itself"),
+                ("/opt/po/server/", "not a folder"),
+                ("/opt/po/server/.", "not a folder"),
+                ("/opt/po/../po/main.js", "'..'"),
+                ("/opt/po/a/../b.js", "'..'"),
+                ("/opt/po/a/..", "'..'"),
+                ("/opt/po/../../etc/passwd", "'..'"),
+                ("/opt/po/a\0b", "NUL"),
+            ] {
+                let msg = bad(key, json!(raw), key);
+                assert!(msg.contains(says), "{raw:?}: {msg}");
+            }
+            let msg = bad(key, json!(false), key);
+            assert!(msg.contains("must be a string"), "{msg}");
+        }
+        // Names that merely contain dots are fine.
+        let parsed = parse_value(with("entry", Some(json!("/opt/po/..x/.y/a..b")))).unwrap();
+        assert_eq!(parsed.entry, "/opt/po/..x/.y/a..b");
+    }
+
+    // ---- port ----
+
+    #[test]
+    fn port_is_required_and_in_range() {
+        let msg = assert_invalid(parse_value(with("port", None)), "port");
+        assert!(msg.contains("required"), "{msg}");
+        for v in [
+            json!(0),
+            json!(65536),
+            json!(-1),
+            json!(7300.5),
+            json!(7300.0),
+            json!(1e3),
+            json!("7300"),
+            json!(true),
+            json!(null),
+        ] {
+            let msg = bad("port", v.clone(), "port");
+            assert!(
+                msg.contains("must be a whole number from 1 to 65535"),
+                "{v}: {msg}"
+            );
+        }
+        let msg = bad("port", json!(70000), "port");
+        assert!(msg.contains("got 70000"), "{msg}");
+    }
+
+    // ---- args ----
+
+    #[test]
+    fn args_must_be_an_array_of_short_strings() {
+        for v in [json!("--listen"), json!({}), json!(null), json!(1)] {
+            let msg = bad("args", v, "args");
+            assert!(msg.contains("must be an array of strings"), "{msg}");
+        }
+        let msg = bad("args", json!(["a", "b", 3]), "args[2]");
+        assert!(msg.contains("must be a string, got a number"), "{msg}");
+        bad("args", json!([null]), "args[0]");
+        let msg = bad("args", json!(["ok", "x".repeat(4097)]), "args[1]");
+        assert!(msg.contains("4096"), "{msg}");
+        bad("args", json!(["a\0b"]), "args[0]");
+        let msg = bad("args", json!(vec!["a"; 65]), "args");
+        assert!(msg.contains("65 items") && msg.contains("64"), "{msg}");
+        // At the limits is fine.
+        // (64 items of 4096 bytes would break the 64 KiB file cap, so check each limit alone.)
+        let parsed = parse_value(with("args", Some(json!(vec!["x"; 64])))).unwrap();
+        assert_eq!(parsed.args.len(), 64);
+        let parsed = parse_value(with("args", Some(json!(["x".repeat(4096)])))).unwrap();
+        assert_eq!(parsed.args[0].len(), 4096);
+        let parsed = parse_value(with("args", Some(json!([])))).unwrap();
+        assert!(parsed.args.is_empty());
+    }
+
+    // ---- env ----
+
+    #[test]
+    fn env_must_be_an_object_of_strings() {
+        for v in [json!([]), json!("A=B"), json!(null)] {
+            let msg = bad("env", v, "env");
+            assert!(msg.contains("must be an object"), "{msg}");
+        }
+        let msg = bad("env", json!({ "FOO": 1 }), "env.FOO");
+        assert!(msg.contains("must be a string"), "{msg}");
+        bad("env", json!({ "FOO": null }), "env.FOO");
+        let msg = bad("env", json!({ "BIG": "x".repeat(32769) }), "env.BIG");
+        assert!(msg.contains("32768"), "{msg}");
+        let msg = bad("env", json!({ "NUL": "a\0b" }), "env.NUL");
+        assert!(msg.contains("NUL"), "{msg}");
+        let many: Map<String, Value> = (0..129).map(|i| (format!("V{i}"), json!("x"))).collect();
+        let msg = bad("env", Value::Object(many), "env");
+        assert!(msg.contains("129 entries") && msg.contains("128"), "{msg}");
+        let ok: Map<String, Value> = (0..128).map(|i| (format!("V{i}"), json!("x"))).collect();
+        assert_eq!(
+            parse_value(with("env", Some(Value::Object(ok))))
+                .unwrap()
+                .env
+                .len(),
+            128
+        );
+        let parsed = parse_value(with(
+            "env",
+            Some(json!({ "BIG": "x".repeat(32768), "E": "" })),
+        ))
+        .unwrap();
+        assert_eq!(parsed.env["E"], "");
+    }
+
+    #[test]
+    fn env_names_are_checked() {
+        for name in ["1ABC", "A-B", "", "FOO BAR", "É", "A=B"] {
+            let key = format!("env.{name}");
+            let msg = bad("env", json!({ name: "v" }), &key);
+            assert!(msg.contains("not a valid variable name"), "{msg}");
+        }
+        for name in ["_", "_x1", "a", "Node_ENV_2", "PATH", "PO_OTHER", "home"] {
+            let parsed = parse_value(with("env", Some(json!({ name: "v" })))).unwrap();
+            assert_eq!(parsed.env[name], "v");
+        }
+    }
+
+    #[test]
+    fn reserved_env_names_are_refused() {
+        for name in [
+            "PO_SANDBOX",
+            "PO_HOME",
+            "PO_WORKSPACE",
+            "PO_SANDBOX_TOKEN_FILE",
+            "PO_BROKER_PROVIDERS",
+            "PO_BROKER_SOCKET",
+            "PO_BROKER_ADDRESS",
+            "HOME",
+        ] {
+            let msg = bad("env", json!({ name: "x" }), &format!("env.{name}"));
+            assert!(msg.contains("set by the sandbox layer"), "{msg}");
+        }
+    }
+
+    // ---- healthPath ----
+
+    #[test]
+    fn health_path_rules() {
+        for (v, says) in [
+            (json!("api/health"), "start with '/'"),
+            (json!(""), "start with '/'"),
+            (json!("//evil.example/x"), "'//'"),
+            (json!("/api health"), "printable ASCII"),
+            (json!("/api\thealth"), "printable ASCII"),
+            (json!("/api\u{7f}"), "printable ASCII"),
+            (json!("/api\nHost: x"), "printable ASCII"),
+            (json!("/gesundheit/ü"), "printable ASCII"),
+            (json!("/api#x"), "'#'"),
+            (json!(format!("/{}", "a".repeat(1024))), "1024"),
+            (json!(null), "must be a string"),
+            (json!(1), "must be a string"),
+        ] {
+            let msg = bad("healthPath", v.clone(), "healthPath");
+            assert!(msg.contains(says), "{v}: {msg}");
+        }
+        for ok in ["/", "/healthz", "/api/health?probe=1&x=%20", "/a/b-c_d~e"] {
+            let parsed = parse_value(with("healthPath", Some(json!(ok)))).unwrap();
+            assert_eq!(parsed.health_path, ok);
+        }
+        let at_limit = format!("/{}", "a".repeat(1023));
+        let parsed = parse_value(with("healthPath", Some(json!(at_limit)))).unwrap();
+        assert_eq!(parsed.health_path.len(), 1024);
+    }
+
+    // ---- versions ----
+
+    #[test]
+    fn safe_versions() {
+        for ok in [
+            "1.0.0",
+            "1.10.0-rc.1",
+            "2024_01+build",
+            "v1",
+            "a",
+            &"9".repeat(64),
+        ] {
+            assert!(is_safe_version(ok), "{ok}");
+        }
+        for no in [
+            "",
+            ".",
+            "..",
+            ".hidden",
+            "../x",
+            "a/b",
+            "a\\b",
+            "a b",
+            "1.0\0",
+            "é",
+            &"9".repeat(65),
+        ] {
+            assert!(!is_safe_version(no), "{no:?}");
+        }
+    }
+
+    #[test]
+    fn versions_compare_numerically_by_part() {
+        use Ordering::*;
+        for (a, b, want) in [
+            ("1.10.0", "1.9.3", Greater),
+            ("1.9.3", "1.10.0", Less),
+            ("2.0.0", "10.0.0", Less),
+            ("1.0.0", "1.0.0", Equal),
+            ("1.0.0", "1.0", Greater),
+            ("1.0.10", "1.0.9", Greater),
+            ("1.a", "1.b", Less),
+            ("1.10a", "1.9a", Less), // non-numeric parts compare as strings
+            ("1.01", "1.1", Less),   // numerically equal: string order decides
+            ("1.1", "1.01", Greater),
+            (
+                "99999999999999999999999.0",
+                "99999999999999999999998.9",
+                Greater,
+            ),
+        ] {
+            assert_eq!(compare_versions(a, b), want, "{a} vs {b}");
+        }
+    }
+
+    // ---- locate ----
+
+    fn home() -> tempfile::TempDir {
+        tempfile::tempdir().unwrap()
+    }
+
+    fn install(home: &Path, version: &str, contents: &[u8]) -> PathBuf {
+        let dir = runtime_root(home).join(version);
+        fs::create_dir_all(&dir).unwrap();
+        let file = dir.join(FILE_NAME);
+        fs::write(&file, contents).unwrap();
+        file
+    }
+
+    fn valid(port: u16) -> Vec<u8> {
+        json!({ "entry": "/opt/po/server/main.js", "port": port })
+            .to_string()
+            .into_bytes()
+    }
+
+    fn assert_not_installed(r: Result<RuntimeBundle>) -> PathBuf {
+        let err = r.expect_err("expected an error");
+        assert_eq!(err.code(), "RUNTIME_NOT_INSTALLED", "{err}");
+        assert!(err.to_string().contains("container-runtime"), "{err}");
+        match err {
+            Error::RuntimeNotInstalled { path } => path,
+            other => panic!("wrong variant: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn runtime_root_is_under_po_home() {
+        assert_eq!(
+            runtime_root(Path::new("/h/.po")),
+            PathBuf::from("/h/.po/container-runtime")
+        );
+    }
+
+    #[test]
+    fn missing_root_is_not_installed() {
+        let h = home();
+        let path = assert_not_installed(locate(h.path(), None));
+        assert_eq!(
+            path,
+            h.path()
+                .join("container-runtime/<version>/container-runtime.json")
+        );
+    }
+
+    #[test]
+    fn empty_root_is_not_installed() {
+        let h = home();
+        let root = runtime_root(h.path());
+        fs::create_dir_all(&root).unwrap();
+        assert_not_installed(locate(h.path(), None));
+        // Files and unsafe names are not versions.
+        fs::write(root.join("2.0.0"), "not a folder").unwrap();
+        fs::create_dir(root.join(".3.0.0")).unwrap();
+        fs::create_dir(root.join("4 0")).unwrap();
+        assert_not_installed(locate(h.path(), None));
+    }
+
+    #[test]
+    fn root_that_is_a_file_is_not_installed() {
+        let h = home();
+        fs::write(runtime_root(h.path()), "x").unwrap();
+        assert_not_installed(locate(h.path(), None));
+        assert_not_installed(locate(h.path(), Some("1.0.0")));
+    }
+
+    #[test]
+    fn picks_the_highest_version() {
+        let h = home();
+        install(h.path(), "1.9.3", &valid(1));
+        install(h.path(), "1.10.0", &valid(2));
+        install(h.path(), "1.2.0", &valid(3));
+        fs::create_dir(runtime_root(h.path()).join(".9.9.9")).unwrap();
+        let b = locate(h.path(), None).unwrap();
+        assert_eq!(b.version, "1.10.0");
+        assert_eq!(b.port, 2);
+        assert_eq!(b.dir, runtime_root(h.path()).join("1.10.0"));
+        assert_eq!(b.json_path, b.dir.join(FILE_NAME));
+        assert_eq!(b.health_path, "/api/health");
+        assert_eq!(b.command(), ["node", "/opt/po/server/main.js"]);
+    }
+
+    #[test]
+    fn highest_version_without_file_is_not_installed_there() {
+        let h = home();
+        install(h.path(), "1.0.0", &valid(1));
+        fs::create_dir_all(runtime_root(h.path()).join("2.0.0")).unwrap();
+        let path = assert_not_installed(locate(h.path(), None));
+        assert_eq!(path, runtime_root(h.path()).join("2.0.0").join(FILE_NAME));
+    }
+
+    #[test]
+    fn explicit_version_is_used() {
+        let h = home();
+        install(h.path(), "1.9.3", &valid(1));
+        install(h.path(), "1.10.0", &valid(2));
+        let b = locate(h.path(), Some("1.9.3")).unwrap();
+        assert_eq!((b.version.as_str(), b.port), ("1.9.3", 1));
+        let path = assert_not_installed(locate(h.path(), Some("3.0.0")));
+        assert_eq!(path, runtime_root(h.path()).join("3.0.0").join(FILE_NAME));
+    }
+
+    #[test]
+    fn unsafe_version_is_refused() {
+        let h = home();
+        install(h.path(), "1.0.0", &valid(1));
+        for v in [
+            "../x",
+            "..",
+            ".",
+            "",
+            "a/b",
+            "/abs",
+            ".hidden",
+            &"1".repeat(65),
+        ] {
+            let msg = assert_invalid(locate(h.path(), Some(v)), "version");
+            assert!(msg.contains("not a safe folder name"), "{msg}");
+        }
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn symlinked_json_is_refused() {
+        let h = home();
+        let real = h.path().join("elsewhere.json");
+        fs::write(&real, valid(1)).unwrap();
+        let dir = runtime_root(h.path()).join("1.0.0");
+        fs::create_dir_all(&dir).unwrap();
+        std::os::unix::fs::symlink(&real, dir.join(FILE_NAME)).unwrap();
+        let msg = assert_invalid(locate(h.path(), None), "(file)");
+        assert!(msg.contains("must be a regular file, not a link"), "{msg}");
+        // A dangling link too: it is not "missing".
+        fs::remove_file(&real).unwrap();
+        assert_invalid(locate(h.path(), None), "(file)");
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn symlinked_version_folder_is_followed() {
+        let h = home();
+        install(h.path(), "1.0.0", &valid(1));
+        std::os::unix::fs::symlink(
+            runtime_root(h.path()).join("1.0.0"),
+            runtime_root(h.path()).join("2.0.0"),
+        )
+        .unwrap();
+        assert_eq!(locate(h.path(), None).unwrap().version, "2.0.0");
+    }
+
+    #[test]
+    fn non_regular_json_is_refused() {
+        let h = home();
+        fs::create_dir_all(runtime_root(h.path()).join("1.0.0").join(FILE_NAME)).unwrap();
+        let msg = assert_invalid(locate(h.path(), None), "(file)");
+        assert!(msg.contains("must be a regular file"), "{msg}");
+    }
+
+    #[test]
+    fn oversized_file_is_refused() {
+        let h = home();
+        let mut bytes = valid(1);
+        bytes.resize(MAX_FILE_BYTES as usize + 1, b' ');
+        install(h.path(), "1.0.0", &bytes);
+        let msg = assert_invalid(locate(h.path(), None), "(file)");
+        assert!(msg.contains("65536") && msg.contains("64 KiB"), "{msg}");
+        bytes.pop();
+        install(h.path(), "1.0.0", &bytes);
+        assert_eq!(locate(h.path(), None).unwrap().port, 1);
+    }
+
+    #[test]
+    fn invalid_json_file_is_refused() {
+        let h = home();
+        let file = install(h.path(), "1.0.0", b"{ \"entry\": \"/opt/po/a\", }");
+        let err = locate(h.path(), None).unwrap_err();
+        let msg = assert_invalid(Err::<(), _>(err), "(file)");
+        assert!(
+            msg.contains("not valid JSON") && msg.contains("line 1"),
+            "{msg}"
+        );
+        assert!(msg.contains(&file.display().to_string()), "{msg}");
+    }
+
+    #[test]
+    fn top_level_array_file_is_refused() {
+        let h = home();
+        install(
+            h.path(),
+            "1.0.0",
+            b"[{\"entry\": \"/opt/po/a\", \"port\": 1}]",
+        );
+        let msg = assert_invalid(locate(h.path(), None), "(file)");
+        assert!(msg.contains("an array"), "{msg}");
+    }
+
+    #[test]
+    fn rule_errors_from_locate_name_the_file_and_key() {
+        let h = home();
+        let file = install(
+            h.path(),
+            "1.0.0",
+            json!({ "entry": "/opt/po/a", "port": 1, "env": { "HOME": "/x" } })
+                .to_string()
+                .as_bytes(),
+        );
+        let err = locate(h.path(), None).unwrap_err();
+        match &err {
+            Error::RuntimeInvalid { path, key, .. } => {
+                assert_eq!(path, &file);
+                assert_eq!(key, "env.HOME");
+            }
+            other => panic!("wrong variant: {other:?}"),
+        }
+    }
+}

@@ -1,0 +1,419 @@
+//! One workspace container on the engine: create from a [`ContainerSpec`], read it back as a
+//! [`LiveContainer`], stop and remove it, wait for its server. Translation only; the decisions
+//! live in `spec` and `workspaces`.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use bollard::Docker;
+use bollard::models::{
+    ContainerCreateBody, HostConfig, Mount, MountType, PortBinding, ResourcesUlimits,
+    RestartPolicy, RestartPolicyNameEnum, VolumeCreateRequest,
+};
+use bollard::query_parameters::{
+    CreateContainerOptionsBuilder, InspectContainerOptions, ListContainersOptionsBuilder,
+    LogsOptionsBuilder, RemoveContainerOptionsBuilder, StartContainerOptions,
+    StopContainerOptionsBuilder,
+};
+use futures_util::StreamExt;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use crate::error::{Error, Result};
+use crate::spec::{ContainerSpec, LABEL_SPEC_HASH, LivePosture};
+
+/// A container as the engine reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LiveContainer {
+    /// Full id.
+    pub id: String,
+    /// Name without the leading `/`.
+    pub name: String,
+    /// The image reference it was created from.
+    pub image: String,
+    /// `running`, `exited`, `created`…
+    pub state: String,
+    /// The host port published for the spec's container port, on 127.0.0.1.
+    pub host_port: Option<u16>,
+    /// Labels.
+    pub labels: HashMap<String, String>,
+    /// When it was created (RFC 3339), as the engine says.
+    pub created: Option<String>,
+    /// What adoption checks.
+    pub posture: LivePosture,
+}
+
+impl LiveContainer {
+    /// It is running.
+    pub fn running(&self) -> bool {
+        self.state == "running"
+    }
+}
+
+fn engine_err(operation: impl Into<String>) -> impl FnOnce(bollard::errors::Error) -> Error {
+    let operation = operation.into();
+    move |e| Error::EngineRequest {
+        operation,
+        detail: e.to_string(),
+    }
+}
+
+fn is_status(e: &bollard::errors::Error, code: u16) -> bool {
+    matches!(e, bollard::errors::Error::DockerResponseServerError { status_code, .. } if *status_code == code)
+}
+
+fn enum_str<T: serde::Serialize>(v: &T) -> String {
+    serde_json::to_value(v)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_string))
+        .unwrap_or_default()
+}
+
+/// Lists the ids of containers (any state) carrying every `label=value`.
+pub async fn list_ids(docker: &Docker, labels: &[(&str, &str)]) -> Result<Vec<String>> {
+    let filters: HashMap<&str, Vec<String>> = HashMap::from([(
+        "label",
+        labels.iter().map(|(k, v)| format!("{k}={v}")).collect(),
+    )]);
+    let options = ListContainersOptionsBuilder::new()
+        .all(true)
+        .filters(&filters)
+        .build();
+    let list = docker
+        .list_containers(Some(options))
+        .await
+        .map_err(engine_err("list containers"))?;
+    Ok(list.into_iter().filter_map(|c| c.id).collect())
+}
+
+/// Inspects a container by id or name; `None` when there is none.
+pub async fn inspect(
+    docker: &Docker,
+    id_or_name: &str,
+    container_port: Option<u16>,
+) -> Result<Option<LiveContainer>> {
+    let info = match docker
+        .inspect_container(id_or_name, None::<InspectContainerOptions>)
+        .await
+    {
+        Ok(i) => i,
+        Err(e) if is_status(&e, 404) => return Ok(None),
+        Err(e) => return Err(engine_err(format!("inspect container {id_or_name}"))(e)),
+    };
+    let hc = info.host_config.clone().unwrap_or_default();
+    let config = info.config.clone().unwrap_or_default();
+    let labels = config.labels.clone().unwrap_or_default();
+    let state = info
+        .state
+        .as_ref()
+        .and_then(|s| s.status.as_ref())
+        .map(enum_str)
+        .unwrap_or_default();
+    let port_key = container_port.map(|p| format!("{p}/tcp"));
+    let host_port = info
+        .network_settings
+        .as_ref()
+        .and_then(|n| n.ports.as_ref())
+        .and_then(|ports| {
+            let bindings = match &port_key {
+                Some(k) => ports.get(k).cloned().flatten(),
+                None => ports.values().flatten().next().cloned(),
+            }?;
+            bindings
+                .iter()
+                .find_map(|b| b.host_port.as_ref().and_then(|p| p.parse::<u16>().ok()))
+        });
+    let mut ports = Vec::new();
+    for (port, bindings) in hc.port_bindings.clone().unwrap_or_default() {
+        for b in bindings.unwrap_or_default() {
+            ports.push((port.clone(), b.host_ip.unwrap_or_default()));
+        }
+    }
+    let mounts = info
+        .mounts
+        .clone()
+        .unwrap_or_default()
+        .into_iter()
+        .map(|m| {
+            let kind = m.typ.as_ref().map(enum_str).unwrap_or_default();
+            let source = if kind == "volume" {
+                m.name.clone().unwrap_or_default()
+            } else {
+                m.source.clone().unwrap_or_default()
+            };
+            (
+                kind,
+                source,
+                m.destination.unwrap_or_default(),
+                m.rw.unwrap_or(true),
+            )
+        })
+        .collect();
+    let posture = LivePosture {
+        cap_drop: hc.cap_drop.clone().unwrap_or_default(),
+        cap_add: hc.cap_add.clone().unwrap_or_default(),
+        privileged: hc.privileged.unwrap_or(false),
+        security_opt: hc.security_opt.clone().unwrap_or_default(),
+        pids_limit: hc.pids_limit,
+        user: config.user.clone().unwrap_or_default(),
+        namespaces: [
+            ("network", hc.network_mode.clone()),
+            ("pid", hc.pid_mode.clone()),
+            ("ipc", hc.ipc_mode.clone()),
+            ("user", hc.userns_mode.clone()),
+            ("uts", hc.uts_mode.clone()),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.unwrap_or_default()))
+        .collect(),
+        mounts,
+        ports,
+        devices: hc.devices.as_ref().map_or(0, Vec::len),
+        spec_hash: labels.get(LABEL_SPEC_HASH).cloned(),
+    };
+    Ok(Some(LiveContainer {
+        id: info.id.unwrap_or_default(),
+        name: info
+            .name
+            .unwrap_or_default()
+            .trim_start_matches('/')
+            .to_string(),
+        image: config.image.unwrap_or_default(),
+        state,
+        host_port,
+        labels,
+        created: info.created.map(|c| c.to_string()),
+        posture,
+    }))
+}
+
+/// Creates the named volumes of a spec, labelled; existing ones are kept as they are.
+pub async fn ensure_volumes(docker: &Docker, spec: &ContainerSpec) -> Result<()> {
+    let labels: HashMap<String, String> = spec
+        .labels
+        .iter()
+        .filter(|(k, _)| matches!(k.as_str(), "po.owner" | "po.workspace" | "po.sandbox"))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    for v in &spec.volumes {
+        let request = VolumeCreateRequest {
+            name: Some(v.name.clone()),
+            labels: Some(labels.clone()),
+            ..Default::default()
+        };
+        docker
+            .create_volume(request)
+            .await
+            .map_err(engine_err(format!("create volume {}", v.name)))?;
+    }
+    Ok(())
+}
+
+/// What a create attempt found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Created {
+    /// The new container's id.
+    New(String),
+    /// A container with the spec's name already exists (another process won the race).
+    NameTaken,
+}
+
+/// The engine body for a spec.
+pub fn create_body(spec: &ContainerSpec) -> ContainerCreateBody {
+    let mut mounts: Vec<Mount> = spec
+        .binds
+        .iter()
+        .map(|b| Mount {
+            typ: Some(MountType::BIND),
+            source: Some(b.source.to_string_lossy().to_string()),
+            target: Some(b.target.clone()),
+            read_only: Some(b.read_only),
+            ..Default::default()
+        })
+        .collect();
+    mounts.extend(spec.volumes.iter().map(|v| Mount {
+        typ: Some(MountType::VOLUME),
+        source: Some(v.name.clone()),
+        target: Some(v.target.clone()),
+        read_only: Some(false),
+        ..Default::default()
+    }));
+    let port = format!("{}/tcp", spec.container_port);
+    let ulimit = |name: &str, n: i64| ResourcesUlimits {
+        name: Some(name.into()),
+        soft: Some(n),
+        hard: Some(n),
+    };
+    ContainerCreateBody {
+        image: Some(spec.image.clone()),
+        cmd: Some(spec.cmd.clone()),
+        entrypoint: Some(vec![]),
+        env: Some(spec.env.iter().map(|(k, v)| format!("{k}={v}")).collect()),
+        labels: Some(
+            spec.labels
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
+        ),
+        user: Some(spec.user.clone()),
+        working_dir: Some(spec.working_dir.clone()),
+        exposed_ports: Some(vec![port.clone()]),
+        host_config: Some(HostConfig {
+            mounts: Some(mounts),
+            port_bindings: Some(HashMap::from([(
+                port,
+                Some(vec![PortBinding {
+                    host_ip: Some("127.0.0.1".into()),
+                    host_port: Some(String::new()),
+                }]),
+            )])),
+            cap_drop: Some(vec!["ALL".into()]),
+            security_opt: Some(vec!["no-new-privileges".into()]),
+            pids_limit: Some(spec.pids_limit),
+            privileged: Some(false),
+            // Podman on some kernels cannot start containers without explicit limits.
+            ulimits: Some(vec![ulimit("nofile", 65536), ulimit("nproc", 65536)]),
+            extra_hosts: (!spec.extra_hosts.is_empty()).then(|| spec.extra_hosts.clone()),
+            restart_policy: Some(RestartPolicy {
+                name: Some(RestartPolicyNameEnum::UNLESS_STOPPED),
+                maximum_retry_count: None,
+            }),
+            init: Some(true),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+/// Creates (does not start) the container of a spec.
+pub async fn create(docker: &Docker, spec: &ContainerSpec) -> Result<Created> {
+    let options = CreateContainerOptionsBuilder::new()
+        .name(&spec.name)
+        .build();
+    match docker
+        .create_container(Some(options), create_body(spec))
+        .await
+    {
+        Ok(r) => Ok(Created::New(r.id)),
+        Err(e) if is_status(&e, 409) => Ok(Created::NameTaken),
+        Err(e) => Err(engine_err(format!("create container {}", spec.name))(e)),
+    }
+}
+
+/// Starts a container; already running is fine.
+pub async fn start(docker: &Docker, id: &str) -> Result<()> {
+    match docker
+        .start_container(id, None::<StartContainerOptions>)
+        .await
+    {
+        Ok(()) => Ok(()),
+        Err(e) if is_status(&e, 304) => Ok(()),
+        Err(e) => Err(engine_err(format!("start container {id}"))(e)),
+    }
+}
+
+/// Stops (10 s grace) and removes a container, keeping its volumes. Gone already is fine.
+pub async fn stop_and_remove(docker: &Docker, id: &str) -> Result<()> {
+    match docker
+        .stop_container(id, Some(StopContainerOptionsBuilder::new().t(10).build()))
+        .await
+    {
+        Ok(()) => {}
+        Err(e) if is_status(&e, 304) || is_status(&e, 404) => {}
+        Err(e) => return Err(engine_err(format!("stop container {id}"))(e)),
+    }
+    match docker
+        .remove_container(
+            id,
+            Some(
+                RemoveContainerOptionsBuilder::new()
+                    .force(true)
+                    .v(false)
+                    .build(),
+            ),
+        )
+        .await
+    {
+        Ok(()) => Ok(()),
+        Err(e) if is_status(&e, 404) => Ok(()),
+        // Another stop is already removing it.
+        Err(e) if is_status(&e, 409) => Ok(()),
+        Err(e) => Err(engine_err(format!("remove container {id}"))(e)),
+    }
+}
+
+/// The last `lines` lines of a container's output.
+pub async fn logs_tail(docker: &Docker, id: &str, lines: usize) -> String {
+    let options = LogsOptionsBuilder::new()
+        .stdout(true)
+        .stderr(true)
+        .tail(&lines.to_string())
+        .build();
+    let mut out = String::new();
+    let mut stream = docker.logs(id, Some(options));
+    while let Some(Ok(chunk)) = stream.next().await {
+        out.push_str(&String::from_utf8_lossy(&chunk.into_bytes()));
+    }
+    if out.trim().is_empty() {
+        "(no output)".to_string()
+    } else {
+        out.trim_end().to_string()
+    }
+}
+
+/// One HTTP GET on loopback: did `path` answer 2xx?
+pub async fn answers(port: u16, path: &str) -> bool {
+    let attempt = async {
+        let mut s = tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .ok()?;
+        let req = format!(
+            "GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nUser-Agent: po-sandbox\r\nConnection: close\r\n\r\n"
+        );
+        s.write_all(req.as_bytes()).await.ok()?;
+        let mut buf = [0u8; 64];
+        let mut n = 0;
+        while n < 12 {
+            let got = s.read(&mut buf[n..]).await.ok()?;
+            if got == 0 {
+                break;
+            }
+            n += got;
+        }
+        let head = std::str::from_utf8(&buf[..n]).ok()?;
+        Some(head.starts_with("HTTP/1.") && head.as_bytes().get(9) == Some(&b'2'))
+    };
+    matches!(
+        tokio::time::timeout(Duration::from_secs(2), attempt).await,
+        Ok(Some(true))
+    )
+}
+
+/// Waits until the server answers `path` on `port`, checking every second that the container
+/// still runs. `Err` holds why it gave up.
+pub async fn wait_healthy(
+    docker: &Docker,
+    id: &str,
+    port: u16,
+    path: &str,
+    timeout: Duration,
+) -> std::result::Result<(), String> {
+    let started = Instant::now();
+    let mut last_check = Instant::now();
+    loop {
+        if answers(port, path).await {
+            return Ok(());
+        }
+        if started.elapsed() >= timeout {
+            return Err(format!("no answer within {} ms", timeout.as_millis()));
+        }
+        if last_check.elapsed() >= Duration::from_secs(1) {
+            last_check = Instant::now();
+            if let Ok(Some(c)) = inspect(docker, id, None).await
+                && !c.running()
+            {
+                return Err(format!("the container is {}", c.state));
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}

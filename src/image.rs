@@ -1,1 +1,0 @@
-//! The sandbox image `po-sandbox:<digest>`: its recipe, digest and build.

@@ -1,0 +1,448 @@
+//! The sandbox image `po-sandbox:<digest>`: its recipe (data in the crate), its digest over the
+//! recipe, every file it copies and the base reference, and its one-time build.
+
+use std::collections::HashMap;
+use std::sync::{Mutex, OnceLock};
+
+use bollard::Docker;
+use futures_util::StreamExt;
+use futures_util::future::{BoxFuture, FutureExt, Shared};
+use sha2::{Digest, Sha256};
+
+use crate::error::{Error, Result};
+use crate::events::EventBus;
+
+/// The base image of the full recipe.
+pub const DEFAULT_BASE: &str = "node:24-bookworm-slim";
+/// Overrides the base image.
+pub const BASE_VAR: &str = "PO_SANDBOX_BASE_IMAGE";
+/// `full` (default) or `minimal` (toolchain-free).
+pub const VARIANT_VAR: &str = "PO_SANDBOX_IMAGE_VARIANT";
+/// The repository of every sandbox image.
+pub const REPOSITORY: &str = "po-sandbox";
+
+const SETUP_DIRS: &str = include_str!("recipe/setup-dirs.sh");
+const SETUP_FULL: &str = include_str!("recipe/setup-full.sh");
+
+/// Which recipe.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Variant {
+    /// git, procps, ripgrep, Chromium libraries and fonts, corepack, CloakBrowser.
+    Full,
+    /// Only the volume folders: for bases that already carry what sessions need, and for tests.
+    Minimal,
+}
+
+impl Variant {
+    /// Parses `full` or `minimal`.
+    pub fn parse(s: &str) -> Option<Variant> {
+        match s.trim() {
+            "full" => Some(Variant::Full),
+            "minimal" => Some(Variant::Minimal),
+            _ => None,
+        }
+    }
+
+    /// The name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Variant::Full => "full",
+            Variant::Minimal => "minimal",
+        }
+    }
+}
+
+/// The image definition: a base and a variant; everything else is fixed data.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ImageRecipe {
+    /// The `FROM` reference.
+    pub base: String,
+    /// Which recipe.
+    pub variant: Variant,
+}
+
+impl ImageRecipe {
+    /// A recipe from options, falling back to `PO_SANDBOX_BASE_IMAGE`, `PO_SANDBOX_IMAGE_VARIANT`
+    /// and the defaults.
+    pub fn resolve(
+        base: Option<&str>,
+        variant: Option<&str>,
+        env: &HashMap<String, String>,
+    ) -> Result<ImageRecipe> {
+        let pick = |opt: Option<&str>, var: &str| {
+            opt.map(str::to_string)
+                .or_else(|| env.get(var).cloned())
+                .filter(|s| !s.trim().is_empty())
+        };
+        let base = pick(base, BASE_VAR).unwrap_or_else(|| DEFAULT_BASE.to_string());
+        if base.chars().any(|c| c.is_whitespace() || c.is_control()) || base.starts_with('-') {
+            return Err(Error::OptionsInvalid {
+                option: "baseImage".into(),
+                reason: format!("{base:?} is not an image reference"),
+            });
+        }
+        let variant = match pick(variant, VARIANT_VAR) {
+            None => Variant::Full,
+            Some(v) => Variant::parse(&v).ok_or_else(|| Error::OptionsInvalid {
+                option: "imageVariant".into(),
+                reason: format!("{v:?} is neither 'full' nor 'minimal'"),
+            })?,
+        };
+        Ok(ImageRecipe {
+            base: base.trim().to_string(),
+            variant,
+        })
+    }
+
+    /// The Dockerfile.
+    pub fn dockerfile(&self) -> String {
+        let mut d = format!("FROM {}\n", self.base);
+        match self.variant {
+            Variant::Full => {
+                d.push_str("COPY setup-full.sh setup-dirs.sh /usr/local/lib/po-sandbox/\n");
+                d.push_str("RUN sh /usr/local/lib/po-sandbox/setup-full.sh\n");
+            }
+            Variant::Minimal => d.push_str("COPY setup-dirs.sh /usr/local/lib/po-sandbox/\n"),
+        }
+        d.push_str("RUN sh /usr/local/lib/po-sandbox/setup-dirs.sh\n");
+        d.push_str("ENV HOME=/po-home\n");
+        d
+    }
+
+    /// Every file the Dockerfile copies: (name, mode, content).
+    pub fn files(&self) -> Vec<(&'static str, u32, &'static str)> {
+        match self.variant {
+            Variant::Full => vec![
+                ("setup-full.sh", 0o755, SETUP_FULL),
+                ("setup-dirs.sh", 0o755, SETUP_DIRS),
+            ],
+            Variant::Minimal => vec![("setup-dirs.sh", 0o755, SETUP_DIRS)],
+        }
+    }
+
+    /// sha256 over the base reference, the variant, the Dockerfile and every copied file.
+    pub fn digest(&self) -> String {
+        let mut h = Sha256::new();
+        let mut field = |b: &[u8]| {
+            h.update((b.len() as u64).to_be_bytes());
+            h.update(b);
+        };
+        field(b"po-sandbox-image/1");
+        field(self.base.as_bytes());
+        field(self.variant.as_str().as_bytes());
+        field(self.dockerfile().as_bytes());
+        for (name, mode, content) in self.files() {
+            field(name.as_bytes());
+            field(&mode.to_be_bytes());
+            field(content.as_bytes());
+        }
+        hex::encode(h.finalize())
+    }
+
+    /// `po-sandbox:<first 24 hex digits of the digest>`.
+    pub fn tag(&self) -> String {
+        format!("{REPOSITORY}:{}", &self.digest()[..24])
+    }
+
+    /// The build context: an in-memory tar of the Dockerfile and the copied files.
+    pub fn context(&self) -> Vec<u8> {
+        let mut tar = tar::Builder::new(Vec::new());
+        let mut add = |name: &str, mode: u32, content: &[u8]| {
+            let mut header = tar::Header::new_gnu();
+            header.set_size(content.len() as u64);
+            header.set_mode(mode);
+            header.set_mtime(0);
+            header.set_cksum();
+            tar.append_data(&mut header, name, content)
+                .expect("writing to a Vec cannot fail");
+        };
+        add("Dockerfile", 0o644, self.dockerfile().as_bytes());
+        for (name, mode, content) in self.files() {
+            add(name, mode, content.as_bytes());
+        }
+        tar.into_inner().expect("writing to a Vec cannot fail")
+    }
+}
+
+/// How the image came to be there.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Provenance {
+    /// It was already there.
+    Cached,
+    /// This call built it.
+    Built,
+}
+
+type Build = Shared<BoxFuture<'static, Result<Provenance>>>;
+
+fn builds() -> &'static Mutex<HashMap<String, Build>> {
+    static BUILDS: OnceLock<Mutex<HashMap<String, Build>>> = OnceLock::new();
+    BUILDS.get_or_init(Default::default)
+}
+
+/// Makes sure the image exists, building it once if missing. Concurrent calls in one process
+/// for the same tag share one build. Progress goes to `events`.
+pub async fn ensure(
+    docker: &Docker,
+    recipe: &ImageRecipe,
+    events: &EventBus,
+) -> Result<Provenance> {
+    let tag = recipe.tag();
+    let shared = {
+        let mut map = builds().lock().unwrap_or_else(|e| e.into_inner());
+        map.entry(tag.clone())
+            .or_insert_with(|| {
+                let docker = docker.clone();
+                let recipe = recipe.clone();
+                let events = events.clone();
+                async move { ensure_uncached(&docker, &recipe, &events).await }
+                    .boxed()
+                    .shared()
+            })
+            .clone()
+    };
+    let result = shared.await;
+    // Forget the finished operation so a later call checks the engine again.
+    builds()
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .remove(&tag);
+    result
+}
+
+async fn ensure_uncached(
+    docker: &Docker,
+    recipe: &ImageRecipe,
+    events: &EventBus,
+) -> Result<Provenance> {
+    let tag = recipe.tag();
+    events.image("checking", &tag, None);
+    match docker.inspect_image(&tag).await {
+        Ok(_) => {
+            events.image("cached", &tag, None);
+            return Ok(Provenance::Cached);
+        }
+        Err(bollard::errors::Error::DockerResponseServerError {
+            status_code: 404, ..
+        }) => {}
+        Err(e) => {
+            return Err(Error::EngineRequest {
+                operation: format!("inspect image {tag}"),
+                detail: e.to_string(),
+            });
+        }
+    }
+    events.image(
+        "building",
+        &tag,
+        Some(format!(
+            "{} recipe on {}",
+            recipe.variant.as_str(),
+            recipe.base
+        )),
+    );
+    let digest = recipe.digest();
+    let labels = HashMap::from([
+        ("po.sandbox".to_string(), "1".to_string()),
+        ("po.image-digest".to_string(), digest),
+        (
+            "po.image-variant".to_string(),
+            recipe.variant.as_str().to_string(),
+        ),
+        ("po.image-base".to_string(), recipe.base.clone()),
+    ]);
+    let options = bollard::query_parameters::BuildImageOptionsBuilder::default()
+        .dockerfile("Dockerfile")
+        .t(&tag)
+        .rm(true)
+        .forcerm(true)
+        .labels(&labels)
+        .build();
+    let body = bollard::body_full(bytes::Bytes::from(recipe.context()));
+    let mut stream = docker.build_image(options, None, Some(body));
+    let mut step = String::from("the start of the build");
+    let mut tail: Vec<String> = Vec::new();
+    let fail = |step: &str, detail: String, tail: &[String]| {
+        let mut detail = detail;
+        if step.contains("FROM")
+            || detail.contains("pull access denied")
+            || detail.contains("manifest unknown")
+        {
+            detail.push_str(&format!(
+                ". The base image {} is not on this engine and could not be pulled; build or load it locally, or choose another with {BASE_VAR}",
+                recipe.base
+            ));
+        }
+        Error::ImageBuildFailed {
+            tag: tag.clone(),
+            step: step.to_string(),
+            detail,
+            tail: tail.join("\n"),
+        }
+    };
+    while let Some(item) = stream.next().await {
+        let info = match item {
+            Ok(info) => info,
+            Err(bollard::errors::Error::DockerStreamError { error }) => {
+                return Err(fail(&step, error, &tail));
+            }
+            Err(e) => return Err(fail(&step, e.to_string(), &tail)),
+        };
+        if let Some(err) = info.error_detail.and_then(|d| d.message) {
+            return Err(fail(&step, err, &tail));
+        }
+        if let Some(text) = info.stream {
+            for line in text.lines().map(str::trim_end).filter(|l| !l.is_empty()) {
+                if line.starts_with("Step ") || line.starts_with("STEP ") {
+                    step = line.to_string();
+                    tail.clear();
+                }
+                tail.push(line.to_string());
+                if tail.len() > 30 {
+                    tail.remove(0);
+                }
+                events.image("progress", &tag, Some(line.to_string()));
+            }
+        }
+    }
+    match docker.inspect_image(&tag).await {
+        Ok(_) => {
+            events.image("built", &tag, None);
+            Ok(Provenance::Built)
+        }
+        Err(e) => Err(fail(
+            &step,
+            format!("the build ended but {tag} is not there ({e})"),
+            &tail,
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env(vars: &[(&str, &str)]) -> HashMap<String, String> {
+        vars.iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn defaults_and_overrides() {
+        let r = ImageRecipe::resolve(None, None, &env(&[])).unwrap();
+        assert_eq!(
+            r,
+            ImageRecipe {
+                base: DEFAULT_BASE.into(),
+                variant: Variant::Full
+            }
+        );
+        let r = ImageRecipe::resolve(
+            None,
+            None,
+            &env(&[(BASE_VAR, "local/base:1"), (VARIANT_VAR, "minimal")]),
+        )
+        .unwrap();
+        assert_eq!(
+            r,
+            ImageRecipe {
+                base: "local/base:1".into(),
+                variant: Variant::Minimal
+            }
+        );
+        let r =
+            ImageRecipe::resolve(Some("opt/base"), Some("full"), &env(&[(BASE_VAR, "x")])).unwrap();
+        assert_eq!(r.base, "opt/base");
+        assert_eq!(
+            ImageRecipe::resolve(None, Some("tiny"), &env(&[]))
+                .unwrap_err()
+                .code(),
+            "OPTIONS_INVALID"
+        );
+        assert_eq!(
+            ImageRecipe::resolve(Some("a b"), None, &env(&[]))
+                .unwrap_err()
+                .code(),
+            "OPTIONS_INVALID"
+        );
+    }
+
+    #[test]
+    fn digest_covers_base_variant_and_files() {
+        let full = ImageRecipe {
+            base: DEFAULT_BASE.into(),
+            variant: Variant::Full,
+        };
+        let minimal = ImageRecipe {
+            base: DEFAULT_BASE.into(),
+            variant: Variant::Minimal,
+        };
+        let other_base = ImageRecipe {
+            base: "node:24-bookworm".into(),
+            variant: Variant::Full,
+        };
+        assert_eq!(full.digest(), full.clone().digest());
+        assert_ne!(full.digest(), minimal.digest());
+        assert_ne!(full.digest(), other_base.digest());
+        assert_eq!(full.digest().len(), 64);
+        assert!(
+            full.tag().starts_with("po-sandbox:") && full.tag().len() == "po-sandbox:".len() + 24
+        );
+    }
+
+    #[test]
+    fn full_recipe_installs_the_toolchain() {
+        let full = ImageRecipe {
+            base: DEFAULT_BASE.into(),
+            variant: Variant::Full,
+        };
+        let d = full.dockerfile();
+        assert!(d.starts_with("FROM node:24-bookworm-slim\n"));
+        let setup = full
+            .files()
+            .iter()
+            .find(|f| f.0 == "setup-full.sh")
+            .unwrap()
+            .2;
+        for needle in [
+            "git",
+            "procps",
+            "ripgrep",
+            "libnss3",
+            "fonts-liberation",
+            "corepack enable",
+            "/opt/cloak",
+        ] {
+            assert!(setup.contains(needle), "{needle}");
+        }
+        let dirs = full
+            .files()
+            .iter()
+            .find(|f| f.0 == "setup-dirs.sh")
+            .unwrap()
+            .2;
+        assert!(
+            dirs.contains("chmod 1777")
+                && dirs.contains("/po-home")
+                && dirs.contains("/po-runtime")
+                && dirs.contains("/po-git")
+        );
+    }
+
+    #[test]
+    fn context_holds_dockerfile_and_files() {
+        let r = ImageRecipe {
+            base: "b".into(),
+            variant: Variant::Minimal,
+        };
+        let bytes = r.context();
+        let mut archive = tar::Archive::new(bytes.as_slice());
+        let names: Vec<String> = archive
+            .entries()
+            .unwrap()
+            .map(|e| e.unwrap().path().unwrap().display().to_string())
+            .collect();
+        assert_eq!(names, ["Dockerfile", "setup-dirs.sh"]);
+    }
+}

@@ -1,0 +1,21 @@
+#!/bin/sh
+# The full sandbox toolchain on top of node:24-bookworm-slim: git, procps, ripgrep, Chromium's
+# runtime libraries and fonts, corepack, and the CloakBrowser headless browser at /opt/cloak.
+set -eu
+export DEBIAN_FRONTEND=noninteractive
+apt-get update
+apt-get install -y --no-install-recommends \
+  ca-certificates git procps ripgrep \
+  fonts-liberation fonts-dejavu-core fonts-noto-color-emoji \
+  libasound2 libatk-bridge2.0-0 libatk1.0-0 libatspi2.0-0 libcairo2 libcups2 libdbus-1-3 \
+  libdrm2 libexpat1 libgbm1 libglib2.0-0 libnspr4 libnss3 libpango-1.0-0 libx11-6 \
+  libx11-xcb1 libxcb1 libxcomposite1 libxdamage1 libxext6 libxfixes3 libxkbcommon0 \
+  libxrandr2 libxshmfence1
+rm -rf /var/lib/apt/lists/*
+corepack enable
+mkdir -p /opt/cloak
+npm install --prefix /opt/cloak --no-audit --no-fund --omit=dev cloakbrowser@0.5.10
+# Fetch the browser build into /opt/cloak so containers never download it at run time.
+CLOAKBROWSER_CACHE_DIR=/opt/cloak/browser /opt/cloak/node_modules/.bin/cloakbrowser install
+chmod -R a+rX /opt/cloak
+npm cache clean --force

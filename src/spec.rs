@@ -1,0 +1,734 @@
+//! The container spec: everything one workspace's container is, as a pure function of its
+//! inputs. The engine-facing code only translates it; adoption compares live inspect data
+//! against it ([`check_posture`]).
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+
+use sha2::{Digest, Sha256};
+
+use crate::runtime::RuntimeBundle;
+use crate::workspace::Workspace;
+
+/// Label: the hub that owns the container.
+pub const LABEL_OWNER: &str = "po.owner";
+/// Label: the workspace id.
+pub const LABEL_WORKSPACE: &str = "po.workspace";
+/// Label: marks every container and volume this layer makes.
+pub const LABEL_SANDBOX: &str = "po.sandbox";
+/// Label: the image digest the container was made from.
+pub const LABEL_IMAGE_DIGEST: &str = "po.image-digest";
+/// Label: the hash of the spec, for drift detection.
+pub const LABEL_SPEC_HASH: &str = "po.spec-hash";
+/// Label: the workspace folder (for `po-sandbox ls`).
+pub const LABEL_WORKSPACE_PATH: &str = "po.workspace-path";
+
+/// Where the container's home volume is mounted (world-writable in the image).
+pub const HOME_DIR: &str = "/po-home";
+/// Where the package-cache volume is mounted.
+pub const RUNTIME_DIR: &str = "/po-runtime";
+/// Where the git worktree volume is mounted.
+pub const GIT_DIR: &str = "/po-git";
+/// Where the container's own token file is mounted.
+pub const TOKEN_PATH: &str = "/run/po-sandbox/token";
+/// The seed files copied read-only from `<poHome>` into P when they exist.
+pub const SEED_FILES: [&str; 3] = ["modes.yaml", "domains.yaml", "config.yaml"];
+/// The default pid limit.
+pub const DEFAULT_PIDS_LIMIT: i64 = 2048;
+
+/// Host variables a container may inherit (exact names).
+const ENV_ALLOW: [&str; 6] = ["TERM", "COLORTERM", "LANG", "LANGUAGE", "TZ", "PO_PRESET"];
+/// Proxy variables a container inherits.
+const PROXY_VARS: [&str; 6] = [
+    "HTTP_PROXY",
+    "HTTPS_PROXY",
+    "ALL_PROXY",
+    "http_proxy",
+    "https_proxy",
+    "all_proxy",
+];
+/// Loopback entries always added to `NO_PROXY` when a proxy is set.
+const LOOPBACK: [&str; 3] = ["localhost", "127.0.0.1", "::1"];
+
+/// A bind mount from the host.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Bind {
+    /// Host path.
+    pub source: PathBuf,
+    /// Container path.
+    pub target: String,
+    /// Mounted read-only.
+    pub read_only: bool,
+}
+
+/// A named volume.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct VolumeMount {
+    /// Volume name.
+    pub name: String,
+    /// Container path.
+    pub target: String,
+}
+
+/// Everything that decides one workspace's container.
+#[derive(Debug, Clone)]
+pub struct SpecInput<'a> {
+    /// This hub's owner id.
+    pub owner: &'a str,
+    /// The workspace.
+    pub workspace: &'a Workspace,
+    /// The Po home on the host.
+    pub po_home: &'a Path,
+    /// The runtime bundle.
+    pub bundle: &'a RuntimeBundle,
+    /// The image tag.
+    pub image: &'a str,
+    /// The image digest (hex).
+    pub image_digest: &'a str,
+    /// `uid:gid` the container runs as.
+    pub user: &'a str,
+    /// Pid limit.
+    pub pids_limit: i64,
+    /// Which of [`SEED_FILES`] exist in `<poHome>` (the caller looks).
+    pub seed_files: &'a [&'a str],
+    /// The host environment, for the allowlist.
+    pub host_env: &'a HashMap<String, String>,
+    /// Extra environment for the container (the broker grant), set after the allowlist.
+    pub extra_env: &'a BTreeMap<String, String>,
+    /// Extra bind mounts (the broker socket folder).
+    pub extra_binds: &'a [Bind],
+    /// `host:ip` entries (`host.docker.internal:host-gateway` on VM engines).
+    pub extra_hosts: &'a [String],
+}
+
+/// One workspace's container, engine-neutral.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ContainerSpec {
+    /// Deterministic per (owner, workspace).
+    pub name: String,
+    /// Image tag.
+    pub image: String,
+    /// Labels (including the spec hash).
+    pub labels: BTreeMap<String, String>,
+    /// Environment, sorted by name.
+    pub env: BTreeMap<String, String>,
+    /// The command.
+    pub cmd: Vec<String>,
+    /// Working directory: the workspace.
+    pub working_dir: String,
+    /// `uid:gid`.
+    pub user: String,
+    /// Bind mounts.
+    pub binds: Vec<Bind>,
+    /// Named volumes.
+    pub volumes: Vec<VolumeMount>,
+    /// The one port the server listens on, published on 127.0.0.1 only.
+    pub container_port: u16,
+    /// Pid limit.
+    pub pids_limit: i64,
+    /// `--add-host` entries.
+    pub extra_hosts: Vec<String>,
+    /// Hash of everything above but the environment inherited from the host.
+    pub spec_hash: String,
+}
+
+/// The deterministic container name of a workspace.
+pub fn container_name(owner: &str, workspace_id: &str) -> String {
+    format!("po-{owner}-{workspace_id}")
+}
+
+/// The named volumes of a workspace: (suffix, mount point).
+pub fn volume_names(owner: &str, workspace_id: &str) -> [VolumeMount; 3] {
+    let name = |suffix: &str| format!("po-{owner}-{workspace_id}-{suffix}");
+    [
+        VolumeMount {
+            name: name("home"),
+            target: HOME_DIR.into(),
+        },
+        VolumeMount {
+            name: name("cache"),
+            target: RUNTIME_DIR.into(),
+        },
+        VolumeMount {
+            name: name("git"),
+            target: GIT_DIR.into(),
+        },
+    ]
+}
+
+/// The host path of a workspace's token file: under `<poHome>/sandbox-tokens`, outside P.
+pub fn token_file(po_home: &Path, owner: &str, workspace_id: &str) -> PathBuf {
+    po_home
+        .join("sandbox-tokens")
+        .join(owner)
+        .join(format!("{workspace_id}.token"))
+}
+
+/// The environment a container inherits from the host: the allowlist only, with loopback
+/// added to `NO_PROXY` when any proxy is set.
+pub fn inherited_env(host: &HashMap<String, String>) -> BTreeMap<String, String> {
+    let mut env = BTreeMap::new();
+    for (k, v) in host {
+        let allowed = ENV_ALLOW.contains(&k.as_str())
+            || k.starts_with("LC_")
+            || PROXY_VARS.contains(&k.as_str());
+        if allowed && !v.is_empty() {
+            env.insert(k.clone(), v.clone());
+        }
+    }
+    if PROXY_VARS.iter().any(|k| env.contains_key(*k)) {
+        let existing = host
+            .get("NO_PROXY")
+            .or_else(|| host.get("no_proxy"))
+            .cloned()
+            .unwrap_or_default();
+        let mut entries: Vec<String> = existing
+            .split(',')
+            .map(|s| s.trim().to_string())
+            .filter(|s| !s.is_empty())
+            .collect();
+        for l in LOOPBACK {
+            if !entries.iter().any(|e| e == l) {
+                entries.push(l.to_string());
+            }
+        }
+        let joined = entries.join(",");
+        env.insert("NO_PROXY".into(), joined.clone());
+        env.insert("no_proxy".into(), joined);
+    }
+    env
+}
+
+/// Builds the spec.
+pub fn build(input: &SpecInput) -> ContainerSpec {
+    let ws = input.workspace;
+    let p = crate::workspace::sandbox_dir(input.po_home, &ws.id);
+    let p_str = p.to_string_lossy().to_string();
+    let ws_path = ws.path.to_string_lossy().to_string();
+
+    let mut binds = vec![
+        Bind {
+            source: ws.path.clone(),
+            target: ws_path.clone(),
+            read_only: false,
+        },
+        Bind {
+            source: input.bundle.dir.clone(),
+            target: crate::runtime::MOUNT_POINT.into(),
+            read_only: true,
+        },
+        Bind {
+            source: p.clone(),
+            target: p_str.clone(),
+            read_only: false,
+        },
+        Bind {
+            source: token_file(input.po_home, input.owner, &ws.id),
+            target: TOKEN_PATH.into(),
+            read_only: true,
+        },
+    ];
+    for seed in SEED_FILES.iter().filter(|s| input.seed_files.contains(s)) {
+        binds.push(Bind {
+            source: input.po_home.join(seed),
+            target: format!("{p_str}/{seed}"),
+            read_only: true,
+        });
+    }
+    binds.extend(input.extra_binds.iter().cloned());
+
+    // Fixed variables last, so neither the host nor the bundle can override them.
+    let mut own = BTreeMap::new();
+    for (k, v) in &input.bundle.env {
+        own.insert(k.clone(), v.clone());
+    }
+    own.insert("PO_SANDBOX".into(), "1".into());
+    own.insert("PO_HOME".into(), p_str.clone());
+    own.insert("PO_WORKSPACE".into(), ws.id.clone());
+    own.insert("PO_SANDBOX_TOKEN_FILE".into(), TOKEN_PATH.into());
+    own.insert("HOME".into(), HOME_DIR.into());
+    own.insert("XDG_CACHE_HOME".into(), format!("{RUNTIME_DIR}/cache"));
+    own.insert("npm_config_cache".into(), format!("{RUNTIME_DIR}/npm"));
+    own.insert("COREPACK_HOME".into(), format!("{RUNTIME_DIR}/corepack"));
+    for (k, v) in input.extra_env {
+        own.insert(k.clone(), v.clone());
+    }
+
+    let mut spec = ContainerSpec {
+        name: container_name(input.owner, &ws.id),
+        image: input.image.to_string(),
+        labels: BTreeMap::new(),
+        env: BTreeMap::new(),
+        cmd: input.bundle.command(),
+        working_dir: ws_path.clone(),
+        user: input.user.to_string(),
+        binds,
+        volumes: volume_names(input.owner, &ws.id).to_vec(),
+        container_port: input.bundle.port,
+        pids_limit: input.pids_limit,
+        extra_hosts: input.extra_hosts.to_vec(),
+        spec_hash: String::new(),
+    };
+    // The hash covers what the layer decides, not what a terminal happens to export.
+    spec.env = own.clone();
+    spec.env.retain(|k, _| !is_per_grant(k));
+    spec.spec_hash = hash(&spec);
+    let mut env = inherited_env(input.host_env);
+    env.extend(own);
+    spec.env = env;
+    spec.labels = BTreeMap::from([
+        (LABEL_OWNER.to_string(), input.owner.to_string()),
+        (LABEL_WORKSPACE.to_string(), ws.id.clone()),
+        (LABEL_SANDBOX.to_string(), "1".to_string()),
+        (
+            LABEL_IMAGE_DIGEST.to_string(),
+            input.image_digest.to_string(),
+        ),
+        (LABEL_SPEC_HASH.to_string(), spec.spec_hash.clone()),
+        (LABEL_WORKSPACE_PATH.to_string(), ws_path),
+    ]);
+    spec
+}
+
+/// Variables whose values change with every grant (tokens) stay out of the hash.
+fn is_per_grant(name: &str) -> bool {
+    name.starts_with("PO_BROKER_")
+        || name.ends_with("_API_KEY")
+        || name.ends_with("_TOKEN")
+        || name.ends_with("_KEY")
+}
+
+fn hash(spec: &ContainerSpec) -> String {
+    let mut h = Sha256::new();
+    let mut field = |tag: &str, value: &str| {
+        h.update(tag.as_bytes());
+        h.update([0]);
+        h.update(value.as_bytes());
+        h.update([0]);
+    };
+    field("image", &spec.image);
+    field("user", &spec.user);
+    field("workdir", &spec.working_dir);
+    field("port", &spec.container_port.to_string());
+    field("pids", &spec.pids_limit.to_string());
+    for c in &spec.cmd {
+        field("cmd", c);
+    }
+    for (k, v) in &spec.env {
+        field("env", &format!("{k}={v}"));
+    }
+    for b in &spec.binds {
+        field(
+            "bind",
+            &format!("{}:{}:{}", b.source.display(), b.target, b.read_only),
+        );
+    }
+    for v in &spec.volumes {
+        field("volume", &format!("{}:{}", v.name, v.target));
+    }
+    for e in &spec.extra_hosts {
+        field("host", e);
+    }
+    hex::encode(&h.finalize()[..16])
+}
+
+/// What adoption reads from a live container's inspect data.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LivePosture {
+    /// `HostConfig.CapDrop`.
+    pub cap_drop: Vec<String>,
+    /// `HostConfig.CapAdd`.
+    pub cap_add: Vec<String>,
+    /// `HostConfig.Privileged`.
+    pub privileged: bool,
+    /// `HostConfig.SecurityOpt`.
+    pub security_opt: Vec<String>,
+    /// `HostConfig.PidsLimit`.
+    pub pids_limit: Option<i64>,
+    /// `Config.User`.
+    pub user: String,
+    /// `HostConfig.NetworkMode`, `PidMode`, `IpcMode`, `UsernsMode`.
+    pub namespaces: Vec<(String, String)>,
+    /// `Mounts`: (type, source or volume name, destination, read-write).
+    pub mounts: Vec<(String, String, String, bool)>,
+    /// `HostConfig.PortBindings`: (container port spec, host ip).
+    pub ports: Vec<(String, String)>,
+    /// `HostConfig.Devices` count.
+    pub devices: usize,
+    /// `po.spec-hash` label.
+    pub spec_hash: Option<String>,
+}
+
+/// Checks a live container against the spec's security posture. `Err` names the first drift.
+pub fn check_posture(spec: &ContainerSpec, live: &LivePosture) -> Result<(), String> {
+    if !live
+        .cap_drop
+        .iter()
+        .any(|c| c.eq_ignore_ascii_case("ALL") || c.eq_ignore_ascii_case("CAP_ALL"))
+    {
+        return Err("it does not drop all capabilities (CapDrop lacks ALL)".into());
+    }
+    if !live.cap_add.is_empty() {
+        return Err(format!(
+            "it adds capabilities ({})",
+            live.cap_add.join(", ")
+        ));
+    }
+    if live.privileged {
+        return Err("it runs privileged".into());
+    }
+    if !live.security_opt.iter().any(|o| {
+        o == "no-new-privileges" || o == "no-new-privileges:true" || o == "no-new-privileges=true"
+    }) {
+        return Err("it allows new privileges (no no-new-privileges)".into());
+    }
+    match live.pids_limit {
+        Some(n) if n > 0 && n <= spec.pids_limit => {}
+        other => {
+            return Err(format!(
+                "its pid limit is {other:?}, not at most {}",
+                spec.pids_limit
+            ));
+        }
+    }
+    if live.user != spec.user {
+        return Err(format!(
+            "it runs as user {:?}, not {}",
+            live.user, spec.user
+        ));
+    }
+    for (what, mode) in &live.namespaces {
+        if mode == "host" {
+            return Err(format!("it shares the host's {what} namespace"));
+        }
+    }
+    if live.devices > 0 {
+        return Err("it has host devices".into());
+    }
+    for (kind, source, dest, rw) in &live.mounts {
+        let allowed = match kind.as_str() {
+            "volume" => spec
+                .volumes
+                .iter()
+                .any(|v| &v.name == source && &v.target == dest),
+            "bind" => spec.binds.iter().any(|b| {
+                b.source.to_string_lossy() == source.as_str()
+                    && &b.target == dest
+                    && (!*rw || !b.read_only)
+            }),
+            _ => false,
+        };
+        if !allowed {
+            return Err(format!(
+                "it mounts {source} at {dest} ({kind}, {}), which the spec does not allow",
+                if *rw { "rw" } else { "ro" }
+            ));
+        }
+    }
+    for (port, ip) in &live.ports {
+        if port != &format!("{}/tcp", spec.container_port) {
+            return Err(format!(
+                "it publishes port {port}, not only {}/tcp",
+                spec.container_port
+            ));
+        }
+        if ip != "127.0.0.1" {
+            return Err(format!(
+                "it publishes port {port} on {:?}, not on 127.0.0.1 only",
+                ip
+            ));
+        }
+    }
+    if live.ports.is_empty() {
+        return Err("it publishes no port".into());
+    }
+    if live.spec_hash.as_deref() != Some(spec.spec_hash.as_str()) {
+        return Err(
+            "its spec changed (image, runtime bundle, mounts or settings differ from this hub's)"
+                .into(),
+        );
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn bundle() -> RuntimeBundle {
+        RuntimeBundle {
+            version: "1.0.0".into(),
+            dir: "/home/u/.po/container-runtime/1.0.0".into(),
+            json_path: "/home/u/.po/container-runtime/1.0.0/container-runtime.json".into(),
+            entry: "/opt/po/server.js".into(),
+            port: 7300,
+            args: vec!["--serve".into()],
+            env: BTreeMap::from([("NODE_ENV".to_string(), "production".to_string())]),
+            health_path: "/api/health".into(),
+            interpreter: None,
+        }
+    }
+
+    fn ws() -> Workspace {
+        Workspace {
+            id: "acme".into(),
+            path: "/src/acme".into(),
+        }
+    }
+
+    fn spec_with(host_env: &[(&str, &str)], seeds: &[&str]) -> ContainerSpec {
+        let b = bundle();
+        let w = ws();
+        let host: HashMap<String, String> = host_env
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        let extra = BTreeMap::new();
+        build(&SpecInput {
+            owner: "hub1",
+            workspace: &w,
+            po_home: Path::new("/home/u/.po"),
+            bundle: &b,
+            image: "po-sandbox:abc",
+            image_digest: "abc",
+            user: "1000:1000",
+            pids_limit: DEFAULT_PIDS_LIMIT,
+            seed_files: seeds,
+            host_env: &host,
+            extra_env: &extra,
+            extra_binds: &[],
+            extra_hosts: &[],
+        })
+    }
+
+    #[test]
+    fn names_labels_and_command() {
+        let s = spec_with(&[], &[]);
+        assert_eq!(s.name, "po-hub1-acme");
+        assert_eq!(s.labels["po.owner"], "hub1");
+        assert_eq!(s.labels["po.workspace"], "acme");
+        assert_eq!(s.labels["po.sandbox"], "1");
+        assert_eq!(s.labels["po.image-digest"], "abc");
+        assert_eq!(s.labels["po.spec-hash"], s.spec_hash);
+        assert_eq!(s.cmd, ["node", "/opt/po/server.js", "--serve"]);
+        assert_eq!(s.working_dir, "/src/acme");
+        assert_eq!(s.user, "1000:1000");
+        assert_eq!(s.container_port, 7300);
+    }
+
+    #[test]
+    fn mounts_are_exactly_the_allowed_set() {
+        let s = spec_with(&[], &["modes.yaml", "config.yaml"]);
+        let binds: Vec<(String, &str, bool)> = s
+            .binds
+            .iter()
+            .map(|b| {
+                (
+                    b.source.display().to_string(),
+                    b.target.as_str(),
+                    b.read_only,
+                )
+            })
+            .collect();
+        assert_eq!(
+            binds,
+            [
+                ("/src/acme".to_string(), "/src/acme", false),
+                (
+                    "/home/u/.po/container-runtime/1.0.0".to_string(),
+                    "/opt/po",
+                    true
+                ),
+                (
+                    "/home/u/.po/sandboxes/acme".to_string(),
+                    "/home/u/.po/sandboxes/acme",
+                    false
+                ),
+                (
+                    "/home/u/.po/sandbox-tokens/hub1/acme.token".to_string(),
+                    TOKEN_PATH,
+                    true
+                ),
+                (
+                    "/home/u/.po/modes.yaml".to_string(),
+                    "/home/u/.po/sandboxes/acme/modes.yaml",
+                    true
+                ),
+                (
+                    "/home/u/.po/config.yaml".to_string(),
+                    "/home/u/.po/sandboxes/acme/config.yaml",
+                    true
+                ),
+            ]
+        );
+        assert!(
+            !s.binds
+                .iter()
+                .any(|b| b.source.to_string_lossy().contains("docker.sock"))
+        );
+        let vols: Vec<&str> = s.volumes.iter().map(|v| v.name.as_str()).collect();
+        assert_eq!(
+            vols,
+            [
+                "po-hub1-acme-home",
+                "po-hub1-acme-cache",
+                "po-hub1-acme-git"
+            ]
+        );
+        // The token file is outside P.
+        assert!(
+            !token_file(Path::new("/home/u/.po"), "hub1", "acme")
+                .starts_with("/home/u/.po/sandboxes/acme")
+        );
+    }
+
+    #[test]
+    fn environment_is_an_allowlist_plus_fixed_variables() {
+        let s = spec_with(
+            &[
+                ("TERM", "xterm"),
+                ("LC_ALL", "C.UTF-8"),
+                ("TZ", "UTC"),
+                ("PO_PRESET", "fast"),
+                ("FAKE_API_KEY", "secret"),
+                ("OPENAI_API_KEY", "sk-secret"),
+                ("DOCKER_HOST", "unix:///var/run/docker.sock"),
+                ("PO_HUB_TOKEN", "hub"),
+                ("PATH", "/usr/bin"),
+                ("PO_SANDBOX", "0"),
+                ("HTTPS_PROXY", "http://proxy:3128"),
+                ("NO_PROXY", "corp.example"),
+            ],
+            &[],
+        );
+        for absent in [
+            "FAKE_API_KEY",
+            "OPENAI_API_KEY",
+            "DOCKER_HOST",
+            "PO_HUB_TOKEN",
+            "PATH",
+        ] {
+            assert!(!s.env.contains_key(absent), "{absent}");
+        }
+        assert_eq!(s.env["TERM"], "xterm");
+        assert_eq!(s.env["LC_ALL"], "C.UTF-8");
+        assert_eq!(s.env["PO_PRESET"], "fast");
+        assert_eq!(s.env["PO_SANDBOX"], "1");
+        assert_eq!(s.env["PO_HOME"], "/home/u/.po/sandboxes/acme");
+        assert_eq!(s.env["PO_WORKSPACE"], "acme");
+        assert_eq!(s.env["HOME"], HOME_DIR);
+        assert_eq!(s.env["NODE_ENV"], "production");
+        assert_eq!(s.env["HTTPS_PROXY"], "http://proxy:3128");
+        assert_eq!(s.env["NO_PROXY"], "corp.example,localhost,127.0.0.1,::1");
+        assert_eq!(s.env["no_proxy"], s.env["NO_PROXY"]);
+    }
+
+    #[test]
+    fn no_proxy_untouched_without_a_proxy() {
+        let s = spec_with(&[("NO_PROXY", "x")], &[]);
+        assert!(!s.env.contains_key("NO_PROXY"));
+    }
+
+    #[test]
+    fn hash_ignores_host_terminal_but_not_layer_decisions() {
+        let a = spec_with(&[("TERM", "xterm")], &[]);
+        let b = spec_with(&[("TERM", "dumb")], &[]);
+        assert_eq!(a.spec_hash, b.spec_hash);
+        let c = spec_with(&[], &["modes.yaml"]);
+        assert_ne!(a.spec_hash, c.spec_hash);
+    }
+
+    fn live_of(s: &ContainerSpec) -> LivePosture {
+        LivePosture {
+            cap_drop: vec!["ALL".into()],
+            cap_add: vec![],
+            privileged: false,
+            security_opt: vec!["no-new-privileges".into()],
+            pids_limit: Some(s.pids_limit),
+            user: s.user.clone(),
+            namespaces: vec![("network".into(), "bridge".into())],
+            mounts: s
+                .binds
+                .iter()
+                .map(|b| {
+                    (
+                        "bind".to_string(),
+                        b.source.display().to_string(),
+                        b.target.clone(),
+                        !b.read_only,
+                    )
+                })
+                .chain(
+                    s.volumes
+                        .iter()
+                        .map(|v| ("volume".to_string(), v.name.clone(), v.target.clone(), true)),
+                )
+                .collect(),
+            ports: vec![("7300/tcp".into(), "127.0.0.1".into())],
+            devices: 0,
+            spec_hash: Some(s.spec_hash.clone()),
+        }
+    }
+
+    #[test]
+    fn a_faithful_container_passes() {
+        let s = spec_with(&[], &["modes.yaml"]);
+        check_posture(&s, &live_of(&s)).unwrap();
+    }
+
+    #[test]
+    fn every_drift_is_named() {
+        let s = spec_with(&[], &[]);
+        type Mutate = fn(&mut LivePosture);
+        let cases: Vec<(Mutate, &str)> = vec![
+            (|l| l.cap_drop.clear(), "drop all capabilities"),
+            (|l| l.cap_add.push("NET_ADMIN".into()), "adds capabilities"),
+            (|l| l.privileged = true, "privileged"),
+            (|l| l.security_opt.clear(), "new privileges"),
+            (|l| l.pids_limit = None, "pid limit"),
+            (|l| l.pids_limit = Some(1_000_000), "pid limit"),
+            (|l| l.user = "0:0".into(), "runs as user"),
+            (
+                |l| l.namespaces.push(("pid".into(), "host".into())),
+                "host's pid",
+            ),
+            (|l| l.devices = 1, "devices"),
+            (
+                |l| {
+                    l.mounts.push((
+                        "bind".into(),
+                        "/var/run/docker.sock".into(),
+                        "/var/run/docker.sock".into(),
+                        true,
+                    ))
+                },
+                "/var/run/docker.sock",
+            ),
+            (|l| l.mounts[1].3 = true, "/opt/po"),
+            (
+                |l| {
+                    l.mounts.push((
+                        "bind".into(),
+                        "/home/u/.po".into(),
+                        "/home/u/.po".into(),
+                        false,
+                    ))
+                },
+                "/home/u/.po at",
+            ),
+            (|l| l.ports[0].1 = "0.0.0.0".into(), "not on 127.0.0.1"),
+            (
+                |l| l.ports.push(("22/tcp".into(), "127.0.0.1".into())),
+                "22/tcp",
+            ),
+            (|l| l.ports.clear(), "no port"),
+            (|l| l.spec_hash = Some("other".into()), "spec changed"),
+        ];
+        for (mutate, needle) in cases {
+            let mut live = live_of(&s);
+            mutate(&mut live);
+            let reason = check_posture(&s, &live).unwrap_err();
+            assert!(reason.contains(needle), "{needle}: {reason}");
+        }
+    }
+}

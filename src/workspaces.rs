@@ -1,0 +1,575 @@
+//! `po/workspace-containers`: one hardened container per workspace — adopt the one that
+//! survived, replace one that drifted, create one otherwise; stop them on request only.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bollard::Docker;
+use futures_util::future::{BoxFuture, FutureExt, Shared};
+
+use crate::container::{self, Created, LiveContainer};
+use crate::error::{Error, Result};
+use crate::events::EventBus;
+use crate::runtime::RuntimeBundle;
+use crate::spec::{
+    self, ContainerSpec, LABEL_OWNER, LABEL_WORKSPACE, LABEL_WORKSPACE_PATH, SpecInput,
+};
+use crate::workspace::{self, Workspace};
+
+/// What the service needs to make containers.
+#[derive(Debug, Clone)]
+pub struct ServiceConfig {
+    /// The Po home on the host.
+    pub po_home: PathBuf,
+    /// This hub's owner id.
+    pub owner: String,
+    /// The validated runtime bundle.
+    pub bundle: RuntimeBundle,
+    /// The image tag.
+    pub image: String,
+    /// The image digest.
+    pub image_digest: String,
+    /// `uid:gid`.
+    pub user: String,
+    /// Pid limit.
+    pub pids_limit: i64,
+    /// How long to wait for the server's health answer.
+    pub health_timeout: Duration,
+    /// The host environment (for the allowlist).
+    pub host_env: HashMap<String, String>,
+}
+
+/// One workspace's container, as reported to callers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorkspaceContainer {
+    /// The workspace id.
+    pub workspace_id: String,
+    /// The workspace folder, when known.
+    pub workspace_path: Option<String>,
+    /// Container id.
+    pub container_id: String,
+    /// Container name.
+    pub name: String,
+    /// Image tag.
+    pub image: String,
+    /// `running`, `exited`…
+    pub state: String,
+    /// Host port on 127.0.0.1.
+    pub host_port: Option<u16>,
+    /// `http://127.0.0.1:<port>`.
+    pub url: Option<String>,
+    /// The host path of its token file.
+    pub token_file: PathBuf,
+    /// It was adopted rather than created by this call.
+    pub adopted: bool,
+    /// Why an earlier container was replaced, when one was.
+    pub replaced_reason: Option<String>,
+    /// When the container was created.
+    pub created: Option<String>,
+}
+
+type StartOp = Shared<BoxFuture<'static, Result<WorkspaceContainer>>>;
+
+struct Inner {
+    docker: Docker,
+    config: ServiceConfig,
+    events: EventBus,
+    inflight: Mutex<HashMap<String, StartOp>>,
+}
+
+/// The workspace containers of one hub (owner). Cheap to clone.
+#[derive(Clone)]
+pub struct WorkspaceContainers {
+    inner: Arc<Inner>,
+}
+
+/// A 256-bit random token, hex.
+pub fn random_token() -> Result<String> {
+    let mut bytes = [0u8; 32];
+    getrandom::fill(&mut bytes).map_err(|e| Error::ContainerFailed {
+        workspace: String::new(),
+        reason: format!("no randomness for a token: {e}"),
+    })?;
+    Ok(hex::encode(bytes))
+}
+
+/// Writes a fresh token file with mode 0600 (folder 0700), replacing any earlier one.
+fn write_token_file(path: &Path) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+    let dir = path.parent().expect("token files live in a folder");
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)?;
+    let token = random_token().map_err(std::io::Error::other)?;
+    let tmp = path.with_extension(format!("tmp-{}", std::process::id()));
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&tmp)?;
+    f.write_all(token.as_bytes())?;
+    f.sync_all()?;
+    std::fs::rename(&tmp, path)
+}
+
+impl WorkspaceContainers {
+    /// A service over one engine and configuration.
+    pub fn new(docker: Docker, config: ServiceConfig, events: EventBus) -> Self {
+        WorkspaceContainers {
+            inner: Arc::new(Inner {
+                docker,
+                config,
+                events,
+                inflight: Mutex::new(HashMap::new()),
+            }),
+        }
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &ServiceConfig {
+        &self.inner.config
+    }
+
+    fn spec_for(&self, ws: &Workspace) -> ContainerSpec {
+        let c = &self.inner.config;
+        let seeds: Vec<&str> = spec::SEED_FILES
+            .iter()
+            .copied()
+            .filter(|f| c.po_home.join(f).is_file())
+            .collect();
+        spec::build(&SpecInput {
+            owner: &c.owner,
+            workspace: ws,
+            po_home: &c.po_home,
+            bundle: &c.bundle,
+            image: &c.image,
+            image_digest: &c.image_digest,
+            user: &c.user,
+            pids_limit: c.pids_limit,
+            seed_files: &seeds,
+            host_env: &c.host_env,
+            extra_env: &BTreeMap::new(),
+            extra_binds: &[],
+            extra_hosts: &[],
+        })
+    }
+
+    fn report(
+        &self,
+        live: &LiveContainer,
+        adopted: bool,
+        replaced_reason: Option<String>,
+    ) -> WorkspaceContainer {
+        let c = &self.inner.config;
+        let id = live
+            .labels
+            .get(LABEL_WORKSPACE)
+            .cloned()
+            .unwrap_or_default();
+        WorkspaceContainer {
+            token_file: spec::token_file(&c.po_home, &c.owner, &id),
+            workspace_id: id,
+            workspace_path: live.labels.get(LABEL_WORKSPACE_PATH).cloned(),
+            container_id: live.id.clone(),
+            name: live.name.clone(),
+            image: live.image.clone(),
+            state: live.state.clone(),
+            host_port: live.host_port,
+            url: live.host_port.map(|p| format!("http://127.0.0.1:{p}")),
+            adopted,
+            replaced_reason,
+            created: live.created.clone(),
+        }
+    }
+
+    /// Ids of this owner's containers for one workspace (any state).
+    async fn ids_of(&self, id: &str) -> Result<Vec<String>> {
+        container::list_ids(
+            &self.inner.docker,
+            &[
+                (LABEL_OWNER, &self.inner.config.owner),
+                (LABEL_WORKSPACE, id),
+            ],
+        )
+        .await
+    }
+
+    /// Adopts or creates the workspace's container and waits until its server answers.
+    /// Concurrent calls for one workspace share one operation.
+    pub async fn start(&self, ws: Workspace) -> Result<WorkspaceContainer> {
+        self.start_with(ws, None).await
+    }
+
+    /// As [`start`](Self::start), with the ids of its containers already listed (one list
+    /// call serves a whole hub start).
+    pub async fn start_with(
+        &self,
+        ws: Workspace,
+        known_ids: Option<Vec<String>>,
+    ) -> Result<WorkspaceContainer> {
+        let id = ws.id.clone();
+        let op = {
+            let mut map = self
+                .inner
+                .inflight
+                .lock()
+                .unwrap_or_else(|e| e.into_inner());
+            map.entry(id.clone())
+                .or_insert_with(|| {
+                    let this = self.clone();
+                    async move { this.start_uncached(ws, known_ids).await }
+                        .boxed()
+                        .shared()
+                })
+                .clone()
+        };
+        let result = op.await;
+        self.inner
+            .inflight
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&id);
+        if let Err(e) = &result {
+            self.inner
+                .events
+                .workspace(&id, "failed", None, Some(e.to_string()));
+        }
+        result
+    }
+
+    async fn start_uncached(
+        &self,
+        ws: Workspace,
+        known_ids: Option<Vec<String>>,
+    ) -> Result<WorkspaceContainer> {
+        let events = &self.inner.events;
+        events.workspace(&ws.id, "starting", None, None);
+        let spec = self.spec_for(&ws);
+        let ids = match known_ids {
+            Some(ids) => ids,
+            None => self.ids_of(&ws.id).await?,
+        };
+        let mut replaced_reason = None;
+        for cid in ids {
+            let Some(live) =
+                container::inspect(&self.inner.docker, &cid, Some(spec.container_port)).await?
+            else {
+                continue;
+            };
+            if !live.running() {
+                // A stopped leftover: it would block the deterministic name.
+                container::stop_and_remove(&self.inner.docker, &live.id).await?;
+                events.workspace(
+                    &ws.id,
+                    "removed",
+                    Some(&live.id),
+                    Some(format!("a leftover container was {}", live.state)),
+                );
+                continue;
+            }
+            match spec::check_posture(&spec, &live.posture) {
+                Ok(()) => return self.adopt_live(&ws.id, &spec, live, None).await,
+                Err(reason) => {
+                    let reason = format!(
+                        "container {} was not adopted: {reason}",
+                        &live.id[..12.min(live.id.len())]
+                    );
+                    events.workspace(&ws.id, "replaced", Some(&live.id), Some(reason.clone()));
+                    container::stop_and_remove(&self.inner.docker, &live.id).await?;
+                    replaced_reason = Some(reason);
+                }
+            }
+        }
+        self.create(&ws, &spec, replaced_reason).await
+    }
+
+    async fn adopt_live(
+        &self,
+        id: &str,
+        spec: &ContainerSpec,
+        live: LiveContainer,
+        replaced: Option<String>,
+    ) -> Result<WorkspaceContainer> {
+        self.wait_ready(id, spec, &live).await?;
+        self.inner
+            .events
+            .workspace(id, "adopted", Some(&live.id), None);
+        Ok(self.report(&live, true, replaced))
+    }
+
+    async fn wait_ready(&self, id: &str, spec: &ContainerSpec, live: &LiveContainer) -> Result<()> {
+        let c = &self.inner.config;
+        let Some(port) = live.host_port else {
+            return Err(Error::ContainerFailed {
+                workspace: id.into(),
+                reason: format!("container {} publishes no host port", live.name),
+            });
+        };
+        if let Err(why) = container::wait_healthy(
+            &self.inner.docker,
+            &live.id,
+            port,
+            &c.bundle.health_path,
+            c.health_timeout,
+        )
+        .await
+        {
+            let logs = container::logs_tail(&self.inner.docker, &live.id, 30).await;
+            tracing::debug!(workspace = id, %why, "container unhealthy");
+            return Err(Error::ContainerUnhealthy {
+                workspace: id.into(),
+                url: format!("http://127.0.0.1:{port}{}", c.bundle.health_path),
+                waited_ms: c.health_timeout.as_millis() as u64,
+                logs: format!("({why})\n{logs}"),
+            });
+        }
+        let _ = spec;
+        Ok(())
+    }
+
+    async fn create(
+        &self,
+        ws: &Workspace,
+        spec: &ContainerSpec,
+        replaced_reason: Option<String>,
+    ) -> Result<WorkspaceContainer> {
+        let c = &self.inner.config;
+        let docker = &self.inner.docker;
+        let failed = |reason: String| Error::ContainerFailed {
+            workspace: ws.id.clone(),
+            reason,
+        };
+        let p = workspace::sandbox_dir(&c.po_home, &ws.id);
+        std::fs::create_dir_all(&p).map_err(|e| {
+            failed(format!(
+                "cannot create its sandbox folder {}: {e}",
+                p.display()
+            ))
+        })?;
+        let removed = workspace::remove_stale_locks(&p)
+            .map_err(|e| failed(format!("cannot clear stale locks in {}: {e}", p.display())))?;
+        if !removed.is_empty() {
+            tracing::debug!(workspace = %ws.id, count = removed.len(), "stale locks removed");
+        }
+        let token = spec::token_file(&c.po_home, &c.owner, &ws.id);
+        container::ensure_volumes(docker, spec).await?;
+        let mut attempts = 0;
+        let id = loop {
+            attempts += 1;
+            // A fresh token per container; written before create so the mount source exists.
+            write_token_file(&token).map_err(|e| {
+                failed(format!(
+                    "cannot write its token file {}: {e}",
+                    token.display()
+                ))
+            })?;
+            match container::create(docker, spec).await? {
+                Created::New(id) => break id,
+                Created::NameTaken => {
+                    // Another process created it first: adopt the winner if it runs as it should.
+                    if let Some(live) =
+                        container::inspect(docker, &spec.name, Some(spec.container_port)).await?
+                    {
+                        if live.running() && spec::check_posture(spec, &live.posture).is_ok() {
+                            return self.adopt_live(&ws.id, spec, live, replaced_reason).await;
+                        }
+                        if attempts >= 3 {
+                            return Err(failed(format!(
+                                "the name {} stays taken by a container that is {}",
+                                spec.name, live.state
+                            )));
+                        }
+                        if !live.running() && attempts == 1 {
+                            // The winner may be between create and start: give it a moment.
+                            tokio::time::sleep(Duration::from_millis(500)).await;
+                            continue;
+                        }
+                        container::stop_and_remove(docker, &live.id).await?;
+                    }
+                }
+            }
+        };
+        if let Err(e) = container::start(docker, &id).await {
+            let _ = container::stop_and_remove(docker, &id).await;
+            return Err(failed(e.to_string()));
+        }
+        let live = match container::inspect(docker, &id, Some(spec.container_port)).await? {
+            Some(l) => l,
+            None => return Err(failed("it vanished right after it started".into())),
+        };
+        self.inner
+            .events
+            .workspace(&ws.id, "created", Some(&id), replaced_reason.clone());
+        if let Err(e) = self.wait_ready(&ws.id, spec, &live).await {
+            // Nothing half-done: an unhealthy container is removed (its logs are in the error).
+            let _ = container::stop_and_remove(docker, &id).await;
+            let _ = std::fs::remove_file(&token);
+            return Err(e);
+        }
+        let live = container::inspect(docker, &id, Some(spec.container_port))
+            .await?
+            .unwrap_or(live);
+        self.inner
+            .events
+            .workspace(&ws.id, "ready", Some(&id), None);
+        Ok(self.report(&live, false, replaced_reason))
+    }
+
+    /// Adopts the workspace's running container when it still satisfies the spec's security
+    /// posture; `None` when there is none. One that drifted is stopped and removed (with an
+    /// event saying why) and `None` returned. Never creates.
+    pub async fn adopt(&self, id: &str, path: Option<&str>) -> Result<Option<WorkspaceContainer>> {
+        workspace::check_id(id)?;
+        let ids = self.ids_of(id).await?;
+        for cid in ids {
+            let Some(live) = container::inspect(
+                &self.inner.docker,
+                &cid,
+                Some(self.inner.config.bundle.port),
+            )
+            .await?
+            else {
+                continue;
+            };
+            if !live.running() {
+                continue;
+            }
+            let ws_path = path
+                .map(str::to_string)
+                .or_else(|| live.labels.get(LABEL_WORKSPACE_PATH).cloned())
+                .unwrap_or_default();
+            let ws = workspace::resolve(id, &ws_path)?;
+            let spec = self.spec_for(&ws);
+            match spec::check_posture(&spec, &live.posture) {
+                Ok(()) => return self.adopt_live(id, &spec, live, None).await.map(Some),
+                Err(reason) => {
+                    container::stop_and_remove(&self.inner.docker, &live.id).await?;
+                    self.inner.events.workspace(
+                        id,
+                        "removed",
+                        Some(&live.id),
+                        Some(format!("not adopted: {reason}")),
+                    );
+                }
+            }
+        }
+        Ok(None)
+    }
+
+    /// Switches the sandbox off for one workspace: stops and removes its container, keeps its
+    /// volumes. `false` when it had none.
+    pub async fn stop(&self, id: &str) -> Result<bool> {
+        workspace::check_id(id)?;
+        let ids = self.ids_of(id).await?;
+        for cid in &ids {
+            container::stop_and_remove(&self.inner.docker, cid).await?;
+            self.inner.events.workspace(id, "stopped", Some(cid), None);
+        }
+        let _ = std::fs::remove_file(spec::token_file(
+            &self.inner.config.po_home,
+            &self.inner.config.owner,
+            id,
+        ));
+        Ok(!ids.is_empty())
+    }
+
+    /// Stops and removes every container of this owner (and no other). Returns the workspace
+    /// ids stopped.
+    pub async fn stop_all(&self) -> Result<Vec<String>> {
+        let c = &self.inner.config;
+        let ids = container::list_ids(&self.inner.docker, &[(LABEL_OWNER, &c.owner)]).await?;
+        let docker = &self.inner.docker;
+        let results = futures_util::future::join_all(ids.iter().map(|cid| async move {
+            let ws = container::inspect(docker, cid, None)
+                .await
+                .ok()
+                .flatten()
+                .and_then(|l| l.labels.get(LABEL_WORKSPACE).cloned());
+            container::stop_and_remove(docker, cid)
+                .await
+                .map(|()| (cid.clone(), ws))
+        }))
+        .await;
+        let mut stopped = Vec::new();
+        let mut first_error = None;
+        for r in results {
+            match r {
+                Ok((cid, Some(ws))) => {
+                    let _ = std::fs::remove_file(spec::token_file(&c.po_home, &c.owner, &ws));
+                    self.inner
+                        .events
+                        .workspace(&ws, "stopped", Some(&cid), None);
+                    stopped.push(ws);
+                }
+                Ok((_, None)) => {}
+                Err(e) => first_error = first_error.or(Some(e)),
+            }
+        }
+        match first_error {
+            Some(e) => Err(e),
+            None => {
+                stopped.sort();
+                stopped.dedup();
+                Ok(stopped)
+            }
+        }
+    }
+
+    /// This owner's containers, any state.
+    pub async fn list(&self) -> Result<Vec<WorkspaceContainer>> {
+        let ids = container::list_ids(
+            &self.inner.docker,
+            &[(LABEL_OWNER, &self.inner.config.owner)],
+        )
+        .await?;
+        let port = self.inner.config.bundle.port;
+        let docker = &self.inner.docker;
+        let found = futures_util::future::join_all(
+            ids.iter()
+                .map(|cid| container::inspect(docker, cid, Some(port))),
+        )
+        .await;
+        let mut out = Vec::new();
+        for live in found {
+            if let Some(live) = live? {
+                out.push(self.report(&live, false, None));
+            }
+        }
+        out.sort_by(|a, b| a.workspace_id.cmp(&b.workspace_id));
+        Ok(out)
+    }
+
+    /// One list call: this owner's container ids grouped by workspace.
+    pub async fn ids_by_workspace(&self) -> Result<HashMap<String, Vec<String>>> {
+        let filters: HashMap<&str, Vec<String>> = HashMap::from([(
+            "label",
+            vec![format!("{LABEL_OWNER}={}", self.inner.config.owner)],
+        )]);
+        let options = bollard::query_parameters::ListContainersOptionsBuilder::new()
+            .all(true)
+            .filters(&filters)
+            .build();
+        let list = self
+            .inner
+            .docker
+            .list_containers(Some(options))
+            .await
+            .map_err(|e| Error::EngineRequest {
+                operation: "list containers".into(),
+                detail: e.to_string(),
+            })?;
+        let mut map: HashMap<String, Vec<String>> = HashMap::new();
+        for c in list {
+            if let (Some(id), Some(ws)) =
+                (c.id, c.labels.and_then(|l| l.get(LABEL_WORKSPACE).cloned()))
+            {
+                map.entry(ws).or_default().push(id);
+            }
+        }
+        Ok(map)
+    }
+}
