@@ -9,6 +9,32 @@
  */
 export declare const __napiBindingTarget: 'native' | 'wasm32-wasi' | 'wasm32-wasip1'
 
+/** The `container` sandbox provider registered into `po/workspace-sandboxes`. */
+export declare class ContainerSandboxProvider {
+  /** Always `container`. */
+  get kind(): 'container'
+  /**
+   * The status now: `starting`, `ready` or `unavailable` (with the reason), and every
+   * workspace's state.
+   */
+  status(): ProviderStatus
+  /**
+   * Resolves with the status once start-up has settled (engine, runtime, image and every
+   * workspace attempted).
+   */
+  ready(): Promise<ProviderStatus>
+  /**
+   * A clean user stop: stops and removes every container of this hub (volumes are kept).
+   * Resolves with the workspace ids stopped.
+   */
+  onCleanStop(): Promise<string[]>
+  /**
+   * Calls `callback` with every lifecycle event: `{ type: 'engine' | 'runtime' | 'image' |
+   * 'workspace' | 'provider', ... }`.
+   */
+  onEvent(callback: (event: SandboxEvent) => void): void
+}
+
 /**
  * Reports sandbox state from the environment it is given: whether this process is contained,
  * its workspace, and its brokered providers and route. Never throws on odd variables; they
@@ -29,6 +55,34 @@ export declare class DefaultSandboxExtensionService {
   report(): string
 }
 
+/** The `po/workspace-containers` service. */
+export declare class WorkspaceContainers {
+  /**
+   * Adopts the workspace's running container (when it still satisfies the security
+   * posture) or creates one, and waits until its server answers. Concurrent calls for one
+   * workspace share one operation.
+   */
+  start(workspace: { id: string; path: string }): Promise<WorkspaceContainer>
+  /**
+   * Adopts the workspace's running container; `null` when there is none (or it drifted:
+   * then it is removed, with an event). Never creates.
+   */
+  adopt(workspaceId: string, path?: string | undefined | null): Promise<WorkspaceContainer | null>
+  /**
+   * Switches the sandbox off for a workspace: stops and removes its container, keeps its
+   * volumes. Resolves `false` when it had none.
+   */
+  stop(workspaceId: string): Promise<boolean>
+  /** Stops and removes every container of this hub. Resolves with the workspace ids. */
+  stopAll(): Promise<string[]>
+  /** Same as `stopAll`: the clean-stop hook. */
+  onCleanStop(): Promise<string[]>
+  /** This hub's containers, any state. */
+  list(): Promise<WorkspaceContainer[]>
+  /** Calls `callback` with every lifecycle event. */
+  onEvent(callback: (event: SandboxEvent) => void): void
+}
+
 /** How brokered provider calls reach the host's credential broker. */
 export interface BrokerRouteInfo {
   /** `socket` (a bind-mounted Unix socket, reached through a loopback bridge) or `tcp`. */
@@ -45,6 +99,36 @@ export interface BrokerRouteInfo {
  * for a bad `PO_SANDBOX_ENGINE_TIMEOUT_MS`; throws `OPTIONS_INVALID` for malformed options.
  */
 export declare function checkEngine(options?: EngineCheckOptions | undefined | null): Promise<EngineReport>
+
+/** Options of the container provider. */
+export interface ContainerProviderOptions {
+  /** The Po home on the host (default `~/.po`). Must be absolute. */
+  poHome?: string
+  /** This hub's owner id, the `po.owner` label (default: 12 hex digits derived from poHome). */
+  owner?: string
+  /** The workspaces to bring up at hub start. */
+  workspaces?: Array<WorkspaceOption>
+  /** The runtime bundle version folder (default: the highest under `<poHome>/container-runtime`). */
+  runtimeVersion?: string
+  /** The image's base (default `PO_SANDBOX_BASE_IMAGE`, else `node:24-bookworm-slim`). */
+  baseImage?: string
+  /** `full` (default, `PO_SANDBOX_IMAGE_VARIANT`) or `minimal` (toolchain-free). */
+  imageVariant?: 'full' | 'minimal'
+  /** `uid:gid` the containers run as (default: this user on Linux, `1000:1000` elsewhere). */
+  user?: string
+  /** Pid limit per container (default 2048). */
+  pidsLimit?: number
+  /** How long to wait for the contained server's health answer (default 60000 ms). */
+  healthTimeoutMs?: number
+  /** Workspaces started at once at hub start (default 4). */
+  concurrency?: number
+  /** Only this engine (as `PO_SANDBOX_ENGINE`). */
+  engine?: string
+  /** Bound on each engine detection step (ms). */
+  engineTimeoutMs?: number
+  /** The environment to read instead of `process.env` (engine variables, the allowlist). */
+  env?: Record<string, string | undefined | null>
+}
 
 /**
  * Checks whether the layer can run here: the Node.js version (`nodeVersion`, e.g.
@@ -161,6 +245,35 @@ export interface NodeCheck {
   required: string
 }
 
+/** The provider's status. */
+export interface ProviderStatus {
+  state: 'starting' | 'ready' | 'unavailable' | 'stopped'
+  /** Why it is unavailable, and what to do. */
+  reason?: string
+  /** `ENGINE_UNAVAILABLE`, `RUNTIME_NOT_INSTALLED`, `RUNTIME_INVALID`, `IMAGE_BUILD_FAILED`… */
+  code?: string
+  engine?: string
+  endpoint?: string
+  runtimeVersion?: string
+  image?: string
+  /** This start built the image. */
+  imageBuilt: boolean
+  owner: string
+  /** Start-up has finished: every workspace was attempted. */
+  settled: boolean
+  workspaces: Array<WorkspaceStatus>
+}
+
+/**
+ * Registers the container provider on a host's global scope: into `po/workspace-sandboxes`
+ * (`host.registerSandboxProvider`) and as `po/workspace-containers` (`host.publishService`).
+ * Returns at once; start-up (engine, runtime bundle, image, workspaces) runs in the
+ * background, visible through `status()`, `ready()` and events. On any other scope, on a
+ * contained host (`identity.contained` or `PO_SANDBOX=1`) it registers nothing and returns
+ * `null`. Bad options throw a coded error before anything is registered.
+ */
+export declare function registerSandboxLayer(host: SandboxHost, options?: ContainerProviderOptions | undefined | null): SandboxLayer | null
+
 /** What the environment says about this process. */
 export interface SandboxState {
   /** Runs inside a sandbox container (`PO_SANDBOX=1`). */
@@ -178,4 +291,51 @@ export interface SandboxState {
   brokered: boolean
   /** Malformed or contradictory variables, in words (never thrown). */
   problems: Array<string>
+}
+
+export interface WorkspaceArg {
+  id: string
+  path: string
+}
+
+/** One workspace's container. */
+export interface WorkspaceContainer {
+  workspaceId: string
+  workspacePath?: string
+  containerId: string
+  name: string
+  image: string
+  /** `running`, `exited`… */
+  state: string
+  /** Host port, on 127.0.0.1. */
+  hostPort?: number
+  /** `http://127.0.0.1:<hostPort>`. */
+  url?: string
+  /** The host path of the container's token file. */
+  tokenFile: string
+  /** Adopted (it was already running) rather than created by this call. */
+  adopted: boolean
+  /** Why an earlier container was replaced instead of adopted. */
+  replacedReason?: string
+  created?: string
+}
+
+/** A workspace the hub knows. */
+export interface WorkspaceOption {
+  /** The workspace id: 1-128 of letters, digits, `.`, `_`, `-`, not starting with `.`. */
+  id: string
+  /** Its folder (absolute; it must exist). */
+  path: string
+  /** `container` (default) starts a container for it at hub start; `none` does not. */
+  sandbox?: 'container' | 'none'
+}
+
+/** One workspace in the provider's start-up. */
+export interface WorkspaceStatus {
+  id: string
+  state: 'pending' | 'starting' | 'running' | 'failed' | 'skipped' | 'stopped'
+  container?: WorkspaceContainer
+  /** The error code when it failed. */
+  errorCode?: string
+  error?: string
 }

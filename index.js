@@ -835,7 +835,10 @@ function __napiStampBindingTarget(exportsObject, target) {
 // linked import resolves to `undefined`.
 module.exports.__napiBindingTarget = __napiStampBindingTarget(nativeBinding, __napiLoadedBindingTarget)
 module.exports = nativeBinding
+module.exports.ContainerSandboxProvider = nativeBinding.ContainerSandboxProvider
 module.exports.DefaultSandboxExtensionService = nativeBinding.DefaultSandboxExtensionService
+module.exports.WorkspaceContainers = nativeBinding.WorkspaceContainers
 module.exports.checkEngine = nativeBinding.checkEngine
 module.exports.doctor = nativeBinding.doctor
 module.exports.engineCandidates = nativeBinding.engineCandidates
+module.exports.registerSandboxLayer = nativeBinding.registerSandboxLayer

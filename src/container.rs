@@ -217,8 +217,38 @@ pub enum Created {
     NameTaken,
 }
 
-/// The engine body for a spec.
-pub fn create_body(spec: &ContainerSpec) -> ContainerCreateBody {
+/// This process's hard limit for a resource, capped at `cap` (unlimited counts as `cap`).
+fn own_hard_limit(resource: libc::__rlimit_resource_t, cap: i64) -> i64 {
+    let mut l = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes into the struct we own.
+    if unsafe { libc::getrlimit(resource, &mut l) } != 0 || l.rlim_max == libc::RLIM_INFINITY {
+        return cap;
+    }
+    (l.rlim_max as i64).min(cap)
+}
+
+/// Explicit `nofile` and `nproc` limits, which Podman needs on some kernels to start a
+/// container at all; kept within this user's own hard limits so the engine can grant them.
+pub fn podman_ulimits() -> Vec<ResourcesUlimits> {
+    let ulimit = |name: &str, n: i64| ResourcesUlimits {
+        name: Some(name.into()),
+        soft: Some(n),
+        hard: Some(n),
+    };
+    vec![
+        ulimit("nofile", own_hard_limit(libc::RLIMIT_NOFILE, 65536)),
+        ulimit("nproc", own_hard_limit(libc::RLIMIT_NPROC, 65536)),
+    ]
+}
+
+/// The engine body for a spec; `ulimits` only where the engine needs them (Podman).
+pub fn create_body(
+    spec: &ContainerSpec,
+    ulimits: Option<Vec<ResourcesUlimits>>,
+) -> ContainerCreateBody {
     let mut mounts: Vec<Mount> = spec
         .binds
         .iter()
@@ -238,11 +268,6 @@ pub fn create_body(spec: &ContainerSpec) -> ContainerCreateBody {
         ..Default::default()
     }));
     let port = format!("{}/tcp", spec.container_port);
-    let ulimit = |name: &str, n: i64| ResourcesUlimits {
-        name: Some(name.into()),
-        soft: Some(n),
-        hard: Some(n),
-    };
     ContainerCreateBody {
         image: Some(spec.image.clone()),
         cmd: Some(spec.cmd.clone()),
@@ -270,8 +295,7 @@ pub fn create_body(spec: &ContainerSpec) -> ContainerCreateBody {
             security_opt: Some(vec!["no-new-privileges".into()]),
             pids_limit: Some(spec.pids_limit),
             privileged: Some(false),
-            // Podman on some kernels cannot start containers without explicit limits.
-            ulimits: Some(vec![ulimit("nofile", 65536), ulimit("nproc", 65536)]),
+            ulimits,
             extra_hosts: (!spec.extra_hosts.is_empty()).then(|| spec.extra_hosts.clone()),
             restart_policy: Some(RestartPolicy {
                 name: Some(RestartPolicyNameEnum::UNLESS_STOPPED),
@@ -285,12 +309,13 @@ pub fn create_body(spec: &ContainerSpec) -> ContainerCreateBody {
 }
 
 /// Creates (does not start) the container of a spec.
-pub async fn create(docker: &Docker, spec: &ContainerSpec) -> Result<Created> {
+pub async fn create(docker: &Docker, spec: &ContainerSpec, podman: bool) -> Result<Created> {
     let options = CreateContainerOptionsBuilder::new()
         .name(&spec.name)
         .build();
+    let ulimits = podman.then(podman_ulimits);
     match docker
-        .create_container(Some(options), create_body(spec))
+        .create_container(Some(options), create_body(spec, ulimits))
         .await
     {
         Ok(r) => Ok(Created::New(r.id)),

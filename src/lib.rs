@@ -9,6 +9,7 @@ pub mod identity;
 pub mod image;
 pub mod logging;
 mod napi;
+pub mod provider;
 pub mod runtime;
 pub mod spec;
 pub mod workspace;

@@ -39,6 +39,8 @@ pub struct ServiceConfig {
     pub health_timeout: Duration,
     /// The host environment (for the allowlist).
     pub host_env: HashMap<String, String>,
+    /// The engine is Podman (which needs explicit ulimits).
+    pub podman: bool,
 }
 
 /// One workspace's container, as reported to callers.
@@ -367,7 +369,7 @@ impl WorkspaceContainers {
                     token.display()
                 ))
             })?;
-            match container::create(docker, spec).await? {
+            match container::create(docker, spec, c.podman).await? {
                 Created::New(id) => break id,
                 Created::NameTaken => {
                     // Another process created it first: adopt the winner if it runs as it should.

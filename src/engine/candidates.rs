@@ -100,6 +100,11 @@ impl HostEnv {
         HostEnv::from_vars(std::env::vars().collect())
     }
 
+    /// Every variable.
+    pub fn vars(&self) -> &HashMap<String, String> {
+        &self.vars
+    }
+
     /// A variable's value; empty counts as unset.
     pub fn var(&self, name: &str) -> Option<&str> {
         self.vars

@@ -88,3 +88,30 @@ pub async fn detect(host: &HostEnv, options: &DetectOptions) -> Result<EngineRep
     }
     Ok(report::summarise(host, probed, timeout))
 }
+
+/// A client for the engine a report found, speaking its negotiated API, with a generous
+/// per-request bound (stops wait up to 10 s; creates can be slow on a busy engine).
+pub fn connect_reported(report: &EngineReport) -> Result<bollard::Docker> {
+    let unavailable = |reason: String| crate::error::Error::EngineUnavailable { reason };
+    let (Some(endpoint), Some(api)) = (report.endpoint.as_deref(), report.api_version.as_deref())
+    else {
+        return Err(unavailable(
+            report
+                .reason
+                .clone()
+                .unwrap_or_else(|| "no engine is available".into()),
+        ));
+    };
+    let (major, minor) = probe::parse_api_version(api)
+        .ok_or_else(|| unavailable(format!("unreadable API version {api}")))?;
+    let version = bollard::ClientVersion {
+        major_version: major as usize,
+        minor_version: minor as usize,
+    };
+    probe::connect(
+        &Endpoint::parse(endpoint, false),
+        Duration::from_secs(118),
+        &version,
+    )
+    .map_err(unavailable)
+}

@@ -1,0 +1,597 @@
+//! `registerSandboxLayer`, the container provider and the `po/workspace-containers` service.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use napi::Env;
+use napi::bindgen_prelude::{
+    ClassInstance, Function, JavaScriptClassExt, JsObjectValue, JsValue, Object, PromiseRaw,
+    Unknown,
+};
+use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
+use napi_derive::napi;
+
+use super::errors::{coded, env_vars, object_arg, promise};
+use crate::engine::HostEnv;
+use crate::events::Event;
+use crate::provider::{self as core, Provider, ProviderOptions, RawOptions};
+use crate::workspaces::WorkspaceContainer as CoreContainer;
+
+/// A workspace the hub knows.
+#[napi(object)]
+pub struct WorkspaceOption {
+    /// The workspace id: 1-128 of letters, digits, `.`, `_`, `-`, not starting with `.`.
+    pub id: String,
+    /// Its folder (absolute; it must exist).
+    pub path: String,
+    /// `container` (default) starts a container for it at hub start; `none` does not.
+    #[napi(ts_type = "'container' | 'none'")]
+    pub sandbox: Option<String>,
+}
+
+/// Options of the container provider.
+#[napi(object)]
+pub struct ContainerProviderOptions {
+    /// The Po home on the host (default `~/.po`). Must be absolute.
+    pub po_home: Option<String>,
+    /// This hub's owner id, the `po.owner` label (default: 12 hex digits derived from poHome).
+    pub owner: Option<String>,
+    /// The workspaces to bring up at hub start.
+    pub workspaces: Option<Vec<WorkspaceOption>>,
+    /// The runtime bundle version folder (default: the highest under `<poHome>/container-runtime`).
+    pub runtime_version: Option<String>,
+    /// The image's base (default `PO_SANDBOX_BASE_IMAGE`, else `node:24-bookworm-slim`).
+    pub base_image: Option<String>,
+    /// `full` (default, `PO_SANDBOX_IMAGE_VARIANT`) or `minimal` (toolchain-free).
+    #[napi(ts_type = "'full' | 'minimal'")]
+    pub image_variant: Option<String>,
+    /// `uid:gid` the containers run as (default: this user on Linux, `1000:1000` elsewhere).
+    pub user: Option<String>,
+    /// Pid limit per container (default 2048).
+    pub pids_limit: Option<f64>,
+    /// How long to wait for the contained server's health answer (default 60000 ms).
+    pub health_timeout_ms: Option<f64>,
+    /// Workspaces started at once at hub start (default 4).
+    pub concurrency: Option<f64>,
+    /// Only this engine (as `PO_SANDBOX_ENGINE`).
+    pub engine: Option<String>,
+    /// Bound on each engine detection step (ms).
+    pub engine_timeout_ms: Option<f64>,
+    /// The environment to read instead of `process.env` (engine variables, the allowlist).
+    pub env: Option<HashMap<String, Option<String>>>,
+}
+
+/// One workspace's container.
+#[napi(object)]
+pub struct WorkspaceContainer {
+    pub workspace_id: String,
+    pub workspace_path: Option<String>,
+    pub container_id: String,
+    pub name: String,
+    pub image: String,
+    /// `running`, `exited`…
+    pub state: String,
+    /// Host port, on 127.0.0.1.
+    pub host_port: Option<u32>,
+    /// `http://127.0.0.1:<hostPort>`.
+    pub url: Option<String>,
+    /// The host path of the container's token file.
+    pub token_file: String,
+    /// Adopted (it was already running) rather than created by this call.
+    pub adopted: bool,
+    /// Why an earlier container was replaced instead of adopted.
+    pub replaced_reason: Option<String>,
+    pub created: Option<String>,
+}
+
+impl From<CoreContainer> for WorkspaceContainer {
+    fn from(c: CoreContainer) -> Self {
+        WorkspaceContainer {
+            workspace_id: c.workspace_id,
+            workspace_path: c.workspace_path,
+            container_id: c.container_id,
+            name: c.name,
+            image: c.image,
+            state: c.state,
+            host_port: c.host_port.map(u32::from),
+            url: c.url,
+            token_file: c.token_file.to_string_lossy().to_string(),
+            adopted: c.adopted,
+            replaced_reason: c.replaced_reason,
+            created: c.created,
+        }
+    }
+}
+
+/// One workspace in the provider's start-up.
+#[napi(object)]
+pub struct WorkspaceStatus {
+    pub id: String,
+    #[napi(ts_type = "'pending' | 'starting' | 'running' | 'failed' | 'skipped' | 'stopped'")]
+    pub state: String,
+    pub container: Option<WorkspaceContainer>,
+    /// The error code when it failed.
+    pub error_code: Option<String>,
+    pub error: Option<String>,
+}
+
+/// The provider's status.
+#[napi(object)]
+pub struct ProviderStatus {
+    #[napi(ts_type = "'starting' | 'ready' | 'unavailable' | 'stopped'")]
+    pub state: String,
+    /// Why it is unavailable, and what to do.
+    pub reason: Option<String>,
+    /// `ENGINE_UNAVAILABLE`, `RUNTIME_NOT_INSTALLED`, `RUNTIME_INVALID`, `IMAGE_BUILD_FAILED`…
+    pub code: Option<String>,
+    pub engine: Option<String>,
+    pub endpoint: Option<String>,
+    pub runtime_version: Option<String>,
+    pub image: Option<String>,
+    /// This start built the image.
+    pub image_built: bool,
+    pub owner: String,
+    /// Start-up has finished: every workspace was attempted.
+    pub settled: bool,
+    pub workspaces: Vec<WorkspaceStatus>,
+}
+
+impl From<core::ProviderStatus> for ProviderStatus {
+    fn from(s: core::ProviderStatus) -> Self {
+        ProviderStatus {
+            state: s.state,
+            reason: s.reason,
+            code: s.code,
+            engine: s.engine,
+            endpoint: s.endpoint,
+            runtime_version: s.runtime_version,
+            image: s.image,
+            image_built: s.image_built,
+            owner: s.owner,
+            settled: s.settled,
+            workspaces: s
+                .workspaces
+                .into_iter()
+                .map(|w| WorkspaceStatus {
+                    id: w.id,
+                    state: w.state,
+                    container: w.container.map(Into::into),
+                    error_code: w.error_code,
+                    error: w.error,
+                })
+                .collect(),
+        }
+    }
+}
+
+/// A lifecycle event. `type` says which fields are set.
+#[napi(object)]
+pub struct SandboxEvent {
+    #[napi(
+        js_name = "type",
+        ts_type = "'engine' | 'runtime' | 'image' | 'workspace' | 'provider'"
+    )]
+    pub kind: String,
+    /// engine: a usable engine answered. runtime: the bundle is valid.
+    pub available: Option<bool>,
+    pub ok: Option<bool>,
+    /// engine: `docker` / `podman`, and its endpoint.
+    pub engine: Option<String>,
+    pub endpoint: Option<String>,
+    /// runtime: the bundle version.
+    pub version: Option<String>,
+    /// image: `checking`, `cached`, `building`, `progress`, `built`, `failed`.
+    pub phase: Option<String>,
+    /// image: the tag.
+    pub tag: Option<String>,
+    /// image: a build output line or a note.
+    pub message: Option<String>,
+    /// workspace: its id.
+    pub workspace_id: Option<String>,
+    /// workspace: `starting`, `adopted`, `created`, `replaced`, `ready`, `stopped`, `removed`,
+    /// `failed`; provider: `starting`, `ready`, `unavailable`.
+    pub state: Option<String>,
+    pub container_id: Option<String>,
+    /// Why (replacement, failure, unavailability).
+    pub reason: Option<String>,
+    /// The code of a failure.
+    pub code: Option<String>,
+}
+
+impl From<&Event> for SandboxEvent {
+    fn from(e: &Event) -> Self {
+        let mut out = SandboxEvent {
+            kind: String::new(),
+            available: None,
+            ok: None,
+            engine: None,
+            endpoint: None,
+            version: None,
+            phase: None,
+            tag: None,
+            message: None,
+            workspace_id: None,
+            state: None,
+            container_id: None,
+            reason: None,
+            code: None,
+        };
+        match e.clone() {
+            Event::Engine {
+                available,
+                engine,
+                endpoint,
+                reason,
+                reason_code,
+            } => {
+                out.kind = "engine".into();
+                out.available = Some(available);
+                out.engine = engine;
+                out.endpoint = endpoint;
+                out.reason = reason;
+                out.code = reason_code;
+            }
+            Event::Runtime {
+                ok,
+                version,
+                reason,
+                code,
+            } => {
+                out.kind = "runtime".into();
+                out.ok = Some(ok);
+                out.version = version;
+                out.reason = reason;
+                out.code = code;
+            }
+            Event::Image {
+                phase,
+                tag,
+                message,
+            } => {
+                out.kind = "image".into();
+                out.phase = Some(phase);
+                out.tag = Some(tag);
+                out.message = message;
+            }
+            Event::Workspace {
+                workspace_id,
+                state,
+                container_id,
+                reason,
+            } => {
+                out.kind = "workspace".into();
+                out.workspace_id = Some(workspace_id);
+                out.state = Some(state);
+                out.container_id = container_id;
+                out.reason = reason;
+            }
+            Event::Provider {
+                state,
+                reason,
+                code,
+            } => {
+                out.kind = "provider".into();
+                out.state = Some(state);
+                out.reason = reason;
+                out.code = code;
+            }
+        }
+        out
+    }
+}
+
+/// What a host says about itself (`po/sandbox-identity`).
+#[napi(object, object_to_js = false)]
+pub struct SandboxIdentity {
+    /// This host runs inside a sandbox container.
+    pub contained: bool,
+}
+
+/// The Po host the layer registers into.
+#[allow(dead_code)] // A declaration for index.d.ts: the host is read property by property.
+#[napi(object, object_from_js = false, object_to_js = false)]
+pub struct SandboxHost {
+    #[napi(ts_type = "'global' | 'workspace' | 'session'")]
+    pub scope: String,
+    pub identity: Option<SandboxIdentity>,
+    /// Registers into `po/workspace-sandboxes`.
+    #[napi(ts_type = "(provider: ContainerSandboxProvider) => void")]
+    pub register_sandbox_provider: (),
+    /// Publishes a service.
+    #[napi(ts_type = "(name: 'po/workspace-containers', service: WorkspaceContainers) => void")]
+    pub publish_service: (),
+}
+
+/// What `registerSandboxLayer` returns on a host's global scope.
+#[allow(dead_code)] // A declaration for index.d.ts: the layer is built as a plain object.
+#[napi(object, object_from_js = false, object_to_js = false)]
+pub struct SandboxLayer {
+    #[napi(ts_type = "ContainerSandboxProvider")]
+    pub provider: (),
+    #[napi(ts_type = "WorkspaceContainers")]
+    pub containers: (),
+}
+
+type EventCallback = ThreadsafeFunction<SandboxEvent, (), SandboxEvent, napi::Status, false, true>;
+
+fn subscribe(provider: &Provider, callback: Function<SandboxEvent, ()>) -> napi::Result<()> {
+    let tsfn: EventCallback = callback
+        .build_threadsafe_function()
+        .callee_handled::<false>()
+        .weak::<true>()
+        .build()?;
+    provider.events().subscribe(Arc::new(move |event| {
+        tsfn.call(
+            SandboxEvent::from(event),
+            ThreadsafeFunctionCallMode::NonBlocking,
+        );
+    }));
+    Ok(())
+}
+
+/// The `container` sandbox provider registered into `po/workspace-sandboxes`.
+#[napi]
+pub struct ContainerSandboxProvider {
+    provider: Arc<Provider>,
+}
+
+#[napi]
+impl ContainerSandboxProvider {
+    /// Always `container`.
+    #[napi(getter, ts_return_type = "'container'")]
+    pub fn kind(&self) -> &'static str {
+        "container"
+    }
+
+    /// The status now: `starting`, `ready` or `unavailable` (with the reason), and every
+    /// workspace's state.
+    #[napi]
+    pub fn status(&self) -> ProviderStatus {
+        self.provider.status().into()
+    }
+
+    /// Resolves with the status once start-up has settled (engine, runtime, image and every
+    /// workspace attempted).
+    #[napi(ts_return_type = "Promise<ProviderStatus>")]
+    pub fn ready<'env>(&self, env: &'env Env) -> napi::Result<PromiseRaw<'env, ProviderStatus>> {
+        let provider = self.provider.clone();
+        promise(
+            env,
+            async move { Ok(provider.ready().await) },
+            ProviderStatus::from,
+        )
+    }
+
+    /// A clean user stop: stops and removes every container of this hub (volumes are kept).
+    /// Resolves with the workspace ids stopped.
+    #[napi(ts_return_type = "Promise<string[]>")]
+    pub fn on_clean_stop<'env>(
+        &self,
+        env: &'env Env,
+    ) -> napi::Result<PromiseRaw<'env, Vec<String>>> {
+        let provider = self.provider.clone();
+        promise(env, async move { provider.clean_stop().await }, |v| v)
+    }
+
+    /// Calls `callback` with every lifecycle event: `{ type: 'engine' | 'runtime' | 'image' |
+    /// 'workspace' | 'provider', ... }`.
+    #[napi(ts_args_type = "callback: (event: SandboxEvent) => void")]
+    pub fn on_event(&self, callback: Function<SandboxEvent, ()>) -> napi::Result<()> {
+        subscribe(&self.provider, callback)
+    }
+}
+
+/// The `po/workspace-containers` service.
+#[napi]
+pub struct WorkspaceContainers {
+    provider: Arc<Provider>,
+}
+
+#[napi]
+impl WorkspaceContainers {
+    /// Adopts the workspace's running container (when it still satisfies the security
+    /// posture) or creates one, and waits until its server answers. Concurrent calls for one
+    /// workspace share one operation.
+    #[napi(
+        ts_args_type = "workspace: { id: string; path: string }",
+        ts_return_type = "Promise<WorkspaceContainer>"
+    )]
+    pub fn start<'env>(
+        &self,
+        env: &'env Env,
+        workspace: Unknown,
+    ) -> napi::Result<PromiseRaw<'env, WorkspaceContainer>> {
+        #[napi(object)]
+        pub struct WorkspaceArg {
+            pub id: String,
+            pub path: String,
+        }
+        let arg: WorkspaceArg =
+            object_arg(env, Some(workspace), "workspace")?.ok_or_else(|| {
+                coded(
+                    env,
+                    &crate::error::Error::OptionsInvalid {
+                        option: "workspace".into(),
+                        reason: "expected { id, path }".into(),
+                    },
+                )
+            })?;
+        let ws = crate::workspace::resolve(&arg.id, &arg.path).map_err(|e| coded(env, &e))?;
+        let provider = self.provider.clone();
+        promise(
+            env,
+            async move { provider.service().await?.start(ws).await },
+            WorkspaceContainer::from,
+        )
+    }
+
+    /// Adopts the workspace's running container; `null` when there is none (or it drifted:
+    /// then it is removed, with an event). Never creates.
+    #[napi(ts_return_type = "Promise<WorkspaceContainer | null>")]
+    pub fn adopt<'env>(
+        &self,
+        env: &'env Env,
+        workspace_id: String,
+        path: Option<String>,
+    ) -> napi::Result<PromiseRaw<'env, Option<WorkspaceContainer>>> {
+        crate::workspace::check_id(&workspace_id).map_err(|e| coded(env, &e))?;
+        let provider = self.provider.clone();
+        promise(
+            env,
+            async move {
+                provider
+                    .service()
+                    .await?
+                    .adopt(&workspace_id, path.as_deref())
+                    .await
+            },
+            |c| c.map(Into::into),
+        )
+    }
+
+    /// Switches the sandbox off for a workspace: stops and removes its container, keeps its
+    /// volumes. Resolves `false` when it had none.
+    #[napi(ts_return_type = "Promise<boolean>")]
+    pub fn stop<'env>(
+        &self,
+        env: &'env Env,
+        workspace_id: String,
+    ) -> napi::Result<PromiseRaw<'env, bool>> {
+        crate::workspace::check_id(&workspace_id).map_err(|e| coded(env, &e))?;
+        let provider = self.provider.clone();
+        promise(
+            env,
+            async move { provider.service().await?.stop(&workspace_id).await },
+            |b| b,
+        )
+    }
+
+    /// Stops and removes every container of this hub. Resolves with the workspace ids.
+    #[napi(ts_return_type = "Promise<string[]>")]
+    pub fn stop_all<'env>(&self, env: &'env Env) -> napi::Result<PromiseRaw<'env, Vec<String>>> {
+        let provider = self.provider.clone();
+        promise(
+            env,
+            async move { provider.service().await?.stop_all().await },
+            |v| v,
+        )
+    }
+
+    /// Same as `stopAll`: the clean-stop hook.
+    #[napi(ts_return_type = "Promise<string[]>")]
+    pub fn on_clean_stop<'env>(
+        &self,
+        env: &'env Env,
+    ) -> napi::Result<PromiseRaw<'env, Vec<String>>> {
+        let provider = self.provider.clone();
+        promise(env, async move { provider.clean_stop().await }, |v| v)
+    }
+
+    /// This hub's containers, any state.
+    #[napi(ts_return_type = "Promise<WorkspaceContainer[]>")]
+    pub fn list<'env>(
+        &self,
+        env: &'env Env,
+    ) -> napi::Result<PromiseRaw<'env, Vec<WorkspaceContainer>>> {
+        let provider = self.provider.clone();
+        promise(
+            env,
+            async move { provider.service().await?.list().await },
+            |v| v.into_iter().map(Into::into).collect(),
+        )
+    }
+
+    /// Calls `callback` with every lifecycle event.
+    #[napi(ts_args_type = "callback: (event: SandboxEvent) => void")]
+    pub fn on_event(&self, callback: Function<SandboxEvent, ()>) -> napi::Result<()> {
+        subscribe(&self.provider, callback)
+    }
+}
+
+fn raw_options(
+    o: ContainerProviderOptions,
+) -> (RawOptions, Option<HashMap<String, Option<String>>>) {
+    let raw = RawOptions {
+        po_home: o.po_home,
+        owner: o.owner,
+        workspaces: o
+            .workspaces
+            .unwrap_or_default()
+            .into_iter()
+            .map(|w| (w.id, w.path, w.sandbox))
+            .collect(),
+        runtime_version: o.runtime_version,
+        base_image: o.base_image,
+        image_variant: o.image_variant,
+        user: o.user,
+        pids_limit: o.pids_limit,
+        health_timeout_ms: o.health_timeout_ms,
+        concurrency: o.concurrency,
+        engine: o.engine,
+        engine_timeout_ms: o.engine_timeout_ms,
+    };
+    (raw, o.env)
+}
+
+/// Registers the container provider on a host's global scope: into `po/workspace-sandboxes`
+/// (`host.registerSandboxProvider`) and as `po/workspace-containers` (`host.publishService`).
+/// Returns at once; start-up (engine, runtime bundle, image, workspaces) runs in the
+/// background, visible through `status()`, `ready()` and events. On any other scope, on a
+/// contained host (`identity.contained` or `PO_SANDBOX=1`) it registers nothing and returns
+/// `null`. Bad options throw a coded error before anything is registered.
+#[napi(
+    ts_args_type = "host: SandboxHost, options?: ContainerProviderOptions | undefined | null",
+    ts_return_type = "SandboxLayer | null"
+)]
+pub fn register_sandbox_layer<'env>(
+    env: &'env Env,
+    host: Object<'env>,
+    options: Option<Unknown>,
+) -> napi::Result<Option<Object<'env>>> {
+    let options: Option<ContainerProviderOptions> = object_arg(env, options, "options")?;
+    let (raw, vars) = match options {
+        Some(o) => raw_options(o),
+        None => (RawOptions::default(), None),
+    };
+    let vars = env_vars(vars);
+    let scope: Option<String> = host
+        .get_named_property::<Option<String>>("scope")
+        .unwrap_or(None);
+    let contained_identity = host
+        .get_named_property::<Option<SandboxIdentity>>("identity")
+        .ok()
+        .flatten()
+        .is_some_and(|i| i.contained);
+    let contained_env = vars.get("PO_SANDBOX").is_some_and(|v| v.trim() == "1");
+    if scope.as_deref() != Some("global") || contained_identity || contained_env {
+        return Ok(None);
+    }
+    let options =
+        ProviderOptions::resolve(raw, HostEnv::from_vars(vars)).map_err(|e| coded(env, &e))?;
+    let provider = Provider::new(options);
+    let provider_obj: ClassInstance<ContainerSandboxProvider> = ContainerSandboxProvider {
+        provider: provider.clone(),
+    }
+    .into_instance(env)?;
+    let service_obj: ClassInstance<WorkspaceContainers> = WorkspaceContainers {
+        provider: provider.clone(),
+    }
+    .into_instance(env)?;
+    let register: Function<Unknown, Unknown> =
+        host.get_named_property("registerSandboxProvider")?;
+    register.apply(host, provider_obj.as_object(env).to_unknown())?;
+    let publish: Function<(String, Unknown), Unknown> =
+        host.get_named_property("publishService")?;
+    publish.apply(
+        host,
+        (
+            "po/workspace-containers".to_string(),
+            service_obj.as_object(env).to_unknown(),
+        ),
+    )?;
+    napi::bindgen_prelude::spawn(provider.run());
+    let mut layer = Object::new(env)?;
+    layer.set_named_property("provider", provider_obj)?;
+    layer.set_named_property("containers", service_obj)?;
+    Ok(Some(layer))
+}

@@ -1,0 +1,526 @@
+//! The container provider: at hub start, in the background, engine → runtime bundle → image →
+//! every container-sandboxed workspace (adopted or created, in parallel with a bound). Its
+//! status is always readable; the `po/workspace-containers` service waits for it.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use sha2::{Digest, Sha256};
+use tokio::sync::watch;
+
+use crate::engine::{self, DetectOptions, HostEnv};
+use crate::error::{Error, Result};
+use crate::events::{Event, EventBus};
+use crate::image::{self, ImageRecipe};
+use crate::runtime;
+use crate::spec::DEFAULT_PIDS_LIMIT;
+use crate::workspace;
+use crate::workspaces::{ServiceConfig, WorkspaceContainer, WorkspaceContainers};
+
+/// Default bound on the server's health answer.
+pub const DEFAULT_HEALTH_TIMEOUT: Duration = Duration::from_secs(60);
+/// Default number of workspaces started at once.
+pub const DEFAULT_CONCURRENCY: usize = 4;
+
+/// A workspace as the hub describes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorkspaceRequest {
+    /// The workspace id.
+    pub id: String,
+    /// Its folder.
+    pub path: String,
+    /// Its sandbox is `container`.
+    pub container: bool,
+}
+
+/// Options as given by the caller, before checks.
+#[derive(Debug, Clone, Default)]
+pub struct RawOptions {
+    pub po_home: Option<String>,
+    pub owner: Option<String>,
+    pub workspaces: Vec<(String, String, Option<String>)>,
+    pub runtime_version: Option<String>,
+    pub base_image: Option<String>,
+    pub image_variant: Option<String>,
+    pub user: Option<String>,
+    pub pids_limit: Option<f64>,
+    pub health_timeout_ms: Option<f64>,
+    pub concurrency: Option<f64>,
+    pub engine: Option<String>,
+    pub engine_timeout_ms: Option<f64>,
+}
+
+/// Checked options.
+#[derive(Debug, Clone)]
+pub struct ProviderOptions {
+    pub po_home: PathBuf,
+    pub owner: String,
+    pub workspaces: Vec<WorkspaceRequest>,
+    pub runtime_version: Option<String>,
+    pub recipe: ImageRecipe,
+    pub user: String,
+    pub pids_limit: i64,
+    pub health_timeout: Duration,
+    pub concurrency: usize,
+    pub detect: DetectOptions,
+    pub host: HostEnv,
+}
+
+fn invalid(option: &str, reason: impl Into<String>) -> Error {
+    Error::OptionsInvalid {
+        option: option.into(),
+        reason: reason.into(),
+    }
+}
+
+fn whole(
+    value: Option<f64>,
+    option: &str,
+    range: std::ops::RangeInclusive<f64>,
+    default: f64,
+) -> Result<f64> {
+    match value {
+        None => Ok(default),
+        Some(v) if v.fract() == 0.0 && range.contains(&v) => Ok(v),
+        Some(v) => Err(invalid(
+            option,
+            format!(
+                "{v} is not a whole number from {} to {}",
+                range.start(),
+                range.end()
+            ),
+        )),
+    }
+}
+
+/// The default owner id of a Po home: 12 hex digits of its path's sha256.
+pub fn default_owner(po_home: &std::path::Path) -> String {
+    hex::encode(&Sha256::digest(po_home.to_string_lossy().as_bytes())[..6])
+}
+
+impl ProviderOptions {
+    /// Checks everything that can be checked without I/O.
+    pub fn resolve(raw: RawOptions, host: HostEnv) -> Result<ProviderOptions> {
+        let po_home = match raw.po_home.filter(|s| !s.is_empty()) {
+            Some(p) => PathBuf::from(p),
+            None => host.home().map(|h| h.join(".po")).ok_or_else(|| {
+                invalid(
+                    "poHome",
+                    "not given and HOME is not set; pass the Po home folder",
+                )
+            })?,
+        };
+        workspace::check_po_home(&po_home)?;
+        let owner = raw
+            .owner
+            .filter(|s| !s.is_empty())
+            .unwrap_or_else(|| default_owner(&po_home));
+        if owner.is_empty()
+            || owner.len() > 32
+            || !owner
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
+        {
+            return Err(invalid(
+                "owner",
+                format!("{owner:?} must be 1-32 lowercase letters or digits"),
+            ));
+        }
+        let mut workspaces = Vec::new();
+        for (id, path, sandbox) in raw.workspaces {
+            workspace::check_id(&id)?;
+            if workspaces.iter().any(|w: &WorkspaceRequest| w.id == id) {
+                return Err(Error::WorkspaceInvalid {
+                    what: format!("id {id:?}"),
+                    reason: "it is listed twice".into(),
+                });
+            }
+            let container = match sandbox.as_deref() {
+                None | Some("container") => true,
+                Some("none") | Some("host") => false,
+                Some(other) => {
+                    return Err(invalid(
+                        "workspaces[].sandbox",
+                        format!("{other:?} is neither 'container' nor 'none'"),
+                    ));
+                }
+            };
+            workspaces.push(WorkspaceRequest {
+                id,
+                path,
+                container,
+            });
+        }
+        if let Some(v) = &raw.runtime_version
+            && !runtime::is_safe_version(v)
+        {
+            return Err(invalid(
+                "runtimeVersion",
+                format!("{v:?} is not a plain version folder name"),
+            ));
+        }
+        let env: HashMap<String, String> = host.vars().clone();
+        let recipe = ImageRecipe::resolve(
+            raw.base_image.as_deref(),
+            raw.image_variant.as_deref(),
+            &env,
+        )?;
+        let user = match raw.user.filter(|s| !s.is_empty()) {
+            Some(u) => u,
+            None if host.os == engine::candidates::HostOs::Linux => {
+                format!("{}:{}", host.uid, host.gid)
+            }
+            None => "1000:1000".into(),
+        };
+        let ok_user = user
+            .split_once(':')
+            .is_some_and(|(u, g)| u.parse::<u32>().is_ok() && g.parse::<u32>().is_ok());
+        if !ok_user {
+            return Err(invalid(
+                "user",
+                format!("{user:?} must be numeric uid:gid, like 1000:1000"),
+            ));
+        }
+        let pids_limit = whole(
+            raw.pids_limit,
+            "pidsLimit",
+            16.0..=1_000_000.0,
+            DEFAULT_PIDS_LIMIT as f64,
+        )? as i64;
+        let health_ms = whole(
+            raw.health_timeout_ms,
+            "healthTimeoutMs",
+            100.0..=3_600_000.0,
+            DEFAULT_HEALTH_TIMEOUT.as_millis() as f64,
+        )?;
+        let concurrency = whole(
+            raw.concurrency,
+            "concurrency",
+            1.0..=64.0,
+            DEFAULT_CONCURRENCY as f64,
+        )? as usize;
+        let timeout = match raw.engine_timeout_ms {
+            Some(ms) => Some(engine::timeout_from_ms(ms, "engineTimeoutMs")?),
+            None => None,
+        };
+        if let Some(name) = raw.engine.as_deref() {
+            engine::candidates(&host, Some(name))?;
+        }
+        Ok(ProviderOptions {
+            po_home,
+            owner,
+            workspaces,
+            runtime_version: raw.runtime_version,
+            recipe,
+            user,
+            pids_limit,
+            health_timeout: Duration::from_millis(health_ms as u64),
+            concurrency,
+            detect: DetectOptions {
+                engine: raw.engine,
+                timeout,
+                probe_all: false,
+            },
+            host,
+        })
+    }
+}
+
+/// One workspace's place in the start-up.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorkspaceStatus {
+    pub id: String,
+    /// `pending`, `starting`, `running`, `failed` or `skipped` (sandbox is not `container`).
+    pub state: String,
+    pub container: Option<WorkspaceContainer>,
+    pub error_code: Option<String>,
+    pub error: Option<String>,
+}
+
+/// The provider's state.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProviderStatus {
+    /// `starting`, `ready`, `unavailable` or `stopped`.
+    pub state: String,
+    /// Why it is unavailable.
+    pub reason: Option<String>,
+    /// The code of that reason (`ENGINE_UNAVAILABLE`, `RUNTIME_NOT_INSTALLED`…).
+    pub code: Option<String>,
+    /// The engine in use (`docker` / `podman`) and its endpoint.
+    pub engine: Option<String>,
+    pub endpoint: Option<String>,
+    /// The runtime bundle version.
+    pub runtime_version: Option<String>,
+    /// The image tag.
+    pub image: Option<String>,
+    /// Whether this start built the image.
+    pub image_built: bool,
+    /// This hub's owner id.
+    pub owner: String,
+    /// Start-up has finished (every workspace attempted).
+    pub settled: bool,
+    pub workspaces: Vec<WorkspaceStatus>,
+}
+
+/// The provider of one hub.
+pub struct Provider {
+    options: ProviderOptions,
+    events: EventBus,
+    status: watch::Sender<ProviderStatus>,
+    service: Mutex<Option<std::result::Result<WorkspaceContainers, Error>>>,
+}
+
+impl Provider {
+    /// A provider in state `starting`; call [`run`](Self::run) to start it.
+    pub fn new(options: ProviderOptions) -> Arc<Provider> {
+        let workspaces = options
+            .workspaces
+            .iter()
+            .map(|w| WorkspaceStatus {
+                id: w.id.clone(),
+                state: if w.container { "pending" } else { "skipped" }.into(),
+                container: None,
+                error_code: None,
+                error: None,
+            })
+            .collect();
+        let status = ProviderStatus {
+            state: "starting".into(),
+            reason: None,
+            code: None,
+            engine: None,
+            endpoint: None,
+            runtime_version: None,
+            image: None,
+            image_built: false,
+            owner: options.owner.clone(),
+            settled: false,
+            workspaces,
+        };
+        Arc::new(Provider {
+            options,
+            events: EventBus::default(),
+            status: watch::channel(status).0,
+            service: Mutex::new(None),
+        })
+    }
+
+    /// Its events.
+    pub fn events(&self) -> &EventBus {
+        &self.events
+    }
+
+    /// Its options.
+    pub fn options(&self) -> &ProviderOptions {
+        &self.options
+    }
+
+    /// The current status.
+    pub fn status(&self) -> ProviderStatus {
+        self.status.borrow().clone()
+    }
+
+    /// Waits until start-up has settled, then returns the status.
+    pub async fn ready(&self) -> ProviderStatus {
+        let mut rx = self.status.subscribe();
+        let settled = rx.wait_for(|s| s.settled).await.map(|s| s.clone());
+        settled.unwrap_or_else(|_| self.status())
+    }
+
+    fn update(&self, f: impl FnOnce(&mut ProviderStatus)) {
+        self.status.send_modify(f);
+    }
+
+    fn set_workspace(&self, id: &str, f: impl FnOnce(&mut WorkspaceStatus)) {
+        self.update(|s| {
+            if let Some(w) = s.workspaces.iter_mut().find(|w| w.id == id) {
+                f(w);
+            }
+        });
+    }
+
+    fn fail(&self, e: Error) {
+        let (reason, code) = (e.to_string(), e.code().to_string());
+        *self.service.lock().unwrap_or_else(|p| p.into_inner()) = Some(Err(e));
+        self.update(|s| {
+            s.state = "unavailable".into();
+            s.reason = Some(reason.clone());
+            s.code = Some(code.clone());
+            s.settled = true;
+            for w in s.workspaces.iter_mut().filter(|w| w.state == "pending") {
+                w.state = "failed".into();
+                w.error_code = Some(code.clone());
+                w.error = Some(reason.clone());
+            }
+        });
+        self.events.emit(Event::Provider {
+            state: "unavailable".into(),
+            reason: Some(reason),
+            code: Some(code),
+        });
+    }
+
+    /// The start-up sequence. Never fails: problems become the status.
+    pub async fn run(self: Arc<Self>) {
+        self.events.emit(Event::Provider {
+            state: "starting".into(),
+            reason: None,
+            code: None,
+        });
+        let o = &self.options;
+        // 1. Engine.
+        let report = match engine::detect(&o.host, &o.detect).await {
+            Ok(r) => r,
+            Err(e) => return self.fail(e),
+        };
+        self.events.emit(Event::Engine {
+            available: report.available,
+            engine: report.engine.clone(),
+            endpoint: report.endpoint.clone(),
+            reason: report.reason.clone(),
+            reason_code: report.reason_code.clone(),
+        });
+        if !report.available {
+            let reason = format!(
+                "{} [{}]",
+                report.reason.clone().unwrap_or_default(),
+                report.reason_code.clone().unwrap_or_default()
+            );
+            return self.fail(Error::EngineUnavailable { reason });
+        }
+        self.update(|s| {
+            s.engine = report.engine.clone();
+            s.endpoint = report.endpoint.clone();
+        });
+        let docker = match engine::connect_reported(&report) {
+            Ok(d) => d,
+            Err(e) => return self.fail(e),
+        };
+        // 2. Runtime bundle.
+        let bundle = match runtime::locate(&o.po_home, o.runtime_version.as_deref()) {
+            Ok(b) => b,
+            Err(e) => {
+                self.events.emit(Event::Runtime {
+                    ok: false,
+                    version: None,
+                    reason: Some(e.to_string()),
+                    code: Some(e.code().into()),
+                });
+                return self.fail(e);
+            }
+        };
+        self.events.emit(Event::Runtime {
+            ok: true,
+            version: Some(bundle.version.clone()),
+            reason: None,
+            code: None,
+        });
+        self.update(|s| s.runtime_version = Some(bundle.version.clone()));
+        // 3. Image.
+        let tag = o.recipe.tag();
+        self.update(|s| s.image = Some(tag.clone()));
+        let built = match image::ensure(&docker, &o.recipe, &self.events).await {
+            Ok(p) => p == image::Provenance::Built,
+            Err(e) => return self.fail(e),
+        };
+        let service = WorkspaceContainers::new(
+            docker,
+            ServiceConfig {
+                po_home: o.po_home.clone(),
+                owner: o.owner.clone(),
+                bundle,
+                image: tag,
+                image_digest: o.recipe.digest(),
+                user: o.user.clone(),
+                pids_limit: o.pids_limit,
+                health_timeout: o.health_timeout,
+                host_env: o.host.vars().clone(),
+                podman: report.engine.as_deref() == Some("podman"),
+            },
+            self.events.clone(),
+        );
+        *self.service.lock().unwrap_or_else(|p| p.into_inner()) = Some(Ok(service.clone()));
+        self.update(|s| {
+            s.state = "ready".into();
+            s.image_built = built;
+        });
+        self.events.emit(Event::Provider {
+            state: "ready".into(),
+            reason: None,
+            code: None,
+        });
+        // 4. Workspaces: one list call for all, then bounded parallel starts.
+        let wanted: Vec<WorkspaceRequest> = o
+            .workspaces
+            .iter()
+            .filter(|w| w.container)
+            .cloned()
+            .collect();
+        if !wanted.is_empty() {
+            let known = service.ids_by_workspace().await.ok();
+            let this = &self;
+            let service = &service;
+            let known = &known;
+            futures_util::stream::iter(wanted)
+                .for_each_concurrent(o.concurrency, |w| async move {
+                    this.set_workspace(&w.id, |s| s.state = "starting".into());
+                    let result = match workspace::resolve(&w.id, &w.path) {
+                        Ok(ws) => {
+                            let ids = known
+                                .as_ref()
+                                .map(|k| k.get(&w.id).cloned().unwrap_or_default());
+                            service.start_with(ws, ids).await
+                        }
+                        Err(e) => Err(e),
+                    };
+                    this.set_workspace(&w.id, |s| match result {
+                        Ok(c) => {
+                            s.state = "running".into();
+                            s.container = Some(c);
+                        }
+                        Err(e) => {
+                            s.state = "failed".into();
+                            s.error_code = Some(e.code().into());
+                            s.error = Some(e.to_string());
+                        }
+                    });
+                })
+                .await;
+        }
+        self.update(|s| s.settled = true);
+    }
+
+    /// The `po/workspace-containers` service, once start-up got that far; the start-up's
+    /// error otherwise.
+    pub async fn service(&self) -> Result<WorkspaceContainers> {
+        let mut rx = self.status.subscribe();
+        let _ = rx.wait_for(|s| s.state != "starting").await;
+        match self
+            .service
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_ref()
+        {
+            Some(Ok(s)) => Ok(s.clone()),
+            Some(Err(e)) => Err(e.clone()),
+            None => Err(Error::EngineUnavailable {
+                reason: "the container provider has not started".into(),
+            }),
+        }
+    }
+
+    /// A clean user stop: stops every container of this owner.
+    pub async fn clean_stop(&self) -> Result<Vec<String>> {
+        let service = self.service().await?;
+        let stopped = service.stop_all().await?;
+        self.update(|s| {
+            for w in s.workspaces.iter_mut().filter(|w| w.state == "running") {
+                w.state = "stopped".into();
+            }
+        });
+        Ok(stopped)
+    }
+}
