@@ -274,6 +274,59 @@ export interface ProviderStatus {
  */
 export declare function registerSandboxLayer(host: SandboxHost, options?: ContainerProviderOptions | undefined | null): SandboxLayer | null
 
+/** A lifecycle event. `type` says which fields are set. */
+export interface SandboxEvent {
+  type: 'engine' | 'runtime' | 'image' | 'workspace' | 'provider'
+  /** engine: a usable engine answered. runtime: the bundle is valid. */
+  available?: boolean
+  ok?: boolean
+  /** engine: `docker` / `podman`, and its endpoint. */
+  engine?: string
+  endpoint?: string
+  /** runtime: the bundle version. */
+  version?: string
+  /** image: `checking`, `cached`, `building`, `progress`, `built`, `failed`. */
+  phase?: string
+  /** image: the tag. */
+  tag?: string
+  /** image: a build output line or a note. */
+  message?: string
+  /** workspace: its id. */
+  workspaceId?: string
+  /**
+   * workspace: `starting`, `adopted`, `created`, `replaced`, `ready`, `stopped`, `removed`,
+   * `failed`; provider: `starting`, `ready`, `unavailable`.
+   */
+  state?: string
+  containerId?: string
+  /** Why (replacement, failure, unavailability). */
+  reason?: string
+  /** The code of a failure. */
+  code?: string
+}
+
+/** The Po host the layer registers into. */
+export interface SandboxHost {
+  scope: 'global' | 'workspace' | 'session'
+  identity?: SandboxIdentity
+  /** Registers into `po/workspace-sandboxes`. */
+  registerSandboxProvider: (provider: ContainerSandboxProvider) => void
+  /** Publishes a service. */
+  publishService: (name: 'po/workspace-containers', service: WorkspaceContainers) => void
+}
+
+/** What a host says about itself (`po/sandbox-identity`). */
+export interface SandboxIdentity {
+  /** This host runs inside a sandbox container. */
+  contained: boolean
+}
+
+/** What `registerSandboxLayer` returns on a host's global scope. */
+export interface SandboxLayer {
+  provider: ContainerSandboxProvider
+  containers: WorkspaceContainers
+}
+
 /** What the environment says about this process. */
 export interface SandboxState {
   /** Runs inside a sandbox container (`PO_SANDBOX=1`). */

@@ -1,7 +1,11 @@
 //! `po-sandbox doctor`: can the layer run here, and if not, exactly why.
 
+use std::path::PathBuf;
+
 use crate::engine::{self, DetectOptions, EngineReport, HostEnv};
 use crate::error::Result;
+use crate::image::ImageRecipe;
+use crate::runtime;
 
 /// The oldest Node.js major the package supports.
 pub const MIN_NODE_MAJOR: u32 = 24;
@@ -18,16 +22,66 @@ pub struct NodeCheck {
     pub required: String,
 }
 
+/// The runtime bundle check.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RuntimeCheck {
+    /// A valid bundle was found.
+    pub ok: bool,
+    /// Where bundles are looked for.
+    pub root: String,
+    /// The version folder in use.
+    pub version: Option<String>,
+    /// Why not, and what to do.
+    pub reason: Option<String>,
+    /// `RUNTIME_NOT_INSTALLED` or `RUNTIME_INVALID`.
+    pub code: Option<String>,
+}
+
+/// The image check.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ImageCheck {
+    /// The tag the recipe gives.
+    pub tag: String,
+    /// The base image.
+    pub base: String,
+    /// `full` or `minimal`.
+    pub variant: String,
+    /// It is on the engine (`None` when no engine answered).
+    pub present: Option<bool>,
+    /// The base image is on the engine (`None` when no engine answered).
+    pub base_present: Option<bool>,
+}
+
+/// What the doctor checks, beyond the engine options.
+#[derive(Debug, Clone)]
+pub struct DoctorOptions {
+    /// Engine detection.
+    pub detect: DetectOptions,
+    /// The Po home.
+    pub po_home: PathBuf,
+    /// A runtime version folder, or the highest.
+    pub runtime_version: Option<String>,
+    /// The image recipe.
+    pub recipe: ImageRecipe,
+}
+
 /// Everything the doctor found.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct DoctorReport {
-    /// The layer can run here.
+    /// The layer can run here: Node, engine and runtime bundle are fine (a missing image is
+    /// built at first start).
     pub ok: bool,
     /// The Node.js check.
     pub node: NodeCheck,
     /// Engine detection, every candidate probed.
     pub engine: EngineReport,
+    /// The runtime bundle.
+    pub runtime: RuntimeCheck,
+    /// The sandbox image.
+    pub image: ImageCheck,
     /// The report as a person reads it.
     pub text: String,
 }
@@ -47,26 +101,64 @@ pub fn check_node(version: &str) -> NodeCheck {
     }
 }
 
+/// Checks the runtime bundle (file I/O only).
+pub fn check_runtime(po_home: &std::path::Path, version: Option<&str>) -> RuntimeCheck {
+    let root = runtime::runtime_root(po_home).display().to_string();
+    match runtime::locate(po_home, version) {
+        Ok(b) => RuntimeCheck {
+            ok: true,
+            root,
+            version: Some(b.version),
+            reason: None,
+            code: None,
+        },
+        Err(e) => RuntimeCheck {
+            ok: false,
+            root,
+            version: None,
+            reason: Some(e.to_string()),
+            code: Some(e.code().into()),
+        },
+    }
+}
+
 /// Runs every check and renders the report.
 pub async fn doctor(
     host: &HostEnv,
     node_version: &str,
-    options: DetectOptions,
+    options: DoctorOptions,
 ) -> Result<DoctorReport> {
     let engine = engine::detect(
         host,
         &DetectOptions {
             probe_all: true,
-            ..options
+            ..options.detect
         },
     )
     .await?;
     let node = check_node(node_version);
-    let ok = node.ok && engine.available;
+    let runtime = check_runtime(&options.po_home, options.runtime_version.as_deref());
+    let recipe = &options.recipe;
+    let mut image = ImageCheck {
+        tag: recipe.tag(),
+        base: recipe.base.clone(),
+        variant: recipe.variant.as_str().into(),
+        present: None,
+        base_present: None,
+    };
+    if engine.available
+        && let Ok(docker) = engine::connect_reported(&engine)
+    {
+        image.present = Some(docker.inspect_image(&image.tag).await.is_ok());
+        image.base_present = Some(docker.inspect_image(&recipe.base).await.is_ok());
+    }
+    let ok = node.ok && engine.available && runtime.ok;
     let mut report = DoctorReport {
         ok,
         node,
         engine,
+        runtime,
+        image,
         text: String::new(),
     };
     report.text = render(&report);
@@ -123,6 +215,37 @@ pub fn render(r: &DoctorReport) -> String {
             e.reason.as_deref().unwrap_or("")
         ));
     }
+    let rt = &r.runtime;
+    if rt.ok {
+        out.push_str(&format!(
+            "Runtime   {} in {}: ok\n",
+            rt.version.as_deref().unwrap_or(""),
+            rt.root
+        ));
+    } else {
+        out.push_str(&format!(
+            "Runtime   not usable [{}]\n          {}\n",
+            rt.code.as_deref().unwrap_or(""),
+            rt.reason.as_deref().unwrap_or("")
+        ));
+    }
+    let im = &r.image;
+    let presence = match (im.present, im.base_present) {
+        (None, _) => "unknown (no engine)".to_string(),
+        (Some(true), _) => "present".to_string(),
+        (Some(false), Some(true)) => {
+            format!("not built yet; built from {} at first start", im.base)
+        }
+        (Some(false), _) => format!(
+            "not built yet, and its base {} is not on the engine: load or build it (no registry needed with {} set to a local image)",
+            im.base,
+            crate::image::BASE_VAR
+        ),
+    };
+    out.push_str(&format!(
+        "Image     {} ({} recipe on {}): {presence}\n",
+        im.tag, im.variant, im.base
+    ));
     out.push('\n');
     if r.ok {
         out.push_str("Result    ready: the sandbox layer can run here.\n");
@@ -133,6 +256,9 @@ pub fn render(r: &DoctorReport) -> String {
         }
         if !e.available {
             why.push("make a container engine reachable (see Engine above)".to_string());
+        }
+        if !rt.ok {
+            why.push("install the runtime bundle (see Runtime above)".to_string());
         }
         out.push_str(&format!("Result    not ready: {}.\n", why.join("; ")));
     }
@@ -152,32 +278,63 @@ mod tests {
         assert!(!check_node("banana").ok);
     }
 
-    #[test]
-    fn render_names_the_reason_and_the_verdict() {
+    fn report(engine_ok: bool, runtime_ok: bool) -> DoctorReport {
         let engine = EngineReport {
-            reason: Some("No container engine is running here.".into()),
-            reason_code: Some("ENGINE_NOT_INSTALLED".into()),
+            available: engine_ok,
+            reason: (!engine_ok).then(|| "No container engine is running here.".into()),
+            reason_code: (!engine_ok).then(|| "ENGINE_NOT_INSTALLED".into()),
             ..Default::default()
         };
-        let mut r = DoctorReport {
-            ok: false,
-            node: check_node("v20.1.0"),
-            engine,
-            text: String::new(),
+        let dir = tempfile::tempdir().unwrap();
+        let runtime = if runtime_ok {
+            RuntimeCheck {
+                ok: true,
+                root: "/r".into(),
+                version: Some("1.0.0".into()),
+                reason: None,
+                code: None,
+            }
+        } else {
+            check_runtime(dir.path(), None)
         };
-        let text = render(&r);
+        let image = ImageCheck {
+            tag: "po-sandbox:x".into(),
+            base: "b".into(),
+            variant: "full".into(),
+            present: None,
+            base_present: None,
+        };
+        let node = check_node("v24.3.0");
+        let ok = node.ok && engine_ok && runtime_ok;
+        DoctorReport {
+            ok,
+            node,
+            engine,
+            runtime,
+            image,
+            text: String::new(),
+        }
+    }
+
+    #[test]
+    fn render_names_each_reason_and_the_verdict() {
+        let text = render(&report(false, false));
         assert!(
             text.contains("ENGINE_NOT_INSTALLED") && text.contains("No container engine"),
             "{text}"
         );
         assert!(
-            text.contains("too old, needs Node.js 24 or newer"),
+            text.contains("RUNTIME_NOT_INSTALLED") && text.contains("container-runtime"),
             "{text}"
         );
-        assert!(text.contains("not ready"), "{text}");
-        r.node = check_node("v24.3.0");
-        r.engine.available = true;
-        r.ok = true;
-        assert!(render(&r).contains("ready: the sandbox layer can run here"));
+        assert!(
+            text.contains("not ready") && text.contains("install the runtime bundle"),
+            "{text}"
+        );
+        let mut r = report(true, true);
+        r.node = check_node("v20.1.0");
+        r.ok = false;
+        assert!(render(&r).contains("too old, needs Node.js 24 or newer"));
+        assert!(render(&report(true, true)).contains("ready: the sandbox layer can run here"));
     }
 }

@@ -7,6 +7,7 @@ pub mod error;
 pub mod events;
 pub mod identity;
 pub mod image;
+pub mod inventory;
 pub mod logging;
 mod napi;
 pub mod provider;

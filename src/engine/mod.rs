@@ -115,3 +115,22 @@ pub fn connect_reported(report: &EngineReport) -> Result<bollard::Docker> {
     )
     .map_err(unavailable)
 }
+
+/// Detects the engine and connects to it; `ENGINE_UNAVAILABLE` (with the reason) when none is
+/// usable.
+pub async fn connect(
+    host: &HostEnv,
+    options: &DetectOptions,
+) -> Result<(bollard::Docker, EngineReport)> {
+    let report = detect(host, options).await?;
+    if !report.available {
+        let reason = format!(
+            "{} [{}]",
+            report.reason.clone().unwrap_or_default(),
+            report.reason_code.clone().unwrap_or_default()
+        );
+        return Err(crate::error::Error::EngineUnavailable { reason });
+    }
+    let docker = connect_reported(&report)?;
+    Ok((docker, report))
+}

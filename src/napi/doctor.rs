@@ -1,40 +1,87 @@
 //! `doctor`.
 
+use std::collections::HashMap;
+
 use napi::Env;
 use napi::bindgen_prelude::{PromiseRaw, Unknown};
 use napi_derive::napi;
 
-use super::engine::{EngineReport, split};
-use super::errors::promise;
+use super::engine::EngineReport;
+use super::errors::{coded, env_vars, object_arg, promise};
+use crate::engine::HostEnv;
+use crate::provider::{ProviderOptions, RawOptions};
+
+/// What `doctor` checks.
+#[napi(object)]
+pub struct DoctorOptions {
+    /// Only this engine (as `PO_SANDBOX_ENGINE`).
+    pub engine: Option<String>,
+    /// Bound on each engine step (ms).
+    pub timeout_ms: Option<f64>,
+    /// The environment to read instead of `process.env`.
+    pub env: Option<HashMap<String, Option<String>>>,
+    /// The Po home (default `~/.po`).
+    pub po_home: Option<String>,
+    /// The runtime bundle version folder (default: the highest).
+    pub runtime_version: Option<String>,
+    /// The image base (default `PO_SANDBOX_BASE_IMAGE`, else `node:24-bookworm-slim`).
+    pub base_image: Option<String>,
+    /// `full` or `minimal` (default `PO_SANDBOX_IMAGE_VARIANT`, else `full`).
+    #[napi(ts_type = "'full' | 'minimal'")]
+    pub image_variant: Option<String>,
+}
 
 /// The Node.js check.
 #[napi(object)]
 pub struct NodeCheck {
-    /// The version checked.
     pub version: String,
-    /// It is new enough.
     pub ok: bool,
     /// The requirement, in words.
     pub required: String,
 }
 
+/// The runtime bundle check.
+#[napi(object)]
+pub struct RuntimeCheck {
+    pub ok: bool,
+    /// Where bundles are looked for.
+    pub root: String,
+    pub version: Option<String>,
+    pub reason: Option<String>,
+    /// `RUNTIME_NOT_INSTALLED` or `RUNTIME_INVALID`.
+    pub code: Option<String>,
+}
+
+/// The image check.
+#[napi(object)]
+pub struct ImageCheck {
+    pub tag: String,
+    pub base: String,
+    pub variant: String,
+    /// On the engine (absent when no engine answered).
+    pub present: Option<bool>,
+    /// The base image is on the engine (absent when no engine answered).
+    pub base_present: Option<bool>,
+}
+
 /// Everything `po-sandbox doctor` found.
 #[napi(object)]
 pub struct DoctorReport {
-    /// The layer can run here.
+    /// Node, engine and runtime bundle are fine (a missing image is built at first start).
     pub ok: bool,
-    /// The Node.js check.
     pub node: NodeCheck,
-    /// Engine detection, every candidate probed.
     pub engine: EngineReport,
+    pub runtime: RuntimeCheck,
+    pub image: ImageCheck,
     /// The report as a person reads it.
     pub text: String,
 }
 
 /// Checks whether the layer can run here: the Node.js version (`nodeVersion`, e.g.
-/// `process.version`) and every engine candidate. Resolves with the report, also when not ready.
+/// `process.version`), every engine candidate, the runtime bundle and the image. Resolves with
+/// the report, also when not ready; throws `OPTIONS_INVALID` / `ENGINE_UNKNOWN` on bad options.
 #[napi(
-    ts_args_type = "nodeVersion: string, options?: EngineCheckOptions | undefined | null",
+    ts_args_type = "nodeVersion: string, options?: DoctorOptions | undefined | null",
     ts_return_type = "Promise<DoctorReport>"
 )]
 pub fn doctor<'env>(
@@ -42,10 +89,33 @@ pub fn doctor<'env>(
     node_version: String,
     options: Option<Unknown>,
 ) -> napi::Result<PromiseRaw<'env, DoctorReport>> {
-    let (host, detect) = split(env, options)?;
+    let o: Option<DoctorOptions> = object_arg(env, options, "options")?;
+    let (raw, vars) = match o {
+        Some(o) => (
+            RawOptions {
+                po_home: o.po_home,
+                runtime_version: o.runtime_version,
+                base_image: o.base_image,
+                image_variant: o.image_variant,
+                engine: o.engine,
+                engine_timeout_ms: o.timeout_ms,
+                ..Default::default()
+            },
+            o.env,
+        ),
+        None => (RawOptions::default(), None),
+    };
+    let host = HostEnv::from_vars(env_vars(vars));
+    let resolved = ProviderOptions::resolve(raw, host.clone()).map_err(|e| coded(env, &e))?;
+    let options = crate::doctor::DoctorOptions {
+        detect: resolved.detect,
+        po_home: resolved.po_home,
+        runtime_version: resolved.runtime_version,
+        recipe: resolved.recipe,
+    };
     promise(
         env,
-        async move { crate::doctor::doctor(&host, &node_version, detect).await },
+        async move { crate::doctor::doctor(&host, &node_version, options).await },
         |r| DoctorReport {
             ok: r.ok,
             node: NodeCheck {
@@ -54,6 +124,20 @@ pub fn doctor<'env>(
                 required: r.node.required,
             },
             engine: r.engine.into(),
+            runtime: RuntimeCheck {
+                ok: r.runtime.ok,
+                root: r.runtime.root,
+                version: r.runtime.version,
+                reason: r.runtime.reason,
+                code: r.runtime.code,
+            },
+            image: ImageCheck {
+                tag: r.image.tag,
+                base: r.image.base,
+                variant: r.image.variant,
+                present: r.image.present,
+                base_present: r.image.base_present,
+            },
             text: r.text,
         },
     )

@@ -6,6 +6,7 @@ mod doctor;
 mod engine;
 mod errors;
 mod identity;
+mod inventory;
 mod provider;
 
 #[napi_derive::module_init]

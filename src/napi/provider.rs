@@ -377,7 +377,7 @@ impl ContainerSandboxProvider {
     /// 'workspace' | 'provider', ... }`.
     #[napi(ts_args_type = "callback: (event: SandboxEvent) => void")]
     pub fn on_event(&self, callback: Function<SandboxEvent, ()>) -> napi::Result<()> {
-        subscribe(&self.provider, callback)
+        subscribe(self.provider.events(), callback)
     }
 }
 
@@ -504,7 +504,7 @@ impl WorkspaceContainers {
     /// Calls `callback` with every lifecycle event.
     #[napi(ts_args_type = "callback: (event: SandboxEvent) => void")]
     pub fn on_event(&self, callback: Function<SandboxEvent, ()>) -> napi::Result<()> {
-        subscribe(&self.provider, callback)
+        subscribe(self.provider.events(), callback)
     }
 }
 
@@ -594,4 +594,77 @@ pub fn register_sandbox_layer<'env>(
     layer.set_named_property("provider", provider_obj)?;
     layer.set_named_property("containers", service_obj)?;
     Ok(Some(layer))
+}
+
+/// Options of `ensureSandboxImage`.
+#[napi(object)]
+pub struct ImageOptions {
+    /// The base (default `PO_SANDBOX_BASE_IMAGE`, else `node:24-bookworm-slim`).
+    pub base_image: Option<String>,
+    /// `full` or `minimal` (default `PO_SANDBOX_IMAGE_VARIANT`, else `full`).
+    #[napi(ts_type = "'full' | 'minimal'")]
+    pub image_variant: Option<String>,
+    /// Only this engine.
+    pub engine: Option<String>,
+    /// The environment to read instead of `process.env`.
+    pub env: Option<HashMap<String, Option<String>>>,
+}
+
+/// The image `ensureSandboxImage` made sure of.
+#[napi(object)]
+pub struct ImageResult {
+    /// `po-sandbox:<digest>`.
+    pub tag: String,
+    /// The full sha256 digest of the recipe.
+    pub digest: String,
+    /// This call built it (it was missing).
+    pub built: bool,
+}
+
+/// Builds the sandbox image once if it is missing (what the provider does at start-up), with
+/// progress to `onEvent` (`type: 'image'` events). Rejects with `IMAGE_BUILD_FAILED` carrying
+/// the failing step's output tail, or `ENGINE_UNAVAILABLE`.
+#[napi(
+    ts_args_type = "options?: ImageOptions | undefined | null, onEvent?: ((event: SandboxEvent) => void) | undefined | null",
+    ts_return_type = "Promise<ImageResult>"
+)]
+pub fn ensure_sandbox_image<'env>(
+    env: &'env Env,
+    options: Option<Unknown>,
+    on_event: Option<Function<SandboxEvent, ()>>,
+) -> napi::Result<PromiseRaw<'env, ImageResult>> {
+    let o: Option<ImageOptions> = object_arg(env, options, "options")?;
+    let (raw, vars) = match o {
+        Some(o) => (
+            RawOptions {
+                base_image: o.base_image,
+                image_variant: o.image_variant,
+                engine: o.engine,
+                ..Default::default()
+            },
+            o.env,
+        ),
+        None => (RawOptions::default(), None),
+    };
+    let host = HostEnv::from_vars(env_vars(vars));
+    let resolved = ProviderOptions::resolve(raw, host.clone()).map_err(|e| coded(env, &e))?;
+    let events = crate::events::EventBus::default();
+    if let Some(cb) = on_event {
+        subscribe(&events, cb)?;
+    }
+    let recipe = resolved.recipe;
+    promise(
+        env,
+        async move {
+            let (docker, _) = crate::engine::connect(&host, &resolved.detect).await?;
+            let built = crate::image::ensure(&docker, &recipe, &events).await?
+                == crate::image::Provenance::Built;
+            Ok(ImageResult {
+                tag: recipe.tag(),
+                digest: recipe.digest(),
+                built,
+            })
+        },
+        |r| r,
+    )
 }

@@ -1,0 +1,116 @@
+//! Every sandbox container on the engine, across hubs: what `po-sandbox ls` shows and
+//! `po-sandbox stop` acts on. One label-filtered list call.
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use bollard::Docker;
+use bollard::query_parameters::ListContainersOptionsBuilder;
+
+use crate::container;
+use crate::error::{Error, Result};
+use crate::spec::{self, LABEL_OWNER, LABEL_SANDBOX, LABEL_WORKSPACE, LABEL_WORKSPACE_PATH};
+
+/// One sandbox container.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SandboxRow {
+    pub owner: String,
+    pub workspace_id: String,
+    pub workspace_path: Option<String>,
+    pub name: String,
+    pub container_id: String,
+    /// `running`, `exited`…
+    pub state: String,
+    /// The engine's words (`Up 5 minutes`).
+    pub status: String,
+    /// Host port on 127.0.0.1.
+    pub host_port: Option<u16>,
+    pub image: String,
+    /// Unix seconds.
+    pub created: i64,
+}
+
+/// Lists sandbox containers: this owner's, or every owner's when `owner` is `None`.
+pub async fn list(docker: &Docker, owner: Option<&str>) -> Result<Vec<SandboxRow>> {
+    let mut labels = vec![format!("{LABEL_SANDBOX}=1")];
+    if let Some(o) = owner {
+        labels.push(format!("{LABEL_OWNER}={o}"));
+    }
+    let filters: HashMap<&str, Vec<String>> = HashMap::from([("label", labels)]);
+    let options = ListContainersOptionsBuilder::new()
+        .all(true)
+        .filters(&filters)
+        .build();
+    let list = docker
+        .list_containers(Some(options))
+        .await
+        .map_err(|e| Error::EngineRequest {
+            operation: "list containers".into(),
+            detail: e.to_string(),
+        })?;
+    let mut rows: Vec<SandboxRow> = list
+        .into_iter()
+        .map(|c| {
+            let labels = c.labels.unwrap_or_default();
+            let get = |k: &str| labels.get(k).cloned().unwrap_or_default();
+            SandboxRow {
+                owner: get(LABEL_OWNER),
+                workspace_id: get(LABEL_WORKSPACE),
+                workspace_path: labels.get(LABEL_WORKSPACE_PATH).cloned(),
+                name: c
+                    .names
+                    .unwrap_or_default()
+                    .first()
+                    .map(|n| n.trim_start_matches('/').to_string())
+                    .unwrap_or_default(),
+                container_id: c.id.unwrap_or_default(),
+                state: c
+                    .state
+                    .map(|s| {
+                        serde_json::to_value(s)
+                            .ok()
+                            .and_then(|v| v.as_str().map(str::to_string))
+                            .unwrap_or_default()
+                    })
+                    .unwrap_or_default(),
+                status: c.status.unwrap_or_default(),
+                host_port: c
+                    .ports
+                    .unwrap_or_default()
+                    .into_iter()
+                    .find(|p| p.ip.as_deref() == Some("127.0.0.1"))
+                    .and_then(|p| p.public_port),
+                image: c.image.unwrap_or_default(),
+                created: c.created.unwrap_or_default(),
+            }
+        })
+        .collect();
+    rows.sort_by(|a, b| (&a.owner, &a.workspace_id).cmp(&(&b.owner, &b.workspace_id)));
+    Ok(rows)
+}
+
+/// Stops and removes this owner's containers (one workspace's, or all), keeping volumes and
+/// removing their token files. Returns the workspace ids stopped.
+pub async fn stop(
+    docker: &Docker,
+    po_home: &Path,
+    owner: &str,
+    workspace: Option<&str>,
+) -> Result<Vec<String>> {
+    if let Some(w) = workspace {
+        crate::workspace::check_id(w)?;
+    }
+    let rows = list(docker, Some(owner)).await?;
+    let mut stopped = Vec::new();
+    for row in rows
+        .into_iter()
+        .filter(|r| workspace.is_none_or(|w| r.workspace_id == w))
+    {
+        container::stop_and_remove(docker, &row.container_id).await?;
+        let _ = std::fs::remove_file(spec::token_file(po_home, owner, &row.workspace_id));
+        stopped.push(row.workspace_id);
+    }
+    stopped.dedup();
+    Ok(stopped)
+}
