@@ -314,13 +314,16 @@ pub struct SandboxLayer {
 
 type EventCallback = ThreadsafeFunction<SandboxEvent, (), SandboxEvent, napi::Status, false, true>;
 
-fn subscribe(provider: &Provider, callback: Function<SandboxEvent, ()>) -> napi::Result<()> {
+fn subscribe(
+    events: &crate::events::EventBus,
+    callback: Function<SandboxEvent, ()>,
+) -> napi::Result<()> {
     let tsfn: EventCallback = callback
         .build_threadsafe_function()
         .callee_handled::<false>()
         .weak::<true>()
         .build()?;
-    provider.events().subscribe(Arc::new(move |event| {
+    events.subscribe(Arc::new(move |event| {
         tsfn.call(
             SandboxEvent::from(event),
             ThreadsafeFunctionCallMode::NonBlocking,
