@@ -132,18 +132,37 @@ export interface ContainerProviderOptions {
 
 /**
  * Checks whether the layer can run here: the Node.js version (`nodeVersion`, e.g.
- * `process.version`) and every engine candidate. Resolves with the report, also when not ready.
+ * `process.version`), every engine candidate, the runtime bundle and the image. Resolves with
+ * the report, also when not ready; throws `OPTIONS_INVALID` / `ENGINE_UNKNOWN` on bad options.
  */
-export declare function doctor(nodeVersion: string, options?: EngineCheckOptions | undefined | null): Promise<DoctorReport>
+export declare function doctor(nodeVersion: string, options?: DoctorOptions | undefined | null): Promise<DoctorReport>
+
+/** What `doctor` checks. */
+export interface DoctorOptions {
+  /** Only this engine (as `PO_SANDBOX_ENGINE`). */
+  engine?: string
+  /** Bound on each engine step (ms). */
+  timeoutMs?: number
+  /** The environment to read instead of `process.env`. */
+  env?: Record<string, string | undefined | null>
+  /** The Po home (default `~/.po`). */
+  poHome?: string
+  /** The runtime bundle version folder (default: the highest). */
+  runtimeVersion?: string
+  /** The image base (default `PO_SANDBOX_BASE_IMAGE`, else `node:24-bookworm-slim`). */
+  baseImage?: string
+  /** `full` or `minimal` (default `PO_SANDBOX_IMAGE_VARIANT`, else `full`). */
+  imageVariant?: 'full' | 'minimal'
+}
 
 /** Everything `po-sandbox doctor` found. */
 export interface DoctorReport {
-  /** The layer can run here. */
+  /** Node, engine and runtime bundle are fine (a missing image is built at first start). */
   ok: boolean
-  /** The Node.js check. */
   node: NodeCheck
-  /** Engine detection, every candidate probed. */
   engine: EngineReport
+  runtime: RuntimeCheck
+  image: ImageCheck
   /** The report as a person reads it. */
   text: string
 }
@@ -235,11 +254,55 @@ export interface EngineReport {
   candidates: Array<EngineCandidate>
 }
 
+/**
+ * Builds the sandbox image once if it is missing (what the provider does at start-up), with
+ * progress to `onEvent` (`type: 'image'` events). Rejects with `IMAGE_BUILD_FAILED` carrying
+ * the failing step's output tail, or `ENGINE_UNAVAILABLE`.
+ */
+export declare function ensureSandboxImage(options?: ImageOptions | undefined | null, onEvent?: ((event: SandboxEvent) => void) | undefined | null): Promise<ImageResult>
+
+/** The image check. */
+export interface ImageCheck {
+  tag: string
+  base: string
+  variant: string
+  /** On the engine (absent when no engine answered). */
+  present?: boolean
+  /** The base image is on the engine (absent when no engine answered). */
+  basePresent?: boolean
+}
+
+/** Options of `ensureSandboxImage`. */
+export interface ImageOptions {
+  /** The base (default `PO_SANDBOX_BASE_IMAGE`, else `node:24-bookworm-slim`). */
+  baseImage?: string
+  /** `full` or `minimal` (default `PO_SANDBOX_IMAGE_VARIANT`, else `full`). */
+  imageVariant?: 'full' | 'minimal'
+  /** Only this engine. */
+  engine?: string
+  /** The environment to read instead of `process.env`. */
+  env?: Record<string, string | undefined | null>
+}
+
+/** The image `ensureSandboxImage` made sure of. */
+export interface ImageResult {
+  /** `po-sandbox:<digest>`. */
+  tag: string
+  /** The full sha256 digest of the recipe. */
+  digest: string
+  /** This call built it (it was missing). */
+  built: boolean
+}
+
+/**
+ * Lists sandbox containers (any state): this owner's, or every owner's with `allOwners`.
+ * Rejects with `ENGINE_UNAVAILABLE` when no engine answers.
+ */
+export declare function listSandboxContainers(options?: SandboxQuery | undefined | null): Promise<SandboxContainerRow[]>
+
 /** The Node.js check. */
 export interface NodeCheck {
-  /** The version checked. */
   version: string
-  /** It is new enough. */
   ok: boolean
   /** The requirement, in words. */
   required: string
@@ -273,6 +336,33 @@ export interface ProviderStatus {
  * `null`. Bad options throw a coded error before anything is registered.
  */
 export declare function registerSandboxLayer(host: SandboxHost, options?: ContainerProviderOptions | undefined | null): SandboxLayer | null
+
+/** The runtime bundle check. */
+export interface RuntimeCheck {
+  ok: boolean
+  /** Where bundles are looked for. */
+  root: string
+  version?: string
+  reason?: string
+  /** `RUNTIME_NOT_INSTALLED` or `RUNTIME_INVALID`. */
+  code?: string
+}
+
+/** One sandbox container. */
+export interface SandboxContainerRow {
+  owner: string
+  workspaceId: string
+  workspacePath?: string
+  name: string
+  containerId: string
+  state: string
+  /** The engine's words (`Up 5 minutes`). */
+  status: string
+  hostPort?: number
+  image: string
+  /** Unix seconds. */
+  created: number
+}
 
 /** A lifecycle event. `type` says which fields are set. */
 export interface SandboxEvent {
@@ -327,6 +417,24 @@ export interface SandboxLayer {
   containers: WorkspaceContainers
 }
 
+/** Which sandbox containers. */
+export interface SandboxQuery {
+  /** The Po home whose owner to use (default `~/.po`). */
+  poHome?: string
+  /** The owner id (default: derived from poHome, as the provider does). */
+  owner?: string
+  /** `listSandboxContainers`: every owner's containers, not only this owner's. */
+  allOwners?: boolean
+  /** `stopSandboxContainers`: only this workspace. */
+  workspace?: string
+  /** `stopSandboxContainers`: every container of this owner (required when no workspace). */
+  all?: boolean
+  /** Only this engine. */
+  engine?: string
+  /** The environment to read instead of `process.env`. */
+  env?: Record<string, string | undefined | null>
+}
+
 /** What the environment says about this process. */
 export interface SandboxState {
   /** Runs inside a sandbox container (`PO_SANDBOX=1`). */
@@ -345,6 +453,13 @@ export interface SandboxState {
   /** Malformed or contradictory variables, in words (never thrown). */
   problems: Array<string>
 }
+
+/**
+ * Stops and removes this owner's container for `workspace`, or all of them with `all: true`;
+ * volumes are kept. Resolves with the workspace ids stopped. Throws `OPTIONS_INVALID` when
+ * neither is given.
+ */
+export declare function stopSandboxContainers(options: SandboxQuery): Promise<string[]>
 
 export interface WorkspaceArg {
   id: string

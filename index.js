@@ -841,4 +841,7 @@ module.exports.WorkspaceContainers = nativeBinding.WorkspaceContainers
 module.exports.checkEngine = nativeBinding.checkEngine
 module.exports.doctor = nativeBinding.doctor
 module.exports.engineCandidates = nativeBinding.engineCandidates
+module.exports.ensureSandboxImage = nativeBinding.ensureSandboxImage
+module.exports.listSandboxContainers = nativeBinding.listSandboxContainers
 module.exports.registerSandboxLayer = nativeBinding.registerSandboxLayer
+module.exports.stopSandboxContainers = nativeBinding.stopSandboxContainers

@@ -1,33 +1,85 @@
 // The po-sandbox CLI (bin/po-sandbox.js) and `npm start`.
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
-import { readFileSync } from 'node:fs'
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs'
 import path from 'node:path'
 
-import { isolatedEnv, requireDocker, root, run, tempDir } from './helpers.mjs'
+import { dockerCli, isolatedEnv, requireDocker, root, run, tempDir } from './helpers.mjs'
 
 const bin = path.join(root, 'bin', 'po-sandbox.js')
 
-test('doctor on this machine: ready, exit 0, every candidate and the chosen engine listed', async () => {
+/** A Po home with a valid runtime bundle. */
+function poHomeWithBundle(t) {
+  const home = tempDir(t)
+  const dir = path.join(home, 'container-runtime', '1.2.0')
+  mkdirSync(dir, { recursive: true })
+  writeFileSync(path.join(dir, 'container-runtime.json'), JSON.stringify({ entry: '/opt/po/server.js', port: 7300 }))
+  return home
+}
+
+test('doctor on this machine: ready, exit 0, every candidate, the engine, the runtime and the image', async (t) => {
   await requireDocker()
-  const r = await run(process.execPath, [bin, 'doctor'])
-  assert.equal(r.code, 0, r.stderr)
+  const home = poHomeWithBundle(t)
+  const r = await run(process.execPath, [bin, 'doctor', '--po-home', home, '--base-image', 'po-sandbox-test-base:node24', '--image-variant', 'minimal'])
+  assert.equal(r.code, 0, r.stdout + r.stderr)
   assert.match(r.stdout, new RegExp(`Node.js   ${process.version.replace(/\./g, '\\.')}: ok`))
   assert.match(r.stdout, /\[ok\] docker   unix:\/\/\/var\/run\/docker\.sock \(rootful\): Docker /)
   for (const engine of ['podman', 'nerdctl', 'finch']) assert.match(r.stdout, new RegExp(`\\] ${engine} `))
   assert.match(r.stdout, /Engine    docker .* at unix:\/\/\/var\/run\/docker\.sock/)
+  assert.match(r.stdout, new RegExp(`Runtime   1\\.2\\.0 in ${home}/container-runtime: ok`))
+  assert.match(r.stdout, /Image     po-sandbox:[0-9a-f]{24} \(minimal recipe on po-sandbox-test-base:node24\)/)
   assert.match(r.stdout, /Result    ready/)
 })
 
-test('doctor --json is machine-readable', async () => {
+test('doctor without a runtime bundle: exit 1, RUNTIME_NOT_INSTALLED and where it looked', async (t) => {
   await requireDocker()
-  const r = await run(process.execPath, [bin, 'doctor', '--json'])
+  const home = tempDir(t)
+  const r = await run(process.execPath, [bin, 'doctor', '--po-home', home])
+  assert.equal(r.code, 1)
+  assert.match(r.stdout, /Runtime   not usable \[RUNTIME_NOT_INSTALLED\]/)
+  assert.match(r.stdout, new RegExp(`${home}/container-runtime/`))
+  assert.match(r.stdout, /Result    not ready: install the runtime bundle/)
+})
+
+test('ls and stop: a container of this hub is listed, stopped and gone; --all lists every hub', async (t) => {
+  await requireDocker()
+  const home = poHomeWithBundle(t)
+  const owner = `cli${Math.random().toString(16).slice(2, 10)}`
+  const name = `po-${owner}-cliws`
+  t.after(() => { try { dockerCli(['rm', '-f', name]) } catch {} })
+  // A container as the provider labels them, made directly so this test needs no runtime.
+  dockerCli(['run', '-d', '--name', name, '--label', 'po.sandbox=1', '--label', `po.owner=${owner}`, '--label', 'po.workspace=cliws', '-p', '127.0.0.1::7300', '--init', 'po-sandbox-test-base:node24', 'sleep', '600'])
+  const ls = await run(process.execPath, [bin, 'ls', '--po-home', home, '--owner', owner])
+  assert.equal(ls.code, 0, ls.stderr)
+  assert.match(ls.stdout, /^WORKSPACE +STATE +PORT +IMAGE +AGE +NAME/m)
+  assert.match(ls.stdout, new RegExp(`^cliws +running +127\\.0\\.0\\.1:\\d+ +po-sandbox-test-base:node24 +\\d+s +${name}$`, 'm'))
+  const all = await run(process.execPath, [bin, 'ls', '--all', '--json'])
+  assert.ok(JSON.parse(all.stdout).some((row) => row.owner === owner && row.workspaceId === 'cliws'))
+  const other = await run(process.execPath, [bin, 'ls', '--po-home', home])
+  assert.doesNotMatch(other.stdout, /cliws/)
+  const stop = await run(process.execPath, [bin, 'stop', 'cliws', '--po-home', home, '--owner', owner])
+  assert.equal(stop.code, 0, stop.stderr)
+  assert.match(stop.stdout, /Stopped and removed: cliws \(volumes kept\)/)
+  assert.equal(dockerCli(['ps', '-aq', '--filter', `name=${name}`]), '')
+  const again = await run(process.execPath, [bin, 'stop', 'cliws', '--po-home', home, '--owner', owner])
+  assert.match(again.stdout, /has no container of this hub/)
+  const bad = await run(process.execPath, [bin, 'stop', '../x', '--po-home', home])
+  assert.equal(bad.code, 1)
+  assert.match(bad.stderr, /WORKSPACE_INVALID/)
+})
+
+test('doctor --json is machine-readable', async (t) => {
+  await requireDocker()
+  const r = await run(process.execPath, [bin, 'doctor', '--json', '--po-home', poHomeWithBundle(t)])
   assert.equal(r.code, 0, r.stderr)
   const report = JSON.parse(r.stdout)
   assert.equal(report.ok, true)
   assert.equal(report.node.version, process.version)
   assert.equal(report.engine.available, true)
   assert.ok(report.engine.candidates.length >= 4)
+  assert.equal(report.runtime.ok, true)
+  assert.equal(report.runtime.version, '1.2.0')
+  assert.match(report.image.tag, /^po-sandbox:[0-9a-f]{24}$/)
 })
 
 test('doctor without an engine: exit 1 and the reason', async (t) => {
@@ -47,7 +99,7 @@ test('doctor with PO_SANDBOX_ENGINE=bogus: exit 1 with the coded error', async (
 })
 
 test('usage errors exit 2 and print the usage', async () => {
-  for (const args of [['frobnicate'], ['doctor', '--timeout-ms', 'soon'], ['doctor', '--nope']]) {
+  for (const args of [['frobnicate'], ['doctor', '--timeout-ms', 'soon'], ['doctor', '--nope'], ['stop'], ['stop', 'a', 'b'], ['ls', 'x']]) {
     const r = await run(process.execPath, [bin, ...args])
     assert.equal(r.code, 2, args.join(' '))
     assert.match(r.stderr, /Usage: po-sandbox/)

@@ -56,7 +56,7 @@ export async function staleSocket(socketPath) {
 
 /** Which `docker` CLI to use for cross-checks. */
 export function dockerCli(args) {
-  return execFileSync('docker', args, { encoding: 'utf8', timeout: 30000 }).trim()
+  return execFileSync('docker', args, { encoding: 'utf8', timeout: 60000, stdio: ['ignore', 'pipe', 'pipe'] }).trim()
 }
 
 /** Fails with how to start an engine when none answers. */

@@ -1,19 +1,32 @@
 #!/usr/bin/env node
 'use strict'
-// The po-sandbox command: parses arguments and prints; every check runs in the Rust addon.
+// The po-sandbox command: parses arguments and prints; every check and engine call runs in the
+// Rust addon.
 
 const USAGE = `Usage: po-sandbox <command> [options]
 
 Commands:
-  doctor              Check whether the sandbox layer can run here: Node.js and every
-                      container engine candidate. Exits 0 when ready, 1 when not.
-  help                Show this text.
+  doctor                Check whether the sandbox layer can run here: Node.js, every container
+                        engine candidate, the runtime bundle and the sandbox image.
+                        Exits 0 when ready, 1 when not.
+  ls                    List this hub's sandbox containers (--all: every hub's).
+  stop <workspace>      Stop and remove a workspace's container (volumes are kept).
+  stop --all            Stop and remove every container of this hub.
+  help                  Show this text.
 
 Options:
-  --json              Print the report as JSON instead of text.
-  --timeout-ms <ms>   Bound each engine step (connect, ping, version, info); default 3000.
-  --engine <name>     Check only this engine: docker, podman, nerdctl or finch.
+  --json                Print JSON instead of text.
+  --po-home <dir>       The Po home (default ~/.po); it also decides this hub's owner id.
+  --owner <id>          The owner id (default: derived from the Po home).
+  --all                 ls: every hub's containers; stop: every container of this hub.
+  --engine <name>       Use only this engine: docker, podman, nerdctl or finch.
+  --timeout-ms <ms>     doctor: bound each engine step (connect, ping, version, info); default 3000.
+  --runtime-version <v> doctor: check this runtime bundle version folder.
+  --base-image <ref>    doctor: the image recipe's base.
+  --image-variant <v>   doctor: full or minimal.
 `
+
+const VALUED = new Set(['--timeout-ms', '--engine', '--po-home', '--owner', '--runtime-version', '--base-image', '--image-variant'])
 
 function fail(message) {
   process.stderr.write(`po-sandbox: ${message}\n\n${USAGE}`)
@@ -21,25 +34,42 @@ function fail(message) {
 }
 
 function parse(argv) {
-  const opts = { command: undefined, json: false, timeoutMs: undefined, engine: undefined }
+  const opts = { command: undefined, args: [], json: false, all: false }
   for (let i = 0; i < argv.length; i++) {
     const arg = argv[i]
     if (arg === '--json') opts.json = true
-    else if (arg === '--timeout-ms' || arg === '--engine') {
+    else if (arg === '--all') opts.all = true
+    else if (VALUED.has(arg)) {
       const value = argv[++i]
-      if (value === undefined) fail(`${arg} needs a value`)
-      if (arg === '--engine') opts.engine = value
-      else {
+      if (value === undefined || value.startsWith('--')) fail(`${arg} needs a value`)
+      const key = arg.slice(2).replace(/-([a-z])/g, (_, c) => c.toUpperCase())
+      if (arg === '--timeout-ms') {
         const ms = Number(value)
         if (!Number.isInteger(ms) || ms < 1 || ms > 600000) fail(`--timeout-ms must be a whole number from 1 to 600000, not '${value}'`)
         opts.timeoutMs = ms
-      }
+      } else opts[key] = value
     } else if (arg === '-h' || arg === '--help') opts.command = 'help'
     else if (arg.startsWith('-')) fail(`unknown option '${arg}'`)
     else if (opts.command === undefined) opts.command = arg
-    else fail(`unexpected argument '${arg}'`)
+    else opts.args.push(arg)
   }
   return opts
+}
+
+function age(unixSeconds) {
+  const s = Math.max(0, Math.floor(Date.now() / 1000) - unixSeconds)
+  if (s < 120) return `${s}s`
+  if (s < 7200) return `${Math.floor(s / 60)}m`
+  if (s < 172800) return `${Math.floor(s / 3600)}h`
+  return `${Math.floor(s / 86400)}d`
+}
+
+function table(rows, all) {
+  if (rows.length === 0) return all ? 'No sandbox containers.\n' : "No sandbox containers for this hub (try --all for every hub's).\n"
+  const head = ['WORKSPACE', 'STATE', 'PORT', 'IMAGE', 'AGE', ...(all ? ['OWNER'] : []), 'NAME']
+  const body = rows.map((r) => [r.workspaceId, r.state, r.hostPort ? `127.0.0.1:${r.hostPort}` : '-', r.image, age(r.created), ...(all ? [r.owner] : []), r.name])
+  const widths = head.map((h, i) => Math.max(h.length, ...body.map((b) => String(b[i]).length)))
+  return [head, ...body].map((cols) => cols.map((c, i) => String(c).padEnd(widths[i])).join('  ').trimEnd()).join('\n') + '\n'
 }
 
 async function main() {
@@ -48,7 +78,9 @@ async function main() {
     process.stdout.write(USAGE)
     return 0
   }
-  if (opts.command !== 'doctor') fail(`unknown command '${opts.command}'`)
+  if (!['doctor', 'ls', 'stop'].includes(opts.command)) fail(`unknown command '${opts.command}'`)
+  if (opts.command !== 'stop' && opts.args.length > 0) fail(`unexpected argument '${opts.args[0]}'`)
+  if (opts.command === 'stop' && (opts.args.length > 1 || (opts.args.length === 0) === !opts.all)) fail('stop needs one workspace id, or --all')
   let addon
   try {
     addon = require('../index.js')
@@ -56,10 +88,23 @@ async function main() {
     process.stderr.write(`po-sandbox: the native addon could not be loaded (${err.message}).\nReinstall @agimon-ai/po-sandbox for this platform (${process.platform}-${process.arch}), or build it with 'npm run build'.\n`)
     return 1
   }
+  const common = { poHome: opts.poHome, engine: opts.engine }
   try {
-    const report = await addon.doctor(process.version, { timeoutMs: opts.timeoutMs, engine: opts.engine })
-    process.stdout.write(opts.json ? `${JSON.stringify(report, null, 2)}\n` : report.text)
-    return report.ok ? 0 : 1
+    if (opts.command === 'doctor') {
+      const report = await addon.doctor(process.version, { ...common, timeoutMs: opts.timeoutMs, runtimeVersion: opts.runtimeVersion, baseImage: opts.baseImage, imageVariant: opts.imageVariant })
+      process.stdout.write(opts.json ? `${JSON.stringify(report, null, 2)}\n` : report.text)
+      return report.ok ? 0 : 1
+    }
+    if (opts.command === 'ls') {
+      const rows = await addon.listSandboxContainers({ ...common, owner: opts.owner, allOwners: opts.all })
+      process.stdout.write(opts.json ? `${JSON.stringify(rows, null, 2)}\n` : table(rows, opts.all))
+      return 0
+    }
+    const stopped = await addon.stopSandboxContainers({ ...common, owner: opts.owner, workspace: opts.args[0], all: opts.all })
+    if (opts.json) process.stdout.write(`${JSON.stringify({ stopped }, null, 2)}\n`)
+    else if (stopped.length === 0) process.stdout.write(opts.all ? 'No containers of this hub to stop.\n' : `Workspace '${opts.args[0]}' has no container of this hub.\n`)
+    else process.stdout.write(`Stopped and removed: ${stopped.join(', ')} (volumes kept).\n`)
+    return 0
   } catch (err) {
     if (opts.json) process.stdout.write(`${JSON.stringify({ ok: false, error: { code: err.code, message: err.message } }, null, 2)}\n`)
     else process.stderr.write(`po-sandbox: ${err.message} [${err.code}]\n`)

@@ -20,8 +20,9 @@ if [ -n "${CI:-}" ] && git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
   fi
 fi
 
-step "engine"
+step "engine and the local test base image"
 bash scripts/ensure-engine.sh
+bash scripts/build-test-base-image.sh
 
 step "rust: fmt, clippy, unit tests"
 cargo fmt --check

@@ -1,0 +1,257 @@
+// Shared pieces of the container-provider suite: Po homes with a test runtime bundle, per-test
+// owners cleaned up by label, layers that record their events, hub child processes, and
+// Docker cross-checks.
+import { spawn } from 'node:child_process'
+import { createHash, randomBytes } from 'node:crypto'
+import { mkdirSync, readFileSync, realpathSync, writeFileSync } from 'node:fs'
+import path from 'node:path'
+
+import { addon, dockerCli, root, run, tempDir } from './helpers.mjs'
+
+export const TEST_BASE = 'po-sandbox-test-base:node24'
+export const RUNTIME_VERSION = '1.0.0'
+export const SERVER_PORT = 7300
+export const FAKE_KEY = 'sk-fake-123'
+/** A PATH entry only the host has, to prove the host's PATH never reaches a container. */
+export const HOST_ONLY_PATH = '/po-test-host-only-path'
+
+/** A random owner id: 't' + 10 lowercase hex digits. */
+export function newOwner() {
+  return 't' + randomBytes(5).toString('hex')
+}
+
+/** A fresh Po home (canonical path), removed when the test ends. */
+export function tempHome(t, prefix = 'po-provider-home-') {
+  return realpathSync(tempDir(t, prefix))
+}
+
+/** A fresh workspace folder (canonical path), removed when the test ends. */
+export function tempWorkspace(t) {
+  return realpathSync(tempDir(t, 'po-provider-ws-'))
+}
+
+/** Removes every container and volume of `owner` when the test ends, pass or fail. */
+export function cleanupOwner(t, owner) {
+  t.after(async () => {
+    await removeOwner(owner)
+  })
+}
+
+export async function removeOwner(owner) {
+  const ids = (await run('docker', ['ps', '-aq', '--filter', `label=po.owner=${owner}`])).stdout.split(/\s+/).filter(Boolean)
+  if (ids.length) await run('docker', ['rm', '-f', ...ids])
+  const vols = (await run('docker', ['volume', 'ls', '-q', '--filter', `label=po.owner=${owner}`])).stdout.split(/\s+/).filter(Boolean)
+  if (vols.length) await run('docker', ['volume', 'rm', '-f', ...vols])
+}
+
+/** Ids of the containers (any state) carrying every given label. */
+export function containersWith(labels) {
+  const args = ['ps', '-aq', '--no-trunc']
+  for (const [k, v] of Object.entries(labels)) args.push('--filter', `label=${k}=${v}`)
+  return dockerCli(args).split(/\s+/).filter(Boolean)
+}
+
+export function volumesOf(owner) {
+  return dockerCli(['volume', 'ls', '-q', '--filter', `label=po.owner=${owner}`]).split(/\s+/).filter(Boolean).sort()
+}
+
+export function inspect(id) {
+  return JSON.parse(dockerCli(['inspect', id]))[0]
+}
+
+export function isRunning(id) {
+  return dockerCli(['inspect', '-f', '{{.State.Running}}', id]) === 'true'
+}
+
+/**
+ * The test server: answers 200 on every path; on /whoami its uid, gid, environment and
+ * whether (and what) it can read from the token file. Prints a recognisable line first.
+ */
+export function serverSource({ listenPort = SERVER_PORT, marker = 'po-test-server' } = {}) {
+  return `'use strict'
+const http = require('node:http')
+const fs = require('node:fs')
+const crypto = require('node:crypto')
+const LISTEN = ${JSON.stringify(listenPort)}
+console.log(${JSON.stringify(marker)} + ' starting, will listen on ' + LISTEN)
+http.createServer((req, res) => {
+  let body = { ok: true, path: req.url }
+  if (req.url === '/whoami') {
+    let token = null
+    let tokenError = null
+    try { token = fs.readFileSync('/run/po-sandbox/token', 'utf8') } catch (e) { tokenError = String(e.code || e.message) }
+    body = {
+      uid: process.getuid(),
+      gid: process.getgid(),
+      env: process.env,
+      tokenReadable: token !== null && token.length > 0,
+      tokenSha256: token === null ? null : crypto.createHash('sha256').update(token).digest('hex'),
+      tokenError,
+    }
+  }
+  res.writeHead(200, { 'content-type': 'application/json' })
+  res.end(JSON.stringify(body))
+}).listen(LISTEN, '0.0.0.0', () => console.log(${JSON.stringify(marker)} + ' listening on ' + LISTEN))
+`
+}
+
+/**
+ * Installs a runtime bundle at `<poHome>/container-runtime/<version>/`. `json` replaces the
+ * container-runtime.json text when given (a string is written verbatim).
+ */
+export function writeBundle(poHome, { version = RUNTIME_VERSION, json, server = serverSource() } = {}) {
+  const dir = path.join(poHome, 'container-runtime', version)
+  mkdirSync(dir, { recursive: true })
+  const text = json === undefined
+    ? JSON.stringify({ entry: '/opt/po/server.js', port: SERVER_PORT, healthPath: '/api/health' })
+    : typeof json === 'string' ? json : JSON.stringify(json)
+  writeFileSync(path.join(dir, 'container-runtime.json'), text)
+  writeFileSync(path.join(dir, 'server.js'), server)
+  return dir
+}
+
+/** The environment the layer reads: the host's, with a fake key and markers that must not leak. */
+export function hostEnv(extra = {}) {
+  return {
+    ...process.env,
+    FAKE_API_KEY: FAKE_KEY,
+    DOCKER_HOST: 'unix:///var/run/docker.sock',
+    PATH: `${process.env.PATH}:${HOST_ONLY_PATH}`,
+    ...extra,
+  }
+}
+
+export function baseOptions(poHome, owner, extra = {}) {
+  return {
+    poHome,
+    owner,
+    baseImage: TEST_BASE,
+    imageVariant: 'minimal',
+    healthTimeoutMs: 20000,
+    env: hostEnv(),
+    ...extra,
+  }
+}
+
+/** A global-scope host that records what the layer registered. */
+export function fakeHost(overrides = {}) {
+  const host = {
+    scope: 'global',
+    identity: { contained: false },
+    calls: [],
+    registerSandboxProvider(p) { this.calls.push('registerSandboxProvider'); this.provider = p },
+    publishService(name, s) { this.calls.push(`publishService:${name}`); this.service = s },
+    ...overrides,
+  }
+  return host
+}
+
+/** Registers a layer on a fake host and records every event. */
+export function openLayer(options, hostOverrides = {}) {
+  const host = fakeHost(hostOverrides)
+  const layer = addon.registerSandboxLayer(host, options)
+  const events = []
+  if (layer) layer.provider.onEvent((e) => events.push(e))
+  return { host, layer, events }
+}
+
+/** Polls `predicate` until it holds; fails after `ms` (a functional bound, not a timing check). */
+export async function waitFor(predicate, what, ms = 10000) {
+  const deadline = Date.now() + ms
+  for (;;) {
+    const v = await predicate()
+    if (v) return v
+    if (Date.now() > deadline) throw new Error(`gave up waiting for ${what} after ${ms} ms`)
+    await new Promise((r) => setTimeout(r, 50))
+  }
+}
+
+/** GET `<url><p>` as JSON, bounded. */
+export async function getJson(url, p = '/whoami') {
+  const res = await fetch(url + p, { signal: AbortSignal.timeout(10000) })
+  if (res.status !== 200) throw new Error(`${url}${p} answered ${res.status}`)
+  return res.json()
+}
+
+export function sha256File(file) {
+  return createHash('sha256').update(readFileSync(file)).digest('hex')
+}
+
+const HUB_CHILD = `'use strict'
+// A Po hub in its own process: registers the layer with the options it is given, prints every
+// event and then its status (or the container it started) as JSON lines, then waits forever
+// (mode 'wait') or exits with 75 (mode 'exit75').
+const { registerSandboxLayer } = require(process.env.PO_TEST_ADDON)
+const { options, mode, workspace } = JSON.parse(process.argv[2])
+const out = (o) => process.stdout.write(JSON.stringify(o) + '\\n')
+const host = { scope: 'global', identity: { contained: false }, registerSandboxProvider(p) { this.provider = p }, publishService(name, s) { this.service = s } }
+const layer = registerSandboxLayer(host, options)
+layer.provider.onEvent((event) => out({ event }))
+;(async () => {
+  try {
+    const status = await layer.provider.ready()
+    if (workspace) out({ container: await layer.containers.start(workspace) })
+    out({ status })
+    if (mode === 'exit75') process.exit(75)
+    setInterval(() => {}, 1 << 30)
+  } catch (e) {
+    out({ error: { code: e.code, message: e.message } })
+    process.exit(1)
+  }
+})()
+`
+
+/** Writes the hub child script into a temp folder; returns its path. */
+export function writeHubChild(t) {
+  const file = path.join(tempDir(t, 'po-provider-hub-'), 'hub-child.cjs')
+  writeFileSync(file, HUB_CHILD)
+  return file
+}
+
+/**
+ * Spawns a hub child; `lines` fills with its parsed JSON lines. It is SIGKILLed when the test
+ * ends if it still runs.
+ */
+export function spawnHub(t, script, payload) {
+  const child = spawn(process.execPath, [script, JSON.stringify(payload)], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+    env: { ...process.env, PO_TEST_ADDON: path.join(root, 'index.js') },
+  })
+  const hub = { child, lines: [], stderr: '', exitCode: undefined, signal: undefined }
+  let buf = ''
+  child.stdout.on('data', (d) => {
+    buf += d
+    let i
+    while ((i = buf.indexOf('\n')) >= 0) {
+      const line = buf.slice(0, i)
+      buf = buf.slice(i + 1)
+      if (line.trim()) hub.lines.push(JSON.parse(line))
+    }
+  })
+  child.stderr.on('data', (d) => { hub.stderr += d })
+  hub.exited = new Promise((resolve) => child.once('exit', (code, signal) => {
+    hub.exitCode = code
+    hub.signal = signal
+    resolve({ code, signal })
+  }))
+  hub.events = () => hub.lines.filter((l) => l.event).map((l) => l.event)
+  /** Waits (bounded) for its status line, or fails with what it printed. */
+  hub.result = async (key = 'status', ms = 120000) => {
+    const line = await waitFor(() => hub.lines.find((l) => l[key] || l.error) || (hub.exitCode !== undefined && { exited: true }), `the hub child's ${key}`, ms)
+    if (!line[key]) throw new Error(`hub child failed: ${JSON.stringify(line)}; stderr: ${hub.stderr}`)
+    return line[key]
+  }
+  t.after(async () => {
+    if (hub.exitCode === undefined && hub.signal === undefined) {
+      child.kill('SIGKILL')
+      await hub.exited
+    }
+  })
+  return hub
+}
+
+/** Kills a hub child with SIGKILL and waits until it is gone. */
+export async function killHub(hub) {
+  hub.child.kill('SIGKILL')
+  return hub.exited
+}

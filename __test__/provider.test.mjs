@@ -1,0 +1,472 @@
+// The container provider against the real Docker engine: what a workspace container is, how
+// hubs adopt, replace and race for containers, how start-up fails, and what stops remove.
+// Every test has its own Po home and owner, and removes its containers and volumes by label.
+import { after, before, test } from 'node:test'
+import assert from 'node:assert/strict'
+import { existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, statSync, symlinkSync, writeFileSync } from 'node:fs'
+import path from 'node:path'
+
+import { addon, dockerCli, requireDocker, root, run } from './helpers.mjs'
+import {
+  FAKE_KEY, HOST_ONLY_PATH, RUNTIME_VERSION, SERVER_PORT, TEST_BASE,
+  baseOptions, cleanupOwner, containersWith, fakeHost, getJson, hostEnv, inspect, isRunning,
+  killHub, newOwner, openLayer, serverSource, sha256File, spawnHub, tempHome, tempWorkspace,
+  volumesOf, waitFor, writeBundle, writeHubChild,
+} from './provider-fixtures.mjs'
+
+const { registerSandboxLayer } = addon
+const uidGid = `${process.getuid()}:${process.getgid()}`
+
+before(async () => {
+  await requireDocker()
+  const r = await run('bash', [path.join(root, 'scripts/build-test-base-image.sh')])
+  assert.equal(r.code, 0, `build-test-base-image.sh failed:\n${r.stderr}`)
+  assert.equal(r.stdout.trim().split('\n').pop(), TEST_BASE)
+})
+
+after(async () => {
+  const ids = (await run('docker', ['images', '-q', '--filter', `label=po.image-base=${TEST_BASE}`])).stdout.split(/\s+/).filter(Boolean)
+  if (ids.length) await run('docker', ['rmi', '-f', ...new Set(ids)])
+})
+
+/** A Po home with a bundle, an owner cleaned up by label, and a layer over them. */
+function setup(t, extra = {}) {
+  const poHome = tempHome(t)
+  const owner = newOwner()
+  cleanupOwner(t, owner)
+  const bundleDir = writeBundle(poHome)
+  return { poHome, owner, bundleDir, options: baseOptions(poHome, owner, extra) }
+}
+
+function assertCode(code, re) {
+  return (err) => {
+    assert.ok(err instanceof Error, `not an Error: ${err}`)
+    assert.equal(err.code, code, err.message)
+    if (re) assert.match(err.message, re)
+    return true
+  }
+}
+
+const mountKey = (m) => `${m.Type}|${m.Type === 'volume' ? m.Name : m.Source}|${m.Destination}|${m.RW ? 'rw' : 'ro'}`
+
+test('three workspaces come up as hardened containers with exactly the allowed mounts, env and loopback port', async (t) => {
+  const { poHome, owner, bundleDir } = setup(t)
+  writeFileSync(path.join(poHome, 'modes.yaml'), 'modes: []\n')
+  writeFileSync(path.join(poHome, 'config.yaml'), 'config: {}\n')
+  const ids = ['ws1', 'ws2', 'ws3']
+  const paths = Object.fromEntries(ids.map((id) => [id, tempWorkspace(t)]))
+  const { layer, events } = openLayer(baseOptions(poHome, owner, { workspaces: ids.map((id) => ({ id, path: paths[id] })) }))
+  const status = await layer.provider.ready()
+  assert.equal(status.state, 'ready', JSON.stringify(status))
+  assert.equal(status.settled, true)
+  assert.equal(status.owner, owner)
+  assert.match(status.image, /^po-sandbox:/)
+  assert.deepEqual(status.workspaces.map((w) => [w.id, w.state]), ids.map((id) => [id, 'running']), JSON.stringify(status.workspaces))
+  assert.equal(containersWith({ 'po.owner': owner }).length, 3)
+
+  for (const w of status.workspaces) {
+    const id = w.id
+    const c = w.container
+    const P = path.join(poHome, 'sandboxes', id)
+    const tokenFile = path.join(poHome, 'sandbox-tokens', owner, `${id}.token`)
+    // The result object.
+    assert.equal(c.workspaceId, id)
+    assert.equal(c.name, `po-${owner}-${id}`)
+    assert.equal(c.image, status.image)
+    assert.equal(c.state, 'running')
+    assert.ok(Number.isInteger(c.hostPort) && c.hostPort > 0, `hostPort ${c.hostPort}`)
+    assert.equal(c.url, `http://127.0.0.1:${c.hostPort}`)
+    assert.equal(c.tokenFile, tokenFile)
+    assert.equal(c.adopted, false)
+
+    const info = inspect(c.containerId)
+    assert.equal(info.Id, c.containerId)
+    assert.equal(info.State.Running, true)
+    const hc = info.HostConfig
+    assert.deepEqual(hc.CapDrop, ['ALL'])
+    assert.ok(!hc.CapAdd || hc.CapAdd.length === 0, `CapAdd ${JSON.stringify(hc.CapAdd)}`)
+    assert.equal(hc.Privileged, false)
+    assert.ok((hc.SecurityOpt || []).includes('no-new-privileges'), `SecurityOpt ${JSON.stringify(hc.SecurityOpt)}`)
+    assert.ok(hc.PidsLimit > 0, `PidsLimit ${hc.PidsLimit}`)
+    assert.equal(info.Config.User, uidGid)
+    assert.equal(info.Config.Labels['po.owner'], owner)
+    assert.equal(info.Config.Labels['po.workspace'], id)
+
+    // One port, published on loopback only.
+    const bindings = Object.entries(hc.PortBindings || {})
+    assert.equal(bindings.length, 1, JSON.stringify(hc.PortBindings))
+    assert.equal(bindings[0][0], `${SERVER_PORT}/tcp`)
+    assert.ok(bindings[0][1].length > 0 && bindings[0][1].every((b) => b.HostIp === '127.0.0.1'), JSON.stringify(bindings))
+    const live = Object.values(info.NetworkSettings.Ports || {}).filter(Boolean).flat()
+    assert.ok(live.length > 0, JSON.stringify(info.NetworkSettings.Ports))
+    assert.ok(live.every((b) => b.HostIp === '127.0.0.1'), JSON.stringify(info.NetworkSettings.Ports))
+    assert.ok(live.some((b) => Number(b.HostPort) === c.hostPort), JSON.stringify(live))
+
+    // Exactly the allowed mounts.
+    const expected = [
+      `bind|${paths[id]}|${paths[id]}|rw`,
+      `bind|${bundleDir}|/opt/po|ro`,
+      `bind|${P}|${P}|rw`,
+      `bind|${tokenFile}|/run/po-sandbox/token|ro`,
+      `bind|${path.join(poHome, 'modes.yaml')}|${P}/modes.yaml|ro`,
+      `bind|${path.join(poHome, 'config.yaml')}|${P}/config.yaml|ro`,
+      `volume|po-${owner}-${id}-home|/po-home|rw`,
+      `volume|po-${owner}-${id}-cache|/po-runtime|rw`,
+      `volume|po-${owner}-${id}-git|/po-git|rw`,
+    ]
+    assert.deepEqual(info.Mounts.map(mountKey).sort(), expected.sort())
+    const allowedUnderHome = new Set([bundleDir, P, tokenFile, path.join(poHome, 'modes.yaml'), path.join(poHome, 'config.yaml')])
+    for (const m of info.Mounts.filter((m) => m.Type === 'bind')) {
+      assert.ok(!m.Source.includes('docker.sock'), m.Source)
+      assert.notEqual(m.Source, poHome)
+      if (m.Source.startsWith(poHome + path.sep)) assert.ok(allowedUnderHome.has(m.Source), `mounts ${m.Source} from the Po home`)
+      assert.ok(!m.Source.endsWith('domains.yaml') && !m.Destination.endsWith('domains.yaml'), 'domains.yaml does not exist, so it is not mounted')
+    }
+
+    // Environment: the fixed variables, and nothing secret or engine-related from the host.
+    const env = info.Config.Env
+    for (const v of ['PO_SANDBOX=1', `PO_HOME=${P}`, `PO_WORKSPACE=${id}`]) assert.ok(env.includes(v), `${v} in ${JSON.stringify(env)}`)
+    assert.ok(!env.some((e) => e.startsWith('FAKE_API_KEY=') || e.includes(FAKE_KEY)), JSON.stringify(env))
+    assert.ok(!env.some((e) => e.startsWith('DOCKER_HOST=')), JSON.stringify(env))
+    assert.ok(!env.some((e) => e.includes(HOST_ONLY_PATH) || e === `PATH=${process.env.PATH}`), JSON.stringify(env))
+
+    // The token file: 0600, outside P.
+    const st = statSync(tokenFile)
+    assert.equal(st.mode & 0o777, 0o600)
+    assert.ok(path.relative(P, tokenFile).startsWith('..' + path.sep), `${tokenFile} is inside ${P}`)
+
+    // Ask the live server.
+    const who = await getJson(c.url)
+    assert.equal(who.env.PO_SANDBOX, '1')
+    assert.equal(who.env.PO_WORKSPACE, id)
+    assert.equal(who.env.PO_HOME, P)
+    assert.equal(who.env.FAKE_API_KEY, undefined)
+    assert.equal(who.env.DOCKER_HOST, undefined)
+    assert.equal(`${who.uid}:${who.gid}`, uidGid)
+    assert.equal(who.tokenReadable, true, `token error: ${who.tokenError}`)
+    assert.equal(who.tokenSha256, sha256File(tokenFile), 'the container reads the token the host holds')
+  }
+  // Each workspace was reported created and ready.
+  await waitFor(() => ids.every((id) => events.some((e) => e.type === 'workspace' && e.workspaceId === id && e.state === 'ready')), 'ready events')
+})
+
+async function hubSurvivesAndIsAdopted(t, ending) {
+  const { poHome, owner } = setup(t)
+  const workspaces = ['alpha', 'beta'].map((id) => ({ id, path: tempWorkspace(t) }))
+  const script = writeHubChild(t)
+  const payload = { options: baseOptions(poHome, owner, { workspaces }), mode: ending === 'exit75' ? 'exit75' : 'wait' }
+
+  const first = spawnHub(t, script, payload)
+  const s1 = await first.result()
+  assert.equal(s1.state, 'ready', JSON.stringify(s1))
+  assert.deepEqual(s1.workspaces.map((w) => w.state), ['running', 'running'], JSON.stringify(s1.workspaces))
+  assert.ok(s1.workspaces.every((w) => w.container.adopted === false))
+  const ids = s1.workspaces.map((w) => w.container.containerId)
+  if (ending === 'exit75') {
+    assert.deepEqual(await first.exited, { code: 75, signal: null })
+  } else {
+    assert.deepEqual(await killHub(first), { code: null, signal: 'SIGKILL' })
+  }
+  for (const id of ids) assert.equal(isRunning(id), true, `container ${id} still runs after the hub ended (${ending})`)
+
+  const second = spawnHub(t, script, { ...payload, mode: 'wait' })
+  const s2 = await second.result()
+  assert.equal(s2.state, 'ready', JSON.stringify(s2))
+  assert.deepEqual(s2.workspaces.map((w) => w.container?.containerId), ids)
+  assert.ok(s2.workspaces.every((w) => w.state === 'running' && w.container.adopted === true), JSON.stringify(s2.workspaces))
+  assert.equal(s2.imageBuilt, false)
+  assert.deepEqual(containersWith({ 'po.owner': owner }).sort(), [...ids].sort(), 'no new container')
+  await waitFor(() => second.events().some((e) => e.type === 'image' && e.phase === 'cached'), 'an image cached event')
+  assert.ok(!second.events().some((e) => e.type === 'image' && ['building', 'built'].includes(e.phase)), 'no rebuild')
+  assert.ok(!second.events().some((e) => e.type === 'workspace' && e.state === 'created'), 'nothing created')
+  await killHub(second)
+}
+
+test('a hub killed with SIGKILL leaves its containers running, and the next hub adopts them without a rebuild', async (t) => {
+  await hubSurvivesAndIsAdopted(t, 'SIGKILL')
+})
+
+test('a hub that exits with code 75 leaves its containers running, and the next hub adopts them without a rebuild', async (t) => {
+  await hubSurvivesAndIsAdopted(t, 'exit75')
+})
+
+test('ten concurrent starts of one workspace in one process share one container', async (t) => {
+  const { options, owner } = setup(t)
+  const wsPath = tempWorkspace(t)
+  const { layer } = openLayer(options)
+  const results = await Promise.all(Array.from({ length: 10 }, () => layer.containers.start({ id: 'same', path: wsPath })))
+  const ids = new Set(results.map((r) => r.containerId))
+  assert.equal(ids.size, 1, [...ids].join(', '))
+  assert.deepEqual(containersWith({ 'po.owner': owner, 'po.workspace': 'same' }), [...ids])
+  assert.equal(isRunning([...ids][0]), true)
+})
+
+test('two hub processes racing to start the same workspace end with one container, the same id, and the token the container reads', async (t) => {
+  const { options, owner } = setup(t)
+  const wsPath = tempWorkspace(t)
+  const script = writeHubChild(t)
+  const payload = { options, mode: 'wait', workspace: { id: 'raced', path: wsPath } }
+  const a = spawnHub(t, script, payload)
+  const b = spawnHub(t, script, payload)
+  const [ca, cb] = await Promise.all([a.result('container'), b.result('container')])
+  assert.equal(ca.containerId, cb.containerId)
+  assert.deepEqual(containersWith({ 'po.owner': owner, 'po.workspace': 'raced' }), [ca.containerId])
+  assert.equal(isRunning(ca.containerId), true)
+  assert.equal(ca.tokenFile, cb.tokenFile)
+  // Whichever hub won, the token file on the host must be the one mounted into the container.
+  const who = await getJson(ca.url)
+  assert.equal(who.tokenReadable, true)
+  assert.equal(who.tokenSha256, sha256File(ca.tokenFile), 'the host token file differs from the token the container reads')
+})
+
+test('stale lock files in P are removed on create without following links; nothing is removed on adoption', async (t) => {
+  const { poHome, owner, options } = setup(t)
+  const wsPath = tempWorkspace(t)
+  const P = path.join(poHome, 'sandboxes', 'locks')
+  const elsewhere = tempWorkspace(t)
+  const target = path.join(elsewhere, 'victim.txt')
+  mkdirSync(path.join(P, 'x', 'y'), { recursive: true })
+  writeFileSync(path.join(P, 'a.po-v4.lock'), '1')
+  writeFileSync(path.join(P, 'x', 'y', 'nested.po-v4.lock'), '2')
+  writeFileSync(path.join(P, 'keep.txt'), 'keep')
+  mkdirSync(path.join(P, 'dir.po-v4.lock'))
+  writeFileSync(target, 'victim content')
+  symlinkSync(target, path.join(P, 'link.po-v4.lock'))
+  writeFileSync(path.join(poHome, 'outside.po-v4.lock'), 'outside')
+
+  const { layer } = openLayer(options)
+  const c = await layer.containers.start({ id: 'locks', path: wsPath })
+  assert.equal(c.adopted, false)
+  assert.equal(existsSync(path.join(P, 'a.po-v4.lock')), false)
+  assert.equal(existsSync(path.join(P, 'x', 'y', 'nested.po-v4.lock')), false)
+  assert.throws(() => lstatSync(path.join(P, 'link.po-v4.lock')), { code: 'ENOENT' })
+  assert.equal(readFileSync(target, 'utf8'), 'victim content')
+  assert.equal(readFileSync(path.join(P, 'keep.txt'), 'utf8'), 'keep')
+  assert.ok(statSync(path.join(P, 'dir.po-v4.lock')).isDirectory())
+  assert.equal(readFileSync(path.join(poHome, 'outside.po-v4.lock'), 'utf8'), 'outside')
+
+  // A lock made while the container runs belongs to it: adoption removes nothing.
+  writeFileSync(path.join(P, 'fresh.po-v4.lock'), 'live')
+  const { layer: again } = openLayer(baseOptions(poHome, owner))
+  const c2 = await again.containers.start({ id: 'locks', path: wsPath })
+  assert.equal(c2.adopted, true)
+  assert.equal(c2.containerId, c.containerId)
+  assert.equal(readFileSync(path.join(P, 'fresh.po-v4.lock'), 'utf8'), 'live')
+})
+
+test('a running container that keeps its capabilities is replaced, with the reason, not adopted', async (t) => {
+  const { options, owner, bundleDir } = setup(t)
+  const wsPath = tempWorkspace(t)
+  const name = `po-${owner}-drift`
+  const oldId = dockerCli(['run', '-d', '--name', name, '--label', `po.owner=${owner}`, '--label', 'po.workspace=drift',
+    '-p', `127.0.0.1::${SERVER_PORT}`, '-v', `${bundleDir}:/opt/po:ro`, TEST_BASE, 'node', '/opt/po/server.js'])
+  assert.equal(isRunning(oldId), true)
+
+  const { layer, events } = openLayer(options)
+  const c = await layer.containers.start({ id: 'drift', path: wsPath })
+  assert.notEqual(c.containerId, oldId)
+  assert.equal(c.adopted, false)
+  assert.match(c.replacedReason ?? '', /capabilit/)
+  const replaced = await waitFor(() => events.find((e) => e.type === 'workspace' && e.state === 'replaced'), 'a replaced event')
+  assert.equal(replaced.workspaceId, 'drift')
+  assert.equal(replaced.containerId, oldId)
+  assert.match(replaced.reason ?? '', /capabilit/)
+  assert.notEqual((await run('docker', ['inspect', oldId])).code, 0, 'the old container is gone')
+  assert.deepEqual(containersWith({ 'po.owner': owner }), [c.containerId])
+  assert.deepEqual(inspect(c.containerId).HostConfig.CapDrop, ['ALL'])
+})
+
+test('a missing or invalid container-runtime.json makes the provider unavailable, naming the key, and starts nothing', async (t) => {
+  const valid = { entry: '/opt/po/server.js', port: SERVER_PORT }
+  const cases = [
+    { name: 'no container-runtime folder', install: null, code: 'RUNTIME_NOT_INSTALLED', says: /container-runtime/ },
+    { name: 'a version folder without the file', install: 'folder-only', code: 'RUNTIME_NOT_INSTALLED', says: /container-runtime\.json/ },
+    { name: 'invalid JSON', json: '{ "entry": "/opt/po/server.js", ', says: /\(file\): is not valid JSON/ },
+    { name: 'an unknown key', json: { ...valid, bogus: 1 }, says: /: bogus: is not a known key/ },
+    { name: 'a relative entry', json: { ...valid, entry: 'server.js' }, says: /: entry: .*relative/ },
+    { name: 'an entry outside /opt/po', json: { ...valid, entry: '/etc/passwd' }, says: /: entry: must be inside \/opt\/po/ },
+    { name: 'an entry with ..', json: { ...valid, entry: '/opt/po/../etc/x' }, says: /: entry: must not contain a '\.\.' segment/ },
+    { name: 'a port of the wrong type', json: { ...valid, port: '7300' }, says: /: port: must be a whole number/ },
+    { name: 'an oversized file', json: JSON.stringify(valid) + ' '.repeat(64 * 1024), says: /\(file\): .*64 KiB/ },
+  ]
+  for (const c of cases) {
+    const poHome = tempHome(t)
+    const owner = newOwner()
+    cleanupOwner(t, owner)
+    if (c.install === 'folder-only') mkdirSync(path.join(poHome, 'container-runtime', RUNTIME_VERSION), { recursive: true })
+    else if (c.install !== null) writeBundle(poHome, { json: c.json })
+    const wsPath = tempWorkspace(t)
+    const { layer, events } = openLayer(baseOptions(poHome, owner, { workspaces: [{ id: 'w', path: wsPath }] }))
+    const status = await layer.provider.ready()
+    const code = c.code ?? 'RUNTIME_INVALID'
+    assert.equal(status.state, 'unavailable', `${c.name}: ${JSON.stringify(status)}`)
+    assert.equal(status.code, code, `${c.name}: ${status.reason}`)
+    assert.match(status.reason, c.says, c.name)
+    assert.equal(status.workspaces[0].state, 'failed', c.name)
+    assert.equal(status.workspaces[0].errorCode, code, c.name)
+    const rt = await waitFor(() => events.find((e) => e.type === 'runtime'), `${c.name}: a runtime event`)
+    assert.equal(rt.ok, false, c.name)
+    assert.equal(rt.code, code, c.name)
+    assert.ok(!events.some((e) => e.type === 'image'), `${c.name}: no image step`)
+    assert.deepEqual(containersWith({ 'po.owner': owner }), [], `${c.name}: no container`)
+    assert.equal(existsSync(path.join(poHome, 'sandboxes')), false, `${c.name}: no sandbox folder`)
+    await assert.rejects(layer.containers.start({ id: 'w', path: wsPath }), assertCode(code))
+  }
+})
+
+test('with no engine the provider is unavailable and attempts nothing else', async (t) => {
+  const poHome = tempHome(t)
+  const owner = newOwner()
+  cleanupOwner(t, owner)
+  writeBundle(poHome)
+  const { layer, events } = openLayer(baseOptions(poHome, owner, {
+    workspaces: [{ id: 'w', path: tempWorkspace(t) }],
+    env: hostEnv({ DOCKER_HOST: 'unix:///nonexistent/docker.sock', PO_SANDBOX_ENGINE: 'docker' }),
+  }))
+  const status = await layer.provider.ready()
+  assert.equal(status.state, 'unavailable')
+  assert.equal(status.code, 'ENGINE_UNAVAILABLE')
+  assert.match(status.reason, /\/nonexistent\/docker\.sock/)
+  assert.equal(status.workspaces[0].state, 'failed')
+  assert.equal(status.workspaces[0].errorCode, 'ENGINE_UNAVAILABLE')
+  await waitFor(() => events.some((e) => e.type === 'provider' && e.state === 'unavailable'), 'the unavailable event')
+  const engine = events.find((e) => e.type === 'engine')
+  assert.ok(engine, JSON.stringify(events))
+  assert.equal(engine.available, false)
+  assert.ok(engine.reason)
+  assert.ok(!events.some((e) => e.type === 'runtime' || e.type === 'image' || e.type === 'workspace'), JSON.stringify(events))
+  assert.deepEqual(containersWith({ 'po.owner': owner }), [])
+})
+
+test('bad workspace ids, paths and options are coded errors thrown before anything is registered or created', async (t) => {
+  const { poHome, owner, options } = setup(t)
+  const wsPath = tempWorkspace(t)
+  const badIds = ['../x', 'a/b', '', '.', 'x'.repeat(300)]
+  for (const id of badIds) {
+    const host = fakeHost()
+    assert.throws(() => registerSandboxLayer(host, { ...options, workspaces: [{ id, path: wsPath }] }), assertCode('WORKSPACE_INVALID'), JSON.stringify(id))
+    assert.deepEqual(host.calls, [], `nothing registered for ${JSON.stringify(id)}`)
+  }
+  for (const bad of [{ poHome: 'relative' }, { pidsLimit: -1 }, { imageVariant: 'tiny' }, { user: 'root' }]) {
+    const host = fakeHost()
+    assert.throws(() => registerSandboxLayer(host, { ...options, ...bad }), assertCode('OPTIONS_INVALID'), JSON.stringify(bad))
+    assert.deepEqual(host.calls, [], `nothing registered for ${JSON.stringify(bad)}`)
+  }
+
+  const { layer, host } = openLayer(options)
+  assert.deepEqual(host.calls, ['registerSandboxProvider', 'publishService:po/workspace-containers'])
+  assert.equal((await layer.provider.ready()).state, 'ready')
+  for (const id of badIds) {
+    assert.throws(() => layer.containers.start({ id, path: wsPath }), assertCode('WORKSPACE_INVALID'), JSON.stringify(id))
+  }
+  for (const p of ['relative/ws', path.join(wsPath, 'missing')]) {
+    assert.throws(() => layer.containers.start({ id: 'ok', path: p }), assertCode('WORKSPACE_INVALID', /path/), p)
+  }
+  assert.equal(existsSync(path.join(poHome, 'sandboxes')), false, 'no sandbox folder was made')
+  assert.deepEqual(readdirSync(poHome), ['container-runtime'])
+  assert.deepEqual(containersWith({ 'po.owner': owner }), [])
+})
+
+test('a contained host, a contained environment, or a non-global scope registers nothing', () => {
+  const options = { poHome: '/tmp/po-never-used', owner: newOwner() }
+  const cases = [
+    [{ identity: { contained: true } }, options],
+    [{}, { ...options, env: { PO_SANDBOX: '1' } }],
+    [{ scope: 'workspace' }, options],
+    [{ scope: 'session' }, options],
+  ]
+  for (const [overrides, opts] of cases) {
+    const host = fakeHost(overrides)
+    assert.equal(registerSandboxLayer(host, opts), null, JSON.stringify(overrides))
+    assert.deepEqual(host.calls, [], JSON.stringify(overrides))
+  }
+})
+
+test("onCleanStop removes this hub's containers only and keeps their volumes", async (t) => {
+  const a = setup(t)
+  const b = setup(t)
+  const la = openLayer(baseOptions(a.poHome, a.owner, { workspaces: [{ id: 'shared', path: tempWorkspace(t) }] }))
+  const lb = openLayer(baseOptions(b.poHome, b.owner, { workspaces: [{ id: 'shared', path: tempWorkspace(t) }] }))
+  const [sa, sb] = await Promise.all([la.layer.provider.ready(), lb.layer.provider.ready()])
+  assert.equal(sa.workspaces[0].state, 'running', JSON.stringify(sa))
+  assert.equal(sb.workspaces[0].state, 'running', JSON.stringify(sb))
+  assert.equal(sa.image, sb.image)
+  const bId = sb.workspaces[0].container.containerId
+
+  assert.deepEqual(await la.layer.provider.onCleanStop(), ['shared'])
+  assert.deepEqual(containersWith({ 'po.owner': a.owner }), [])
+  assert.equal(isRunning(bId), true)
+  assert.deepEqual(containersWith({ 'po.owner': b.owner }), [bId])
+  assert.equal(volumesOf(a.owner).length, 3, 'A keeps its volumes')
+  assert.equal(la.layer.provider.status().workspaces[0].state, 'stopped')
+})
+
+test('the image is built once per recipe, then reused; a different recipe is a different tag', async (t) => {
+  const rand = newOwner().slice(1)
+  const base1 = `po-sandbox-test-base:img-${rand}`
+  const base2 = `po-sandbox-test-base:img2-${rand}`
+  const made = []
+  t.after(async () => {
+    for (const tag of made) await run('docker', ['rmi', tag])
+    await run('docker', ['rmi', base1, base2])
+  })
+  dockerCli(['tag', TEST_BASE, base1])
+  dockerCli(['tag', TEST_BASE, base2])
+
+  const one = setup(t, { baseImage: base1 })
+  const first = openLayer(one.options)
+  const s1 = await first.layer.provider.ready()
+  made.push(s1.image)
+  assert.equal(s1.state, 'ready', JSON.stringify(s1))
+  assert.equal(s1.imageBuilt, true)
+  await waitFor(() => first.events.some((e) => e.type === 'image' && e.phase === 'built' && e.tag === s1.image), 'an image built event')
+  assert.equal(dockerCli(['image', 'inspect', '-f', '{{index .Config.Labels "po.image-base"}}', s1.image]), base1)
+
+  const two = setup(t, { baseImage: base1 })
+  const second = openLayer(two.options)
+  const s2 = await second.layer.provider.ready()
+  assert.equal(s2.image, s1.image)
+  assert.equal(s2.imageBuilt, false)
+  await waitFor(() => second.events.some((e) => e.type === 'image' && e.phase === 'cached'), 'an image cached event')
+  assert.ok(!second.events.some((e) => e.type === 'image' && ['building', 'built'].includes(e.phase)))
+
+  const three = setup(t, { baseImage: base2 })
+  const third = openLayer(three.options)
+  const s3 = await third.layer.provider.ready()
+  made.push(s3.image)
+  assert.equal(s3.state, 'ready', JSON.stringify(s3))
+  assert.match(s3.image, /^po-sandbox:/)
+  assert.notEqual(s3.image, s1.image)
+})
+
+test('stop removes a workspace container but keeps its volumes and folder; a second stop says false', async (t) => {
+  const { options, owner, poHome } = setup(t)
+  const wsPath = tempWorkspace(t)
+  writeFileSync(path.join(wsPath, 'work.txt'), 'mine')
+  const { layer } = openLayer(options)
+  const c = await layer.containers.start({ id: 'stoppable', path: wsPath })
+  assert.deepEqual((await layer.containers.list()).map((x) => x.containerId), [c.containerId])
+  assert.equal(await layer.containers.stop('stoppable'), true)
+  assert.deepEqual(containersWith({ 'po.owner': owner }), [])
+  assert.notEqual((await run('docker', ['inspect', c.containerId])).code, 0, 'the container is gone')
+  assert.deepEqual(volumesOf(owner), ['cache', 'git', 'home'].map((s) => `po-${owner}-stoppable-${s}`))
+  assert.equal(readFileSync(path.join(wsPath, 'work.txt'), 'utf8'), 'mine')
+  assert.ok(statSync(path.join(poHome, 'sandboxes', 'stoppable')).isDirectory())
+  assert.deepEqual(await layer.containers.list(), [])
+  assert.equal(await layer.containers.stop('stoppable'), false)
+})
+
+test('a server that never answers its health path fails the start with its last log lines and leaves no container', async (t) => {
+  const poHome = tempHome(t)
+  const owner = newOwner()
+  cleanupOwner(t, owner)
+  const marker = `po-unhealthy-marker-${owner}`
+  writeBundle(poHome, { server: serverSource({ listenPort: SERVER_PORT + 1, marker }) })
+  const { layer } = openLayer(baseOptions(poHome, owner, { healthTimeoutMs: 3000 }))
+  await assert.rejects(layer.containers.start({ id: 'sick', path: tempWorkspace(t) }), (err) => {
+    assert.equal(err.code, 'CONTAINER_UNHEALTHY', err.message)
+    assert.ok(err.message.includes(`${marker} starting, will listen on ${SERVER_PORT + 1}`), err.message)
+    return true
+  })
+  assert.deepEqual(containersWith({ 'po.owner': owner }), [])
+})
