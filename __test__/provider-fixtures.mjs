@@ -133,14 +133,15 @@ export function baseOptions(poHome, owner, extra = {}) {
   }
 }
 
-/** A global-scope host that records what the layer registered. */
+/** A global-scope host that records which of its functions were called, and with what. */
 export function fakeHost(overrides = {}) {
   const host = {
     scope: 'global',
     identity: { contained: false },
     calls: [],
-    registerSandboxProvider(p) { this.calls.push('registerSandboxProvider'); this.provider = p },
-    publishService(name, s) { this.calls.push(`publishService:${name}`); this.service = s },
+    received: [],
+    registerSandboxProvider(...args) { this.calls.push('registerSandboxProvider'); this.received.push(args); this.provider = args[0] },
+    publishService(...args) { this.calls.push('publishService'); this.received.push(args); this.service = args[1] },
     ...overrides,
   }
   return host

@@ -354,7 +354,7 @@ test('bad workspace ids, paths and options are coded errors thrown before anythi
   }
 
   const { layer, host } = openLayer(options)
-  assert.deepEqual(host.calls, ['registerSandboxProvider', 'publishService:po/workspace-containers'])
+  assert.deepEqual(host.calls, ['registerSandboxProvider', 'publishService'])
   assert.equal((await layer.provider.ready()).state, 'ready')
   for (const id of badIds) {
     assert.throws(() => layer.containers.start({ id, path: wsPath }), assertCode('WORKSPACE_INVALID'), JSON.stringify(id))
@@ -365,6 +365,25 @@ test('bad workspace ids, paths and options are coded errors thrown before anythi
   assert.equal(existsSync(path.join(poHome, 'sandboxes')), false, 'no sandbox folder was made')
   assert.deepEqual(readdirSync(poHome), ['container-runtime'])
   assert.deepEqual(containersWith({ 'po.owner': owner }), [])
+})
+
+test('a global, uncontained host gets the provider and the po/workspace-containers service as (name, service)', async (t) => {
+  const host = fakeHost()
+  const layer = registerSandboxLayer(host, {
+    poHome: tempHome(t),
+    owner: newOwner(),
+    env: { DOCKER_HOST: 'unix:///nonexistent/docker.sock', PO_SANDBOX_ENGINE: 'docker' },
+  })
+  assert.ok(layer && layer.provider && layer.containers)
+  assert.equal(layer.provider.kind, 'container')
+  assert.deepEqual(host.calls, ['registerSandboxProvider', 'publishService'])
+  const [registered, published] = host.received
+  assert.equal(registered.length, 1)
+  assert.equal(registered[0], layer.provider, 'registerSandboxProvider(provider)')
+  assert.equal(published.length, 2, `publishService got ${published.length} argument(s): ${JSON.stringify(published.map((a) => Array.isArray(a) ? `array of ${a.length}` : typeof a))}`)
+  assert.equal(published[0], 'po/workspace-containers')
+  assert.equal(published[1], layer.containers, 'publishService(name, service)')
+  assert.equal((await layer.provider.ready()).code, 'ENGINE_UNAVAILABLE')
 })
 
 test('a contained host, a contained environment, or a non-global scope registers nothing', () => {
@@ -380,6 +399,7 @@ test('a contained host, a contained environment, or a non-global scope registers
     assert.equal(registerSandboxLayer(host, opts), null, JSON.stringify(overrides))
     assert.deepEqual(host.calls, [], JSON.stringify(overrides))
   }
+  assert.equal(existsSync('/tmp/po-never-used'), false)
 })
 
 test("onCleanStop removes this hub's containers only and keeps their volumes", async (t) => {

@@ -96,6 +96,15 @@ fn whole(
     }
 }
 
+/// Containers never nest: managing them from inside a sandbox container (`PO_SANDBOX=1`) is
+/// refused.
+pub fn refuse_nesting(host: &HostEnv) -> Result<()> {
+    match host.var(crate::identity::SANDBOX_VAR) {
+        Some(v) if v.trim() == "1" => Err(Error::NestingRefused),
+        _ => Ok(()),
+    }
+}
+
 /// The default owner id of a Po home: 12 hex digits of its path's sha256.
 pub fn default_owner(po_home: &std::path::Path) -> String {
     hex::encode(&Sha256::digest(po_home.to_string_lossy().as_bytes())[..6])

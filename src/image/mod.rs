@@ -292,6 +292,7 @@ async fn ensure_uncached(
             return Err(fail(&step, err, &tail));
         }
         if let Some(text) = info.stream {
+            let text = strip_ansi(&text);
             for line in text.lines().map(str::trim_end).filter(|l| !l.is_empty()) {
                 if line.starts_with("Step ") || line.starts_with("STEP ") {
                     step = line.to_string();
@@ -318,9 +319,39 @@ async fn ensure_uncached(
     }
 }
 
+/// Build output carries terminal colour codes (`ESC [ 91 m`); events and errors do not.
+fn strip_ansi(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            if chars.peek() == Some(&'[') {
+                chars.next();
+                for d in chars.by_ref() {
+                    if d.is_ascii_alphabetic() {
+                        break;
+                    }
+                }
+            }
+            continue;
+        }
+        out.push(c);
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn colour_codes_are_stripped() {
+        assert_eq!(
+            strip_ansi("\u{1b}[91mnpm error\u{1b}[0m done"),
+            "npm error done"
+        );
+        assert_eq!(strip_ansi("plain"), "plain");
+    }
 
     fn env(vars: &[(&str, &str)]) -> HashMap<String, String> {
         vars.iter()

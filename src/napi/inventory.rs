@@ -67,6 +67,7 @@ fn query(env: &Env, q: Option<Unknown>) -> napi::Result<Query> {
         env: None,
     });
     let host = HostEnv::from_vars(env_vars(q.env));
+    crate::provider::refuse_nesting(&host).map_err(|e| coded(env, &e))?;
     let raw = RawOptions {
         po_home: q.po_home,
         owner: q.owner,

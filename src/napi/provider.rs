@@ -61,6 +61,15 @@ pub struct ContainerProviderOptions {
     pub env: Option<HashMap<String, Option<String>>>,
 }
 
+/// A workspace to start: its id and folder.
+#[napi(object)]
+pub struct WorkspaceRef {
+    /// 1-128 of letters, digits, `.`, `_`, `-`, not starting with `.`.
+    pub id: String,
+    /// Its folder: absolute, existing.
+    pub path: String,
+}
+
 /// One workspace's container.
 #[napi(object)]
 pub struct WorkspaceContainer {
@@ -396,7 +405,7 @@ impl WorkspaceContainers {
     /// posture) or creates one, and waits until its server answers. Concurrent calls for one
     /// workspace share one operation.
     #[napi(
-        ts_args_type = "workspace: { id: string; path: string }",
+        ts_args_type = "workspace: WorkspaceRef",
         ts_return_type = "Promise<WorkspaceContainer>"
     )]
     pub fn start<'env>(
@@ -404,12 +413,7 @@ impl WorkspaceContainers {
         env: &'env Env,
         workspace: Unknown,
     ) -> napi::Result<PromiseRaw<'env, WorkspaceContainer>> {
-        #[napi(object)]
-        pub struct WorkspaceArg {
-            pub id: String,
-            pub path: String,
-        }
-        let arg: WorkspaceArg =
+        let arg: WorkspaceRef =
             object_arg(env, Some(workspace), "workspace")?.ok_or_else(|| {
                 coded(
                     env,
@@ -650,6 +654,7 @@ pub fn ensure_sandbox_image<'env>(
         None => (RawOptions::default(), None),
     };
     let host = HostEnv::from_vars(env_vars(vars));
+    crate::provider::refuse_nesting(&host).map_err(|e| coded(env, &e))?;
     let resolved = ProviderOptions::resolve(raw, host.clone()).map_err(|e| coded(env, &e))?;
     let events = crate::events::EventBus::default();
     if let Some(cb) = on_event {
