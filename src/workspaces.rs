@@ -223,22 +223,30 @@ impl WorkspaceContainers {
             map.entry(id.clone())
                 .or_insert_with(|| {
                     let this = self.clone();
-                    async move { this.start_uncached(ws, known_ids).await }
-                        .boxed()
-                        .shared()
+                    async move {
+                        let id = ws.id.clone();
+                        let result = this.start_uncached(ws, known_ids).await;
+                        if let Err(e) = &result {
+                            this.inner
+                                .events
+                                .workspace(&id, "failed", None, Some(e.to_string()));
+                        }
+                        result
+                    }
+                    .boxed()
+                    .shared()
                 })
                 .clone()
         };
-        let result = op.await;
-        self.inner
+        let result = op.clone().await;
+        // Forget the finished operation, unless a newer one already took its place.
+        let mut map = self
+            .inner
             .inflight
             .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(&id);
-        if let Err(e) = &result {
-            self.inner
-                .events
-                .workspace(&id, "failed", None, Some(e.to_string()));
+            .unwrap_or_else(|e| e.into_inner());
+        if map.get(&id).is_some_and(|current| current.ptr_eq(&op)) {
+            map.remove(&id);
         }
         result
     }

@@ -201,12 +201,13 @@ pub async fn ensure(
             })
             .clone()
     };
-    let result = shared.await;
-    // Forget the finished operation so a later call checks the engine again.
-    builds()
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .remove(&tag);
+    let result = shared.clone().await;
+    // Forget the finished build so a later call checks the engine again, unless a newer one
+    // already took its place.
+    let mut map = builds().lock().unwrap_or_else(|e| e.into_inner());
+    if map.get(&tag).is_some_and(|current| current.ptr_eq(&shared)) {
+        map.remove(&tag);
+    }
     result
 }
 
