@@ -62,7 +62,7 @@ export declare class WorkspaceContainers {
    * posture) or creates one, and waits until its server answers. Concurrent calls for one
    * workspace share one operation.
    */
-  start(workspace: { id: string; path: string }): Promise<WorkspaceContainer>
+  start(workspace: WorkspaceRef): Promise<WorkspaceContainer>
   /**
    * Adopts the workspace's running container; `null` when there is none (or it drifted:
    * then it is removed, with an event). Never creates.
@@ -461,11 +461,6 @@ export interface SandboxState {
  */
 export declare function stopSandboxContainers(options: SandboxQuery): Promise<string[]>
 
-export interface WorkspaceArg {
-  id: string
-  path: string
-}
-
 /** One workspace's container. */
 export interface WorkspaceContainer {
   workspaceId: string
@@ -496,6 +491,14 @@ export interface WorkspaceOption {
   path: string
   /** `container` (default) starts a container for it at hub start; `none` does not. */
   sandbox?: 'container' | 'none'
+}
+
+/** A workspace to start: its id and folder. */
+export interface WorkspaceRef {
+  /** 1-128 of letters, digits, `.`, `_`, `-`, not starting with `.`. */
+  id: string
+  /** Its folder: absolute, existing. */
+  path: string
 }
 
 /** One workspace in the provider's start-up. */

@@ -25,3 +25,42 @@ async function usage(): Promise<void> {
   void [available, code, list, d.ok, kind, text, service.contained]
 }
 void usage
+
+import {
+  registerSandboxLayer,
+  ensureSandboxImage,
+  listSandboxContainers,
+  stopSandboxContainers,
+  type SandboxHost,
+  type ProviderStatus,
+  type WorkspaceContainer,
+  type SandboxEvent,
+  type SandboxContainerRow,
+  type ContainerSandboxProvider,
+  type WorkspaceContainers,
+} from '../index.js'
+
+async function providerUsage(): Promise<void> {
+  let provider: ContainerSandboxProvider | undefined
+  let service: WorkspaceContainers | undefined
+  const host: SandboxHost = {
+    scope: 'global',
+    identity: { contained: false },
+    registerSandboxProvider: (p) => { provider = p },
+    publishService: (_name, s) => { service = s },
+  }
+  const layer = registerSandboxLayer(host, { poHome: '/home/u/.po', workspaces: [{ id: 'w', path: '/src/w', sandbox: 'container' }], imageVariant: 'minimal' })
+  if (layer === null) return
+  layer.provider.onEvent((e: SandboxEvent) => { const t: 'engine' | 'runtime' | 'image' | 'workspace' | 'provider' = e.type; void t })
+  const status: ProviderStatus = await layer.provider.ready()
+  const state: 'starting' | 'ready' | 'unavailable' | 'stopped' = status.state
+  const c: WorkspaceContainer = await layer.containers.start({ id: 'w', path: '/src/w' })
+  const adopted: WorkspaceContainer | null = await layer.containers.adopt('w')
+  const stopped: boolean = await layer.containers.stop('w')
+  const all: string[] = await layer.containers.stopAll()
+  const rows: SandboxContainerRow[] = await listSandboxContainers({ allOwners: true })
+  const ids: string[] = await stopSandboxContainers({ all: true })
+  const image = await ensureSandboxImage({ imageVariant: 'full' }, (e) => void e.phase)
+  void [provider, service, state, c.url, c.hostPort, adopted, stopped, all, rows, ids, image.tag, layer.provider.kind]
+}
+void providerUsage
