@@ -1,0 +1,1 @@
+//! The provider route table (being written).
