@@ -433,10 +433,10 @@ pub async fn wait_healthy(
         }
         if last_check.elapsed() >= Duration::from_secs(1) {
             last_check = Instant::now();
-            if let Ok(Some(c)) = inspect(docker, id, None).await
-                && !c.running()
-            {
-                return Err(format!("the container is {}", c.state));
+            match inspect(docker, id, None).await {
+                Ok(Some(c)) if !c.running() => return Err(format!("the container is {}", c.state)),
+                Ok(None) => return Err("the container is gone (something removed it)".into()),
+                _ => {}
             }
         }
         tokio::time::sleep(Duration::from_millis(100)).await;

@@ -1,7 +1,7 @@
 //! po-sandbox: the sandbox layer of the Po coding-agent distribution.
 
-pub mod container;
 pub mod broker;
+pub mod container;
 pub mod doctor;
 pub mod engine;
 pub mod error;

@@ -139,6 +139,52 @@ pub fn remove_stale_locks(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
     Ok(removed)
 }
 
+/// An exclusive advisory lock on a file (`flock`), released on drop.
+#[derive(Debug)]
+pub struct HostLock {
+    _file: std::fs::File,
+}
+
+impl HostLock {
+    /// Takes the lock, creating the file (0600, folder 0700) when missing; waits up to
+    /// `timeout` for another holder.
+    pub async fn acquire(path: &Path, timeout: std::time::Duration) -> std::io::Result<HostLock> {
+        use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+        use std::os::unix::io::AsRawFd;
+        if let Some(dir) = path.parent() {
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(dir)?;
+        }
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(0o600)
+            .open(path)?;
+        let deadline = std::time::Instant::now() + timeout;
+        loop {
+            // SAFETY: flock on a descriptor we own.
+            if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
+                return Ok(HostLock { _file: file });
+            }
+            let err = std::io::Error::last_os_error();
+            if err.raw_os_error() != Some(libc::EWOULDBLOCK) {
+                return Err(err);
+            }
+            if std::time::Instant::now() >= deadline {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    "another process held it too long",
+                ));
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -204,6 +250,23 @@ mod tests {
             "OPTIONS_INVALID"
         );
         assert!(check_po_home(Path::new("/home/../etc")).is_err());
+    }
+
+    #[tokio::test]
+    async fn host_lock_is_exclusive_until_dropped() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t/w.lock");
+        let first = HostLock::acquire(&path, std::time::Duration::from_secs(5))
+            .await
+            .unwrap();
+        let err = HostLock::acquire(&path, std::time::Duration::from_millis(120))
+            .await
+            .unwrap_err();
+        assert_eq!(err.kind(), std::io::ErrorKind::TimedOut);
+        drop(first);
+        HostLock::acquire(&path, std::time::Duration::from_millis(120))
+            .await
+            .unwrap();
     }
 
     #[test]

@@ -258,6 +258,18 @@ impl WorkspaceContainers {
     ) -> Result<WorkspaceContainer> {
         let events = &self.inner.events;
         events.workspace(&ws.id, "starting", None, None);
+        // Processes of one hub on this host take turns per workspace, so a second one adopts
+        // what the first made instead of racing it (the container name still arbitrates
+        // between hosts).
+        let c = &self.inner.config;
+        let lock_path = spec::token_file(&c.po_home, &c.owner, &ws.id).with_extension("lock");
+        let _lock =
+            workspace::HostLock::acquire(&lock_path, c.health_timeout + Duration::from_secs(120))
+                .await
+                .map_err(|e| Error::ContainerFailed {
+                    workspace: ws.id.clone(),
+                    reason: format!("cannot take the start lock {}: {e}", lock_path.display()),
+                })?;
         let spec = self.spec_for(&ws);
         let ids = match known_ids {
             Some(ids) => ids,
@@ -367,39 +379,54 @@ impl WorkspaceContainers {
         }
         let token = spec::token_file(&c.po_home, &c.owner, &ws.id);
         container::ensure_volumes(docker, spec).await?;
+        // A fresh token per container; written before create so the mount source exists.
+        write_token_file(&token).map_err(|e| {
+            failed(format!(
+                "cannot write its token file {}: {e}",
+                token.display()
+            ))
+        })?;
         let mut attempts = 0;
         let id = loop {
             attempts += 1;
-            // A fresh token per container; written before create so the mount source exists.
-            write_token_file(&token).map_err(|e| {
-                failed(format!(
-                    "cannot write its token file {}: {e}",
-                    token.display()
-                ))
-            })?;
             match container::create(docker, spec, c.podman).await? {
                 Created::New(id) => break id,
-                Created::NameTaken => {
-                    // Another process created it first: adopt the winner if it runs as it should.
-                    if let Some(live) =
-                        container::inspect(docker, &spec.name, Some(spec.container_port)).await?
-                    {
-                        if live.running() && spec::check_posture(spec, &live.posture).is_ok() {
-                            return self.adopt_live(&ws.id, spec, live, replaced_reason).await;
+                Created::NameTaken if attempts < 3 => {
+                    // Another process created it first. Give it time to start, then adopt it
+                    // if it runs as it should; remove it only when it is a leftover.
+                    let deadline = std::time::Instant::now() + Duration::from_secs(15);
+                    loop {
+                        match container::inspect(docker, &spec.name, Some(spec.container_port))
+                            .await?
+                        {
+                            None => break,
+                            Some(live) if live.running() => {
+                                if spec::check_posture(spec, &live.posture).is_ok() {
+                                    return self
+                                        .adopt_live(&ws.id, spec, live, replaced_reason)
+                                        .await;
+                                }
+                                container::stop_and_remove(docker, &live.id).await?;
+                                break;
+                            }
+                            Some(live)
+                                if live.state == "created"
+                                    && std::time::Instant::now() < deadline =>
+                            {
+                                tokio::time::sleep(Duration::from_millis(200)).await;
+                            }
+                            Some(live) => {
+                                container::stop_and_remove(docker, &live.id).await?;
+                                break;
+                            }
                         }
-                        if attempts >= 3 {
-                            return Err(failed(format!(
-                                "the name {} stays taken by a container that is {}",
-                                spec.name, live.state
-                            )));
-                        }
-                        if !live.running() && attempts == 1 {
-                            // The winner may be between create and start: give it a moment.
-                            tokio::time::sleep(Duration::from_millis(500)).await;
-                            continue;
-                        }
-                        container::stop_and_remove(docker, &live.id).await?;
                     }
+                }
+                Created::NameTaken => {
+                    return Err(failed(format!(
+                        "the name {} stays taken by another container; remove it (docker rm -f {})",
+                        spec.name, spec.name
+                    )));
                 }
             }
         };

@@ -5,8 +5,8 @@ use std::sync::Arc;
 
 use napi::Env;
 use napi::bindgen_prelude::{
-    ClassInstance, Function, JavaScriptClassExt, JsObjectValue, JsValue, Object, PromiseRaw,
-    Unknown,
+    ClassInstance, FnArgs, Function, JavaScriptClassExt, JsObjectValue, JsValue, Object,
+    PromiseRaw, Unknown,
 };
 use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
 use napi_derive::napi;
@@ -587,14 +587,15 @@ pub fn register_sandbox_layer<'env>(
     let register: Function<Unknown, Unknown> =
         host.get_named_property("registerSandboxProvider")?;
     register.apply(host, provider_obj.as_object(env).to_unknown())?;
-    let publish: Function<(String, Unknown), Unknown> =
+    // Two arguments, not one array: FnArgs spreads the tuple.
+    let publish: Function<FnArgs<(String, Unknown)>, Unknown> =
         host.get_named_property("publishService")?;
     publish.apply(
         host,
-        (
+        FnArgs::from((
             "po/workspace-containers".to_string(),
             service_obj.as_object(env).to_unknown(),
-        ),
+        )),
     )?;
     napi::bindgen_prelude::spawn(provider.run());
     let mut layer = Object::new(env)?;
