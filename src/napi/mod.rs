@@ -2,6 +2,7 @@
 // napi-derive registers exports only outside `cargo test`, where they would read as dead code.
 #![cfg_attr(test, allow(dead_code))]
 
+mod bridge;
 mod doctor;
 mod engine;
 mod errors;

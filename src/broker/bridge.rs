@@ -1,0 +1,1 @@
+//! The loopback bridge (being written).

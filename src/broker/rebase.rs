@@ -1,0 +1,1 @@
+//! Re-pointing provider base URLs at the broker (being written).

@@ -1,0 +1,1 @@
+//! `startBrokerBridge` (being written).
