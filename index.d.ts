@@ -9,6 +9,22 @@
  */
 export declare const __napiBindingTarget: 'native' | 'wasm32-wasi' | 'wasm32-wasip1'
 
+/**
+ * A running loopback bridge to the credential broker, for model SDKs that can dial TCP but
+ * not a Unix socket. Call `close()` when done; it is safe to call twice.
+ */
+export declare class BrokerBridge {
+  /** The loopback port the bridge listens on (on 127.0.0.1 only). */
+  get port(): number
+  /** `http://127.0.0.1:<port>`: the base URL to give an SDK in place of the broker socket. */
+  get url(): string
+  /**
+   * Stops accepting, frees the port (before the promise resolves) and ends the relays in
+   * flight. Idempotent: later calls resolve at once.
+   */
+  close(): Promise<void>
+}
+
 /** The `container` sandbox provider registered into `po/workspace-sandboxes`. */
 export declare class ContainerSandboxProvider {
   /** Always `container`. */
@@ -33,6 +49,32 @@ export declare class ContainerSandboxProvider {
    * 'workspace' | 'provider', ... }`.
    */
   onEvent(callback: (event: SandboxEvent) => void): void
+}
+
+/**
+ * The host-side credential broker: per-grant tokens in, real keys out, to each provider's
+ * fixed upstream.
+ */
+export declare class CredentialBroker {
+  /** The broker is on (`PO_SANDBOX_BROKER` is not `0`). */
+  get enabled(): boolean
+  /** `127.0.0.1:<port>` when listening for TCP grants. */
+  get address(): string | null
+  /**
+   * Grants a container its credentials: one route and a fresh token per provider in the shape
+   * pi expects. Throws `WORKSPACE_INVALID`, `OPTIONS_INVALID` (an unknown provider, a bad
+   * `<PROVIDER>_BASE_URL`) or `BROKER_FAILED`.
+   */
+  grant(options: GrantOptions): BrokerGrant
+  /**
+   * Ends a grant at once (its tokens stop working, also on open connections; its socket is
+   * removed). `false` when there was no such grant.
+   */
+  revoke(grantId: string): boolean
+  /** Revokes every grant and stops listening. */
+  close(): Promise<void>
+  /** Calls `callback` with an audit event for every request. */
+  onEvent(callback: (event: BrokerAuditEvent) => void): void
 }
 
 /**
@@ -83,6 +125,76 @@ export declare class WorkspaceContainers {
   onEvent(callback: (event: SandboxEvent) => void): void
 }
 
+/** One brokered request (never a key, a token or a query string). */
+export interface BrokerAuditEvent {
+  grant?: string
+  workspace?: string
+  provider?: string
+  method: string
+  /** The path, without its query. */
+  path: string
+  status: number
+  /** Response bytes sent back. */
+  bytes: number
+  durationMs: number
+  /** Why the broker refused or failed, when it did. */
+  error?: string
+}
+
+/**
+ * A model's base URL re-pointed at the broker: `baseUrl` keeps its path (and a trailing `/`),
+ * its scheme, host and port become `brokerOrigin` + `/` + `provider`. For example
+ * `https://openrouter.ai/api/v1` with `openrouter` and `http://127.0.0.1:41234` becomes
+ * `http://127.0.0.1:41234/openrouter/api/v1`.
+ *
+ * Throws `OPTIONS_INVALID` when `baseUrl` is not an absolute http(s) URL or carries user info, a
+ * query, a fragment or a `.`/`..` segment; when `provider` is not a provider id; or when
+ * `brokerOrigin` is not `http://host:port` without a path.
+ */
+export declare function brokeredBaseUrl(baseUrl: string, provider: string, brokerOrigin: string): string
+
+/** What a container gets. */
+export interface BrokerGrant {
+  /** The grant id, for `revoke`. */
+  id: string
+  workspace: string
+  /** Providers brokered. */
+  providers: Array<string>
+  /**
+   * The environment to hand the container: `PO_BROKER_PROVIDERS`, exactly one of
+   * `PO_BROKER_SOCKET` / `PO_BROKER_ADDRESS`, and each provider's key variable holding its
+   * per-grant token. Empty when the broker is off.
+   */
+  env: Record<string, string>
+  /** The route (absent when the broker is off). */
+  route?: BrokerGrantRoute
+  /** Host credentials that never reach the container, with reasons. */
+  withheld: Array<WithheldCredential>
+}
+
+/** A grant's route. */
+export interface BrokerGrantRoute {
+  kind: 'socket' | 'tcp'
+  /** socket: the socket on the host. */
+  hostSocket?: string
+  /** socket: its folder, to bind-mount into the container (at the folder of `containerSocket`). */
+  hostDir?: string
+  /** socket: the path the container sees (`PO_BROKER_SOCKET`). */
+  containerSocket?: string
+  /** tcp: the broker's `127.0.0.1:<port>`. */
+  address?: string
+  /** tcp: what the container dials (`PO_BROKER_ADDRESS`). */
+  containerAddress?: string
+}
+
+/**
+ * The origin SDKs inside a container use for the broker: the loopback bridge
+ * `http://127.0.0.1:<bridgePort>` for a `socket` route (`bridgePort` required), `http://<target>`
+ * for a `tcp` route. Throws `OPTIONS_INVALID` on a socket route without a bridge port, a `tcp`
+ * target that is not `host:port`, or another kind.
+ */
+export declare function brokerOrigin(route: BrokerRouteInfo, bridgePort?: number | undefined | null): string
+
 /** How brokered provider calls reach the host's credential broker. */
 export interface BrokerRouteInfo {
   /** `socket` (a bind-mounted Unix socket, reached through a loopback bridge) or `tcp`. */
@@ -128,6 +240,22 @@ export interface ContainerProviderOptions {
   engineTimeoutMs?: number
   /** The environment to read instead of `process.env` (engine variables, the allowlist). */
   env?: Record<string, string | undefined | null>
+}
+
+/** Options of `startCredentialBroker`. */
+export interface CredentialBrokerOptions {
+  /**
+   * The host environment holding the real keys and `<PROVIDER>_BASE_URL` overrides
+   * (default `process.env`). `PO_SANDBOX_BROKER=0` there turns the broker off.
+   */
+  env?: Record<string, string | undefined | null>
+  /**
+   * Where per-grant socket folders are made (default `$XDG_RUNTIME_DIR/po-broker`, else
+   * `<tmpdir>/po-broker-<uid>`); keep it short: socket paths are limited to ~100 bytes.
+   */
+  socketDir?: string
+  /** Also listen on `127.0.0.1:<ephemeral>` for TCP grants (VM engines). Never another address. */
+  tcp?: boolean
 }
 
 /**
@@ -260,6 +388,25 @@ export interface EngineReport {
  * the failing step's output tail, or `ENGINE_UNAVAILABLE`.
  */
 export declare function ensureSandboxImage(options?: ImageOptions | undefined | null, onEvent?: ((event: SandboxEvent) => void) | undefined | null): Promise<ImageResult>
+
+/** What a grant is for. */
+export interface GrantOptions {
+  /** The workspace id. */
+  workspace: string
+  /** Providers to broker (default: every carried provider with a key on the host). */
+  providers?: Array<string>
+  /** `socket` (default; Linux, native engines) or `tcp` (VM engines). */
+  transport?: 'socket' | 'tcp'
+  /** `uid:gid` to own the socket and its folder (the container's user). */
+  user?: string
+  /**
+   * The socket path inside the container (`PO_BROKER_SOCKET`); default
+   * `/run/po-broker/broker.sock`.
+   */
+  containerSocketPath?: string
+  /** The host name a TCP route is reached by (default `host.docker.internal`). */
+  containerHost?: string
+}
 
 /** The image check. */
 export interface ImageCheck {
@@ -455,11 +602,31 @@ export interface SandboxState {
 }
 
 /**
+ * Starts a bridge from `127.0.0.1:<ephemeral port>` to the broker's Unix socket `route` (an
+ * absolute path, as in `PO_BROKER_SOCKET`), relaying raw bytes both ways. Inside a sandbox
+ * container, SDKs then reach the broker at the bridge's `url`. Rejects with `OPTIONS_INVALID`
+ * when `route` is not absolute, is missing or is not a socket.
+ */
+export declare function startBrokerBridge(route: string): Promise<BrokerBridge>
+
+/**
+ * Starts the broker. Resolves with a `CredentialBroker`; rejects with `BROKER_FAILED` when it
+ * cannot listen.
+ */
+export declare function startCredentialBroker(options?: CredentialBrokerOptions | undefined | null): Promise<CredentialBroker>
+
+/**
  * Stops and removes this owner's container for `workspace`, or all of them with `all: true`;
  * volumes are kept. Resolves with the workspace ids stopped. Throws `OPTIONS_INVALID` when
  * neither is given.
  */
 export declare function stopSandboxContainers(options: SandboxQuery): Promise<string[]>
+
+/** A credential the broker keeps on the host. */
+export interface WithheldCredential {
+  variable: string
+  reason: string
+}
 
 /** One workspace's container. */
 export interface WorkspaceContainer {

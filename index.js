@@ -835,13 +835,19 @@ function __napiStampBindingTarget(exportsObject, target) {
 // linked import resolves to `undefined`.
 module.exports.__napiBindingTarget = __napiStampBindingTarget(nativeBinding, __napiLoadedBindingTarget)
 module.exports = nativeBinding
+module.exports.BrokerBridge = nativeBinding.BrokerBridge
 module.exports.ContainerSandboxProvider = nativeBinding.ContainerSandboxProvider
+module.exports.CredentialBroker = nativeBinding.CredentialBroker
 module.exports.DefaultSandboxExtensionService = nativeBinding.DefaultSandboxExtensionService
 module.exports.WorkspaceContainers = nativeBinding.WorkspaceContainers
+module.exports.brokeredBaseUrl = nativeBinding.brokeredBaseUrl
+module.exports.brokerOrigin = nativeBinding.brokerOrigin
 module.exports.checkEngine = nativeBinding.checkEngine
 module.exports.doctor = nativeBinding.doctor
 module.exports.engineCandidates = nativeBinding.engineCandidates
 module.exports.ensureSandboxImage = nativeBinding.ensureSandboxImage
 module.exports.listSandboxContainers = nativeBinding.listSandboxContainers
 module.exports.registerSandboxLayer = nativeBinding.registerSandboxLayer
+module.exports.startBrokerBridge = nativeBinding.startBrokerBridge
+module.exports.startCredentialBroker = nativeBinding.startCredentialBroker
 module.exports.stopSandboxContainers = nativeBinding.stopSandboxContainers

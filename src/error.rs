@@ -66,6 +66,10 @@ pub enum Error {
         logs: String,
     },
 
+    /// The credential broker could not do what was asked (listen, bind a route).
+    #[error("The credential broker failed: {reason}")]
+    BrokerFailed { reason: String },
+
     /// Called inside a sandbox container, where containers must not nest.
     #[error(
         "Refusing to manage containers from inside a sandbox container (PO_SANDBOX=1): sandboxes do not nest. Run this on the host."
@@ -87,6 +91,7 @@ impl Error {
             Error::WorkspaceInvalid { .. } => "WORKSPACE_INVALID",
             Error::ContainerFailed { .. } => "CONTAINER_FAILED",
             Error::ContainerUnhealthy { .. } => "CONTAINER_UNHEALTHY",
+            Error::BrokerFailed { .. } => "BROKER_FAILED",
             Error::NestingRefused => "NESTING_REFUSED",
         }
     }

@@ -4,3 +4,5 @@
 pub mod bridge;
 pub mod rebase;
 pub mod routes;
+pub mod secret;
+pub mod server;

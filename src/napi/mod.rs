@@ -3,12 +3,14 @@
 #![cfg_attr(test, allow(dead_code))]
 
 mod bridge;
+mod broker;
 mod doctor;
 mod engine;
 mod errors;
 mod identity;
 mod inventory;
 mod provider;
+mod rebase;
 
 #[napi_derive::module_init]
 fn init() {

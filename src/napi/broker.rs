@@ -1,0 +1,342 @@
+//! `startCredentialBroker` and the `CredentialBroker` class.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use napi::Env;
+use napi::bindgen_prelude::{Function, PromiseRaw, Unknown};
+use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
+use napi_derive::napi;
+
+use super::errors::{coded, env_vars, object_arg, promise};
+use crate::broker::server::{
+    AuditEvent, Broker, BrokerOptions, GrantRequest, GrantRoute, Transport,
+};
+use crate::error::Error;
+
+/// Options of `startCredentialBroker`.
+#[napi(object)]
+pub struct CredentialBrokerOptions {
+    /// The host environment holding the real keys and `<PROVIDER>_BASE_URL` overrides
+    /// (default `process.env`). `PO_SANDBOX_BROKER=0` there turns the broker off.
+    pub env: Option<HashMap<String, Option<String>>>,
+    /// Where per-grant socket folders are made (default `$XDG_RUNTIME_DIR/po-broker`, else
+    /// `<tmpdir>/po-broker-<uid>`); keep it short: socket paths are limited to ~100 bytes.
+    pub socket_dir: Option<String>,
+    /// Also listen on `127.0.0.1:<ephemeral>` for TCP grants (VM engines). Never another address.
+    pub tcp: Option<bool>,
+}
+
+/// What a grant is for.
+#[napi(object)]
+pub struct GrantOptions {
+    /// The workspace id.
+    pub workspace: String,
+    /// Providers to broker (default: every carried provider with a key on the host).
+    pub providers: Option<Vec<String>>,
+    /// `socket` (default; Linux, native engines) or `tcp` (VM engines).
+    #[napi(ts_type = "'socket' | 'tcp'")]
+    pub transport: Option<String>,
+    /// `uid:gid` to own the socket and its folder (the container's user).
+    pub user: Option<String>,
+    /// The socket path the container sees (`PO_BROKER_SOCKET`), where you bind-mount
+    /// `route.hostDir` (e.g. `/run/po-broker/broker.sock`); default: the host path, for a
+    /// process on the host.
+    pub container_socket_path: Option<String>,
+    /// The host name a TCP route is reached by (default `host.docker.internal`).
+    pub container_host: Option<String>,
+}
+
+/// A grant's route.
+#[napi(object)]
+pub struct BrokerGrantRoute {
+    #[napi(ts_type = "'socket' | 'tcp'")]
+    pub kind: String,
+    /// socket: the socket on the host.
+    pub host_socket: Option<String>,
+    /// socket: its folder, to bind-mount into the container (at the folder of `containerSocket`).
+    pub host_dir: Option<String>,
+    /// socket: the path the container sees (`PO_BROKER_SOCKET`).
+    pub container_socket: Option<String>,
+    /// tcp: the broker's `127.0.0.1:<port>`.
+    pub address: Option<String>,
+    /// tcp: what the container dials (`PO_BROKER_ADDRESS`).
+    pub container_address: Option<String>,
+}
+
+/// A credential the broker keeps on the host.
+#[napi(object)]
+pub struct WithheldCredential {
+    pub variable: String,
+    pub reason: String,
+}
+
+/// What a container gets.
+#[napi(object)]
+pub struct BrokerGrant {
+    /// The grant id, for `revoke`.
+    pub id: String,
+    pub workspace: String,
+    /// Providers brokered.
+    pub providers: Vec<String>,
+    /// The environment to hand the container: `PO_BROKER_PROVIDERS`, exactly one of
+    /// `PO_BROKER_SOCKET` / `PO_BROKER_ADDRESS`, and each provider's key variable holding its
+    /// per-grant token. Empty when the broker is off.
+    pub env: HashMap<String, String>,
+    /// The route (absent when the broker is off).
+    pub route: Option<BrokerGrantRoute>,
+    /// Host credentials that never reach the container, with reasons.
+    pub withheld: Vec<WithheldCredential>,
+}
+
+/// One brokered request (never a key, a token or a query string).
+#[napi(object)]
+pub struct BrokerAuditEvent {
+    pub grant: Option<String>,
+    pub workspace: Option<String>,
+    pub provider: Option<String>,
+    pub method: String,
+    /// The path, without its query.
+    pub path: String,
+    pub status: u32,
+    /// Response bytes sent back.
+    pub bytes: f64,
+    pub duration_ms: f64,
+    /// Why the broker refused or failed, when it did.
+    pub error: Option<String>,
+}
+
+impl From<&AuditEvent> for BrokerAuditEvent {
+    fn from(e: &AuditEvent) -> Self {
+        BrokerAuditEvent {
+            grant: e.grant.clone(),
+            workspace: e.workspace.clone(),
+            provider: e.provider.clone(),
+            method: e.method.clone(),
+            path: e.path.clone(),
+            status: e.status as u32,
+            bytes: e.bytes as f64,
+            duration_ms: e.duration_ms as f64,
+            error: e.error.clone(),
+        }
+    }
+}
+
+/// The host-side credential broker: per-grant tokens in, real keys out, to each provider's
+/// fixed upstream.
+#[napi]
+pub struct CredentialBroker {
+    inner: Broker,
+}
+
+fn default_socket_dir(env: &HashMap<String, String>) -> PathBuf {
+    match env.get("XDG_RUNTIME_DIR").filter(|d| d.starts_with('/')) {
+        Some(d) => PathBuf::from(d).join("po-broker"),
+        None => {
+            // SAFETY: geteuid cannot fail.
+            let uid = unsafe { libc::geteuid() };
+            std::env::temp_dir().join(format!("po-broker-{uid}"))
+        }
+    }
+}
+
+/// Starts the broker. Resolves with a `CredentialBroker`; rejects with `BROKER_FAILED` when it
+/// cannot listen.
+#[napi(
+    ts_args_type = "options?: CredentialBrokerOptions | undefined | null",
+    ts_return_type = "Promise<CredentialBroker>"
+)]
+pub fn start_credential_broker<'env>(
+    env: &'env Env,
+    options: Option<Unknown>,
+) -> napi::Result<PromiseRaw<'env, CredentialBroker>> {
+    let o: Option<CredentialBrokerOptions> = object_arg(env, options, "options")?;
+    let (vars, socket_dir, tcp) = match o {
+        Some(o) => (o.env, o.socket_dir, o.tcp.unwrap_or(false)),
+        None => (None, None, false),
+    };
+    let host_env = env_vars(vars);
+    let socket_dir = match socket_dir {
+        Some(d) if d.starts_with('/') => PathBuf::from(d),
+        Some(d) => {
+            let e = Error::OptionsInvalid {
+                option: "socketDir".into(),
+                reason: format!("{d:?} is not an absolute path"),
+            };
+            return Err(coded(env, &e));
+        }
+        None => default_socket_dir(&host_env),
+    };
+    promise(
+        env,
+        async move {
+            Broker::start(BrokerOptions {
+                host_env,
+                socket_dir,
+                tcp,
+            })
+            .await
+        },
+        |inner| CredentialBroker { inner },
+    )
+}
+
+#[napi]
+impl CredentialBroker {
+    /// The broker is on (`PO_SANDBOX_BROKER` is not `0`).
+    #[napi(getter)]
+    pub fn enabled(&self) -> bool {
+        self.inner.enabled()
+    }
+
+    /// `127.0.0.1:<port>` when listening for TCP grants.
+    #[napi(getter)]
+    pub fn address(&self) -> Option<String> {
+        self.inner.tcp_address().map(|a| a.to_string())
+    }
+
+    /// Grants a container its credentials: one route and a fresh token per provider in the shape
+    /// pi expects. Throws `WORKSPACE_INVALID`, `OPTIONS_INVALID` (an unknown provider, a bad
+    /// `<PROVIDER>_BASE_URL`) or `BROKER_FAILED`.
+    #[napi(ts_args_type = "options: GrantOptions")]
+    pub fn grant(&self, env: &Env, options: Unknown) -> napi::Result<BrokerGrant> {
+        let o: GrantOptions = object_arg(env, Some(options), "options")?.ok_or_else(|| {
+            coded(
+                env,
+                &Error::OptionsInvalid {
+                    option: "options".into(),
+                    reason: "expected { workspace, ... }".into(),
+                },
+            )
+        })?;
+        let invalid = |option: &str, reason: String| {
+            coded(
+                env,
+                &Error::OptionsInvalid {
+                    option: option.into(),
+                    reason,
+                },
+            )
+        };
+        let transport = match o.transport.as_deref() {
+            None | Some("socket") => Transport::Socket,
+            Some("tcp") => Transport::Tcp,
+            Some(other) => {
+                return Err(invalid(
+                    "transport",
+                    format!("{other:?} is neither 'socket' nor 'tcp'"),
+                ));
+            }
+        };
+        let owner = match o.user.as_deref() {
+            None => None,
+            Some(u) => match u
+                .split_once(':')
+                .map(|(a, b)| (a.parse::<u32>(), b.parse::<u32>()))
+            {
+                Some((Ok(a), Ok(b))) => Some((a, b)),
+                _ => return Err(invalid("user", format!("{u:?} must be numeric uid:gid"))),
+            },
+        };
+        let request = GrantRequest {
+            workspace: o.workspace,
+            providers: o.providers,
+            transport,
+            owner,
+            container_socket: o.container_socket_path,
+            container_host: o.container_host,
+            secret: None,
+            socket_folder: None,
+        };
+        let broker = self.inner.clone();
+        let grant =
+            napi::bindgen_prelude::within_runtime_if_available(move || broker.grant(request))
+                .map_err(|e| coded(env, &e))?;
+        Ok(BrokerGrant {
+            id: grant.id,
+            workspace: grant.workspace,
+            providers: grant.providers,
+            env: grant
+                .env
+                .iter()
+                .map(|(k, v)| (k.clone(), v.expose().to_string()))
+                .collect(),
+            route: grant.route.map(|r| match r {
+                GrantRoute::Socket {
+                    host_socket,
+                    host_dir,
+                    container_socket,
+                } => BrokerGrantRoute {
+                    kind: "socket".into(),
+                    host_socket: Some(host_socket.display().to_string()),
+                    host_dir: Some(host_dir.display().to_string()),
+                    container_socket: Some(container_socket),
+                    address: None,
+                    container_address: None,
+                },
+                GrantRoute::Tcp {
+                    address,
+                    container_address,
+                } => BrokerGrantRoute {
+                    kind: "tcp".into(),
+                    host_socket: None,
+                    host_dir: None,
+                    container_socket: None,
+                    address: Some(address.to_string()),
+                    container_address: Some(container_address),
+                },
+            }),
+            withheld: grant
+                .withheld
+                .into_iter()
+                .map(|(variable, reason)| WithheldCredential { variable, reason })
+                .collect(),
+        })
+    }
+
+    /// Ends a grant at once (its tokens stop working, also on open connections; its socket is
+    /// removed). `false` when there was no such grant.
+    #[napi]
+    pub fn revoke(&self, grant_id: String) -> bool {
+        self.inner.revoke(&grant_id)
+    }
+
+    /// Revokes every grant and stops listening.
+    #[napi(ts_return_type = "Promise<void>")]
+    pub fn close<'env>(&self, env: &'env Env) -> napi::Result<PromiseRaw<'env, ()>> {
+        let broker = self.inner.clone();
+        promise(
+            env,
+            async move {
+                broker.close();
+                Ok(())
+            },
+            |()| (),
+        )
+    }
+
+    /// Calls `callback` with an audit event for every request.
+    #[napi(ts_args_type = "callback: (event: BrokerAuditEvent) => void")]
+    pub fn on_event(&self, callback: Function<BrokerAuditEvent, ()>) -> napi::Result<()> {
+        let tsfn: ThreadsafeFunction<
+            BrokerAuditEvent,
+            (),
+            BrokerAuditEvent,
+            napi::Status,
+            false,
+            true,
+        > = callback
+            .build_threadsafe_function()
+            .callee_handled::<false>()
+            .weak::<true>()
+            .build()?;
+        self.inner.on_audit(Arc::new(move |e: &AuditEvent| {
+            tsfn.call(
+                BrokerAuditEvent::from(e),
+                ThreadsafeFunctionCallMode::NonBlocking,
+            );
+        }));
+        Ok(())
+    }
+}

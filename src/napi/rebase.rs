@@ -1,0 +1,61 @@
+//! `brokeredBaseUrl` and `brokerOrigin`: the URL arithmetic of re-pointing providers at the
+//! credential broker.
+
+use napi::Env;
+use napi_derive::napi;
+
+use super::errors::coded;
+use super::identity::BrokerRouteInfo;
+use crate::broker::rebase;
+use crate::error::Error as CoreError;
+
+fn invalid(env: &Env, message: &str) -> napi::Error {
+    let (option, reason) = rebase::split_error(message);
+    coded(
+        env,
+        &CoreError::OptionsInvalid {
+            option: option.to_string(),
+            reason: reason.to_string(),
+        },
+    )
+}
+
+/// A model's base URL re-pointed at the broker: `baseUrl` keeps its path (and a trailing `/`),
+/// its scheme, host and port become `brokerOrigin` + `/` + `provider`. For example
+/// `https://openrouter.ai/api/v1` with `openrouter` and `http://127.0.0.1:41234` becomes
+/// `http://127.0.0.1:41234/openrouter/api/v1`.
+///
+/// Throws `OPTIONS_INVALID` when `baseUrl` is not an absolute http(s) URL or carries user info, a
+/// query, a fragment or a `.`/`..` segment; when `provider` is not a provider id; or when
+/// `brokerOrigin` is not `http://host:port` without a path.
+#[napi]
+pub fn brokered_base_url(
+    env: &Env,
+    base_url: String,
+    provider: String,
+    broker_origin: String,
+) -> napi::Result<String> {
+    rebase::rebase(&base_url, &provider, &broker_origin).map_err(|e| invalid(env, &e))
+}
+
+/// The origin SDKs inside a container use for the broker: the loopback bridge
+/// `http://127.0.0.1:<bridgePort>` for a `socket` route (`bridgePort` required), `http://<target>`
+/// for a `tcp` route. Throws `OPTIONS_INVALID` on a socket route without a bridge port, a `tcp`
+/// target that is not `host:port`, or another kind.
+#[napi]
+pub fn broker_origin(
+    env: &Env,
+    route: BrokerRouteInfo,
+    bridge_port: Option<u32>,
+) -> napi::Result<String> {
+    let port = match bridge_port {
+        None => None,
+        Some(p) => match u16::try_from(p) {
+            Ok(p) => Some(p),
+            Err(_) => {
+                return Err(invalid(env, "bridgePort: must be a TCP port 1-65535"));
+            }
+        },
+    };
+    rebase::broker_origin(&route.kind, &route.target, port).map_err(|e| invalid(env, &e))
+}
