@@ -238,8 +238,21 @@ export interface ContainerProviderOptions {
   engine?: string
   /** Bound on each engine detection step (ms). */
   engineTimeoutMs?: number
-  /** The environment to read instead of `process.env` (engine variables, the allowlist). */
+  /**
+   * The environment to read instead of `process.env` (engine variables, the allowlist, and
+   * the provider keys the credential broker carries).
+   */
   env?: Record<string, string | undefined | null>
+  /**
+   * Run the credential broker for the containers (default true; `PO_SANDBOX_BROKER=0` also
+   * turns it off). Off: containers get no credentials at all.
+   */
+  broker?: boolean
+  /**
+   * Where per-container broker sockets go (default `$XDG_RUNTIME_DIR/po-broker`, else
+   * `<tmpdir>/po-broker-<uid>`).
+   */
+  brokerSocketDir?: string
 }
 
 /** Options of `startCredentialBroker`. */
@@ -400,8 +413,9 @@ export interface GrantOptions {
   /** `uid:gid` to own the socket and its folder (the container's user). */
   user?: string
   /**
-   * The socket path inside the container (`PO_BROKER_SOCKET`); default
-   * `/run/po-broker/broker.sock`.
+   * The socket path the container sees (`PO_BROKER_SOCKET`), where you bind-mount
+   * `route.hostDir` (e.g. `/run/po-broker/broker.sock`); default: the host path, for a
+   * process on the host.
    */
   containerSocketPath?: string
   /** The host name a TCP route is reached by (default `host.docker.internal`). */

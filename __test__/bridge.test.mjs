@@ -5,6 +5,7 @@ import assert from 'node:assert/strict'
 import { createHash } from 'node:crypto'
 import { writeFileSync } from 'node:fs'
 import net from 'node:net'
+import os from 'node:os'
 import path from 'node:path'
 import { Readable } from 'node:stream'
 
@@ -100,6 +101,20 @@ test('the bridge listens on 127.0.0.1 only, with a url made of its port', async 
   assert.ok(Number.isInteger(bridge.port) && bridge.port > 0 && bridge.port < 65536, `port ${bridge.port}`)
   assert.equal(bridge.url, `http://127.0.0.1:${bridge.port}`)
   assert.ok(bridge.url.startsWith('http://127.0.0.1:'))
+  // Other local addresses, loopback or not, find nothing on that port.
+  const others = ['127.0.0.2', ...Object.values(os.networkInterfaces()).flat()
+    .filter((a) => a.family === 'IPv4' && !a.internal).map((a) => a.address)]
+  for (const host of others) {
+    const err = await new Promise((resolve) => {
+      const s = net.connect({ host, port: bridge.port })
+      s.once('connect', () => {
+        s.destroy()
+        resolve(null)
+      })
+      s.once('error', resolve)
+    })
+    assert.equal(err?.code, 'ECONNREFUSED', `${host}:${bridge.port}`)
+  }
 })
 
 test('64 MiB both ways arrives intact', async (t) => {
@@ -107,9 +122,9 @@ test('64 MiB both ways arrives intact', async (t) => {
   const sock = path.join(dir, 'broker.sock')
   const size = 64 * MiB
   const fromPeer = body(size, 2)
-  let peerGot
+  const peerGot = Promise.withResolvers()
   await peerServer(t, sock, (s) => {
-    peerGot = drain(s)
+    drain(s).then(peerGot.resolve, peerGot.reject)
     fromPeer.stream.pipe(s)
   })
   const bridge = await bridgeTo(t, sock)
@@ -117,10 +132,7 @@ test('64 MiB both ways arrives intact', async (t) => {
   const fromClient = body(size, 1)
   const clientGot = drain(client)
   fromClient.stream.pipe(client)
-  const [atClient, atPeer] = await Promise.all([clientGot, (async () => {
-    while (!peerGot) await new Promise((r) => setImmediate(r))
-    return peerGot
-  })()])
+  const [atClient, atPeer] = await Promise.all([clientGot, peerGot.promise])
   assert.equal(atPeer.length, size)
   assert.equal(atClient.length, size)
   assert.equal(atPeer.digest, fromClient.digest(), 'client → peer')
@@ -131,24 +143,22 @@ test('64 MiB both ways arrives intact', async (t) => {
 test('half-close from the client: the peer sees its end, then replies, and the client gets it all', async (t) => {
   const dir = tempDir(t)
   const sock = path.join(dir, 'broker.sock')
-  const peerSaw = new Promise((resolve) => {
-    peerServer(t, sock, (s) => {
-      const parts = []
-      s.on('data', (d) => parts.push(d))
-      s.once('end', () => {
-        const request = Buffer.concat(parts).toString()
-        s.write('reply, part one; ')
-        setTimeout(() => s.end('part two after the request ended'), 50)
-        resolve(request)
-      })
+  const peerSaw = Promise.withResolvers()
+  await peerServer(t, sock, (s) => {
+    const parts = []
+    s.on('data', (d) => parts.push(d))
+    s.once('end', () => {
+      // Only after the request's end: a reply the client must still receive.
+      s.write('reply, part one; ')
+      setTimeout(() => s.end('part two after the request ended'), 50)
+      peerSaw.resolve(Buffer.concat(parts).toString())
     })
   })
-  await new Promise((r) => setImmediate(r))
   const bridge = await bridgeTo(t, sock)
   const client = await connect(bridge.port)
   const reply = readAll(client)
   client.end('GET / HTTP/1.1\r\n\r\n')
-  assert.equal(await peerSaw, 'GET / HTTP/1.1\r\n\r\n')
+  assert.equal(await peerSaw.promise, 'GET / HTTP/1.1\r\n\r\n')
   assert.equal(await reply, 'reply, part one; part two after the request ended')
   client.destroy()
 })
@@ -156,36 +166,39 @@ test('half-close from the client: the peer sees its end, then replies, and the c
 test('half-close from the peer: the client sees its end, still sends, and the peer gets it all', async (t) => {
   const dir = tempDir(t)
   const sock = path.join(dir, 'broker.sock')
-  let peerGot
-  const connected = new Promise((resolve) => {
-    peerServer(t, sock, (s) => {
-      peerGot = readAll(s)
-      s.end('the peer is done writing')
-      resolve()
-    })
+  const peerGot = Promise.withResolvers()
+  await peerServer(t, sock, (s) => {
+    readAll(s).then(peerGot.resolve, peerGot.reject)
+    s.end('the peer is done writing')
   })
-  await new Promise((r) => setImmediate(r))
   const bridge = await bridgeTo(t, sock)
   const client = await connect(bridge.port)
   const greeting = await readAll(client)
   assert.equal(greeting, 'the peer is done writing')
-  await connected
   client.write('still sending ')
   client.end('after the peer ended')
-  assert.equal(await peerGot, 'still sending after the peer ended')
+  assert.equal(await peerGot.promise, 'still sending after the peer ended')
   client.destroy()
 })
 
 test('close() leaves no listener and a second close() resolves', async (t) => {
   const dir = tempDir(t)
   const sock = path.join(dir, 'broker.sock')
-  await peerServer(t, sock, () => { /* hold the connection open */ })
+  const peerConnected = Promise.withResolvers()
+  // The peer holds its side open: only the bridge closing can end the relay.
+  await peerServer(t, sock, () => peerConnected.resolve())
   const bridge = await startBrokerBridge(sock)
   const { port } = bridge
   // A relay in flight is ended by close() too.
   const inFlight = await connect(port)
-  const ended = new Promise((resolve) => inFlight.once('close', resolve))
+  await peerConnected.promise
+  // With half-open allowed, a FIN from the bridge shows as 'end', a reset as 'close'.
+  const ended = new Promise((resolve) => {
+    inFlight.once('end', resolve)
+    inFlight.once('close', resolve)
+  })
   inFlight.on('error', () => {})
+  inFlight.resume()
   await bridge.close()
   await ended
   const err = await new Promise((resolve) => {

@@ -3,7 +3,8 @@
 // Docker cross-checks.
 import { spawn } from 'node:child_process'
 import { createHash, randomBytes } from 'node:crypto'
-import { mkdirSync, readFileSync, realpathSync, writeFileSync } from 'node:fs'
+import { mkdirSync, readFileSync, realpathSync, rmSync, writeFileSync } from 'node:fs'
+import os from 'node:os'
 import path from 'node:path'
 
 import { addon, dockerCli, root, run, tempDir } from './helpers.mjs'
@@ -38,6 +39,7 @@ export function cleanupOwner(t, owner) {
 }
 
 export async function removeOwner(owner) {
+  rmSync(brokerDirOf(owner), { recursive: true, force: true })
   const ids = (await run('docker', ['ps', '-aq', '--filter', `label=po.owner=${owner}`])).stdout.split(/\s+/).filter(Boolean)
   if (ids.length) await run('docker', ['rm', '-f', ...ids])
   const vols = (await run('docker', ['volume', 'ls', '-q', '--filter', `label=po.owner=${owner}`])).stdout.split(/\s+/).filter(Boolean)
@@ -89,6 +91,17 @@ http.createServer((req, res) => {
       tokenError,
     }
   }
+  if (req.url === '/call') {
+    // A model call as a session would make it: through the broker socket, with the token.
+    const call = http.request({ socketPath: process.env.PO_BROKER_SOCKET, path: '/openai/v1/models?limit=1', headers: { authorization: 'Bearer ' + process.env.OPENAI_API_KEY } }, (up) => {
+      let text = ''
+      up.on('data', (d) => { text += d })
+      up.on('end', () => { res.writeHead(200, { 'content-type': 'application/json' }); res.end(JSON.stringify({ status: up.statusCode, body: text })) })
+    })
+    call.on('error', (e) => { res.writeHead(200, { 'content-type': 'application/json' }); res.end(JSON.stringify({ error: String(e.code || e.message) })) })
+    call.end()
+    return
+  }
   res.writeHead(200, { 'content-type': 'application/json' })
   res.end(JSON.stringify(body))
 }).listen(LISTEN, '0.0.0.0', () => console.log(${JSON.stringify(marker)} + ' listening on ' + LISTEN))
@@ -125,6 +138,8 @@ export function baseOptions(poHome, owner, extra = {}) {
   return {
     poHome,
     owner,
+    // Broker sockets in a folder of this owner's, removed with its containers.
+    brokerSocketDir: brokerDirOf(owner),
     baseImage: TEST_BASE,
     imageVariant: 'minimal',
     healthTimeoutMs: 20000,
@@ -255,4 +270,14 @@ export function spawnHub(t, script, payload) {
 export async function killHub(hub) {
   hub.child.kill('SIGKILL')
   return hub.exited
+}
+
+/** Where a test owner's broker sockets go (short: socket paths are limited to ~100 bytes). */
+export function brokerDirOf(owner) {
+  return path.join(os.tmpdir(), `pb-${owner}`)
+}
+
+/** The broker socket folder the provider gives a workspace: `<dir>/<owner>-<12 hex of sha256(id)>`. */
+export function brokerFolder(dir, owner, id) {
+  return path.join(dir, `${owner}-${createHash('sha256').update(id).digest('hex').slice(0, 12)}`)
 }

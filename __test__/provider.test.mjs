@@ -4,12 +4,13 @@
 import { after, before, test } from 'node:test'
 import assert from 'node:assert/strict'
 import { existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, statSync, symlinkSync, writeFileSync } from 'node:fs'
+import http from 'node:http'
 import path from 'node:path'
 
 import { addon, dockerCli, requireDocker, root, run } from './helpers.mjs'
 import {
   FAKE_KEY, HOST_ONLY_PATH, RUNTIME_VERSION, SERVER_PORT, TEST_BASE,
-  baseOptions, cleanupOwner, containersWith, fakeHost, getJson, hostEnv, inspect, isRunning,
+  baseOptions, brokerDirOf, brokerFolder, cleanupOwner, containersWith, fakeHost, getJson, hostEnv, inspect, isRunning,
   killHub, newOwner, openLayer, serverSource, sha256File, spawnHub, tempHome, tempWorkspace,
   volumesOf, waitFor, writeBundle, writeHubChild,
 } from './provider-fixtures.mjs'
@@ -51,6 +52,7 @@ const mountKey = (m) => `${m.Type}|${m.Type === 'volume' ? m.Name : m.Source}|${
 
 test('three workspaces come up as hardened containers with exactly the allowed mounts, env and loopback port', async (t) => {
   const { poHome, owner, bundleDir } = setup(t)
+  const brokerDir = brokerDirOf(owner)
   writeFileSync(path.join(poHome, 'modes.yaml'), 'modes: []\n')
   writeFileSync(path.join(poHome, 'config.yaml'), 'config: {}\n')
   const ids = ['ws1', 'ws2', 'ws3']
@@ -113,6 +115,8 @@ test('three workspaces come up as hardened containers with exactly the allowed m
       `volume|po-${owner}-${id}-home|/po-home|rw`,
       `volume|po-${owner}-${id}-cache|/po-runtime|rw`,
       `volume|po-${owner}-${id}-git|/po-git|rw`,
+      // The credential broker's socket folder for this workspace (its own, 0700).
+      `bind|${brokerFolder(brokerDir, owner, id)}|/run/po-broker|rw`,
     ]
     assert.deepEqual(info.Mounts.map(mountKey).sort(), expected.sort())
     const allowedUnderHome = new Set([bundleDir, P, tokenFile, path.join(poHome, 'modes.yaml'), path.join(poHome, 'config.yaml')])
@@ -499,4 +503,63 @@ test('a server that never answers its health path fails the start with its last 
     return true
   })
   assert.deepEqual(containersWith({ 'po.owner': owner }), [])
+})
+
+test('containers reach model providers through the credential broker: a token inside, the real key only upstream, also after adoption', async (t) => {
+  const REAL = `sk-REAL-${'k'.repeat(40)}`
+  const seen = []
+  const upstream = http.createServer((req, res) => {
+    seen.push({ url: req.url, headers: req.headers })
+    res.writeHead(200, { 'content-type': 'application/json' })
+    res.end('{"data":[{"id":"m1"}]}')
+  })
+  await new Promise((resolve) => upstream.listen(0, '127.0.0.1', resolve))
+  t.after(() => new Promise((resolve) => upstream.close(resolve)))
+  const { poHome, owner } = setup(t)
+  const ws = tempWorkspace(t)
+  const env = hostEnv({ OPENAI_API_KEY: REAL, OPENAI_BASE_URL: `http://127.0.0.1:${upstream.address().port}`, AWS_SECRET_ACCESS_KEY: 'aws-secret-never-inside' })
+  const { layer } = openLayer(baseOptions(poHome, owner, { env }))
+  const c = await layer.containers.start({ id: 'bw', path: ws })
+  const info = inspect(c.containerId)
+  const cenv = Object.fromEntries(info.Config.Env.map((kv) => [kv.slice(0, kv.indexOf('=')), kv.slice(kv.indexOf('=') + 1)]))
+  assert.equal(cenv.PO_BROKER_SOCKET, '/run/po-broker/broker.sock')
+  assert.equal(cenv.PO_BROKER_ADDRESS, undefined)
+  assert.ok(cenv.PO_BROKER_PROVIDERS.split(',').includes('openai'), cenv.PO_BROKER_PROVIDERS)
+  assert.match(cenv.OPENAI_API_KEY, /^sk-[0-9a-f]{64}$/)
+  assert.ok(!info.Config.Env.some((kv) => kv.includes(REAL) || kv.includes('aws-secret-never-inside')), 'a real credential reached the container')
+  const folder = brokerFolder(brokerDirOf(owner), owner, 'bw')
+  assert.equal(statSync(folder).mode & 0o777, 0o700)
+  assert.equal(statSync(path.join(folder, 'broker.sock')).mode & 0o777, 0o600)
+
+  const call = await getJson(c.url, '/call')
+  assert.equal(call.status, 200, JSON.stringify(call))
+  assert.equal(seen.length, 1)
+  assert.equal(seen[0].url, '/v1/models?limit=1')
+  assert.equal(seen[0].headers.authorization, `Bearer ${REAL}`)
+  assert.ok(!JSON.stringify(seen).includes(cenv.OPENAI_API_KEY), 'the upstream saw the token')
+
+  // A new hub adopts the container and honours the tokens it was made with.
+  const again = openLayer(baseOptions(poHome, owner, { env }))
+  const adopted = await again.layer.containers.start({ id: 'bw', path: ws })
+  assert.equal(adopted.containerId, c.containerId)
+  assert.equal(adopted.adopted, true)
+  const call2 = await getJson(c.url, '/call')
+  assert.equal(call2.status, 200, JSON.stringify(call2))
+  assert.equal(seen.length, 2)
+  assert.equal(seen[1].headers.authorization, `Bearer ${REAL}`)
+
+  // Stopping the workspace ends its grant and removes its socket folder.
+  assert.equal(await again.layer.containers.stop('bw'), true)
+  assert.equal(existsSync(folder), false)
+})
+
+test('with the broker off (PO_SANDBOX_BROKER=0) a container gets no route and no credentials', async (t) => {
+  const { poHome, owner } = setup(t)
+  const ws = tempWorkspace(t)
+  const env = hostEnv({ OPENAI_API_KEY: 'sk-REAL-off-key-000000', PO_SANDBOX_BROKER: '0' })
+  const { layer } = openLayer(baseOptions(poHome, owner, { env }))
+  const c = await layer.containers.start({ id: 'off', path: ws })
+  const info = inspect(c.containerId)
+  assert.ok(!info.Config.Env.some((kv) => kv.startsWith('PO_BROKER_') || kv.startsWith('OPENAI_API_KEY=')), JSON.stringify(info.Config.Env))
+  assert.ok(!info.Mounts.some((m) => m.Destination === '/run/po-broker'))
 })

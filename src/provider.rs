@@ -11,6 +11,7 @@ use futures_util::StreamExt;
 use sha2::{Digest, Sha256};
 use tokio::sync::watch;
 
+use crate::broker::server::{Broker, BrokerOptions, Transport};
 use crate::engine::{self, DetectOptions, HostEnv};
 use crate::error::{Error, Result};
 use crate::events::{Event, EventBus};
@@ -18,7 +19,7 @@ use crate::image::{self, ImageRecipe};
 use crate::runtime;
 use crate::spec::DEFAULT_PIDS_LIMIT;
 use crate::workspace;
-use crate::workspaces::{ServiceConfig, WorkspaceContainer, WorkspaceContainers};
+use crate::workspaces::{BrokerWiring, ServiceConfig, WorkspaceContainer, WorkspaceContainers};
 
 /// Default bound on the server's health answer.
 pub const DEFAULT_HEALTH_TIMEOUT: Duration = Duration::from_secs(60);
@@ -51,6 +52,8 @@ pub struct RawOptions {
     pub concurrency: Option<f64>,
     pub engine: Option<String>,
     pub engine_timeout_ms: Option<f64>,
+    pub broker: Option<bool>,
+    pub broker_socket_dir: Option<String>,
 }
 
 /// Checked options.
@@ -67,6 +70,11 @@ pub struct ProviderOptions {
     pub concurrency: usize,
     pub detect: DetectOptions,
     pub host: HostEnv,
+    /// Run a credential broker for the containers (off with `broker: false` or
+    /// `PO_SANDBOX_BROKER=0`).
+    pub broker: bool,
+    /// Where per-container broker sockets go.
+    pub broker_socket_dir: PathBuf,
 }
 
 fn invalid(option: &str, reason: impl Into<String>) -> Error {
@@ -218,7 +226,22 @@ impl ProviderOptions {
         if let Some(name) = raw.engine.as_deref() {
             engine::candidates(&host, Some(name))?;
         }
+        let broker_socket_dir = match raw.broker_socket_dir.filter(|s| !s.is_empty()) {
+            Some(d) if d.starts_with('/') => PathBuf::from(d),
+            Some(d) => {
+                return Err(invalid(
+                    "brokerSocketDir",
+                    format!("{d:?} is not an absolute path"),
+                ));
+            }
+            None => match host.var("XDG_RUNTIME_DIR").filter(|d| d.starts_with('/')) {
+                Some(d) => PathBuf::from(d).join("po-broker"),
+                None => std::env::temp_dir().join(format!("po-broker-{}", host.uid)),
+            },
+        };
         Ok(ProviderOptions {
+            broker: raw.broker.unwrap_or(true),
+            broker_socket_dir,
             po_home,
             owner,
             workspaces,
@@ -435,6 +458,31 @@ impl Provider {
             Ok(p) => p == image::Provenance::Built,
             Err(e) => return self.fail(e),
         };
+        // The credential broker: a socket per container on a native engine, loopback TCP
+        // reached as host.docker.internal on a VM engine.
+        let wiring = if o.broker {
+            let started = Broker::start(BrokerOptions {
+                host_env: o.host.vars().clone(),
+                socket_dir: o.broker_socket_dir.clone(),
+                tcp: report.vm,
+            })
+            .await;
+            match started {
+                Ok(b) if b.enabled() => Some(BrokerWiring {
+                    broker: b,
+                    transport: if report.vm {
+                        Transport::Tcp
+                    } else {
+                        Transport::Socket
+                    },
+                    socket_root: o.broker_socket_dir.clone(),
+                }),
+                Ok(_) => None,
+                Err(e) => return self.fail(e),
+            }
+        } else {
+            None
+        };
         let service = WorkspaceContainers::new(
             docker,
             ServiceConfig {
@@ -448,6 +496,7 @@ impl Provider {
                 health_timeout: o.health_timeout,
                 host_env: o.host.vars().clone(),
                 podman: report.engine.as_deref() == Some("podman"),
+                broker: wiring,
             },
             self.events.clone(),
         );

@@ -9,6 +9,8 @@ use std::time::Duration;
 use bollard::Docker;
 use futures_util::future::{BoxFuture, FutureExt, Shared};
 
+use crate::broker::secret::Secret;
+use crate::broker::server::{Broker, GrantRequest, Transport};
 use crate::container::{self, Created, LiveContainer};
 use crate::error::{Error, Result};
 use crate::events::EventBus;
@@ -41,6 +43,41 @@ pub struct ServiceConfig {
     pub host_env: HashMap<String, String>,
     /// The engine is Podman (which needs explicit ulimits).
     pub podman: bool,
+    /// The credential broker, when it is on.
+    pub broker: Option<BrokerWiring>,
+}
+
+/// How containers reach the host's credential broker.
+#[derive(Clone)]
+pub struct BrokerWiring {
+    /// The broker.
+    pub broker: Broker,
+    /// A socket per container (native Linux engines) or the broker's TCP port (VM engines).
+    pub transport: Transport,
+    /// Where the per-container socket folders are (short: socket paths are limited).
+    pub socket_root: PathBuf,
+}
+
+impl std::fmt::Debug for BrokerWiring {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BrokerWiring")
+            .field("transport", &self.transport)
+            .field("socket_root", &self.socket_root)
+            .finish()
+    }
+}
+
+/// Where a container's broker socket is mounted.
+pub const BROKER_MOUNT: &str = "/run/po-broker";
+
+impl BrokerWiring {
+    /// The stable socket folder of one workspace (its path is part of the spec, so it must not
+    /// change across hub restarts): `<root>/<owner>-<12 hex of the id's sha256>`.
+    pub fn socket_folder(&self, owner: &str, workspace_id: &str) -> PathBuf {
+        use sha2::{Digest, Sha256};
+        let h = hex::encode(&Sha256::digest(workspace_id.as_bytes())[..6]);
+        self.socket_root.join(format!("{owner}-{h}"))
+    }
 }
 
 /// One workspace's container, as reported to callers.
@@ -79,6 +116,8 @@ struct Inner {
     config: ServiceConfig,
     events: EventBus,
     inflight: Mutex<HashMap<String, StartOp>>,
+    /// Live broker grants by workspace.
+    grants: Mutex<HashMap<String, String>>,
 }
 
 /// The workspace containers of one hub (owner). Cheap to clone.
@@ -127,6 +166,7 @@ impl WorkspaceContainers {
                 config,
                 events,
                 inflight: Mutex::new(HashMap::new()),
+                grants: Mutex::new(HashMap::new()),
             }),
         }
     }
@@ -137,12 +177,35 @@ impl WorkspaceContainers {
     }
 
     fn spec_for(&self, ws: &Workspace) -> ContainerSpec {
+        self.spec_with(ws, &BTreeMap::new())
+    }
+
+    /// The spec, with a grant's environment (which stays out of the spec hash).
+    fn spec_with(&self, ws: &Workspace, extra_env: &BTreeMap<String, String>) -> ContainerSpec {
         let c = &self.inner.config;
         let seeds: Vec<&str> = spec::SEED_FILES
             .iter()
             .copied()
             .filter(|f| c.po_home.join(f).is_file())
             .collect();
+        let (binds, hosts) = match &c.broker {
+            Some(w) if w.transport == Transport::Socket => (
+                vec![spec::Bind {
+                    source: w.socket_folder(&c.owner, &ws.id),
+                    target: BROKER_MOUNT.into(),
+                    read_only: false,
+                }],
+                vec![],
+            ),
+            Some(_) => (
+                vec![],
+                vec![format!(
+                    "{}:host-gateway",
+                    crate::broker::server::CONTAINER_HOST
+                )],
+            ),
+            None => (vec![], vec![]),
+        };
         spec::build(&SpecInput {
             owner: &c.owner,
             workspace: ws,
@@ -154,10 +217,76 @@ impl WorkspaceContainers {
             pids_limit: c.pids_limit,
             seed_files: &seeds,
             host_env: &c.host_env,
-            extra_env: &BTreeMap::new(),
-            extra_binds: &[],
-            extra_hosts: &[],
+            extra_env,
+            extra_binds: &binds,
+            extra_hosts: &hosts,
         })
+    }
+
+    /// Grants a container its broker route and tokens, derived from its token file so a hub
+    /// that adopts it later can honour them again. `None` when the broker is off.
+    fn grant_for(&self, workspace_id: &str) -> Result<Option<crate::broker::server::Grant>> {
+        let c = &self.inner.config;
+        let Some(w) = &c.broker else { return Ok(None) };
+        let token_path = spec::token_file(&c.po_home, &c.owner, workspace_id);
+        let secret = std::fs::read_to_string(&token_path).map_err(|e| Error::ContainerFailed {
+            workspace: workspace_id.into(),
+            reason: format!(
+                "cannot read its token file {} for the broker grant: {e}",
+                token_path.display()
+            ),
+        })?;
+        let owner = c
+            .user
+            .split_once(':')
+            .and_then(|(u, g)| Some((u.parse().ok()?, g.parse().ok()?)));
+        let request = GrantRequest {
+            workspace: workspace_id.to_string(),
+            providers: None,
+            transport: w.transport.clone(),
+            owner,
+            container_socket: Some(format!("{BROKER_MOUNT}/broker.sock")),
+            container_host: None,
+            secret: Some(Secret::new(secret.trim())),
+            socket_folder: Some(w.socket_folder(&c.owner, workspace_id)),
+        };
+        let grant = w.broker.grant(request)?;
+        if grant.providers.is_empty() {
+            // No key on the host that the broker carries: nothing to hand the container.
+            w.broker.revoke(&grant.id);
+            return Ok(None);
+        }
+        let previous = self
+            .inner
+            .grants
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(workspace_id.to_string(), grant.id.clone());
+        if let Some(old) = previous
+            && old != grant.id
+        {
+            w.broker.revoke(&old);
+        }
+        Ok(Some(grant))
+    }
+
+    /// Ends a workspace's broker grant and removes its socket folder.
+    fn revoke_for(&self, workspace_id: &str) {
+        let id = self
+            .inner
+            .grants
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(workspace_id);
+        let Some(w) = &self.inner.config.broker else {
+            return;
+        };
+        if let Some(id) = id {
+            w.broker.revoke(&id);
+        }
+        let folder = w.socket_folder(&self.inner.config.owner, workspace_id);
+        let _ = std::fs::remove_file(folder.join("broker.sock"));
+        let _ = std::fs::remove_dir(&folder);
     }
 
     fn report(
@@ -316,6 +445,15 @@ impl WorkspaceContainers {
         live: LiveContainer,
         replaced: Option<String>,
     ) -> Result<WorkspaceContainer> {
+        // The adopted container keeps the tokens it was made with: re-derive them.
+        if let Err(e) = self.grant_for(id) {
+            self.inner.events.workspace(
+                id,
+                "adopted",
+                Some(&live.id),
+                Some(format!("its broker grant could not be restored: {e}")),
+            );
+        }
         self.wait_ready(id, spec, &live).await?;
         self.inner
             .events
@@ -386,6 +524,26 @@ impl WorkspaceContainers {
                 token.display()
             ))
         })?;
+        let grant = match self.grant_for(&ws.id) {
+            Ok(g) => g,
+            Err(e) => {
+                let _ = std::fs::remove_file(&token);
+                return Err(e);
+            }
+        };
+        let granted_spec;
+        let spec = match &grant {
+            Some(g) => {
+                let env: BTreeMap<String, String> = g
+                    .env
+                    .iter()
+                    .map(|(k, v)| (k.clone(), v.expose().to_string()))
+                    .collect();
+                granted_spec = self.spec_with(ws, &env);
+                &granted_spec
+            }
+            None => spec,
+        };
         let mut attempts = 0;
         let id = loop {
             attempts += 1;
@@ -432,6 +590,7 @@ impl WorkspaceContainers {
         };
         if let Err(e) = container::start(docker, &id).await {
             let _ = container::stop_and_remove(docker, &id).await;
+            self.revoke_for(&ws.id);
             return Err(failed(e.to_string()));
         }
         let live = match container::inspect(docker, &id, Some(spec.container_port)).await? {
@@ -445,6 +604,7 @@ impl WorkspaceContainers {
             // Nothing half-done: an unhealthy container is removed (its logs are in the error).
             let _ = container::stop_and_remove(docker, &id).await;
             let _ = std::fs::remove_file(&token);
+            self.revoke_for(&ws.id);
             return Err(e);
         }
         let live = container::inspect(docker, &id, Some(spec.container_port))
@@ -511,6 +671,7 @@ impl WorkspaceContainers {
             &self.inner.config.owner,
             id,
         ));
+        self.revoke_for(id);
         Ok(!ids.is_empty())
     }
 
@@ -537,6 +698,7 @@ impl WorkspaceContainers {
             match r {
                 Ok((cid, Some(ws))) => {
                     let _ = std::fs::remove_file(spec::token_file(&c.po_home, &c.owner, &ws));
+                    self.revoke_for(&ws);
                     self.inner
                         .events
                         .workspace(&ws, "stopped", Some(&cid), None);

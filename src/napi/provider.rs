@@ -57,8 +57,15 @@ pub struct ContainerProviderOptions {
     pub engine: Option<String>,
     /// Bound on each engine detection step (ms).
     pub engine_timeout_ms: Option<f64>,
-    /// The environment to read instead of `process.env` (engine variables, the allowlist).
+    /// The environment to read instead of `process.env` (engine variables, the allowlist, and
+    /// the provider keys the credential broker carries).
     pub env: Option<HashMap<String, Option<String>>>,
+    /// Run the credential broker for the containers (default true; `PO_SANDBOX_BROKER=0` also
+    /// turns it off). Off: containers get no credentials at all.
+    pub broker: Option<bool>,
+    /// Where per-container broker sockets go (default `$XDG_RUNTIME_DIR/po-broker`, else
+    /// `<tmpdir>/po-broker-<uid>`).
+    pub broker_socket_dir: Option<String>,
 }
 
 /// A workspace to start: its id and folder.
@@ -536,6 +543,8 @@ fn raw_options(
         concurrency: o.concurrency,
         engine: o.engine,
         engine_timeout_ms: o.engine_timeout_ms,
+        broker: o.broker,
+        broker_socket_dir: o.broker_socket_dir,
     };
     (raw, o.env)
 }
