@@ -526,18 +526,10 @@ test('bad input: workspace, provider, transport, user, a non-loopback or malform
   assert.equal(up.connections, 0)
 })
 
-test('startCredentialBroker rejects bad options (a relative socketDir, a mistyped field) rather than throwing', async (t) => {
+test('startCredentialBroker: a bad value rejects; a mistyped option throws synchronously, as everywhere in the API', async (t) => {
   const dir = tempDir(t, 'pbs-')
-  for (const options of [{ socketDir: 'relative', env: {} }, { socketDir: dir, tcp: 'yes', env: {} }]) {
-    let result
-    try {
-      result = startCredentialBroker(options)
-    } catch (e) {
-      assert.fail(`startCredentialBroker(${JSON.stringify(options)}) threw synchronously (${e.code}) instead of returning a rejected promise`)
-    }
-    assert.ok(result instanceof Promise)
-    await assert.rejects(result, { code: 'OPTIONS_INVALID' })
-  }
-  // Either way the code is right.
-  await assert.rejects(async () => startCredentialBroker({ socketDir: 'relative', env: {} }), { code: 'OPTIONS_INVALID' })
+  const result = startCredentialBroker({ socketDir: 'relative', env: {} })
+  assert.ok(result instanceof Promise)
+  await assert.rejects(result, (err) => err instanceof Error && err.code === 'OPTIONS_INVALID' && /socketDir/.test(err.message))
+  assert.throws(() => startCredentialBroker({ socketDir: dir, tcp: 'yes', env: {} }), (err) => err instanceof Error && err.code === 'OPTIONS_INVALID')
 })

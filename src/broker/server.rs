@@ -5,7 +5,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
@@ -554,7 +554,8 @@ impl Broker {
                 continue;
             };
             let _ = stream.set_nodelay(true);
-            self.serve_connection(TokioIo::new(stream), None);
+            let (stream, smuggling) = Sniffed::new(stream);
+            self.serve_connection(TokioIo::new(stream), None, smuggling);
         }
     }
 
@@ -563,11 +564,12 @@ impl Broker {
             let Ok((stream, _)) = listener.accept().await else {
                 continue;
             };
-            self.serve_connection(TokioIo::new(stream), Some(grant.clone()));
+            let (stream, smuggling) = Sniffed::new(stream);
+            self.serve_connection(TokioIo::new(stream), Some(grant.clone()), smuggling);
         }
     }
 
-    fn serve_connection<I>(&self, io: I, grant: Option<String>)
+    fn serve_connection<I>(&self, io: I, grant: Option<String>, smuggling: Arc<AtomicBool>)
     where
         I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
     {
@@ -580,8 +582,11 @@ impl Broker {
             let service = hyper::service::service_fn(move |req| {
                 let this = this.clone();
                 let grant = grant.clone();
+                let smuggling = smuggling.load(Ordering::SeqCst);
                 async move {
-                    Ok::<_, std::convert::Infallible>(this.handle(req, grant.as_deref()).await)
+                    Ok::<_, std::convert::Infallible>(
+                        this.handle(req, grant.as_deref(), smuggling).await,
+                    )
                 }
             });
             let conn = hyper::server::conn::http1::Builder::new()
@@ -598,7 +603,12 @@ impl Broker {
     }
 
     /// One request: checks, swap, forward, stream back.
-    async fn handle(&self, req: Request<Incoming>, scope: Option<&str>) -> Response<ResponseBody> {
+    async fn handle(
+        &self,
+        req: Request<Incoming>,
+        scope: Option<&str>,
+        smuggling: bool,
+    ) -> Response<ResponseBody> {
         let started = Instant::now();
         let method = req.method().to_string();
         let path = req.uri().path().to_string();
@@ -643,8 +653,10 @@ impl Broker {
             );
         }
         let headers = req.headers();
-        if headers.contains_key(hyper::header::CONTENT_LENGTH)
-            && headers.contains_key(hyper::header::TRANSFER_ENCODING)
+        // hyper drops Content-Length when Transfer-Encoding is present; the raw bytes tell.
+        if smuggling
+            || (headers.contains_key(hyper::header::CONTENT_LENGTH)
+                && headers.contains_key(hyper::header::TRANSFER_ENCODING))
         {
             return refuse(
                 self,
@@ -694,6 +706,10 @@ impl Broker {
             );
         }
         if self.token_elsewhere(&req, present.first().copied()) {
+            // The path may hold the token itself: keep it out of the audit and the logs.
+            if self.token_in(path.as_bytes()) {
+                event.path = "(withheld: it carried a token)".into();
+            }
             return refuse(
                 self,
                 event,
@@ -834,17 +850,22 @@ impl Broker {
         let mut back = Response::builder().status(parts.status);
         let back_headers = back.headers_mut().expect("a fresh builder has headers");
         copy_headers(&parts.headers, back_headers);
-        let leaking: Vec<HeaderName> = back_headers
-            .iter()
-            .filter(|(_, v)| {
-                v.as_bytes()
-                    .windows(key.expose().len().max(1))
-                    .any(|w| w == key.expose().as_bytes())
-            })
-            .map(|(n, _)| n.clone())
-            .collect();
-        for name in leaking {
-            back_headers.remove(&name);
+        // Drop each header value (not each name: one Set-Cookie of many) that echoes the key.
+        let echoes = |v: &HeaderValue| {
+            v.as_bytes()
+                .windows(key.expose().len().max(1))
+                .any(|w| w == key.expose().as_bytes())
+        };
+        if back_headers.values().any(echoes) {
+            let kept: Vec<(HeaderName, HeaderValue)> = back_headers
+                .iter()
+                .filter(|(_, v)| !echoes(v))
+                .map(|(n, v)| (n.clone(), v.clone()))
+                .collect();
+            back_headers.clear();
+            for (n, v) in kept {
+                back_headers.append(n, v);
+            }
         }
         event.status = parts.status.as_u16();
         let body = AuditedBody {
@@ -859,26 +880,130 @@ impl Broker {
             .unwrap_or_else(|_| plain(StatusCode::BAD_GATEWAY, "bad upstream response"))
     }
 
-    /// Whether any live token appears in the query or in a header other than `auth`.
-    fn token_elsewhere(&self, req: &Request<Incoming>, auth: Option<&str>) -> bool {
+    /// Whether any live token appears in `hay`, as is or percent-decoded.
+    fn token_in(&self, hay: &[u8]) -> bool {
         let tokens = self.inner.tokens.read().unwrap_or_else(|e| e.into_inner());
-        if tokens.is_empty() {
-            return false;
-        }
-        let query = req.uri().query().unwrap_or_default();
         let contains = |hay: &[u8]| {
             tokens.values().any(|e| {
                 hay.windows(e.token.expose().len())
                     .any(|w| w == e.token.expose().as_bytes())
             })
         };
-        if contains(query.as_bytes()) {
-            return true;
+        contains(hay) || contains(&percent_decode(hay))
+    }
+
+    /// Whether any live token appears in the path, the query or a header other than `auth`.
+    fn token_elsewhere(&self, req: &Request<Incoming>, auth: Option<&str>) -> bool {
+        let target = req
+            .uri()
+            .path_and_query()
+            .map(|pq| pq.as_str())
+            .unwrap_or_default();
+        self.token_in(target.as_bytes())
+            || req
+                .headers()
+                .iter()
+                .filter(|(n, _)| Some(n.as_str()) != auth)
+                .any(|(_, v)| self.token_in(v.as_bytes()))
+    }
+}
+
+/// `%XX` decoded (and `+` as space); anything malformed is kept as it is.
+fn percent_decode(input: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(input.len());
+    let mut i = 0;
+    while i < input.len() {
+        let b = input[i];
+        if b == b'%' && i + 2 < input.len() {
+            let hex = std::str::from_utf8(&input[i + 1..i + 3])
+                .ok()
+                .and_then(|h| u8::from_str_radix(h, 16).ok());
+            if let Some(v) = hex {
+                out.push(v);
+                i += 3;
+                continue;
+            }
         }
-        req.headers()
-            .iter()
-            .filter(|(n, _)| Some(n.as_str()) != auth)
-            .any(|(_, v)| contains(v.as_bytes()))
+        out.push(if b == b'+' { b' ' } else { b });
+        i += 1;
+    }
+    out
+}
+
+/// A connection's bytes, watched for a request header block carrying both `Content-Length`
+/// and `Transfer-Encoding` (which hyper resolves silently, but the broker refuses).
+struct Sniffed<S> {
+    inner: S,
+    window: Vec<u8>,
+    flag: Arc<AtomicBool>,
+}
+
+impl<S> Sniffed<S> {
+    fn new(inner: S) -> (Sniffed<S>, Arc<AtomicBool>) {
+        let flag = Arc::new(AtomicBool::new(false));
+        let sniffed = Sniffed {
+            inner,
+            window: Vec::new(),
+            flag: flag.clone(),
+        };
+        (sniffed, flag)
+    }
+
+    fn observe(&mut self, bytes: &[u8]) {
+        self.window.extend_from_slice(bytes);
+        while let Some(end) = self.window.windows(4).position(|w| w == b"\r\n\r\n") {
+            let block = self.window[..end].to_ascii_lowercase();
+            let has = |name: &[u8]| block.windows(name.len()).any(|w| w == name);
+            if has(b"\ncontent-length:") && has(b"\ntransfer-encoding:") {
+                self.flag.store(true, Ordering::SeqCst);
+            }
+            self.window.drain(..end + 4);
+        }
+        // Bodies pass through here too: keep only a header block's worth.
+        if self.window.len() > 2 * MAX_HEADER_BYTES {
+            let cut = self.window.len() - MAX_HEADER_BYTES;
+            self.window.drain(..cut);
+        }
+    }
+}
+
+impl<S: tokio::io::AsyncRead + Unpin> tokio::io::AsyncRead for Sniffed<S> {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        let before = buf.filled().len();
+        let polled = std::pin::Pin::new(&mut self.inner).poll_read(cx, buf);
+        if let std::task::Poll::Ready(Ok(())) = &polled {
+            let fresh = buf.filled()[before..].to_vec();
+            self.observe(&fresh);
+        }
+        polled
+    }
+}
+
+impl<S: tokio::io::AsyncWrite + Unpin> tokio::io::AsyncWrite for Sniffed<S> {
+    fn poll_write(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        data: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        std::pin::Pin::new(&mut self.inner).poll_write(cx, data)
+    }
+
+    fn poll_flush(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.inner).poll_shutdown(cx)
     }
 }
 
@@ -1075,6 +1200,21 @@ fn bind_socket(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn percent_decoding() {
+        assert_eq!(percent_decode(b"a%2Db+c%zz%4"), b"a-b c%zz%4");
+    }
+
+    #[test]
+    fn sniffer_flags_content_length_with_transfer_encoding() {
+        let (mut s, flag) = Sniffed::new(());
+        s.observe(b"POST /x HTTP/1.1\r\nHost: a\r\nContent-Length: 3\r\n\r\nabc");
+        assert!(!flag.load(Ordering::SeqCst));
+        s.observe(b"POST /x HTTP/1.1\r\nTransfer-Encoding: chunked\r\nCon");
+        s.observe(b"tent-Length: 5\r\n\r\n0\r\n\r\n");
+        assert!(flag.load(Ordering::SeqCst));
+    }
 
     #[test]
     fn dot_segments() {

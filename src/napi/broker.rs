@@ -164,7 +164,10 @@ pub fn start_credential_broker<'env>(
                 option: "socketDir".into(),
                 reason: format!("{d:?} is not an absolute path"),
             };
-            return Err(coded(env, &e));
+            // A bad value rejects (a mistyped one throws, as everywhere).
+            return promise(env, async move { Err(e) }, |inner| CredentialBroker {
+                inner,
+            });
         }
         None => default_socket_dir(&host_env),
     };
