@@ -145,7 +145,9 @@ export interface BrokerAuditEvent {
  * A model's base URL re-pointed at the broker: `baseUrl` keeps its path (and a trailing `/`),
  * its scheme, host and port become `brokerOrigin` + `/` + `provider`. For example
  * `https://openrouter.ai/api/v1` with `openrouter` and `http://127.0.0.1:41234` becomes
- * `http://127.0.0.1:41234/openrouter/api/v1`.
+ * `http://127.0.0.1:41234/openrouter/api/v1`. An empty `baseUrl` is accepted only for a
+ * provider whose upstream is per-resource (`azure`): it becomes `brokerOrigin/azure`, the broker
+ * adding the resource's base path.
  *
  * Throws `OPTIONS_INVALID` when `baseUrl` is not an absolute http(s) URL or carries user info, a
  * query, a fragment or a `.`/`..` segment; when `provider` is not a provider id; or when

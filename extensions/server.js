@@ -1,11 +1,37 @@
 'use strict'
 // The pi extension of @agimon-ai/po-sandbox: thin glue, all logic lives in the Rust addon.
 // The factory only registers; it starts no socket and no timer.
+//
+// Brokered providers: when the environment names brokered providers and a broker route, on
+// `session_start` the extension starts the loopback bridge (socket route; a TCP route needs
+// none) and re-registers each brokered provider with its own models, every model's base URL
+// re-pointed at the broker by swapping only its origin (`brokeredBaseUrl`), so models on
+// different base paths (openrouter's `/api` and `/api/v1`) keep theirs. The legacy
+// `registerProvider(name, { models })` form keeps the built-in provider underneath: its
+// streaming implementations, compat flags, headers, and its own key resolution (no `apiKey` is
+// given), so the per-grant token in the key variable is sent exactly as the key would be. On
+// `session_shutdown` the registrations are withdrawn (restoring the built-in models) and the
+// bridge is closed.
 
-const { DefaultSandboxExtensionService } = require('../index.js')
+const { DefaultSandboxExtensionService, brokeredBaseUrl, brokerOrigin, startBrokerBridge } = require('../index.js')
+
+const MODEL_TYPES = ['chat', 'image', 'classifier']
+// Virtual models route to physical ones and have no endpoint of their own.
+const VIRTUAL_MODEL_API = 'pi-virtual'
 
 /** @param {import('@earendil-works/pi-coding-agent').ExtensionAPI} pi */
 function poSandboxExtension(pi) {
+  /** @type {{ bridge?: { close(): Promise<void> }, providers: string[] } | undefined} */
+  let active
+
+  async function release() {
+    const current = active
+    active = undefined
+    if (!current) return
+    for (const name of current.providers) pi.unregisterProvider(name)
+    await current.bridge?.close()
+  }
+
   pi.registerCommand('po-sandbox', {
     description: 'Show whether this session runs inside a Po sandbox container, and its brokered providers',
     handler: async (_args, ctx) => {
@@ -13,6 +39,47 @@ function poSandboxExtension(pi) {
       const level = service.state().problems.length > 0 ? 'warning' : 'info'
       ctx.ui.notify(service.report(), level)
     },
+  })
+
+  pi.on('session_start', async (_event, ctx) => {
+    await release()
+    const state = new DefaultSandboxExtensionService(process.env).state()
+    if (!state.brokered || !state.route) return
+    const bridge = state.route.kind === 'socket' ? await startBrokerBridge(state.route.target) : undefined
+    active = { bridge, providers: [] }
+    const origin = brokerOrigin(state.route, bridge?.port)
+    const skipped = []
+    for (const name of state.brokeredProviders) {
+      const registry = ctx.modelRegistry
+      const found = MODEL_TYPES.flatMap((type) =>
+        registry.getModelsOfType(type, name).filter((m) => m.api !== VIRTUAL_MODEL_API).map((m) => ({ ...m, type })),
+      )
+      if (found.length === 0) continue
+      const models = []
+      for (const { provider: _provider, ...model } of found) {
+        try {
+          models.push({ ...model, baseUrl: brokeredBaseUrl(model.baseUrl ?? '', name, origin) })
+        } catch (err) {
+          // Withdrawn rather than left pointing at its real upstream with a token.
+          skipped.push(`${name}/${model.id}: ${err.message}`)
+        }
+      }
+      let baseUrl
+      try {
+        baseUrl = brokeredBaseUrl(registry.getProvider(name)?.baseUrl ?? '', name, origin)
+      } catch {
+        baseUrl = undefined
+      }
+      pi.registerProvider(name, { ...(baseUrl ? { baseUrl } : {}), models })
+      active.providers.push(name)
+    }
+    if (skipped.length > 0 && ctx.hasUI) {
+      ctx.ui.notify(`Po sandbox: these models cannot be brokered and were withdrawn:\n${skipped.join('\n')}`, 'warning')
+    }
+  })
+
+  pi.on('session_shutdown', async () => {
+    await release()
   })
 }
 

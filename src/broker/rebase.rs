@@ -29,6 +29,24 @@ pub fn rebase(base_url: &str, provider: &str, broker_origin: &str) -> Result<Str
     Ok(format!("{origin}/{provider}{path}"))
 }
 
+/// A model's base URL inside a container whose `provider` is brokered at `broker_origin`: what
+/// [`rebase`] makes of it; except that a provider whose upstream is per-resource (Azure OpenAI,
+/// whose catalogue models carry no base URL: pi builds it from the resource named on the host)
+/// gets `<broker_origin>/<provider>` for an empty base URL, because the broker adds the
+/// resource's base path (`/openai/v1`) itself.
+pub fn brokered_base_url(
+    base_url: &str,
+    provider: &str,
+    broker_origin: &str,
+) -> Result<String, String> {
+    let per_resource = super::routes::find(provider).is_some_and(|r| r.resource.is_some());
+    if per_resource && base_url.trim().is_empty() {
+        let origin = parse_broker_origin(broker_origin)?;
+        return Ok(format!("{origin}/{provider}"));
+    }
+    rebase(base_url, provider, broker_origin)
+}
+
 /// The origin a container's SDKs should use for the broker: for a `socket` route, the loopback
 /// bridge at `http://127.0.0.1:<bridge_port>` (the port is required); for a `tcp` route,
 /// `http://<target>` (`host:port`, IPv6 in brackets; a bridge port is ignored).
@@ -383,6 +401,27 @@ mod tests {
             assert_eq!(arg, "brokerOrigin", "{o}: {e}");
             assert!(reason.contains("http://HOST:PORT"), "{o}: {e}");
         }
+    }
+
+    #[test]
+    fn per_resource_providers_without_a_base_url_get_the_bare_route() {
+        assert_eq!(
+            brokered_base_url("", "azure", BRIDGE).unwrap(),
+            "http://127.0.0.1:41234/azure"
+        );
+        assert_eq!(
+            brokered_base_url("https://acme.openai.azure.com/openai/v1", "azure", BRIDGE).unwrap(),
+            "http://127.0.0.1:41234/azure/openai/v1"
+        );
+        // Only per-resource providers: anyone else still needs an absolute base URL.
+        let e = brokered_base_url("", "openai", BRIDGE).unwrap_err();
+        assert_eq!(split_error(&e).0, "baseUrl");
+        let e = brokered_base_url("", "azure", "http://127.0.0.1").unwrap_err();
+        assert_eq!(split_error(&e).0, "brokerOrigin");
+        assert_eq!(
+            brokered_base_url("https://openrouter.ai/api", "openrouter", BRIDGE).unwrap(),
+            "http://127.0.0.1:41234/openrouter/api"
+        );
     }
 
     #[test]
