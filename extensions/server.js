@@ -16,6 +16,8 @@
 const { DefaultSandboxExtensionService, brokeredBaseUrl, brokerOrigin, startBrokerBridge } = require('../index.js')
 
 const MODEL_TYPES = ['chat', 'image', 'classifier']
+// Where brokered providers point when the broker cannot be reached: the discard port, closed.
+const CLOSED_ORIGIN = 'http://127.0.0.1:9'
 // Virtual models route to physical ones and have no endpoint of their own.
 const VIRTUAL_MODEL_API = 'pi-virtual'
 
@@ -45,9 +47,19 @@ function poSandboxExtension(pi) {
     await release()
     const state = new DefaultSandboxExtensionService(process.env).state()
     if (!state.brokered || !state.route) return
-    const bridge = state.route.kind === 'socket' ? await startBrokerBridge(state.route.target) : undefined
+    let bridge
+    let origin
+    let failure
+    try {
+      bridge = state.route.kind === 'socket' ? await startBrokerBridge(state.route.target) : undefined
+      origin = brokerOrigin(state.route, bridge?.port)
+    } catch (err) {
+      // Fail closed: brokered providers point at a closed loopback port, so no request (and no
+      // token) leaves for the real upstream while the broker cannot be reached.
+      failure = err
+      origin = CLOSED_ORIGIN
+    }
     active = { bridge, providers: [] }
-    const origin = brokerOrigin(state.route, bridge?.port)
     const skipped = []
     for (const name of state.brokeredProviders) {
       const registry = ctx.modelRegistry
@@ -76,6 +88,7 @@ function poSandboxExtension(pi) {
     if (skipped.length > 0 && ctx.hasUI) {
       ctx.ui.notify(`Po sandbox: these models cannot be brokered and were withdrawn:\n${skipped.join('\n')}`, 'warning')
     }
+    if (failure) throw new Error(`Po sandbox: the broker bridge could not start (${failure.message}); brokered providers are blocked until it can.`)
   })
 
   pi.on('session_shutdown', async () => {
