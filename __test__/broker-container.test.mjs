@@ -1,0 +1,80 @@
+// The real pi inside a real container (the local test base image: Node 24, no network at all)
+// reaches the host's credential broker only through the bind-mounted socket: pi → extension →
+// loopback bridge → /run/po-broker/broker.sock → broker → fake upstream on the host. No real key
+// is inside; the upstream sees the real key and never the token.
+import { test, before } from 'node:test'
+import assert from 'node:assert/strict'
+import { mkdtempSync, rmSync } from 'node:fs'
+import os from 'node:os'
+import path from 'node:path'
+
+import { addon, requireDocker, root, run } from './helpers.mjs'
+import { startUpstream } from './upstreams.mjs'
+
+const TEST_BASE = 'po-sandbox-test-base:node24'
+const PI_IN_CONTAINER = '/pkg/node_modules/@earendil-works/pi-coding-agent/dist/bundle/cli.js'
+
+before(async () => {
+  await requireDocker()
+  const r = await run('bash', [path.join(root, 'scripts/build-test-base-image.sh')])
+  assert.equal(r.code, 0, `build-test-base-image.sh failed:\n${r.stderr}`)
+})
+
+test('pi inside a container with no network answers through the bind-mounted broker socket; no real key inside', async (t) => {
+  const REAL = `sk-ant-api03-REAL-${'c'.repeat(32)}`
+  const upstream = await startUpstream({ name: 'anthropic', t })
+  // A short folder: Unix socket paths are limited to about 100 bytes.
+  const socketDir = mkdtempSync(path.join(os.tmpdir(), 'pbc-'))
+  t.after(() => rmSync(socketDir, { recursive: true, force: true }))
+  const broker = await addon.startCredentialBroker({
+    env: { ANTHROPIC_API_KEY: REAL, ANTHROPIC_BASE_URL: upstream.origin },
+    socketDir,
+  })
+  t.after(() => broker.close())
+  const audit = []
+  broker.onEvent((e) => audit.push(e))
+  const user = `${process.getuid()}:${process.getgid()}`
+  const grant = broker.grant({ workspace: 'inbox', providers: ['anthropic'], containerSocketPath: '/run/po-broker/broker.sock', user })
+  const token = grant.env.ANTHROPIC_API_KEY
+  assert.notEqual(token, REAL)
+  assert.equal(grant.env.PO_BROKER_SOCKET, '/run/po-broker/broker.sock')
+
+  const name = `po-broker-pi-${process.pid}-${Date.now()}`
+  t.after(() => run('docker', ['rm', '-f', name]))
+  const envArgs = Object.entries({
+    ...grant.env,
+    HOME: '/tmp',
+    PI_CODING_AGENT_DIR: '/tmp/agent',
+    PI_OFFLINE: '1',
+    PI_SKIP_VERSION_CHECK: '1',
+    PI_TELEMETRY: '0',
+    PO_SANDBOX: '1',
+    PO_WORKSPACE: 'inbox',
+  }).flatMap(([k, v]) => ['-e', `${k}=${v}`])
+  const r = await run('docker', [
+    'run', '--name', name, '--network', 'none', '--cap-drop', 'ALL', '--security-opt', 'no-new-privileges',
+    '--user', user, '-w', '/tmp',
+    '-v', `${grant.route.hostDir}:/run/po-broker`,
+    '-v', `${root}:/pkg:ro`,
+    ...envArgs,
+    TEST_BASE,
+    'node', PI_IN_CONTAINER, '-p', '--no-session', '--extension', '/pkg', '--provider', 'anthropic', '--model', 'claude-haiku-4-5', 'ping',
+  ])
+  assert.equal(r.code, 0, `pi in the container failed:\nstdout: ${r.stdout}\nstderr: ${r.stderr}`)
+  assert.match(r.stdout, /pong from anthropic/)
+
+  // The container's environment held the token, never the key.
+  const inspected = JSON.parse((await run('docker', ['inspect', name])).stdout)[0]
+  assert.ok(inspected.Config.Env.includes(`ANTHROPIC_API_KEY=${token}`))
+  assert.ok(!inspected.Config.Env.some((kv) => kv.includes(REAL)))
+  assert.equal(inspected.HostConfig.NetworkMode, 'none')
+
+  // The upstream saw the real key in x-api-key, never the token.
+  const seen = upstream.requests.filter((q) => q.api === 'anthropic-messages')
+  assert.ok(seen.length >= 1, JSON.stringify(upstream.requests))
+  for (const q of seen) {
+    assert.equal(q.headers['x-api-key'], REAL)
+    assert.ok(!JSON.stringify(q).includes(token), 'the upstream saw the token')
+  }
+  assert.ok(audit.some((e) => e.provider === 'anthropic' && e.status === 200 && e.workspace === 'inbox'), JSON.stringify(audit))
+})
