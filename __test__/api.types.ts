@@ -64,3 +64,28 @@ async function providerUsage(): Promise<void> {
   void [provider, service, state, c.url, c.hostPort, adopted, stopped, all, rows, ids, image.tag, layer.provider.kind]
 }
 void providerUsage
+
+import {
+  startCredentialBroker,
+  startBrokerBridge,
+  brokeredBaseUrl,
+  type CredentialBroker,
+  type BrokerGrant,
+  type BrokerAuditEvent,
+  type BrokerBridge,
+} from '../index.js'
+
+async function brokerUsage(): Promise<void> {
+  const broker: CredentialBroker = await startCredentialBroker({ env: { OPENAI_API_KEY: 'sk-x' }, socketDir: '/tmp/pb', tcp: true })
+  const grant: BrokerGrant = broker.grant({ workspace: 'w', providers: ['openai'], transport: 'socket', user: '1000:1000', containerSocketPath: '/run/po-broker/broker.sock' })
+  const kind: 'socket' | 'tcp' | undefined = grant.route?.kind
+  const token: string | undefined = grant.env.OPENAI_API_KEY
+  broker.onEvent((e: BrokerAuditEvent) => void [e.status, e.path, e.durationMs])
+  const bridge: BrokerBridge = await startBrokerBridge(grant.route?.hostSocket ?? '')
+  const url: string = brokeredBaseUrl('https://openrouter.ai/api/v1', 'openrouter', bridge.url)
+  const revoked: boolean = broker.revoke(grant.id)
+  await bridge.close()
+  await broker.close()
+  void [kind, token, url, revoked, broker.enabled, broker.address, grant.withheld[0]?.reason]
+}
+void brokerUsage
