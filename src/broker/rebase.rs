@@ -8,8 +8,6 @@
 //! `provider: …`, `brokerOrigin: …`, `route: …`, `bridgePort: …`); use [`split_error`] to
 //! separate the two. They never echo a base URL whole: it may carry a password.
 
-use std::net::{Ipv4Addr, Ipv6Addr};
-
 /// `base_url` with its scheme, host and port replaced by `broker_origin` + `/` + `provider`.
 /// The path is kept as it is, a trailing `/` included; a base URL without a path becomes
 /// `<broker_origin>/<provider>`.
@@ -151,56 +149,10 @@ fn strip_scheme<'a>(url: &'a str, schemes: &[&str]) -> Option<&'a str> {
         .then_some(rest)
 }
 
-/// `host[:port]` → (lower-case host, IPv6 unbracketed; port). With `need_port`, the port must be
-/// there. IPv6 addresses must be bracketed (`::1:8080` is ambiguous).
+/// `host[:port]` as [`routes::split_host_port`] reads it; with `need_port`, the port must be
+/// there.
 fn split_authority(authority: &str, need_port: bool) -> Option<(String, Option<u16>)> {
-    let (host, port) = if let Some(inner) = authority.strip_prefix('[') {
-        let (v6, after) = inner.split_once(']')?;
-        let ip: Ipv6Addr = v6.parse().ok()?;
-        let port = match after {
-            "" => None,
-            p => Some(p.strip_prefix(':')?),
-        };
-        (ip.to_string(), port)
-    } else {
-        let (host, port) = match authority.split_once(':') {
-            Some((h, p)) => (h, Some(p)),
-            None => (authority, None),
-        };
-        let host = host.to_ascii_lowercase();
-        if !is_host_name(&host) {
-            return None;
-        }
-        (host, port)
-    };
-    let port = match port {
-        None if need_port => return None,
-        None => None,
-        Some(p) if !p.is_empty() && p.len() <= 5 && p.bytes().all(|b| b.is_ascii_digit()) => {
-            Some(p.parse::<u16>().ok().filter(|&n| n != 0)?)
-        }
-        Some(_) => return None,
-    };
-    Some((host, port))
-}
-
-/// A DNS name or dotted IPv4 address (lower case).
-fn is_host_name(host: &str) -> bool {
-    if host.is_empty() || host.len() > 253 {
-        return false;
-    }
-    if host.bytes().all(|b| b.is_ascii_digit() || b == b'.') {
-        return host.parse::<Ipv4Addr>().is_ok();
-    }
-    host.split('.').all(|label| {
-        !label.is_empty()
-            && label.len() <= 63
-            && !label.starts_with('-')
-            && !label.ends_with('-')
-            && label
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
-    })
+    super::routes::split_host_port(authority).filter(|(_, port)| !need_port || port.is_some())
 }
 
 /// A host as it appears in a URL: IPv6 in brackets.

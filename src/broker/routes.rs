@@ -765,7 +765,7 @@ fn parse_url(option: &str, value: &str) -> Result<Upstream> {
 }
 
 /// `host[:port]` → (lower-case host, IPv6 unbracketed; port). `None` when either is invalid.
-fn split_host_port(authority: &str) -> Option<(String, Option<u16>)> {
+pub(crate) fn split_host_port(authority: &str) -> Option<(String, Option<u16>)> {
     let (host, port) = if let Some(inner) = authority.strip_prefix('[') {
         let (v6, after) = inner.split_once(']')?;
         let ip: Ipv6Addr = v6.parse().ok()?;
