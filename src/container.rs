@@ -442,3 +442,81 @@ pub async fn wait_healthy(
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::spec::{Bind, VolumeMount};
+    use std::collections::BTreeMap;
+
+    fn spec(extra_hosts: Vec<String>) -> ContainerSpec {
+        ContainerSpec {
+            name: "po-o-w".into(),
+            image: "po-sandbox:x".into(),
+            labels: BTreeMap::from([("po.owner".to_string(), "o".to_string())]),
+            env: BTreeMap::from([("PO_SANDBOX".to_string(), "1".to_string())]),
+            cmd: vec!["node".into(), "/opt/po/s.js".into()],
+            working_dir: "/w".into(),
+            user: "1000:1000".into(),
+            binds: vec![Bind {
+                source: "/opt/bundle".into(),
+                target: "/opt/po".into(),
+                read_only: true,
+            }],
+            volumes: vec![VolumeMount {
+                name: "po-o-w-home".into(),
+                target: "/po-home".into(),
+            }],
+            container_port: 7300,
+            pids_limit: 2048,
+            extra_hosts,
+            spec_hash: "h".into(),
+        }
+    }
+
+    #[test]
+    fn the_engine_body_carries_the_hardening() {
+        let body = create_body(&spec(vec![]), None);
+        let hc = body.host_config.unwrap();
+        assert_eq!(hc.cap_drop.unwrap(), ["ALL"]);
+        assert_eq!(hc.security_opt.unwrap(), ["no-new-privileges"]);
+        assert_eq!(hc.pids_limit, Some(2048));
+        assert_eq!(hc.privileged, Some(false));
+        assert!(hc.ulimits.is_none() && hc.extra_hosts.is_none());
+        let ports = hc.port_bindings.unwrap();
+        let bindings = ports["7300/tcp"].clone().unwrap();
+        assert_eq!(bindings.len(), 1);
+        assert_eq!(bindings[0].host_ip.as_deref(), Some("127.0.0.1"));
+        let mounts = hc.mounts.unwrap();
+        assert_eq!(mounts.len(), 2);
+        assert_eq!(mounts[0].read_only, Some(true));
+        assert_eq!(body.user.as_deref(), Some("1000:1000"));
+        assert_eq!(body.entrypoint, Some(vec![]));
+    }
+
+    #[test]
+    fn vm_engines_get_the_gateway_host_and_podman_its_ulimits() {
+        let body = create_body(
+            &spec(vec!["host.docker.internal:host-gateway".into()]),
+            Some(podman_ulimits()),
+        );
+        let hc = body.host_config.unwrap();
+        assert_eq!(
+            hc.extra_hosts.unwrap(),
+            ["host.docker.internal:host-gateway"]
+        );
+        let limits = hc.ulimits.unwrap();
+        assert_eq!(
+            limits
+                .iter()
+                .map(|l| l.name.clone().unwrap())
+                .collect::<Vec<_>>(),
+            ["nofile", "nproc"]
+        );
+        assert!(
+            limits
+                .iter()
+                .all(|l| l.soft == l.hard && l.soft.unwrap() > 0)
+        );
+    }
+}
