@@ -6,7 +6,10 @@ import { existsSync, mkdtempSync, rmSync } from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 
-import { addon, isolatedEnv } from './helpers.mjs'
+import http from 'node:http'
+
+import { addon, isolatedEnv, root, run } from './helpers.mjs'
+import { TEST_BASE, baseOptions, brokerDirOf, getJson, newOwner, openLayer, tempHome, tempWorkspace, writeBundle } from './provider-fixtures.mjs'
 
 let dir
 let sock
@@ -59,4 +62,60 @@ test('a Podman socket behind DOCKER_HOST is still reported as podman', async () 
   assert.equal(r.source, 'DOCKER_HOST')
   assert.equal(r.candidates[0].engine, 'docker')
   assert.equal(r.candidates[0].outcome, 'available')
+})
+
+test('the container provider on Podman: a hardened container, brokered calls, adoption by the next hub, stop', async (t) => {
+  // Podman keeps its own images: load the local test base into it.
+  const base = await run('bash', ['-c', `bash ${JSON.stringify(path.join(root, 'scripts/build-test-base-image.sh'))} >/dev/null && docker save ${TEST_BASE} | podman load`])
+  assert.equal(base.code, 0, base.stderr)
+  const poHome = tempHome(t)
+  const owner = newOwner()
+  const ws = tempWorkspace(t)
+  writeBundle(poHome)
+  t.after(async () => {
+    const ids = (await run('podman', ['ps', '-aq', '--filter', `label=po.owner=${owner}`])).stdout.split(/\s+/).filter(Boolean)
+    if (ids.length) await run('podman', ['rm', '-f', ...ids])
+    const vols = (await run('podman', ['volume', 'ls', '-q', '--filter', `label=po.owner=${owner}`])).stdout.split(/\s+/).filter(Boolean)
+    if (vols.length) await run('podman', ['volume', 'rm', '-f', ...vols])
+    const images = (await run('podman', ['images', '-q', '--filter', 'label=po.sandbox=1'])).stdout.split(/\s+/).filter(Boolean)
+    if (images.length) await run('podman', ['rmi', '-f', ...new Set(images)])
+    rmSync(brokerDirOf(owner), { recursive: true, force: true })
+  })
+  const REAL = `sk-REAL-podman-${'p'.repeat(24)}`
+  const seen = []
+  const upstream = http.createServer((req, res) => {
+    seen.push(req.headers.authorization)
+    res.writeHead(200, { 'content-type': 'application/json' })
+    res.end('{"data":[]}')
+  })
+  await new Promise((resolve) => upstream.listen(0, '127.0.0.1', resolve))
+  t.after(() => new Promise((resolve) => upstream.close(resolve)))
+  const env = { ...process.env, CONTAINER_HOST: `unix://${sock}`, PO_SANDBOX_ENGINE: 'podman', OPENAI_API_KEY: REAL, OPENAI_BASE_URL: `http://127.0.0.1:${upstream.address().port}` }
+  const options = { ...baseOptions(poHome, owner), baseImage: `localhost/${TEST_BASE}`, env, workspaces: [{ id: 'pw', path: ws }] }
+
+  const first = openLayer(options)
+  const status = await first.layer.provider.ready()
+  assert.equal(status.engine, 'podman')
+  assert.equal(status.workspaces[0].state, 'running', JSON.stringify(status.workspaces[0]))
+  const c = status.workspaces[0].container
+  const info = JSON.parse((await run('podman', ['inspect', c.containerId])).stdout)[0]
+  assert.equal(info.HostConfig.Privileged, false)
+  assert.ok(info.HostConfig.SecurityOpt.includes('no-new-privileges'), JSON.stringify(info.HostConfig.SecurityOpt))
+  assert.ok(info.HostConfig.CapDrop.length >= 14, JSON.stringify(info.HostConfig.CapDrop))
+  assert.equal(info.Config.User, `${process.getuid()}:${process.getgid()}`)
+  assert.ok(Object.values(info.HostConfig.PortBindings).flat().every((b) => b.HostIp === '127.0.0.1'))
+  assert.ok(!info.Config.Env.some((kv) => kv.includes(REAL)))
+
+  // A model call from inside goes through the broker socket with the real key swapped in.
+  const call = await getJson(c.url, '/call')
+  assert.equal(call.status, 200, JSON.stringify(call))
+  assert.deepEqual(seen, [`Bearer ${REAL}`])
+
+  // The next hub adopts it (Podman reports CapDrop as the list of dropped capabilities).
+  const second = openLayer(options)
+  const again = await second.layer.provider.ready()
+  assert.equal(again.workspaces[0].container.containerId, c.containerId)
+  assert.equal(again.workspaces[0].container.adopted, true)
+  assert.equal(await second.layer.containers.stop('pw'), true)
+  assert.equal((await run('podman', ['ps', '-aq', '--filter', `label=po.owner=${owner}`])).stdout.trim(), '')
 })

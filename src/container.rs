@@ -231,7 +231,9 @@ fn own_hard_limit(resource: libc::__rlimit_resource_t, cap: i64) -> i64 {
 }
 
 /// Explicit `nofile` and `nproc` limits, which Podman needs on some kernels to start a
-/// container at all; kept within this user's own hard limits so the engine can grant them.
+/// container at all. Podman cannot raise them above its own hard limits (seen: nofile 20000,
+/// nproc 32768), so they stay modest: 16384 files and 8192 processes, or this user's own hard
+/// limits when lower.
 pub fn podman_ulimits() -> Vec<ResourcesUlimits> {
     let ulimit = |name: &str, n: i64| ResourcesUlimits {
         name: Some(name.into()),
@@ -239,16 +241,14 @@ pub fn podman_ulimits() -> Vec<ResourcesUlimits> {
         hard: Some(n),
     };
     vec![
-        ulimit("nofile", own_hard_limit(libc::RLIMIT_NOFILE, 65536)),
-        ulimit("nproc", own_hard_limit(libc::RLIMIT_NPROC, 65536)),
+        ulimit("nofile", own_hard_limit(libc::RLIMIT_NOFILE, 16384)),
+        ulimit("nproc", own_hard_limit(libc::RLIMIT_NPROC, 8192)),
     ]
 }
 
-/// The engine body for a spec; `ulimits` only where the engine needs them (Podman).
-pub fn create_body(
-    spec: &ContainerSpec,
-    ulimits: Option<Vec<ResourcesUlimits>>,
-) -> ContainerCreateBody {
+/// The engine body for a spec. Podman gets explicit ulimits, and no init process: its init
+/// (catatonit) is a separate package that many hosts lack, while Docker ships its own.
+pub fn create_body(spec: &ContainerSpec, podman: bool) -> ContainerCreateBody {
     let mut mounts: Vec<Mount> = spec
         .binds
         .iter()
@@ -295,13 +295,13 @@ pub fn create_body(
             security_opt: Some(vec!["no-new-privileges".into()]),
             pids_limit: Some(spec.pids_limit),
             privileged: Some(false),
-            ulimits,
+            ulimits: podman.then(podman_ulimits),
             extra_hosts: (!spec.extra_hosts.is_empty()).then(|| spec.extra_hosts.clone()),
             restart_policy: Some(RestartPolicy {
                 name: Some(RestartPolicyNameEnum::UNLESS_STOPPED),
                 maximum_retry_count: None,
             }),
-            init: Some(true),
+            init: (!podman).then_some(true),
             ..Default::default()
         }),
         ..Default::default()
@@ -313,9 +313,8 @@ pub async fn create(docker: &Docker, spec: &ContainerSpec, podman: bool) -> Resu
     let options = CreateContainerOptionsBuilder::new()
         .name(&spec.name)
         .build();
-    let ulimits = podman.then(podman_ulimits);
     match docker
-        .create_container(Some(options), create_body(spec, ulimits))
+        .create_container(Some(options), create_body(spec, podman))
         .await
     {
         Ok(r) => Ok(Created::New(r.id)),
@@ -476,13 +475,14 @@ mod tests {
 
     #[test]
     fn the_engine_body_carries_the_hardening() {
-        let body = create_body(&spec(vec![]), None);
+        let body = create_body(&spec(vec![]), false);
         let hc = body.host_config.unwrap();
         assert_eq!(hc.cap_drop.unwrap(), ["ALL"]);
         assert_eq!(hc.security_opt.unwrap(), ["no-new-privileges"]);
         assert_eq!(hc.pids_limit, Some(2048));
         assert_eq!(hc.privileged, Some(false));
         assert!(hc.ulimits.is_none() && hc.extra_hosts.is_none());
+        assert_eq!(hc.init, Some(true));
         let ports = hc.port_bindings.unwrap();
         let bindings = ports["7300/tcp"].clone().unwrap();
         assert_eq!(bindings.len(), 1);
@@ -498,13 +498,14 @@ mod tests {
     fn vm_engines_get_the_gateway_host_and_podman_its_ulimits() {
         let body = create_body(
             &spec(vec!["host.docker.internal:host-gateway".into()]),
-            Some(podman_ulimits()),
+            true,
         );
         let hc = body.host_config.unwrap();
         assert_eq!(
             hc.extra_hosts.unwrap(),
             ["host.docker.internal:host-gateway"]
         );
+        assert_eq!(hc.init, None, "Podman's init is often not installed");
         let limits = hc.ulimits.unwrap();
         assert_eq!(
             limits

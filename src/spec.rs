@@ -359,13 +359,43 @@ pub struct LivePosture {
     pub spec_hash: Option<String>,
 }
 
+/// The capabilities Docker and Podman grant by default: with none added, dropping all of these
+/// leaves a container with none.
+const DEFAULT_CAPABILITIES: [&str; 14] = [
+    "AUDIT_WRITE",
+    "CHOWN",
+    "DAC_OVERRIDE",
+    "FOWNER",
+    "FSETID",
+    "KILL",
+    "MKNOD",
+    "NET_BIND_SERVICE",
+    "NET_RAW",
+    "SETFCAP",
+    "SETGID",
+    "SETPCAP",
+    "SETUID",
+    "SYS_CHROOT",
+];
+
+/// `CapDrop` says all: Docker keeps `ALL`; Podman lists every default capability it dropped.
+fn drops_all_capabilities(cap_drop: &[String]) -> bool {
+    let norm = |c: &str| {
+        c.trim()
+            .to_ascii_uppercase()
+            .trim_start_matches("CAP_")
+            .to_string()
+    };
+    let dropped: Vec<String> = cap_drop.iter().map(|c| norm(c)).collect();
+    dropped.iter().any(|c| c == "ALL")
+        || DEFAULT_CAPABILITIES
+            .iter()
+            .all(|d| dropped.iter().any(|c| c == d))
+}
+
 /// Checks a live container against the spec's security posture. `Err` names the first drift.
 pub fn check_posture(spec: &ContainerSpec, live: &LivePosture) -> Result<(), String> {
-    if !live
-        .cap_drop
-        .iter()
-        .any(|c| c.eq_ignore_ascii_case("ALL") || c.eq_ignore_ascii_case("CAP_ALL"))
-    {
+    if !drops_all_capabilities(&live.cap_drop) {
         return Err("it does not drop all capabilities (CapDrop lacks ALL)".into());
     }
     if !live.cap_add.is_empty() {
@@ -668,6 +698,25 @@ mod tests {
             devices: 0,
             spec_hash: Some(s.spec_hash.clone()),
         }
+    }
+
+    #[test]
+    fn podman_lists_each_dropped_capability_instead_of_all() {
+        let s = spec_with(&[], &[]);
+        let mut live = live_of(&s);
+        live.cap_drop = DEFAULT_CAPABILITIES.iter().map(|c| c.to_string()).collect();
+        check_posture(&s, &live).unwrap();
+        live.cap_drop = DEFAULT_CAPABILITIES
+            .iter()
+            .map(|c| format!("CAP_{c}"))
+            .collect();
+        check_posture(&s, &live).unwrap();
+        live.cap_drop.retain(|c| c != "CAP_NET_RAW");
+        assert!(
+            check_posture(&s, &live)
+                .unwrap_err()
+                .contains("drop all capabilities")
+        );
     }
 
     #[test]
