@@ -83,7 +83,7 @@ pub struct ParsedRuntime {
     pub interpreter: Option<String>,
 }
 
-/// A validated runtime bundle.
+/// A validated runtime bundle: where it was found, and what its file says.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RuntimeBundle {
     /// The version folder's name.
@@ -92,51 +92,29 @@ pub struct RuntimeBundle {
     pub dir: PathBuf,
     /// The container-runtime.json that was read.
     pub json_path: PathBuf,
-    /// The server's entry script: a normalised absolute path below [`MOUNT_POINT`].
-    pub entry: String,
-    /// The port the contained server listens on.
-    pub port: u16,
-    /// Arguments after the entry script.
-    pub args: Vec<String>,
-    /// Extra variables for the server; never one of [`RESERVED_ENV`].
-    pub env: BTreeMap<String, String>,
-    /// The HTTP path that answers once the server is up.
-    pub health_path: String,
-    /// A normalised absolute path below [`MOUNT_POINT`], or `None` for [`DEFAULT_INTERPRETER`].
-    pub interpreter: Option<String>,
+    /// The checked contents of that file.
+    pub server: ParsedRuntime,
 }
 
 impl RuntimeBundle {
     /// Joins where a bundle was found with what its file says.
-    pub fn new(version: String, dir: PathBuf, json_path: PathBuf, parsed: ParsedRuntime) -> Self {
-        let ParsedRuntime {
-            entry,
-            port,
-            args,
-            env,
-            health_path,
-            interpreter,
-        } = parsed;
+    pub fn new(version: String, dir: PathBuf, json_path: PathBuf, server: ParsedRuntime) -> Self {
         RuntimeBundle {
             version,
             dir,
             json_path,
-            entry,
-            port,
-            args,
-            env,
-            health_path,
-            interpreter,
+            server,
         }
     }
 
     /// The container's command: interpreter (or "node"), entry, args.
     pub fn command(&self) -> Vec<String> {
-        let interpreter = self.interpreter.as_deref().unwrap_or(DEFAULT_INTERPRETER);
-        let mut cmd = Vec::with_capacity(2 + self.args.len());
+        let s = &self.server;
+        let interpreter = s.interpreter.as_deref().unwrap_or(DEFAULT_INTERPRETER);
+        let mut cmd = Vec::with_capacity(2 + s.args.len());
         cmd.push(interpreter.to_string());
-        cmd.push(self.entry.clone());
-        cmd.extend(self.args.iter().cloned());
+        cmd.push(s.entry.clone());
+        cmd.extend(s.args.iter().cloned());
         cmd
     }
 }
@@ -740,8 +718,8 @@ mod tests {
             bundle.command(),
             ["node", "/opt/po/server/main.js", "--listen", "0.0.0.0"]
         );
-        bundle.interpreter = Some("/opt/po/node/bin/node".into());
-        bundle.args.clear();
+        bundle.server.interpreter = Some("/opt/po/node/bin/node".into());
+        bundle.server.args.clear();
         assert_eq!(
             bundle.command(),
             ["/opt/po/node/bin/node", "/opt/po/server/main.js"]
@@ -1159,10 +1137,10 @@ mod tests {
         fs::create_dir(runtime_root(h.path()).join(".9.9.9")).unwrap();
         let b = locate(h.path(), None).unwrap();
         assert_eq!(b.version, "1.10.0");
-        assert_eq!(b.port, 2);
+        assert_eq!(b.server.port, 2);
         assert_eq!(b.dir, runtime_root(h.path()).join("1.10.0"));
         assert_eq!(b.json_path, b.dir.join(FILE_NAME));
-        assert_eq!(b.health_path, "/api/health");
+        assert_eq!(b.server.health_path, "/api/health");
         assert_eq!(b.command(), ["node", "/opt/po/server/main.js"]);
     }
 
@@ -1181,7 +1159,7 @@ mod tests {
         install(h.path(), "1.9.3", &valid(1));
         install(h.path(), "1.10.0", &valid(2));
         let b = locate(h.path(), Some("1.9.3")).unwrap();
-        assert_eq!((b.version.as_str(), b.port), ("1.9.3", 1));
+        assert_eq!((b.version.as_str(), b.server.port), ("1.9.3", 1));
         let path = assert_not_installed(locate(h.path(), Some("3.0.0")));
         assert_eq!(path, runtime_root(h.path()).join("3.0.0").join(FILE_NAME));
     }
@@ -1252,7 +1230,7 @@ mod tests {
         assert!(msg.contains("65536") && msg.contains("64 KiB"), "{msg}");
         bytes.pop();
         install(h.path(), "1.0.0", &bytes);
-        assert_eq!(locate(h.path(), None).unwrap().port, 1);
+        assert_eq!(locate(h.path(), None).unwrap().server.port, 1);
     }
 
     #[test]

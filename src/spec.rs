@@ -239,7 +239,7 @@ pub fn build(input: &SpecInput) -> ContainerSpec {
 
     // Fixed variables last, so neither the host nor the bundle can override them.
     let mut own = BTreeMap::new();
-    for (k, v) in &input.bundle.env {
+    for (k, v) in &input.bundle.server.env {
         own.insert(k.clone(), v.clone());
     }
     own.insert("PO_SANDBOX".into(), "1".into());
@@ -264,7 +264,7 @@ pub fn build(input: &SpecInput) -> ContainerSpec {
         user: input.user.to_string(),
         binds,
         volumes: volume_names(input.owner, &ws.id).to_vec(),
-        container_port: input.bundle.port,
+        container_port: input.bundle.server.port,
         pids_limit: input.pids_limit,
         extra_hosts: input.extra_hosts.to_vec(),
         spec_hash: String::new(),
@@ -490,12 +490,14 @@ mod tests {
             version: "1.0.0".into(),
             dir: "/home/u/.po/container-runtime/1.0.0".into(),
             json_path: "/home/u/.po/container-runtime/1.0.0/container-runtime.json".into(),
-            entry: "/opt/po/server.js".into(),
-            port: 7300,
-            args: vec!["--serve".into()],
-            env: BTreeMap::from([("NODE_ENV".to_string(), "production".to_string())]),
-            health_path: "/api/health".into(),
-            interpreter: None,
+            server: crate::runtime::ParsedRuntime {
+                entry: "/opt/po/server.js".into(),
+                port: 7300,
+                args: vec!["--serve".into()],
+                env: BTreeMap::from([("NODE_ENV".to_string(), "production".to_string())]),
+                health_path: "/api/health".into(),
+                interpreter: None,
+            },
         }
     }
 

@@ -473,7 +473,7 @@ impl WorkspaceContainers {
             &self.inner.docker,
             &live.id,
             port,
-            &c.bundle.health_path,
+            &c.bundle.server.health_path,
             c.health_timeout,
         )
         .await
@@ -482,7 +482,7 @@ impl WorkspaceContainers {
             tracing::debug!(workspace = id, %why, "container unhealthy");
             return Err(Error::ContainerUnhealthy {
                 workspace: id.into(),
-                url: format!("http://127.0.0.1:{port}{}", c.bundle.health_path),
+                url: format!("http://127.0.0.1:{port}{}", c.bundle.server.health_path),
                 waited_ms: c.health_timeout.as_millis() as u64,
                 logs: format!("({why})\n{logs}"),
             });
@@ -626,7 +626,7 @@ impl WorkspaceContainers {
             let Some(live) = container::inspect(
                 &self.inner.docker,
                 &cid,
-                Some(self.inner.config.bundle.port),
+                Some(self.inner.config.bundle.server.port),
             )
             .await?
             else {
@@ -725,7 +725,7 @@ impl WorkspaceContainers {
             &[(LABEL_OWNER, &self.inner.config.owner)],
         )
         .await?;
-        let port = self.inner.config.bundle.port;
+        let port = self.inner.config.bundle.server.port;
         let docker = &self.inner.docker;
         let found = futures_util::future::join_all(
             ids.iter()
