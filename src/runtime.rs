@@ -366,20 +366,7 @@ fn check(obj: &Map<String, Value>) -> std::result::Result<ParsedRuntime, Broken>
             }
             let mut args = Vec::with_capacity(items.len());
             for (i, item) in items.iter().enumerate() {
-                let key = format!("args[{i}]");
-                let Value::String(s) = item else {
-                    return Err((key, format!("must be a string, got {}", kind(item))));
-                };
-                if s.len() > MAX_ARG_BYTES {
-                    return Err((
-                        key,
-                        format!("is {} bytes; the limit is {MAX_ARG_BYTES}", s.len()),
-                    ));
-                }
-                if s.contains('\0') {
-                    return Err((key, "must not contain a NUL character".into()));
-                }
-                args.push(s.clone());
+                args.push(bounded_string(format!("args[{i}]"), item, MAX_ARG_BYTES)?);
             }
             args
         }
@@ -418,19 +405,10 @@ fn check(obj: &Map<String, Value>) -> std::result::Result<ParsedRuntime, Broken>
                         ),
                     ));
                 }
-                let Value::String(s) = value else {
-                    return Err((key, format!("must be a string, got {}", kind(value))));
-                };
-                if s.len() > MAX_ENV_VALUE_BYTES {
-                    return Err((
-                        key,
-                        format!("is {} bytes; the limit is {MAX_ENV_VALUE_BYTES}", s.len()),
-                    ));
-                }
-                if s.contains('\0') {
-                    return Err((key, "must not contain a NUL character".into()));
-                }
-                env.insert(name.clone(), s.clone());
+                env.insert(
+                    name.clone(),
+                    bounded_string(key, value, MAX_ENV_VALUE_BYTES)?,
+                );
             }
             env
         }
@@ -581,6 +559,24 @@ fn invalid(path: &Path, key: impl Into<String>, rule: impl Into<String>) -> Erro
 }
 
 /// A JSON value's type, as the messages name it.
+/// A string value of at most `max` bytes without NUL, or the key and the rule it breaks.
+fn bounded_string(
+    key: String,
+    value: &Value,
+    max: usize,
+) -> std::result::Result<String, (String, String)> {
+    let Value::String(s) = value else {
+        return Err((key, format!("must be a string, got {}", kind(value))));
+    };
+    if s.len() > max {
+        return Err((key, format!("is {} bytes; the limit is {max}", s.len())));
+    }
+    if s.contains('\0') {
+        return Err((key, "must not contain a NUL character".into()));
+    }
+    Ok(s.clone())
+}
+
 fn kind(v: &Value) -> &'static str {
     match v {
         Value::Null => "null",

@@ -679,24 +679,25 @@ impl WorkspaceContainers {
     /// ids stopped.
     pub async fn stop_all(&self) -> Result<Vec<String>> {
         let c = &self.inner.config;
-        let ids = container::list_ids(&self.inner.docker, &[(LABEL_OWNER, &c.owner)]).await?;
+        // One list call gives every container with its workspace label.
+        let by_workspace = self.ids_by_workspace().await?;
         let docker = &self.inner.docker;
-        let results = futures_util::future::join_all(ids.iter().map(|cid| async move {
-            let ws = container::inspect(docker, cid, None)
-                .await
-                .ok()
-                .flatten()
-                .and_then(|l| l.labels.get(LABEL_WORKSPACE).cloned());
-            container::stop_and_remove(docker, cid)
-                .await
-                .map(|()| (cid.clone(), ws))
-        }))
-        .await;
+        let pairs: Vec<(String, String)> = by_workspace
+            .into_iter()
+            .flat_map(|(ws, ids)| ids.into_iter().map(move |cid| (cid, ws.clone())))
+            .collect();
+        let results =
+            futures_util::future::join_all(pairs.into_iter().map(|(cid, ws)| async move {
+                container::stop_and_remove(docker, &cid)
+                    .await
+                    .map(|()| (cid, ws))
+            }))
+            .await;
         let mut stopped = Vec::new();
         let mut first_error = None;
         for r in results {
             match r {
-                Ok((cid, Some(ws))) => {
+                Ok((cid, ws)) => {
                     let _ = std::fs::remove_file(spec::token_file(&c.po_home, &c.owner, &ws));
                     self.revoke_for(&ws);
                     self.inner
@@ -704,7 +705,6 @@ impl WorkspaceContainers {
                         .workspace(&ws, "stopped", Some(&cid), None);
                     stopped.push(ws);
                 }
-                Ok((_, None)) => {}
                 Err(e) => first_error = first_error.or(Some(e)),
             }
         }
