@@ -46,7 +46,8 @@ export declare class ContainerSandboxProvider {
   onCleanStop(): Promise<string[]>
   /**
    * Calls `callback` with every lifecycle event: `{ type: 'engine' | 'runtime' | 'image' |
-   * 'workspace' | 'provider', ... }`.
+   * 'workspace' | 'provider', ... }`. Events already emitted (the last 256) are replayed
+   * first, so a callback added after registration misses nothing.
    */
   onEvent(callback: (event: SandboxEvent) => void): void
 }

@@ -347,6 +347,13 @@ test('with no engine the provider is unavailable and attempts nothing else', asy
   assert.ok(engine.reason)
   assert.ok(!events.some((e) => e.type === 'runtime' || e.type === 'image' || e.type === 'workspace'), JSON.stringify(events))
   assert.deepEqual(containersWith({ 'po.owner': owner }), [])
+
+  // A listener added after start-up settled is replayed what it missed, once, in order.
+  const late = []
+  layer.containers.onEvent((e) => late.push(e))
+  await waitFor(() => late.length >= events.length, 'the replayed events')
+  await new Promise((r) => setTimeout(r, 100))
+  assert.deepEqual(late, events)
 })
 
 test('bad workspace ids, paths and options are coded errors thrown before anything is registered or created', async (t) => {

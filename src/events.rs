@@ -51,10 +51,22 @@ pub enum Event {
 /// A listener.
 pub type Listener = Arc<dyn Fn(&Event) + Send + Sync>;
 
-/// Fans events out to every listener; cheap to clone.
+/// How many past events a late subscriber is replayed (the oldest are dropped first).
+pub const REPLAY_LIMIT: usize = 256;
+
+#[derive(Default)]
+struct BusState {
+    listeners: Vec<Listener>,
+    history: std::collections::VecDeque<Event>,
+}
+
+/// Fans events out to every listener; cheap to clone. Keeps the last [`REPLAY_LIMIT`] events
+/// so that a listener subscribed after start-up began (start-up runs in the background from
+/// the moment the layer is registered) still sees the engine, runtime and provider events it
+/// would otherwise have missed. Every event reaches every listener exactly once, in order.
 #[derive(Clone, Default)]
 pub struct EventBus {
-    listeners: Arc<Mutex<Vec<Listener>>>,
+    state: Arc<Mutex<BusState>>,
 }
 
 impl std::fmt::Debug for EventBus {
@@ -64,23 +76,26 @@ impl std::fmt::Debug for EventBus {
 }
 
 impl EventBus {
-    /// Adds a listener.
+    /// Adds a listener and replays to it, first, the events emitted so far.
     pub fn subscribe(&self, listener: Listener) {
-        self.listeners
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push(listener);
+        // Replay and registration happen under the lock that `emit` records under, so an
+        // event is either in the replayed history or delivered live, never both or neither.
+        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        for event in &state.history {
+            listener(event);
+        }
+        state.listeners.push(listener);
     }
 
     /// Sends an event to every listener (and to `tracing`).
     pub fn emit(&self, event: Event) {
         tracing::debug!(?event, "po-sandbox event");
-        let listeners = self
-            .listeners
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone();
-        for l in listeners {
+        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        if state.history.len() == REPLAY_LIMIT {
+            state.history.pop_front();
+        }
+        state.history.push_back(event.clone());
+        for l in &state.listeners {
             l(&event);
         }
     }
@@ -108,5 +123,67 @@ impl EventBus {
             tag: tag.to_string(),
             message,
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn provider(state: &str) -> Event {
+        Event::Provider {
+            state: state.to_string(),
+            reason: None,
+            code: None,
+        }
+    }
+
+    fn recorder() -> (Listener, Arc<Mutex<Vec<Event>>>) {
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let s = seen.clone();
+        (
+            Arc::new(move |e: &Event| s.lock().unwrap().push(e.clone())),
+            seen,
+        )
+    }
+
+    #[test]
+    fn a_late_listener_gets_the_history_then_live_events_once_each() {
+        let bus = EventBus::default();
+        bus.emit(provider("starting"));
+        bus.emit(provider("unavailable"));
+        let (l, seen) = recorder();
+        bus.subscribe(l);
+        bus.emit(provider("stopped"));
+        let states: Vec<_> = seen
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|e| match e {
+                Event::Provider { state, .. } => state.clone(),
+                _ => unreachable!(),
+            })
+            .collect();
+        assert_eq!(states, ["starting", "unavailable", "stopped"]);
+    }
+
+    #[test]
+    fn the_history_is_bounded_and_drops_the_oldest() {
+        let bus = EventBus::default();
+        for i in 0..REPLAY_LIMIT + 10 {
+            bus.image("progress", "t", Some(i.to_string()));
+        }
+        let (l, seen) = recorder();
+        bus.subscribe(l);
+        let seen = seen.lock().unwrap();
+        assert_eq!(seen.len(), REPLAY_LIMIT);
+        assert_eq!(
+            seen[0],
+            Event::Image {
+                phase: "progress".into(),
+                tag: "t".into(),
+                message: Some("10".into())
+            }
+        );
     }
 }

@@ -393,7 +393,8 @@ impl ContainerSandboxProvider {
     }
 
     /// Calls `callback` with every lifecycle event: `{ type: 'engine' | 'runtime' | 'image' |
-    /// 'workspace' | 'provider', ... }`.
+    /// 'workspace' | 'provider', ... }`. Events already emitted (the last 256) are replayed
+    /// first, so a callback added after registration misses nothing.
     #[napi(ts_args_type = "callback: (event: SandboxEvent) => void")]
     pub fn on_event(&self, callback: Function<SandboxEvent, ()>) -> napi::Result<()> {
         subscribe(self.provider.events(), callback)
