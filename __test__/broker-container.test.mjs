@@ -8,7 +8,7 @@ import { mkdtempSync, rmSync } from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 
-import { addon, requireDocker, root, run } from './helpers.mjs'
+import { addon, requireDocker, root, run, waitFor } from './helpers.mjs'
 import { startUpstream } from './upstreams.mjs'
 
 const TEST_BASE = 'po-sandbox-test-base:node24'
@@ -76,5 +76,5 @@ test('pi inside a container with no network answers through the bind-mounted bro
     assert.equal(q.headers['x-api-key'], REAL)
     assert.ok(!JSON.stringify(q).includes(token), 'the upstream saw the token')
   }
-  assert.ok(audit.some((e) => e.provider === 'anthropic' && e.status === 200 && e.workspace === 'inbox'), JSON.stringify(audit))
+  await waitFor(() => audit.some((e) => e.provider === 'anthropic' && e.status === 200 && e.workspace === 'inbox'), 'an anthropic audit event with status 200 for inbox')
 })

@@ -139,15 +139,6 @@ export function rawRequest({ socketPath, port }, text, timeoutMs = 3000) {
   })
 }
 
-/** Resolves once `predicate()` holds; fails after `timeoutMs`. */
-export async function waitFor(predicate, what, timeoutMs = 3000) {
-  const deadline = Date.now() + timeoutMs
-  while (!predicate()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`)
-    await new Promise((r) => setTimeout(r, 10))
-  }
-}
-
 /** Fails when any of `secrets` occurs anywhere in `value` (serialised). */
 export function assertNoSecrets(assert, value, secrets, what) {
   const text = typeof value === 'string' ? value : JSON.stringify(value)

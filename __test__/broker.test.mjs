@@ -8,10 +8,10 @@ import { existsSync, readFileSync, readdirSync, statSync, writeFileSync } from '
 import http from 'node:http'
 import path from 'node:path'
 
-import { addon, root, run, tempDir } from './helpers.mjs'
+import { addon, root, run, tempDir, waitFor } from './helpers.mjs'
 import {
   KEYS, assertNoSecrets, brokerEnv, fakeUpstream, forgedToken, rawRequest, send, startBroker,
-  targetOf, tryConnect, waitFor,
+  targetOf, tryConnect,
 } from './broker-fixtures.mjs'
 
 const { startCredentialBroker } = addon

@@ -82,3 +82,14 @@ export function run(cmd, args, options = {}) {
     else child.stdin.end()
   })
 }
+
+/** Polls `predicate` until it holds; fails after `ms` (a functional bound, not a timing check). */
+export async function waitFor(predicate, what, ms = 10000) {
+  const deadline = Date.now() + ms
+  for (;;) {
+    const v = await predicate()
+    if (v) return v
+    if (Date.now() > deadline) throw new Error(`gave up waiting for ${what} after ${ms} ms`)
+    await new Promise((r) => setTimeout(r, 50))
+  }
+}

@@ -7,7 +7,7 @@ import { mkdirSync, readFileSync, realpathSync, rmSync, writeFileSync } from 'no
 import os from 'node:os'
 import path from 'node:path'
 
-import { addon, dockerCli, root, run, tempDir } from './helpers.mjs'
+import { addon, dockerCli, root, run, tempDir, waitFor } from './helpers.mjs'
 
 export const TEST_BASE = 'po-sandbox-test-base:node24'
 export const RUNTIME_VERSION = '1.0.0'
@@ -169,17 +169,6 @@ export function openLayer(options, hostOverrides = {}) {
   const events = []
   if (layer) layer.provider.onEvent((e) => events.push(e))
   return { host, layer, events }
-}
-
-/** Polls `predicate` until it holds; fails after `ms` (a functional bound, not a timing check). */
-export async function waitFor(predicate, what, ms = 10000) {
-  const deadline = Date.now() + ms
-  for (;;) {
-    const v = await predicate()
-    if (v) return v
-    if (Date.now() > deadline) throw new Error(`gave up waiting for ${what} after ${ms} ms`)
-    await new Promise((r) => setTimeout(r, 50))
-  }
 }
 
 /** GET `<url><p>` as JSON, bounded. */

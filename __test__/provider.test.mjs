@@ -7,12 +7,12 @@ import { existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, statSync, 
 import http from 'node:http'
 import path from 'node:path'
 
-import { addon, dockerCli, requireDocker, root, run } from './helpers.mjs'
+import { addon, dockerCli, requireDocker, root, run, waitFor } from './helpers.mjs'
 import {
   FAKE_KEY, HOST_ONLY_PATH, RUNTIME_VERSION, SERVER_PORT, TEST_BASE,
   baseOptions, brokerDirOf, brokerFolder, cleanupOwner, containersWith, fakeHost, getJson, hostEnv, inspect, isRunning,
   killHub, newOwner, openLayer, serverSource, sha256File, spawnHub, tempHome, tempWorkspace,
-  volumesOf, waitFor, writeBundle, writeHubChild,
+  volumesOf, writeBundle, writeHubChild,
 } from './provider-fixtures.mjs'
 
 const { registerSandboxLayer } = addon

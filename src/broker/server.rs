@@ -493,22 +493,25 @@ impl Broker {
     /// Ends a grant at once: its tokens stop working (also on open keep-alive connections)
     /// and its socket is closed and removed. `false` when there was no such grant.
     pub fn revoke(&self, grant_id: &str) -> bool {
-        let Some(state) = self
+        self.revoke_inner(grant_id).is_some()
+    }
+
+    /// Revokes a grant; hands back its aborted listener task, so that `close` can wait for the
+    /// listener to be dropped. The socket file is gone when this returns.
+    fn revoke_inner(&self, grant_id: &str) -> Option<Option<tokio::task::JoinHandle<()>>> {
+        let state = self
             .inner
             .grants
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .remove(grant_id)
-        else {
-            return false;
-        };
+            .remove(grant_id)?;
         {
             let mut tokens = self.inner.tokens.write().unwrap_or_else(|e| e.into_inner());
             for h in &state.hashes {
                 tokens.remove(h);
             }
         }
-        if let Some(task) = state.task {
+        if let Some(task) = &state.task {
             task.abort();
         }
         if let Some(dir) = state.socket_dir {
@@ -518,7 +521,7 @@ impl Broker {
             }
         }
         tracing::debug!(grant = grant_id, workspace = %state.workspace, "grant revoked");
-        true
+        Some(state.task)
     }
 
     /// The grants alive now.
@@ -532,11 +535,14 @@ impl Broker {
             .collect()
     }
 
-    /// Revokes every grant and stops listening.
-    pub fn close(&self) {
-        for id in self.grant_ids() {
-            self.revoke(&id);
-        }
+    /// Revokes every grant and stops listening. Returns once every listener is dropped: a
+    /// connection attempt after this is refused.
+    pub async fn close(&self) {
+        let mut tasks: Vec<_> = self
+            .grant_ids()
+            .iter()
+            .filter_map(|id| self.revoke_inner(id).flatten())
+            .collect();
         if let Some((_, task)) = self
             .inner
             .tcp
@@ -545,12 +551,20 @@ impl Broker {
             .take()
         {
             task.abort();
+            tasks.push(task);
+        }
+        // An aborted task's future (and with it its listener) is dropped before its handle
+        // completes, so awaiting the handles is what makes "closed" true.
+        for task in tasks {
+            let _ = task.await;
         }
     }
 
     async fn serve_tcp(self, listener: tokio::net::TcpListener) {
         loop {
             let Ok((stream, _)) = listener.accept().await else {
+                // EMFILE and the like: let connections drain instead of spinning.
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
                 continue;
             };
             let _ = stream.set_nodelay(true);
@@ -562,6 +576,8 @@ impl Broker {
     async fn serve_unix(self, listener: tokio::net::UnixListener, grant: String) {
         loop {
             let Ok((stream, _)) = listener.accept().await else {
+                // EMFILE and the like: let connections drain instead of spinning.
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
                 continue;
             };
             let (stream, smuggling) = Sniffed::new(stream);
@@ -1298,5 +1314,46 @@ mod tests {
                 .any(|(v, r)| v == "OPENAI_API_KEY" && r.contains("PO_SANDBOX_BROKER=0"))
         );
         assert!(!format!("{g:?}").contains("sk-real"));
+    }
+
+    #[tokio::test]
+    async fn close_returns_once_every_listener_is_dropped() {
+        let env = HashMap::from([("OPENAI_API_KEY".to_string(), "sk-real".to_string())]);
+        let dir = tempfile::tempdir().unwrap();
+        for _ in 0..20 {
+            let b = Broker::start(BrokerOptions {
+                host_env: env.clone(),
+                socket_dir: dir.path().into(),
+                tcp: true,
+            })
+            .await
+            .unwrap();
+            let g = b
+                .grant(GrantRequest {
+                    workspace: "w".into(),
+                    providers: None,
+                    transport: Transport::Socket,
+                    owner: None,
+                    container_socket: None,
+                    container_host: None,
+                    secret: None,
+                    socket_folder: None,
+                })
+                .unwrap();
+            let addr = b.tcp_address().unwrap();
+            let Some(GrantRoute::Socket {
+                host_socket: socket,
+                ..
+            }) = g.route.clone()
+            else {
+                panic!("a socket grant without a socket route");
+            };
+            assert!(tokio::net::TcpStream::connect(addr).await.is_ok());
+            assert!(tokio::net::UnixStream::connect(&socket).await.is_ok());
+            b.close().await;
+            let refused = tokio::net::TcpStream::connect(addr).await.unwrap_err();
+            assert_eq!(refused.kind(), std::io::ErrorKind::ConnectionRefused);
+            assert!(!socket.exists() && b.grant_ids().is_empty());
+        }
     }
 }

@@ -312,7 +312,7 @@ impl CredentialBroker {
         promise(
             env,
             async move {
-                broker.close();
+                broker.close().await;
                 Ok(())
             },
             |()| (),
