@@ -88,6 +88,33 @@ test('brokered requests: the real key goes upstream in the same header, the toke
   assertNoSecrets(assert, audit, [...secrets, 'beta=true', 'stream=1'], 'the audit events')
 })
 
+test('audit: a Content-Length body, an empty 204 and a HEAD answer are recorded as complete, with their byte counts', async (t) => {
+  const body = JSON.stringify({ ok: true, pad: 'x'.repeat(5000) })
+  const up = await fakeUpstream(t, (req, res) => {
+    if (req.url.endsWith('/empty')) {
+      res.writeHead(204)
+      return res.end()
+    }
+    res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) })
+    res.end(req.method === 'HEAD' ? undefined : body)
+  })
+  const { broker, audit } = await startBroker(t, { env: brokerEnv(up) })
+  const g = broker.grant({ workspace: 'w1', providers: ['openai'] })
+  const auth = { authorization: `Bearer ${g.env.OPENAI_API_KEY}` }
+  const r1 = await send({ ...targetOf(g), path: '/openai/v1/models', headers: auth })
+  assert.equal(r1.status, 200)
+  assert.equal(r1.body, body)
+  const r2 = await send({ ...targetOf(g), path: '/openai/v1/empty', headers: auth })
+  assert.equal(r2.status, 204)
+  const r3 = await send({ ...targetOf(g), method: 'HEAD', path: '/openai/v1/models', headers: auth })
+  assert.equal(r3.status, 200)
+  await waitFor(() => audit.length >= 3, 'three audit events')
+  const [e1, e2, e3] = audit
+  assert.deepEqual([e1.status, e1.bytes, e1.error ?? null], [200, Buffer.byteLength(body), null], JSON.stringify(e1))
+  assert.deepEqual([e2.status, e2.bytes, e2.error ?? null], [204, 0, null], JSON.stringify(e2))
+  assert.deepEqual([e3.method, e3.status, e3.bytes, e3.error ?? null], ['HEAD', 200, 0, null], JSON.stringify(e3))
+})
+
 test('401: no credentials, a wrong or foreign token, a revoked grant, another grant on this socket', async (t) => {
   const up = await fakeUpstream(t)
   const { broker, audit } = await startBroker(t, { env: brokerEnv(up), tcp: true })
@@ -316,37 +343,40 @@ test('response headers that echo the real key are dropped; others pass', async (
 })
 
 test('streaming: SSE events reach the client as the upstream writes them', async (t) => {
-  let lastWrittenAt = null
+  // A handshake, not a clock: the upstream writes event 0 and writes the rest only once the
+  // client has received it. A broker that buffered the body would leave both waiting.
+  let clientGotFirst
+  const firstReceived = new Promise((resolve) => { clientGotFirst = resolve })
+  let upstreamWaited = false
   const up = await fakeUpstream(t, async (req, res) => {
     res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' })
-    res.flushHeaders()
-    for (let i = 0; i < 5; i++) {
-      await new Promise((r) => setTimeout(r, 100))
-      res.write(`event: delta\ndata: {"i":${i}}\n\n`)
-      if (i === 4) lastWrittenAt = Date.now()
-    }
+    res.write('event: delta\ndata: {"i":0}\n\n')
+    const got = await Promise.race([firstReceived.then(() => true), new Promise((r) => setTimeout(() => r(false), 20000))])
+    upstreamWaited = got
+    for (let i = 1; i < 5; i++) res.write(`event: delta\ndata: {"i":${i}}\n\n`)
     res.end()
   })
   const { broker, audit } = await startBroker(t, { env: brokerEnv(up) })
   const g = broker.grant({ workspace: 'w1', providers: ['anthropic'] })
-  const { firstDataAt, body } = await new Promise((resolve, reject) => {
+  const { body } = await new Promise((resolve, reject) => {
     const req = http.request({
       socketPath: g.route.hostSocket, method: 'POST', path: MESSAGES, agent: false,
       headers: { 'x-api-key': g.env.ANTHROPIC_API_KEY, 'content-type': 'application/json' },
     }, (res) => {
-      let first = null
       let text = ''
       res.setEncoding('utf8')
-      res.on('data', (d) => { first ??= Date.now(); text += d })
-      res.on('end', () => resolve({ firstDataAt: first, body: text }))
+      res.on('data', (d) => {
+        text += d
+        if (text.includes('"i":0')) clientGotFirst()
+      })
+      res.on('end', () => resolve({ body: text }))
       res.on('error', reject)
     })
     req.on('error', reject)
     req.end('{"stream":true}')
   })
   assert.equal(body.match(/^data: /gm)?.length, 5, body)
-  assert.ok(lastWrittenAt !== null && firstDataAt !== null)
-  assert.ok(firstDataAt < lastWrittenAt, `the first event arrived ${firstDataAt - lastWrittenAt} ms after the last was written: buffered`)
+  assert.equal(upstreamWaited, true, 'the client got event 0 only after the upstream ended: the broker buffered')
   await waitFor(() => audit.length >= 1, 'the audit event')
   assert.equal(audit[0].bytes, Buffer.byteLength(body))
 })

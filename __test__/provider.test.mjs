@@ -503,7 +503,7 @@ test('a server that never answers its health path fails the start with its last 
   cleanupOwner(t, owner)
   const marker = `po-unhealthy-marker-${owner}`
   writeBundle(poHome, { server: serverSource({ listenPort: SERVER_PORT + 1, marker }) })
-  const { layer } = openLayer(baseOptions(poHome, owner, { healthTimeoutMs: 3000 }))
+  const { layer } = openLayer(baseOptions(poHome, owner, { healthTimeoutMs: 8000 }))
   await assert.rejects(layer.containers.start({ id: 'sick', path: tempWorkspace(t) }), (err) => {
     assert.equal(err.code, 'CONTAINER_UNHEALTHY', err.message)
     assert.ok(err.message.includes(`${marker} starting, will listen on ${SERVER_PORT + 1}`), err.message)
@@ -544,6 +544,16 @@ test('containers reach model providers through the credential broker: a token in
   assert.equal(seen[0].url, '/v1/models?limit=1')
   assert.equal(seen[0].headers.authorization, `Bearer ${REAL}`)
   assert.ok(!JSON.stringify(seen).includes(cenv.OPENAI_API_KEY), 'the upstream saw the token')
+
+  // Starting the running workspace again in the same hub re-grants it: the new grant's socket
+  // and tokens survive the old grant's revocation.
+  const same = await layer.containers.start({ id: 'bw', path: ws })
+  assert.equal(same.containerId, c.containerId)
+  const callSame = await getJson(c.url, '/call')
+  assert.equal(callSame.status, 200, JSON.stringify(callSame))
+  assert.equal(seen.length, 2)
+  assert.equal(seen[1].headers.authorization, `Bearer ${REAL}`)
+  seen.length = 1
 
   // A new hub adopts the container and honours the tokens it was made with.
   const again = openLayer(baseOptions(poHome, owner, { env }))

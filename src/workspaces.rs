@@ -116,8 +116,8 @@ struct Inner {
     config: ServiceConfig,
     events: EventBus,
     inflight: Mutex<HashMap<String, StartOp>>,
-    /// Live broker grants by workspace.
-    grants: Mutex<HashMap<String, String>>,
+    /// Live broker grants by workspace, with the token-file content each was derived from.
+    grants: Mutex<HashMap<String, (crate::broker::server::Grant, Secret)>>,
 }
 
 /// The workspace containers of one hub (owner). Cheap to clone.
@@ -236,6 +236,20 @@ impl WorkspaceContainers {
                 token_path.display()
             ),
         })?;
+        let secret = Secret::new(secret.trim());
+        // The same token file and a grant still in force: keep it. A new grant would replace
+        // the socket under the container's keep-alive connections to the old one.
+        if let Some((grant, from)) = self
+            .inner
+            .grants
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(workspace_id)
+            && from.expose() == secret.expose()
+            && w.broker.grant_live(&grant.id)
+        {
+            return Ok(Some(grant.clone()));
+        }
         let owner = c
             .user
             .split_once(':')
@@ -247,7 +261,7 @@ impl WorkspaceContainers {
             owner,
             container_socket: Some(format!("{BROKER_MOUNT}/broker.sock")),
             container_host: None,
-            secret: Some(Secret::new(secret.trim())),
+            secret: Some(secret.clone()),
             socket_folder: Some(w.socket_folder(&c.owner, workspace_id)),
         };
         let grant = w.broker.grant(request)?;
@@ -261,11 +275,11 @@ impl WorkspaceContainers {
             .grants
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .insert(workspace_id.to_string(), grant.id.clone());
-        if let Some(old) = previous
-            && old != grant.id
+            .insert(workspace_id.to_string(), (grant.clone(), secret));
+        if let Some((old, _)) = previous
+            && old.id != grant.id
         {
-            w.broker.revoke(&old);
+            w.broker.revoke(&old.id);
         }
         Ok(Some(grant))
     }
@@ -281,8 +295,8 @@ impl WorkspaceContainers {
         let Some(w) = &self.inner.config.broker else {
             return;
         };
-        if let Some(id) = id {
-            w.broker.revoke(&id);
+        if let Some((grant, _)) = id {
+            w.broker.revoke(&grant.id);
         }
         let folder = w.socket_folder(&self.inner.config.owner, workspace_id);
         let _ = std::fs::remove_file(folder.join("broker.sock"));

@@ -178,8 +178,18 @@ struct GrantState {
     workspace: String,
     hashes: Vec<[u8; 32]>,
     socket_dir: Option<PathBuf>,
+    /// (device, inode) of the socket file this grant bound.
+    socket_file: Option<(u64, u64)>,
     owns_dir: bool,
     task: Option<tokio::task::JoinHandle<()>>,
+}
+
+/// (device, inode) of a path itself (links not followed).
+fn file_identity(path: &Path) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::symlink_metadata(path)
+        .ok()
+        .map(|m| (m.dev(), m.ino()))
 }
 
 struct Inner {
@@ -457,6 +467,10 @@ impl Broker {
                 )
             }
         };
+        let socket_file = match &route {
+            GrantRoute::Socket { host_socket, .. } => file_identity(host_socket),
+            GrantRoute::Tcp { .. } => None,
+        };
         let hashes: Vec<[u8; 32]> = entries.iter().map(|(h, _)| *h).collect();
         {
             let mut tokens = self.inner.tokens.write().unwrap_or_else(|e| e.into_inner());
@@ -474,6 +488,7 @@ impl Broker {
                     workspace: request.workspace.clone(),
                     hashes,
                     socket_dir,
+                    socket_file,
                     owns_dir,
                     task,
                 },
@@ -506,22 +521,44 @@ impl Broker {
             .unwrap_or_else(|e| e.into_inner())
             .remove(grant_id)?;
         {
+            // A later grant from the same token file carries the same tokens: those entries are
+            // its own now and stay.
             let mut tokens = self.inner.tokens.write().unwrap_or_else(|e| e.into_inner());
             for h in &state.hashes {
-                tokens.remove(h);
+                if tokens.get(h).is_some_and(|e| e.grant == grant_id) {
+                    tokens.remove(h);
+                }
             }
         }
         if let Some(task) = &state.task {
             task.abort();
         }
-        if let Some(dir) = state.socket_dir {
-            let _ = std::fs::remove_file(dir.join("broker.sock"));
-            if state.owns_dir {
-                let _ = std::fs::remove_dir(&dir);
+        if let (Some(dir), Some(bound)) = (state.socket_dir, state.socket_file) {
+            // Only the socket this grant bound: a later grant on the same folder replaced it.
+            let socket = dir.join("broker.sock");
+            if file_identity(&socket) == Some(bound) {
+                let _ = std::fs::remove_file(&socket);
+                if state.owns_dir {
+                    let _ = std::fs::remove_dir(&dir);
+                }
             }
         }
         tracing::debug!(grant = grant_id, workspace = %state.workspace, "grant revoked");
         Some(state.task)
+    }
+
+    /// Whether a grant is still in force and, for a socket route, its socket is still the
+    /// one it bound (nobody removed or replaced it).
+    pub fn grant_live(&self, grant_id: &str) -> bool {
+        let grants = self.inner.grants.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(state) = grants.get(grant_id) else {
+            return false;
+        };
+        match (&state.socket_dir, state.socket_file) {
+            (Some(dir), Some(bound)) => file_identity(&dir.join("broker.sock")) == Some(bound),
+            (Some(_), None) => false,
+            (None, _) => true,
+        }
     }
 
     /// The grants alive now.
@@ -1127,6 +1164,12 @@ impl Body for AuditedBody {
                 if let Some(d) = frame.data_ref() {
                     self.bytes += d.len() as u64;
                 }
+                // With a Content-Length the server stops polling after the last byte instead
+                // of asking for the end: that last byte is the end.
+                if self.inner.is_end_stream() {
+                    self.done = true;
+                    self.finish(None);
+                }
             }
             std::task::Poll::Ready(Some(Err(e))) => {
                 let why = format!("the upstream stream broke: {e}");
@@ -1152,7 +1195,10 @@ impl Body for AuditedBody {
 
 impl Drop for AuditedBody {
     fn drop(&mut self) {
-        if !self.done {
+        if self.inner.is_end_stream() {
+            // An empty body (204, 304, HEAD) is never polled.
+            self.finish(None);
+        } else if !self.done {
             self.finish(Some("the client went away before the end".into()));
         }
     }
@@ -1355,5 +1401,49 @@ mod tests {
             assert_eq!(refused.kind(), std::io::ErrorKind::ConnectionRefused);
             assert!(!socket.exists() && b.grant_ids().is_empty());
         }
+    }
+
+    #[tokio::test]
+    async fn revoking_an_older_grant_spares_the_socket_and_tokens_of_its_successor() {
+        let env = HashMap::from([("OPENAI_API_KEY".to_string(), "sk-real".to_string())]);
+        let dir = tempfile::tempdir().unwrap();
+        let b = Broker::start(BrokerOptions {
+            host_env: env,
+            socket_dir: dir.path().into(),
+            tcp: false,
+        })
+        .await
+        .unwrap();
+        let folder = dir.path().join("ws");
+        let request = || GrantRequest {
+            workspace: "w".into(),
+            providers: None,
+            transport: Transport::Socket,
+            owner: None,
+            container_socket: None,
+            container_host: None,
+            secret: Some(Secret::new("token-file-content")),
+            socket_folder: Some(folder.clone()),
+        };
+        let old = b.grant(request()).unwrap();
+        let new = b.grant(request()).unwrap();
+        assert_eq!(
+            old.env["OPENAI_API_KEY"].expose(),
+            new.env["OPENAI_API_KEY"].expose()
+        );
+        assert!(!b.grant_live(&old.id), "its socket was replaced");
+        assert!(b.grant_live(&new.id));
+        assert!(b.revoke(&old.id));
+        let socket = folder.join("broker.sock");
+        assert!(socket.exists(), "the successor's socket was removed");
+        assert!(tokio::net::UnixStream::connect(&socket).await.is_ok());
+        let tokens = b.inner.tokens.read().unwrap();
+        let entry = tokens
+            .get(&hash(new.env["OPENAI_API_KEY"].expose()))
+            .expect("the successor's token was removed");
+        assert_eq!(entry.grant, new.id);
+        drop(tokens);
+        assert!(b.revoke(&new.id));
+        assert!(!socket.exists() && !b.grant_live(&new.id));
     }
 }
