@@ -20,7 +20,7 @@ function poHomeWithBundle(t) {
 test('doctor on this machine: ready, exit 0, every candidate, the engine, the runtime and the image', async (t) => {
   await requireDocker()
   const home = poHomeWithBundle(t)
-  const r = await run(process.execPath, [bin, 'doctor', '--po-home', home, '--base-image', 'po-sandbox-test-base:node24', '--image-variant', 'minimal'])
+  const r = await run(process.execPath, [bin, 'doctor', '--timeout-ms', '30000', '--po-home', home, '--base-image', 'po-sandbox-test-base:node24', '--image-variant', 'minimal'])
   assert.equal(r.code, 0, r.stdout + r.stderr)
   assert.match(r.stdout, new RegExp(`Node.js   ${process.version.replace(/\./g, '\\.')}: ok`))
   assert.match(r.stdout, /\[ok\] docker   unix:\/\/\/var\/run\/docker\.sock \(rootful\): Docker /)
@@ -34,7 +34,7 @@ test('doctor on this machine: ready, exit 0, every candidate, the engine, the ru
 test('doctor without a runtime bundle: exit 1, RUNTIME_NOT_INSTALLED and where it looked', async (t) => {
   await requireDocker()
   const home = tempDir(t)
-  const r = await run(process.execPath, [bin, 'doctor', '--po-home', home])
+  const r = await run(process.execPath, [bin, 'doctor', '--timeout-ms', '30000', '--po-home', home])
   assert.equal(r.code, 1)
   assert.match(r.stdout, /Runtime   not usable \[RUNTIME_NOT_INSTALLED\]/)
   assert.match(r.stdout, new RegExp(`${home}/container-runtime/`))
@@ -70,7 +70,7 @@ test('ls and stop: a container of this hub is listed, stopped and gone; --all li
 
 test('doctor --json is machine-readable', async (t) => {
   await requireDocker()
-  const r = await run(process.execPath, [bin, 'doctor', '--json', '--po-home', poHomeWithBundle(t)])
+  const r = await run(process.execPath, [bin, 'doctor', '--json', '--timeout-ms', '30000', '--po-home', poHomeWithBundle(t)])
   assert.equal(r.code, 0, r.stderr)
   const report = JSON.parse(r.stdout)
   assert.equal(report.ok, true)
@@ -116,8 +116,8 @@ test('npm start runs the doctor', () => {
 })
 
 test('PO_SANDBOX_LOG turns on tracing to stderr; without it stderr stays quiet', async () => {
-  const quiet = await run(process.execPath, [bin, 'doctor', '--engine', 'docker'], { env: { ...process.env, PO_SANDBOX_LOG: '' } })
+  const quiet = await run(process.execPath, [bin, 'doctor', '--engine', 'docker', '--timeout-ms', '30000'], { env: { ...process.env, PO_SANDBOX_LOG: '' } })
   assert.equal(quiet.stderr, '')
-  const loud = await run(process.execPath, [bin, 'doctor', '--engine', 'docker'], { env: { ...process.env, PO_SANDBOX_LOG: 'debug' } })
+  const loud = await run(process.execPath, [bin, 'doctor', '--engine', 'docker', '--timeout-ms', '30000'], { env: { ...process.env, PO_SANDBOX_LOG: 'debug' } })
   assert.match(loud.stderr, /engine candidate probed/)
 })

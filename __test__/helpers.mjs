@@ -61,7 +61,7 @@ export function dockerCli(args) {
 
 /** Fails with how to start an engine when none answers. */
 export async function requireDocker() {
-  const r = await addon.checkEngine({ engine: 'docker', timeoutMs: 5000 })
+  const r = await addon.checkEngine({ engine: 'docker', timeoutMs: 30000 })
   if (!r.available) {
     throw new Error(`These tests need a running Docker engine; none answers (${r.reasonCode}: ${r.reason}). Run 'bash scripts/ensure-engine.sh' as root, or start Docker (sudo systemctl start docker).`)
   }

@@ -18,30 +18,40 @@ function poSandboxInPi(t, extraEnv) {
   Object.assign(env, extraEnv)
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, [piBin, '--mode', 'rpc', '--no-session', '--extension', root], { cwd: home, env, stdio: ['pipe', 'pipe', 'pipe'] })
-    let buf = ''
+    let all = ''
+    let rest = ''
     let stderr = ''
-    const timer = setTimeout(() => { child.kill('SIGKILL'); reject(new Error(`pi gave no notify within 60 s. stdout: ${buf}\nstderr: ${stderr}`)) }, 60000)
+    let outcome = null
+    // Settles once pi has exited, so its home is not removed under it.
+    const settle = (o, signal) => {
+      if (outcome) return
+      outcome = o
+      clearTimeout(timer)
+      child.kill(signal)
+    }
+    const timer = setTimeout(() => settle({ error: new Error(`pi gave no notify within 60 s. stdout: ${all}\nstderr: ${stderr}`) }, 'SIGKILL'), 60000)
     child.stderr.on('data', (d) => { stderr += d })
     child.stdout.on('data', (d) => {
-      buf += d
-      for (const line of buf.split('\n')) {
-        if (!line.trim().startsWith('{')) continue
-        const msg = JSON.parse(line)
-        if (msg.type === 'extension_ui_request' && msg.method === 'notify') {
-          clearTimeout(timer)
-          child.kill('SIGTERM')
-          resolve(msg)
-          return
-        }
-        if (msg.type === 'response' && msg.success === false) {
-          clearTimeout(timer)
-          child.kill('SIGKILL')
-          reject(new Error(`pi refused the prompt: ${line}`))
-          return
-        }
+      all += d
+      rest += d
+      let i
+      while ((i = rest.indexOf('\n')) >= 0) {
+        const line = rest.slice(0, i).trim()
+        rest = rest.slice(i + 1)
+        if (!line.startsWith('{')) continue
+        let msg
+        try { msg = JSON.parse(line) } catch { continue }
+        if (msg.type === 'extension_ui_request' && msg.method === 'notify') settle({ msg }, 'SIGTERM')
+        else if (msg.type === 'response' && msg.success === false) settle({ error: new Error(`pi refused the prompt: ${line}`) }, 'SIGKILL')
       }
     })
-    child.once('error', reject)
+    child.once('error', (e) => settle({ error: e }, 'SIGKILL'))
+    child.once('close', (code, signal) => {
+      const o = outcome ?? { error: new Error(`pi exited (${code ?? signal}) without a notify. stdout: ${all}\nstderr: ${stderr}`) }
+      clearTimeout(timer)
+      if (o.error) reject(o.error)
+      else resolve(o.msg)
+    })
     child.stdin.write(`${JSON.stringify({ type: 'prompt', message: '/po-sandbox' })}\n`)
   })
 }

@@ -143,6 +143,8 @@ export function baseOptions(poHome, owner, extra = {}) {
     baseImage: TEST_BASE,
     imageVariant: 'minimal',
     healthTimeoutMs: 20000,
+    // A busy engine on a 2-core CI machine may answer `info` slowly; this is no timing check.
+    engineTimeoutMs: 30000,
     env: hostEnv(),
     ...extra,
   }

@@ -47,6 +47,10 @@ case "$node_version" in
   *) die "$node_bin is Node.js $node_version, expected 24.x: run 'npm install' in $root" ;;
 esac
 
+# Test files that run in parallel may call this at once: one builds, the others then find it.
+exec 9<"$self"
+flock 9
+
 digest=$(cat "$node_bin" "$self" | sha256sum | cut -d' ' -f1)
 current=$(docker image inspect --format '{{ index .Config.Labels "po.test-base.digest" }}' "$tag" 2>/dev/null || true)
 if [ "$current" = "$digest" ]; then
