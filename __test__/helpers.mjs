@@ -93,3 +93,56 @@ export async function waitFor(predicate, what, ms = 10000) {
     await new Promise((r) => setTimeout(r, 50))
   }
 }
+
+/** The real pi coding agent's CLI (a devDependency). */
+export const piBin = path.join(root, 'node_modules', '@earendil-works', 'pi-coding-agent', 'dist', 'bundle', 'cli.js')
+
+/**
+ * Sends `message` (default `/po-sandbox`) to the real pi in RPC mode with `extension` loaded
+ * (a package directory: pi reads its manifest) and resolves with the first `notify` UI request;
+ * pi has exited when it resolves.
+ */
+export function slashCommandInPi(t, { extension, env: extraEnv = {}, message = '/po-sandbox' }) {
+  const home = tempDir(t, 'po-sandbox-pi-')
+  const env = { ...process.env, PI_CODING_AGENT_DIR: path.join(home, 'agent'), PI_OFFLINE: '1', PI_SKIP_VERSION_CHECK: '1', PI_TELEMETRY: '0', HOME: home }
+  for (const k of ['PO_SANDBOX', 'PO_WORKSPACE', 'PO_BROKER_PROVIDERS', 'PO_BROKER_SOCKET', 'PO_BROKER_ADDRESS']) delete env[k]
+  Object.assign(env, extraEnv)
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [piBin, '--mode', 'rpc', '--no-session', '--extension', extension], { cwd: home, env, stdio: ['pipe', 'pipe', 'pipe'] })
+    let all = ''
+    let rest = ''
+    let stderr = ''
+    let outcome = null
+    // Settles once pi has exited, so its home is not removed under it.
+    const settle = (o, signal) => {
+      if (outcome) return
+      outcome = o
+      clearTimeout(timer)
+      child.kill(signal)
+    }
+    const timer = setTimeout(() => settle({ error: new Error(`pi gave no notify within 60 s. stdout: ${all}\nstderr: ${stderr}`) }, 'SIGKILL'), 60000)
+    child.stderr.on('data', (d) => { stderr += d })
+    child.stdout.on('data', (d) => {
+      all += d
+      rest += d
+      let i
+      while ((i = rest.indexOf('\n')) >= 0) {
+        const line = rest.slice(0, i).trim()
+        rest = rest.slice(i + 1)
+        if (!line.startsWith('{')) continue
+        let msg
+        try { msg = JSON.parse(line) } catch { continue }
+        if (msg.type === 'extension_ui_request' && msg.method === 'notify') settle({ msg }, 'SIGTERM')
+        else if (msg.type === 'response' && msg.success === false) settle({ error: new Error(`pi refused the prompt: ${line}`) }, 'SIGKILL')
+      }
+    })
+    child.once('error', (e) => settle({ error: e }, 'SIGKILL'))
+    child.once('close', (code, signal) => {
+      const o = outcome ?? { error: new Error(`pi exited (${code ?? signal}) without a notify. stdout: ${all}\nstderr: ${stderr}`) }
+      clearTimeout(timer)
+      if (o.error) reject(o.error)
+      else resolve(o.msg)
+    })
+    child.stdin.write(`${JSON.stringify({ type: 'prompt', message })}\n`)
+  })
+}

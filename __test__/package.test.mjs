@@ -4,9 +4,9 @@ import assert from 'node:assert/strict'
 import { readFileSync, existsSync } from 'node:fs'
 import path from 'node:path'
 
-import { createRequire } from 'node:module'
+import net from 'node:net'
 
-import { addon, root } from './helpers.mjs'
+import { addon, root, run, tempDir, waitFor } from './helpers.mjs'
 
 const pkg = JSON.parse(readFileSync(path.join(root, 'package.json'), 'utf8'))
 
@@ -36,10 +36,24 @@ test('one npm package per prebuilt platform', () => {
   }
 })
 
-test('the addon loads without engine I/O', () => {
-  // Loading already happened in helpers; a fresh load must not need an engine either.
-  const started = process.hrtime.bigint()
-  const fresh = createRequire(import.meta.url)(path.join(root, 'index.js'))
-  assert.equal(typeof fresh.checkEngine, 'function')
-  assert.ok(process.hrtime.bigint() - started >= 0n)
+test('loading the addon (and listing candidates) touches no engine; checkEngine does', async (t) => {
+  // The engine endpoints point at a socket this test listens on, so any engine I/O shows up.
+  const dir = tempDir(t, 'po-load-')
+  const sock = path.join(dir, 'engine.sock')
+  let connections = 0
+  const server = net.createServer((c) => { connections++; c.destroy() })
+  await new Promise((resolve) => server.listen(sock, resolve))
+  t.after(() => new Promise((resolve) => server.close(resolve)))
+  const env = { PATH: process.env.PATH, HOME: dir, DOCKER_HOST: `unix://${sock}`, CONTAINER_HOST: `unix://${sock}`, PO_SANDBOX_ENGINE: 'docker' }
+  const load = `const a = require(${JSON.stringify(path.join(root, 'index.js'))}); if (typeof a.checkEngine !== 'function') process.exit(3); a.engineCandidates()`
+  const loaded = await run(process.execPath, ['-e', load], { env })
+  assert.equal(loaded.code, 0, loaded.stderr)
+  await new Promise((r) => setTimeout(r, 200)) // let any accept the child caused be seen
+  assert.equal(connections, 0, 'loading the addon connected to the engine socket')
+  // The control: the same setup does see a probe.
+  const probe = `require(${JSON.stringify(path.join(root, 'index.js'))}).checkEngine({ timeoutMs: 2000 }).then((r) => console.log(r.available))`
+  const probed = await run(process.execPath, ['-e', probe], { env })
+  assert.equal(probed.code, 0, probed.stderr)
+  assert.equal(probed.stdout.trim(), 'false')
+  await waitFor(() => connections >= 1, 'checkEngine to reach the socket')
 })
