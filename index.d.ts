@@ -69,9 +69,9 @@ export declare class CredentialBroker {
   grant(options: GrantOptions): BrokerGrant
   /**
    * Ends a grant at once (its tokens stop working, also on open connections; its socket is
-   * removed). `false` when there was no such grant.
+   * removed). Takes the grant or its id. `false` when there was no such grant.
    */
-  revoke(grantId: string): boolean
+  revoke(grant: BrokerGrant | string): boolean
   /** Revokes every grant and stops listening. */
   close(): Promise<void>
   /** Calls `callback` with an audit event for every request. */

@@ -541,6 +541,13 @@ test('bad input: workspace, provider, transport, user, a non-loopback or malform
   assert.throws(() => broker.grant({ workspace: 'w1', transport: 'udp' }), { code: 'OPTIONS_INVALID' })
   assert.throws(() => broker.grant({ workspace: 'w1', user: 'root' }), { code: 'OPTIONS_INVALID' })
   assert.throws(() => broker.grant(), { code: 'OPTIONS_INVALID' })
+  for (const bad of [5, {}, { id: 7 }, null, undefined]) {
+    assert.throws(() => broker.revoke(bad), { code: 'OPTIONS_INVALID' }, JSON.stringify(bad))
+  }
+  const g = broker.grant({ workspace: 'w1', providers: ['openai'] })
+  assert.equal(broker.revoke(g), true, 'revoke takes the grant itself')
+  assert.equal(broker.revoke(g), false)
+  assert.equal(broker.revoke('no-such-grant'), false)
 
   for (const base of ['http://10.0.0.1:1', 'http://example.com', 'ftp://127.0.0.1', `http://user:pw@127.0.0.1:${up.port}`]) {
     const bad = await startBroker(t, { env: { ANTHROPIC_API_KEY: KEYS.anthropic, ANTHROPIC_BASE_URL: base } })

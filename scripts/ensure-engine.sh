@@ -2,7 +2,9 @@
 # Makes sure the engines the tests need are here: a Docker engine that answers, and Podman
 # installed (its tests start their own `podman system service`). When something is missing and
 # this runs as root on Debian, it installs Debian's docker.io / podman and starts dockerd;
-# otherwise it fails and says what to do. It never stops anything.
+# otherwise it fails and says what to do. It also makes sure `openssl` (the broker TLS test
+# makes a test CA with it) is here. It never stops anything; when PO_SANDBOX_DOCKERD_PIDFILE is
+# set and it starts dockerd, it writes that dockerd's pid there, so the caller can stop exactly it.
 set -euo pipefail
 
 log=${PO_SANDBOX_DOCKERD_LOG:-/tmp/po-sandbox-dockerd.log}
@@ -25,6 +27,7 @@ install_packages() {
 missing=()
 command -v dockerd >/dev/null 2>&1 || missing+=(docker.io)
 command -v podman >/dev/null 2>&1 || missing+=(podman)
+command -v openssl >/dev/null 2>&1 || missing+=(openssl)
 
 if docker_answers; then
   echo "ensure-engine: Docker answers ($(docker version --format '{{.Server.Version}}' 2>/dev/null || echo '?'))"
@@ -57,6 +60,7 @@ if ! docker_answers; then
   fi
   echo "ensure-engine: starting dockerd (log: $log)"
   nohup dockerd >"$log" 2>&1 &
+  if [ -n "${PO_SANDBOX_DOCKERD_PIDFILE:-}" ]; then echo "$!" >"$PO_SANDBOX_DOCKERD_PIDFILE"; fi
   for _ in $(seq 1 120); do
     docker_answers && break
     sleep 0.5

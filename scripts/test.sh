@@ -11,6 +11,11 @@ if [ "$major" -lt 24 ]; then
   exit 1
 fi
 
+if ! command -v cargo >/dev/null 2>&1; then
+  echo "npm test needs a Rust toolchain (cargo, rustfmt, clippy) on PATH to build the addon: install it with rustup (https://rustup.rs), then run npm test again." >&2
+  exit 1
+fi
+
 step "build the addon (napi build --platform --release)"
 npx napi build --platform --release
 if [ -n "${CI:-}" ] && git rev-parse --is-inside-work-tree >/dev/null 2>&1; then

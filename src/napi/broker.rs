@@ -5,7 +5,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use napi::Env;
-use napi::bindgen_prelude::{Function, PromiseRaw, Unknown};
+use napi::JsValue;
+use napi::bindgen_prelude::{FromNapiValue, Function, PromiseRaw, Unknown};
 use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
 use napi_derive::napi;
 
@@ -299,10 +300,42 @@ impl CredentialBroker {
     }
 
     /// Ends a grant at once (its tokens stop working, also on open connections; its socket is
-    /// removed). `false` when there was no such grant.
-    #[napi]
-    pub fn revoke(&self, grant_id: String) -> bool {
-        self.inner.revoke(&grant_id)
+    /// removed). Takes the grant or its id. `false` when there was no such grant.
+    #[napi(ts_args_type = "grant: BrokerGrant | string")]
+    pub fn revoke(&self, env: Env, grant: Unknown) -> napi::Result<bool> {
+        let invalid = |reason: String| {
+            coded(
+                &env,
+                &Error::OptionsInvalid {
+                    option: "grant".into(),
+                    reason,
+                },
+            )
+        };
+        let id = match grant.get_type()? {
+            napi::ValueType::String => {
+                // SAFETY: the value belongs to this env and is alive for this call.
+                unsafe { String::from_napi_value(env.raw(), grant.raw()) }?
+            }
+            napi::ValueType::Object => {
+                // SAFETY: as above; an object is read for its `id` only.
+                let object = unsafe {
+                    napi::bindgen_prelude::Object::from_napi_value(env.raw(), grant.raw())
+                }?;
+                object.get::<String>("id").ok().flatten().ok_or_else(|| {
+                    invalid(
+                        "expected a grant from grant() (an object with a string id) or its id"
+                            .into(),
+                    )
+                })?
+            }
+            _ => {
+                return Err(invalid(
+                    "expected a grant from grant() or its id (a string)".into(),
+                ));
+            }
+        };
+        Ok(self.inner.revoke(&id))
     }
 
     /// Revokes every grant and stops listening.
