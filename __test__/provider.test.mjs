@@ -15,7 +15,7 @@ import {
   volumesOf, writeBundle, writeHubChild,
 } from './provider-fixtures.mjs'
 
-const { registerSandboxLayer } = addon
+const { registerSandboxLayer, ensureSandboxImage } = addon
 const uidGid = `${process.getuid()}:${process.getgid()}`
 
 before(async () => {
@@ -478,6 +478,62 @@ test('the image is built once per recipe, then reused; a different recipe is a d
   assert.equal(s3.state, 'ready', JSON.stringify(s3))
   assert.match(s3.image, /^po-sandbox:/)
   assert.notEqual(s3.image, s1.image)
+})
+
+test('concurrent ensureSandboxImage calls share one build, and each caller sees its progress', async (t) => {
+  const base = `po-sandbox-test-base:shared-${newOwner().slice(1)}`
+  dockerCli(['tag', TEST_BASE, base])
+  let tag
+  t.after(async () => { await run('docker', ['rmi', ...(tag ? [tag] : []), base]) })
+  const options = { baseImage: base, imageVariant: 'minimal', engine: 'docker' }
+  const seen = [[], [], []]
+  const results = await Promise.all(seen.map((events) => ensureSandboxImage(options, (e) => events.push(e))))
+  tag = results[0].tag
+  for (const r of results) {
+    assert.equal(r.tag, tag)
+    assert.equal(r.digest, results[0].digest)
+    assert.equal(r.built, true, 'every caller waited on the build that made it')
+  }
+  await waitFor(() => seen.every((events) => events.some((e) => e.phase === 'built')), 'a built event for every caller')
+  const progress = seen.map((events) => events.filter((e) => e.phase === 'progress').map((e) => e.message))
+  assert.ok(progress[0].some((m) => /^Step \d+\/\d+ : RUN /.test(m)), JSON.stringify(progress[0]))
+  // One build: every caller got the same lines, including the same intermediate container ids.
+  assert.deepEqual(progress[1], progress[0])
+  assert.deepEqual(progress[2], progress[0])
+  for (const events of seen) assert.equal(events.filter((e) => e.phase === 'building').length, 1)
+  // Built now: the next call finds it.
+  const again = await ensureSandboxImage(options)
+  assert.deepEqual(again, { ...results[0], built: false })
+})
+
+test('a failing image build is IMAGE_BUILD_FAILED naming the step and its output, and leaves no image or container', async (t) => {
+  const rand = newOwner().slice(1)
+  const base = `po-sandbox-test-base:broken-${rand}`
+  const marker = `po-broken-shell-${rand}`
+  // A base whose /bin/sh prints a marker and fails, so the recipe's RUN step fails on it.
+  const dockerfile = [
+    `FROM ${TEST_BASE}`,
+    `RUN rm /bin/sh && printf '#!/bin/busybox sh\\necho ${marker} >&2\\nexit 7\\n' > /bin/sh && chmod 755 /bin/sh`,
+    '',
+  ].join('\n')
+  const built = await run('docker', ['build', '-q', '-t', base, '-'], { input: dockerfile })
+  assert.equal(built.code, 0, built.stderr)
+  t.after(async () => { await run('docker', ['rmi', base]) })
+  // Build containers of this recipe's RUN step (other suites' builds remove theirs too).
+  const buildContainers = () => dockerCli(['ps', '-a', '--no-trunc', '--format', '{{.ID}} {{.Command}}']).split('\n').filter((l) => l.includes('setup-dirs.sh'))
+  const before = buildContainers()
+  const events = []
+  await assert.rejects(ensureSandboxImage({ baseImage: base, imageVariant: 'minimal', engine: 'docker' }, (e) => events.push(e)), (err) => {
+    assert.equal(err.code, 'IMAGE_BUILD_FAILED', err.message)
+    assert.match(err.message, /failed at Step \d+\/\d+ : RUN sh \/usr\/local\/lib\/po-sandbox\/setup-dirs\.sh/, err.message)
+    assert.match(err.message, /non-zero code: 7/, err.message)
+    assert.ok(err.message.includes(marker), err.message)
+    return true
+  })
+  const tag = events.find((e) => e.phase === 'building')?.tag
+  assert.ok(tag, JSON.stringify(events))
+  assert.equal((await run('docker', ['image', 'inspect', tag])).code, 1, `${tag} exists after a failed build`)
+  assert.deepEqual(buildContainers().filter((l) => !before.includes(l)), [], 'the failed build left a container')
 })
 
 test('stop removes a workspace container but keeps its volumes and folder; a second stop says false', async (t) => {

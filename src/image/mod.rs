@@ -175,37 +175,48 @@ pub enum Provenance {
 
 type Build = Shared<BoxFuture<'static, Result<Provenance>>>;
 
-fn builds() -> &'static Mutex<HashMap<String, Build>> {
-    static BUILDS: OnceLock<Mutex<HashMap<String, Build>>> = OnceLock::new();
+/// A build in flight and the bus its progress goes to; every caller waiting on it listens.
+type Running = (Build, EventBus);
+
+fn builds() -> &'static Mutex<HashMap<String, Running>> {
+    static BUILDS: OnceLock<Mutex<HashMap<String, Running>>> = OnceLock::new();
     BUILDS.get_or_init(Default::default)
 }
 
 /// Makes sure the image exists, building it once if missing. Concurrent calls in one process
-/// for the same tag share one build. Progress goes to `events`.
+/// for the same tag share one build, and each gets its progress on its own `events` (a caller
+/// that joins late is first replayed what it missed).
 pub async fn ensure(
     docker: &Docker,
     recipe: &ImageRecipe,
     events: &EventBus,
 ) -> Result<Provenance> {
     let tag = recipe.tag();
-    let shared = {
+    let (shared, progress) = {
         let mut map = builds().lock().unwrap_or_else(|e| e.into_inner());
         map.entry(tag.clone())
             .or_insert_with(|| {
                 let docker = docker.clone();
                 let recipe = recipe.clone();
-                let events = events.clone();
-                async move { ensure_uncached(&docker, &recipe, &events).await }
+                let progress = EventBus::default();
+                let bus = progress.clone();
+                let build = async move { ensure_uncached(&docker, &recipe, &bus).await }
                     .boxed()
-                    .shared()
+                    .shared();
+                (build, progress)
             })
             .clone()
     };
+    let mine = events.clone();
+    progress.subscribe(std::sync::Arc::new(move |e| mine.emit(e.clone())));
     let result = shared.clone().await;
     // Forget the finished build so a later call checks the engine again, unless a newer one
     // already took its place.
     let mut map = builds().lock().unwrap_or_else(|e| e.into_inner());
-    if map.get(&tag).is_some_and(|current| current.ptr_eq(&shared)) {
+    if map
+        .get(&tag)
+        .is_some_and(|(current, _)| current.ptr_eq(&shared))
+    {
         map.remove(&tag);
     }
     result
