@@ -480,6 +480,30 @@ test('the image is built once per recipe, then reused; a different recipe is a d
   assert.notEqual(s3.image, s1.image)
 })
 
+test('a stopped leftover container is removed, with the reason, and a new one made on the same volumes', async (t) => {
+  const { owner, options } = setup(t)
+  const ws = tempWorkspace(t)
+  const first = openLayer(options)
+  const c1 = await first.layer.containers.start({ id: 'left', path: ws })
+  const volumes = volumesOf(owner)
+  assert.ok(volumes.length > 0)
+  dockerCli(['stop', '-t', '1', c1.containerId])
+  assert.equal(inspect(c1.containerId).State.Running, false)
+
+  const next = openLayer(options)
+  const c2 = await next.layer.containers.start({ id: 'left', path: ws })
+  assert.notEqual(c2.containerId, c1.containerId)
+  assert.equal(c2.adopted, false)
+  assert.equal(isRunning(c2.containerId), true)
+  assert.deepEqual(containersWith({ 'po.owner': owner }), [c2.containerId], 'the leftover is gone')
+  const removed = await waitFor(() => next.events.find((e) => e.type === 'workspace' && e.state === 'removed' && e.containerId === c1.containerId), 'a removed event for the leftover')
+  assert.match(removed.reason, /leftover container was exited/)
+  assert.deepEqual(volumesOf(owner), volumes, 'the new container uses the same volumes')
+  const who = await getJson(c2.url)
+  assert.equal(who.env.PO_WORKSPACE, 'left')
+  assert.equal(who.tokenReadable, true)
+})
+
 test('concurrent ensureSandboxImage calls share one build, and each caller sees its progress', async (t) => {
   const base = `po-sandbox-test-base:shared-${newOwner().slice(1)}`
   dockerCli(['tag', TEST_BASE, base])
