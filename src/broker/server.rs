@@ -54,9 +54,9 @@ const HOP_BY_HOP: [&str; 9] = [
     "upgrade",
 ];
 
-type HttpsClient =
-    Client<hyper_rustls::HttpsConnector<HttpConnector>, BoxBody<Bytes, hyper::Error>>;
-type ResponseBody = BoxBody<Bytes, hyper::Error>;
+type HttpsClient = Client<hyper_rustls::HttpsConnector<HttpConnector>, BoxBody<Bytes, BoxError>>;
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+type ResponseBody = BoxBody<Bytes, BoxError>;
 
 /// How the broker starts.
 #[derive(Debug, Clone)]
@@ -874,7 +874,8 @@ impl Broker {
                 );
             }
         }
-        let out = match out.body(body.boxed()) {
+        // A client that stalls its upload for longer than the idle bound ends the request.
+        let out = match out.body(Idle::new(body, IDLE_TIMEOUT).boxed()) {
             Ok(r) => r,
             Err(e) => {
                 return refuse(
@@ -885,18 +886,28 @@ impl Broker {
                 );
             }
         };
-        let response = match self.inner.client.request(out).await {
-            Ok(r) => r,
-            Err(e) => {
-                let why = format!(
-                    "{} upstream {} did not answer: {}",
-                    route.id,
-                    upstream.origin(),
-                    redact(&e.to_string(), &key, &token)
-                );
-                return refuse(self, event, StatusCode::BAD_GATEWAY, why);
-            }
-        };
+        let response =
+            match tokio::time::timeout(IDLE_TIMEOUT, self.inner.client.request(out)).await {
+                Ok(Ok(r)) => r,
+                Err(_) => {
+                    let why = format!(
+                        "{} upstream {} sent no answer within {} s",
+                        route.id,
+                        upstream.origin(),
+                        IDLE_TIMEOUT.as_secs()
+                    );
+                    return refuse(self, event, StatusCode::GATEWAY_TIMEOUT, why);
+                }
+                Ok(Err(e)) => {
+                    let why = format!(
+                        "{} upstream {} did not answer: {}",
+                        route.id,
+                        upstream.origin(),
+                        redact(&e.to_string(), &key, &token)
+                    );
+                    return refuse(self, event, StatusCode::BAD_GATEWAY, why);
+                }
+            };
         // 6. Stream the answer back; redirects are passed on, never followed; no header may
         // carry the real key back.
         let (parts, body) = response.into_parts();
@@ -922,7 +933,8 @@ impl Broker {
         }
         event.status = parts.status.as_u16();
         let body = AuditedBody {
-            inner: body,
+            // An upstream that goes quiet mid-stream for longer than the idle bound ends it.
+            inner: Idle::new(body, IDLE_TIMEOUT),
             bytes: 0,
             done: false,
             broker: self.clone(),
@@ -1128,10 +1140,68 @@ fn plain(status: StatusCode, message: &str) -> Response<ResponseBody> {
     r
 }
 
+/// A body that fails when its source sends nothing for `limit`: a stalled upload or a stream
+/// gone quiet must not hold one of the broker's connections for ever.
+struct Idle<B> {
+    inner: B,
+    limit: Duration,
+    deadline: std::pin::Pin<Box<tokio::time::Sleep>>,
+}
+
+impl<B> Idle<B> {
+    fn new(inner: B, limit: Duration) -> Self {
+        Idle {
+            inner,
+            limit,
+            deadline: Box::pin(tokio::time::sleep(limit)),
+        }
+    }
+}
+
+impl<B> Body for Idle<B>
+where
+    B: Body<Data = Bytes> + Unpin,
+    B::Error: Into<BoxError>,
+{
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<std::result::Result<Frame<Bytes>, BoxError>>> {
+        use std::task::Poll;
+        match std::pin::Pin::new(&mut self.inner).poll_frame(cx) {
+            Poll::Ready(Some(frame)) => {
+                let next = tokio::time::Instant::now() + self.limit;
+                self.deadline.as_mut().reset(next);
+                Poll::Ready(Some(frame.map_err(Into::into)))
+            }
+            Poll::Ready(None) => Poll::Ready(None),
+            Poll::Pending => match self.deadline.as_mut().poll(cx) {
+                Poll::Ready(()) => Poll::Ready(Some(Err(format!(
+                    "nothing was sent for {} s",
+                    self.limit.as_secs()
+                )
+                .into()))),
+                Poll::Pending => Poll::Pending,
+            },
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        self.inner.size_hint()
+    }
+}
+
 /// The upstream body, passed through frame by frame (so each SSE event leaves as it arrives),
 /// counting bytes and reporting the request when it ends.
 struct AuditedBody {
-    inner: Incoming,
+    inner: Idle<Incoming>,
     bytes: u64,
     done: bool,
     broker: Broker,
@@ -1152,12 +1222,12 @@ impl AuditedBody {
 
 impl Body for AuditedBody {
     type Data = Bytes;
-    type Error = hyper::Error;
+    type Error = BoxError;
 
     fn poll_frame(
         mut self: std::pin::Pin<&mut Self>,
         cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<Option<std::result::Result<Frame<Bytes>, hyper::Error>>> {
+    ) -> std::task::Poll<Option<std::result::Result<Frame<Bytes>, BoxError>>> {
         let polled = std::pin::Pin::new(&mut self.inner).poll_frame(cx);
         match &polled {
             std::task::Poll::Ready(Some(Ok(frame))) => {
@@ -1445,5 +1515,58 @@ mod tests {
         drop(tokens);
         assert!(b.revoke(&new.id));
         assert!(!socket.exists() && !b.grant_live(&new.id));
+    }
+
+    /// A body that yields `frames` at the given delays (from the previous one), then ends.
+    struct Paced {
+        frames: std::collections::VecDeque<Duration>,
+        sleep: Option<std::pin::Pin<Box<tokio::time::Sleep>>>,
+    }
+
+    impl Body for Paced {
+        type Data = Bytes;
+        type Error = std::convert::Infallible;
+
+        fn poll_frame(
+            mut self: std::pin::Pin<&mut Self>,
+            cx: &mut std::task::Context<'_>,
+        ) -> std::task::Poll<Option<std::result::Result<Frame<Bytes>, Self::Error>>> {
+            use std::task::Poll;
+            let Some(delay) = self.frames.front().copied() else {
+                return Poll::Ready(None);
+            };
+            let sleep = self
+                .sleep
+                .get_or_insert_with(|| Box::pin(tokio::time::sleep(delay)));
+            match sleep.as_mut().poll(cx) {
+                Poll::Ready(()) => {
+                    self.frames.pop_front();
+                    self.sleep = None;
+                    Poll::Ready(Some(Ok(Frame::data(Bytes::from_static(b"x")))))
+                }
+                Poll::Pending => Poll::Pending,
+            }
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_body_quiet_for_the_idle_bound_fails_and_a_slow_but_steady_one_does_not() {
+        let limit = IDLE_TIMEOUT;
+        // Frames 300 s apart: slower than anything real, still inside the bound.
+        let steady = Paced {
+            frames: [limit - Duration::from_secs(30); 4].into(),
+            sleep: None,
+        };
+        let collected = Idle::new(steady, limit).collect().await.unwrap();
+        assert_eq!(collected.to_bytes().len(), 4);
+        // One frame, then silence longer than the bound.
+        let quiet = Paced {
+            frames: [Duration::from_secs(1), limit + Duration::from_secs(1)].into(),
+            sleep: None,
+        };
+        let started = tokio::time::Instant::now();
+        let err = Idle::new(quiet, limit).collect().await.unwrap_err();
+        assert_eq!(err.to_string(), "nothing was sent for 330 s");
+        assert_eq!(started.elapsed(), Duration::from_secs(1) + limit);
     }
 }
