@@ -650,6 +650,38 @@ test('containers reach model providers through the credential broker: a token in
   assert.equal(existsSync(folder), false)
 })
 
+test('stopSandboxContainers (po-sandbox stop) also removes the broker socket a running hub granted; the hub re-grants on its next start', async (t) => {
+  const REAL = `sk-REAL-${'s'.repeat(40)}`
+  const seen = []
+  const upstream = http.createServer((req, res) => {
+    seen.push(req.headers.authorization)
+    res.writeHead(200, { 'content-type': 'application/json' })
+    res.end('{"data":[]}')
+  })
+  await new Promise((resolve) => upstream.listen(0, '127.0.0.1', resolve))
+  t.after(() => new Promise((resolve) => upstream.close(resolve)))
+  const { poHome, owner } = setup(t)
+  const ws = tempWorkspace(t)
+  const env = hostEnv({ OPENAI_API_KEY: REAL, OPENAI_BASE_URL: `http://127.0.0.1:${upstream.address().port}` })
+  const { layer } = openLayer(baseOptions(poHome, owner, { env }))
+  const c1 = await layer.containers.start({ id: 'cut', path: ws })
+  assert.equal((await getJson(c1.url, '/call')).status, 200)
+  const folder = brokerFolder(brokerDirOf(owner), owner, 'cut')
+  assert.ok(existsSync(path.join(folder, 'broker.sock')))
+
+  const stopped = await addon.stopSandboxContainers({ poHome, owner, workspace: 'cut', engine: 'docker' })
+  assert.deepEqual(stopped, ['cut'])
+  assert.equal(existsSync(folder), false, 'the socket folder outlived its container')
+  assert.deepEqual(containersWith({ 'po.owner': owner }), [])
+
+  // The hub still runs: its next start makes a new container with a live route.
+  const c2 = await layer.containers.start({ id: 'cut', path: ws })
+  assert.notEqual(c2.containerId, c1.containerId)
+  assert.ok(existsSync(path.join(folder, 'broker.sock')))
+  assert.equal((await getJson(c2.url, '/call')).status, 200)
+  assert.deepEqual(seen, [`Bearer ${REAL}`, `Bearer ${REAL}`])
+})
+
 test('with the broker off (PO_SANDBOX_BROKER=0) a container gets no route and no credentials', async (t) => {
   const { poHome, owner } = setup(t)
   const ws = tempWorkspace(t)

@@ -107,10 +107,74 @@ pub async fn stop(
         .into_iter()
         .filter(|r| workspace.is_none_or(|w| r.workspace_id == w))
     {
+        // The broker socket folder bind-mounted into it: removed too, so a hub that still runs
+        // (and granted that socket) no longer serves a container that is gone.
+        let broker_folder = container::inspect(docker, &row.container_id, None)
+            .await?
+            .and_then(|live| {
+                live.posture
+                    .mounts
+                    .into_iter()
+                    .find(|(kind, _, dest, _)| {
+                        kind == "bind" && dest == crate::workspaces::BROKER_MOUNT
+                    })
+                    .map(|(_, source, _, _)| std::path::PathBuf::from(source))
+            });
         container::stop_and_remove(docker, &row.container_id).await?;
         let _ = std::fs::remove_file(spec::token_file(po_home, owner, &row.workspace_id));
+        if let Some(folder) = broker_folder {
+            remove_broker_folder(&folder);
+        }
         stopped.push(row.workspace_id);
     }
     stopped.dedup();
     Ok(stopped)
+}
+
+/// Removes a broker socket folder: its `broker.sock` when that is a socket, then the folder when
+/// it is a real directory left empty. Never follows a link; anything else is left alone.
+fn remove_broker_folder(folder: &Path) {
+    use std::os::unix::fs::FileTypeExt;
+    let Ok(meta) = std::fs::symlink_metadata(folder) else {
+        return;
+    };
+    if !meta.file_type().is_dir() {
+        return;
+    }
+    let socket = folder.join("broker.sock");
+    if std::fs::symlink_metadata(&socket).is_ok_and(|m| m.file_type().is_socket()) {
+        let _ = std::fs::remove_file(&socket);
+    }
+    let _ = std::fs::remove_dir(folder);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_broker_folder_loses_its_socket_and_itself_but_nothing_else() {
+        let dir = tempfile::tempdir().unwrap();
+        let folder = dir.path().join("owner-abc");
+        std::fs::create_dir(&folder).unwrap();
+        let _l = std::os::unix::net::UnixListener::bind(folder.join("broker.sock")).unwrap();
+        remove_broker_folder(&folder);
+        assert!(!folder.exists());
+
+        // A folder with something else in it keeps it (and itself).
+        let other = dir.path().join("other");
+        std::fs::create_dir(&other).unwrap();
+        std::fs::write(other.join("broker.sock"), "not a socket").unwrap();
+        remove_broker_folder(&other);
+        assert!(other.join("broker.sock").exists());
+
+        // A link is not followed.
+        let target = dir.path().join("target");
+        std::fs::create_dir(&target).unwrap();
+        let _t = std::os::unix::net::UnixListener::bind(target.join("broker.sock")).unwrap();
+        let link = dir.path().join("link");
+        std::os::unix::fs::symlink(&target, &link).unwrap();
+        remove_broker_folder(&link);
+        assert!(target.join("broker.sock").exists() && link.exists());
+    }
 }
