@@ -92,24 +92,44 @@ try {
     })
     return (MIB / ((performance.now() - t0) / 1000)).toFixed(0)
   }
-  const sinkBridge = await startBrokerBridge(sinkPath)
-  console.log(`bulk, ${MIB} MiB into a Unix socket`)
-  console.log(`  po-sandbox bridge: ${await pushThrough(sinkBridge.port)} MiB/s`)
-  await sinkBridge.close()
-  let socat = null
+  let socat = true
   try {
     execFileSync('socat', ['-V'], { stdio: 'ignore' })
-    socat = true
   } catch {
+    socat = false
+  }
+  const sinkBridge = await startBrokerBridge(sinkPath)
+  let child = null
+  let socatPort = null
+  if (socat) {
+    socatPort = 40000 + Math.floor(Math.random() * 20000)
+    child = spawn('socat', [`TCP-LISTEN:${socatPort},bind=127.0.0.1,reuseaddr,fork`, `UNIX-CONNECT:${sinkPath}`], { stdio: 'ignore' })
+    await new Promise((r) => setTimeout(r, 300))
+  }
+  // Rounds interleaved, so both relays see the same machine state.
+  const ROUNDS = 7
+  const ours = []
+  const theirs = []
+  for (let r = 0; r < ROUNDS; r++) {
+    ours.push(Number(await pushThrough(sinkBridge.port)))
+    if (socat) theirs.push(Number(await pushThrough(socatPort)))
+  }
+  const mid = (xs) => {
+    const s = [...xs].sort((a, b) => a - b)
+    return { p50: s[Math.floor(s.length / 2)], min: s[0], max: s[s.length - 1] }
+  }
+  const a = mid(ours)
+  console.log(`bulk, ${MIB} MiB into a Unix socket, ${ROUNDS} interleaved rounds (MiB/s, higher is better)`)
+  console.log(`  po-sandbox bridge: p50 ${a.p50}  min ${a.min}  max ${a.max}`)
+  if (socat) {
+    const b = mid(theirs)
+    console.log(`  socat:             p50 ${b.p50}  min ${b.min}  max ${b.max}`)
+    console.log(`  ratio (bridge / socat, p50): ${(a.p50 / b.p50).toFixed(2)}x`)
+    child.kill()
+  } else {
     console.log('  socat: not installed (apt-get install socat) - no baseline this run')
   }
-  if (socat) {
-    const socatPort = 40000 + Math.floor(Math.random() * 20000)
-    const child = spawn('socat', [`TCP-LISTEN:${socatPort},bind=127.0.0.1,reuseaddr,fork`, `UNIX-CONNECT:${sinkPath}`], { stdio: 'ignore' })
-    await new Promise((r) => setTimeout(r, 300))
-    console.log(`  socat:             ${await pushThrough(socatPort)} MiB/s`)
-    child.kill()
-  }
+  await sinkBridge.close()
   sink.close()
 } finally {
   await bridge.close()

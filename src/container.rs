@@ -438,7 +438,14 @@ pub async fn wait_healthy(
                 _ => {}
             }
         }
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        // Often early (a server usually answers within a second of its start: each poll
+        // saved is start-up time), then calmer.
+        let pause = if started.elapsed() < Duration::from_secs(2) {
+            Duration::from_millis(20)
+        } else {
+            Duration::from_millis(100)
+        };
+        tokio::time::sleep(pause).await;
     }
 }
 
