@@ -78,3 +78,66 @@ test('pi inside a container with no network answers through the bind-mounted bro
   }
   await waitFor(() => audit.some((e) => e.provider === 'anthropic' && e.status === 200 && e.workspace === 'inbox'), 'an anthropic audit event with status 200 for inbox')
 })
+
+test('inside the container, Bearer and both openrouter base paths go through the same socket: groq, openrouter /api/v1 and /api', async (t) => {
+  const up = {
+    groq: await startUpstream({ name: 'groq', t }),
+    openrouter: await startUpstream({ name: 'openrouter', t }),
+  }
+  const keys = { groq: `gsk_REAL_${'g'.repeat(40)}`, openrouter: `sk-or-v1-REAL-${'o'.repeat(40)}` }
+  const socketDir = mkdtempSync(path.join(os.tmpdir(), 'pbc-'))
+  t.after(() => rmSync(socketDir, { recursive: true, force: true }))
+  const broker = await addon.startCredentialBroker({
+    env: { GROQ_API_KEY: keys.groq, GROQ_BASE_URL: up.groq.origin, OPENROUTER_API_KEY: keys.openrouter, OPENROUTER_BASE_URL: up.openrouter.origin },
+    socketDir,
+  })
+  t.after(() => broker.close())
+  const user = `${process.getuid()}:${process.getgid()}`
+  const grant = broker.grant({ workspace: 'multi', providers: ['groq', 'openrouter'], containerSocketPath: '/run/po-broker/broker.sock', user })
+
+  // One long-lived container (as a workspace's is); each pi run is a `docker exec` in it.
+  const name = `po-broker-multi-${process.pid}-${Date.now()}`
+  t.after(() => run('docker', ['rm', '-f', name]))
+  const envArgs = Object.entries({
+    ...grant.env,
+    HOME: '/tmp',
+    PI_CODING_AGENT_DIR: '/tmp/agent',
+    PI_OFFLINE: '1',
+    PI_SKIP_VERSION_CHECK: '1',
+    PI_TELEMETRY: '0',
+    PO_SANDBOX: '1',
+    PO_WORKSPACE: 'multi',
+  }).flatMap(([k, v]) => ['-e', `${k}=${v}`])
+  const started = await run('docker', [
+    'run', '-d', '--name', name, '--network', 'none', '--cap-drop', 'ALL', '--security-opt', 'no-new-privileges',
+    '--user', user, '-w', '/tmp',
+    '-v', `${grant.route.hostDir}:/run/po-broker`,
+    '-v', `${root}:/pkg:ro`,
+    ...envArgs,
+    TEST_BASE, 'sleep', '600',
+  ])
+  assert.equal(started.code, 0, started.stderr)
+
+  const cases = [
+    { provider: 'groq', model: 'llama-3.1-8b-instant', header: 'authorization', path: '/openai/v1/chat/completions' },
+    { provider: 'openrouter', model: 'openai/gpt-4o-mini', header: 'authorization', path: '/api/v1/chat/completions' },
+    { provider: 'openrouter', model: 'anthropic/claude-haiku-4.5', header: 'x-api-key', path: '/api/v1/messages' },
+  ]
+  for (const c of cases) {
+    const before = up[c.provider].requests.length
+    const r = await run('docker', ['exec', name, 'node', PI_IN_CONTAINER, '-p', '--no-session', '--extension', '/pkg', '--provider', c.provider, '--model', c.model, 'ping'])
+    assert.equal(r.code, 0, `${c.provider} ${c.model}: pi in the container failed:\nstdout: ${r.stdout}\nstderr: ${r.stderr}`)
+    assert.match(r.stdout, new RegExp(`pong from ${c.provider}`))
+    const seen = up[c.provider].requests.slice(before).filter((q) => q.api)
+    assert.ok(seen.length >= 1, JSON.stringify(up[c.provider].requests))
+    const token = grant.env[c.provider === 'groq' ? 'GROQ_API_KEY' : 'OPENROUTER_API_KEY']
+    for (const q of seen) {
+      assert.equal(q.path, c.path, `${c.model}`)
+      const sent = q.headers[c.header]
+      assert.equal(sent, c.header === 'authorization' ? `Bearer ${keys[c.provider]}` : keys[c.provider], `${c.model}: the ${c.header} header`)
+      assert.ok(!JSON.stringify(q).includes(token), 'the upstream saw the token')
+    }
+  }
+  const inspected = JSON.parse((await run('docker', ['inspect', name])).stdout)[0]
+  assert.ok(!inspected.Config.Env.some((kv) => Object.values(keys).some((k) => kv.includes(k))), 'a real key is in the container')
+})
