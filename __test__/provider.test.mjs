@@ -7,7 +7,7 @@ import { existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, statSync, 
 import http from 'node:http'
 import path from 'node:path'
 
-import { addon, dockerCli, requireDocker, root, run, waitFor } from './helpers.mjs'
+import { addon, dockerCli, requireDocker, root, run, tempDir, waitFor } from './helpers.mjs'
 import {
   FAKE_KEY, HOST_ONLY_PATH, RUNTIME_VERSION, SERVER_PORT, TEST_BASE,
   baseOptions, brokerDirOf, brokerFolder, cleanupOwner, containersWith, fakeHost, getJson, hostEnv, inspect, isRunning,
@@ -354,6 +354,38 @@ test('with no engine the provider is unavailable and attempts nothing else', asy
   await waitFor(() => late.length >= events.length, 'the replayed events')
   await new Promise((r) => setTimeout(r, 100))
   assert.deepEqual(late, events)
+})
+
+test('an engine that comes up after the hub: the next call retries start-up, and the configured workspaces start', async (t) => {
+  const poHome = tempHome(t)
+  const owner = newOwner()
+  cleanupOwner(t, owner)
+  writeBundle(poHome)
+  // The engine's socket appears later, as when dockerd starts after the hub.
+  const dir = tempDir(t, 'po-late-engine-')
+  const sock = path.join(dir, 'docker.sock')
+  const wsPath = tempWorkspace(t)
+  const { layer, events } = openLayer(baseOptions(poHome, owner, {
+    workspaces: [{ id: 'late', path: wsPath }],
+    env: hostEnv({ DOCKER_HOST: `unix://${sock}`, PO_SANDBOX_ENGINE: 'docker' }),
+  }))
+  const down = await layer.provider.ready()
+  assert.equal(down.state, 'unavailable')
+  assert.equal(down.code, 'ENGINE_UNAVAILABLE')
+  assert.equal(down.workspaces[0].state, 'failed')
+  // Still down: the call fails with the same code.
+  await new Promise((r) => setTimeout(r, 2100))
+  await assert.rejects(layer.containers.list(), assertCode('ENGINE_UNAVAILABLE'))
+
+  symlinkSync('/var/run/docker.sock', sock)
+  await new Promise((r) => setTimeout(r, 2100))
+  const listed = await layer.containers.list()
+  assert.ok(Array.isArray(listed))
+  assert.equal(layer.provider.status().state, 'ready')
+  const running = await waitFor(() => layer.provider.status().workspaces.find((w) => w.id === 'late' && w.state === 'running'), 'the configured workspace to start after the retry', 60000)
+  assert.ok(running.container.containerId)
+  assert.ok(isRunning(running.container.containerId))
+  assert.ok(events.some((e) => e.type === 'provider' && e.state === 'ready'), JSON.stringify(events.map((e) => e.type + ':' + (e.state ?? e.phase ?? ''))))
 })
 
 test('bad workspace ids, paths and options are coded errors thrown before anything is registered or created', async (t) => {

@@ -303,7 +303,13 @@ pub struct Provider {
     events: EventBus,
     status: watch::Sender<ProviderStatus>,
     service: Mutex<Option<std::result::Result<WorkspaceContainers, Error>>>,
+    /// Serialises start-up retries; holds when the last attempt ended.
+    retry: tokio::sync::Mutex<Option<std::time::Instant>>,
 }
+
+/// A failed start-up is tried again by a later call only when the last attempt is this old,
+/// so a caller polling `list()` against a stopped engine does not probe it on every call.
+const RETRY_AFTER: Duration = Duration::from_secs(2);
 
 impl Provider {
     /// A provider in state `starting`; call [`run`](Self::run) to start it.
@@ -337,6 +343,7 @@ impl Provider {
             events: EventBus::default(),
             status: watch::channel(status).0,
             service: Mutex::new(None),
+            retry: tokio::sync::Mutex::new(None),
         })
     }
 
@@ -395,8 +402,14 @@ impl Provider {
         });
     }
 
-    /// The start-up sequence. Never fails: problems become the status.
-    pub async fn run(self: Arc<Self>) {
+    /// Steps 1 to 3 (engine, runtime bundle, image) and the broker; on success the service is
+    /// stored and the provider is `ready`.
+    async fn setup(&self) -> Result<WorkspaceContainers> {
+        self.update(|s| {
+            s.state = "starting".into();
+            s.reason = None;
+            s.code = None;
+        });
         self.events.emit(Event::Provider {
             state: "starting".into(),
             reason: None,
@@ -404,10 +417,7 @@ impl Provider {
         });
         let o = &self.options;
         // 1. Engine.
-        let report = match engine::detect(&o.host, &o.detect).await {
-            Ok(r) => r,
-            Err(e) => return self.fail(e),
-        };
+        let report = engine::detect(&o.host, &o.detect).await?;
         self.events.emit(Event::Engine {
             available: report.available,
             engine: report.engine.clone(),
@@ -421,16 +431,13 @@ impl Provider {
                 report.reason.clone().unwrap_or_default(),
                 report.reason_code.clone().unwrap_or_default()
             );
-            return self.fail(Error::EngineUnavailable { reason });
+            return Err(Error::EngineUnavailable { reason });
         }
         self.update(|s| {
             s.engine = report.engine.clone();
             s.endpoint = report.endpoint.clone();
         });
-        let docker = match engine::connect_reported(&report) {
-            Ok(d) => d,
-            Err(e) => return self.fail(e),
-        };
+        let docker = engine::connect_reported(&report)?;
         // 2. Runtime bundle.
         let bundle = match runtime::locate(&o.po_home, o.runtime_version.as_deref()) {
             Ok(b) => b,
@@ -441,7 +448,7 @@ impl Provider {
                     reason: Some(e.to_string()),
                     code: Some(e.code().into()),
                 });
-                return self.fail(e);
+                return Err(e);
             }
         };
         self.events.emit(Event::Runtime {
@@ -456,7 +463,7 @@ impl Provider {
         self.update(|s| s.image = Some(tag.clone()));
         let built = match image::ensure(&docker, &o.recipe, &self.events).await {
             Ok(p) => p == image::Provenance::Built,
-            Err(e) => return self.fail(e),
+            Err(e) => return Err(e),
         };
         // The credential broker: a socket per container on a native engine, loopback TCP
         // reached as host.docker.internal on a VM engine.
@@ -478,7 +485,7 @@ impl Provider {
                     socket_root: o.broker_socket_dir.clone(),
                 }),
                 Ok(_) => None,
-                Err(e) => return self.fail(e),
+                Err(e) => return Err(e),
             }
         } else {
             None
@@ -510,7 +517,27 @@ impl Provider {
             reason: None,
             code: None,
         });
-        // 4. Workspaces: one list call for all, then bounded parallel starts.
+        Ok(service)
+    }
+
+    /// The start-up sequence. Never fails: problems become the status.
+    pub async fn run(self: Arc<Self>) {
+        let service = match self.setup().await {
+            Ok(service) => service,
+            Err(e) => {
+                if let Ok(mut last) = self.retry.try_lock() {
+                    *last = Some(std::time::Instant::now());
+                }
+                return self.fail(e);
+            }
+        };
+        self.start_workspaces(&service).await;
+    }
+
+    /// Step 4: every container workspace of the options: one list call for all, then bounded
+    /// parallel starts (adopt or create). Settles the status.
+    async fn start_workspaces(&self, service: &WorkspaceContainers) {
+        let o = &self.options;
         let wanted: Vec<WorkspaceRequest> = o
             .workspaces
             .iter()
@@ -520,7 +547,6 @@ impl Provider {
         if !wanted.is_empty() {
             let known = service.ids_by_workspace().await.ok();
             let this = &self;
-            let service = &service;
             let known = &known;
             futures_util::stream::iter(wanted)
                 .for_each_concurrent(o.concurrency, |w| async move {
@@ -551,27 +577,57 @@ impl Provider {
         self.update(|s| s.settled = true);
     }
 
-    /// The `po/workspace-containers` service, once start-up got that far; the start-up's
-    /// error otherwise.
-    pub async fn service(&self) -> Result<WorkspaceContainers> {
+    /// The `po/workspace-containers` service, once start-up got that far. When start-up failed
+    /// (engine down, bundle missing, image build failed), a later call tries it again (at most
+    /// every [`RETRY_AFTER`]), so a hub need not restart once the cause is fixed; the error of
+    /// the latest attempt otherwise.
+    pub async fn service(self: &Arc<Self>) -> Result<WorkspaceContainers> {
         let mut rx = self.status.subscribe();
         let _ = rx.wait_for(|s| s.state != "starting").await;
-        match self
-            .service
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .as_ref()
-        {
-            Some(Ok(s)) => Ok(s.clone()),
-            Some(Err(e)) => Err(e.clone()),
-            None => Err(Error::EngineUnavailable {
-                reason: "the container provider has not started".into(),
-            }),
+        match self.stored() {
+            Some(Ok(service)) => return Ok(service),
+            None => {
+                return Err(Error::EngineUnavailable {
+                    reason: "the container provider has not started".into(),
+                });
+            }
+            Some(Err(_)) => {}
+        }
+        let mut last = self.retry.lock().await;
+        // Another caller may have retried while this one waited.
+        match self.stored() {
+            Some(Ok(service)) => return Ok(service),
+            Some(Err(e)) if last.is_some_and(|t| t.elapsed() < RETRY_AFTER) => return Err(e),
+            _ => {}
+        }
+        tracing::info!("retrying the container provider's start-up");
+        let result = self.setup().await;
+        *last = Some(std::time::Instant::now());
+        match result {
+            Ok(service) => {
+                // The workspaces start-up could not reach: started now, in the background.
+                let this = self.clone();
+                let started = service.clone();
+                tokio::spawn(async move { this.start_workspaces(&started).await });
+                Ok(service)
+            }
+            Err(e) => {
+                self.fail(e.clone());
+                Err(e)
+            }
         }
     }
 
+    /// The stored start-up outcome; `None` before start-up ran.
+    fn stored(&self) -> Option<Result<WorkspaceContainers>> {
+        self.service
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
     /// A clean user stop: stops every container of this owner.
-    pub async fn clean_stop(&self) -> Result<Vec<String>> {
+    pub async fn clean_stop(self: &Arc<Self>) -> Result<Vec<String>> {
         let service = self.service().await?;
         let stopped = service.stop_all().await?;
         self.update(|s| {
