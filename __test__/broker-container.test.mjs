@@ -14,6 +14,28 @@ import { startUpstream } from './upstreams.mjs'
 const TEST_BASE = 'po-sandbox-test-base:node24'
 const PI_IN_CONTAINER = '/pkg/node_modules/@earendil-works/pi-coding-agent/dist/bundle/cli.js'
 
+/** `docker run` options for a hardened, network-less container of the test base image with
+ * the grant's env, the grant's socket folder at /run/po-broker and this package at /pkg. */
+function containerArgs(name, grant, workspace, user) {
+  const env = {
+    ...grant.env,
+    HOME: '/tmp',
+    PI_CODING_AGENT_DIR: '/tmp/agent',
+    PI_OFFLINE: '1',
+    PI_SKIP_VERSION_CHECK: '1',
+    PI_TELEMETRY: '0',
+    PO_SANDBOX: '1',
+    PO_WORKSPACE: workspace,
+  }
+  return [
+    '--name', name, '--network', 'none', '--cap-drop', 'ALL', '--security-opt', 'no-new-privileges',
+    '--user', user, '-w', '/tmp',
+    '-v', `${grant.route.hostDir}:/run/po-broker`,
+    '-v', `${root}:/pkg:ro`,
+    ...Object.entries(env).flatMap(([k, v]) => ['-e', `${k}=${v}`]),
+  ]
+}
+
 before(async () => {
   await requireDocker()
   const r = await run('bash', [path.join(root, 'scripts/build-test-base-image.sh')])
@@ -41,22 +63,8 @@ test('pi inside a container with no network answers through the bind-mounted bro
 
   const name = `po-broker-pi-${process.pid}-${Date.now()}`
   t.after(() => run('docker', ['rm', '-f', name]))
-  const envArgs = Object.entries({
-    ...grant.env,
-    HOME: '/tmp',
-    PI_CODING_AGENT_DIR: '/tmp/agent',
-    PI_OFFLINE: '1',
-    PI_SKIP_VERSION_CHECK: '1',
-    PI_TELEMETRY: '0',
-    PO_SANDBOX: '1',
-    PO_WORKSPACE: 'inbox',
-  }).flatMap(([k, v]) => ['-e', `${k}=${v}`])
   const r = await run('docker', [
-    'run', '--name', name, '--network', 'none', '--cap-drop', 'ALL', '--security-opt', 'no-new-privileges',
-    '--user', user, '-w', '/tmp',
-    '-v', `${grant.route.hostDir}:/run/po-broker`,
-    '-v', `${root}:/pkg:ro`,
-    ...envArgs,
+    'run', ...containerArgs(name, grant, 'inbox', user),
     TEST_BASE,
     'node', PI_IN_CONTAINER, '-p', '--no-session', '--extension', '/pkg', '--provider', 'anthropic', '--model', 'claude-haiku-4-5', 'ping',
   ])
@@ -98,22 +106,8 @@ test('inside the container, Bearer and both openrouter base paths go through the
   // One long-lived container (as a workspace's is); each pi run is a `docker exec` in it.
   const name = `po-broker-multi-${process.pid}-${Date.now()}`
   t.after(() => run('docker', ['rm', '-f', name]))
-  const envArgs = Object.entries({
-    ...grant.env,
-    HOME: '/tmp',
-    PI_CODING_AGENT_DIR: '/tmp/agent',
-    PI_OFFLINE: '1',
-    PI_SKIP_VERSION_CHECK: '1',
-    PI_TELEMETRY: '0',
-    PO_SANDBOX: '1',
-    PO_WORKSPACE: 'multi',
-  }).flatMap(([k, v]) => ['-e', `${k}=${v}`])
   const started = await run('docker', [
-    'run', '-d', '--name', name, '--network', 'none', '--cap-drop', 'ALL', '--security-opt', 'no-new-privileges',
-    '--user', user, '-w', '/tmp',
-    '-v', `${grant.route.hostDir}:/run/po-broker`,
-    '-v', `${root}:/pkg:ro`,
-    ...envArgs,
+    'run', '-d', ...containerArgs(name, grant, 'multi', user),
     TEST_BASE, 'sleep', '600',
   ])
   assert.equal(started.code, 0, started.stderr)

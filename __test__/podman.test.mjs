@@ -6,10 +6,9 @@ import { existsSync, mkdtempSync, rmSync } from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 
-import http from 'node:http'
 
 import { addon, isolatedEnv, root, run } from './helpers.mjs'
-import { TEST_BASE, baseOptions, brokerDirOf, getJson, newOwner, openLayer, tempHome, tempWorkspace, writeBundle } from './provider-fixtures.mjs'
+import { TEST_BASE, baseOptions, brokerDirOf, getJson, modelsUpstream, newOwner, openLayer, tempHome, tempWorkspace, writeBundle } from './provider-fixtures.mjs'
 
 let dir
 let sock
@@ -82,15 +81,8 @@ test('the container provider on Podman: a hardened container, brokered calls, ad
     rmSync(brokerDirOf(owner), { recursive: true, force: true })
   })
   const REAL = `sk-REAL-podman-${'p'.repeat(24)}`
-  const seen = []
-  const upstream = http.createServer((req, res) => {
-    seen.push(req.headers.authorization)
-    res.writeHead(200, { 'content-type': 'application/json' })
-    res.end('{"data":[]}')
-  })
-  await new Promise((resolve) => upstream.listen(0, '127.0.0.1', resolve))
-  t.after(() => new Promise((resolve) => upstream.close(resolve)))
-  const env = { ...process.env, CONTAINER_HOST: `unix://${sock}`, PO_SANDBOX_ENGINE: 'podman', OPENAI_API_KEY: REAL, OPENAI_BASE_URL: `http://127.0.0.1:${upstream.address().port}` }
+  const { seen, origin } = await modelsUpstream(t)
+  const env = { ...process.env, CONTAINER_HOST: `unix://${sock}`, PO_SANDBOX_ENGINE: 'podman', OPENAI_API_KEY: REAL, OPENAI_BASE_URL: origin }
   const options = { ...baseOptions(poHome, owner), baseImage: `localhost/${TEST_BASE}`, env, workspaces: [{ id: 'pw', path: ws }] }
 
   const first = openLayer(options)
@@ -109,7 +101,7 @@ test('the container provider on Podman: a hardened container, brokered calls, ad
   // A model call from inside goes through the broker socket with the real key swapped in.
   const call = await getJson(c.url, '/call')
   assert.equal(call.status, 200, JSON.stringify(call))
-  assert.deepEqual(seen, [`Bearer ${REAL}`])
+  assert.deepEqual(seen.map((q) => q.headers.authorization), [`Bearer ${REAL}`])
 
   // The next hub adopts it (Podman reports CapDrop as the list of dropped capabilities).
   const second = openLayer(options)

@@ -2,6 +2,7 @@
 // owners cleaned up by label, layers that record their events, hub child processes, and
 // Docker cross-checks.
 import { spawn } from 'node:child_process'
+import http from 'node:http'
 import { createHash, randomBytes } from 'node:crypto'
 import { mkdirSync, readFileSync, realpathSync, rmSync, writeFileSync } from 'node:fs'
 import os from 'node:os'
@@ -271,4 +272,20 @@ export function brokerDirOf(owner) {
 /** The broker socket folder the provider gives a workspace: `<dir>/<owner>-<12 hex of sha256(id)>`. */
 export function brokerFolder(dir, owner, id) {
   return path.join(dir, `${owner}-${createHash('sha256').update(id).digest('hex').slice(0, 12)}`)
+}
+
+/**
+ * A fake model provider on 127.0.0.1 answering every request with a models list; `seen` records
+ * each request's url and headers. Closed when the test ends.
+ */
+export async function modelsUpstream(t) {
+  const seen = []
+  const server = http.createServer((req, res) => {
+    seen.push({ url: req.url, headers: req.headers })
+    res.writeHead(200, { 'content-type': 'application/json' })
+    res.end('{"data":[{"id":"m1"}]}')
+  })
+  await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve))
+  t.after(() => new Promise((resolve) => server.close(resolve)))
+  return { seen, origin: `http://127.0.0.1:${server.address().port}` }
 }

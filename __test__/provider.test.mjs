@@ -4,7 +4,6 @@
 import { after, before, test } from 'node:test'
 import assert from 'node:assert/strict'
 import { existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, statSync, symlinkSync, writeFileSync } from 'node:fs'
-import http from 'node:http'
 import path from 'node:path'
 
 import { addon, dockerCli, requireDocker, root, run, tempDir, waitFor } from './helpers.mjs'
@@ -12,7 +11,7 @@ import {
   FAKE_KEY, HOST_ONLY_PATH, RUNTIME_VERSION, SERVER_PORT, TEST_BASE,
   baseOptions, brokerDirOf, brokerFolder, cleanupOwner, containersWith, fakeHost, getJson, hostEnv, inspect, isRunning,
   killHub, newOwner, openLayer, serverSource, sha256File, spawnHub, tempHome, tempWorkspace,
-  volumesOf, writeBundle, writeHubChild,
+  modelsUpstream, volumesOf, writeBundle, writeHubChild,
 } from './provider-fixtures.mjs'
 
 const { registerSandboxLayer, ensureSandboxImage } = addon
@@ -626,17 +625,10 @@ test('a server that never answers its health path fails the start with its last 
 
 test('containers reach model providers through the credential broker: a token inside, the real key only upstream, also after adoption', async (t) => {
   const REAL = `sk-REAL-${'k'.repeat(40)}`
-  const seen = []
-  const upstream = http.createServer((req, res) => {
-    seen.push({ url: req.url, headers: req.headers })
-    res.writeHead(200, { 'content-type': 'application/json' })
-    res.end('{"data":[{"id":"m1"}]}')
-  })
-  await new Promise((resolve) => upstream.listen(0, '127.0.0.1', resolve))
-  t.after(() => new Promise((resolve) => upstream.close(resolve)))
+  const { seen, origin } = await modelsUpstream(t)
   const { poHome, owner } = setup(t)
   const ws = tempWorkspace(t)
-  const env = hostEnv({ OPENAI_API_KEY: REAL, OPENAI_BASE_URL: `http://127.0.0.1:${upstream.address().port}`, AWS_SECRET_ACCESS_KEY: 'aws-secret-never-inside' })
+  const env = hostEnv({ OPENAI_API_KEY: REAL, OPENAI_BASE_URL: origin, AWS_SECRET_ACCESS_KEY: 'aws-secret-never-inside' })
   const { layer } = openLayer(baseOptions(poHome, owner, { env }))
   const c = await layer.containers.start({ id: 'bw', path: ws })
   const info = inspect(c.containerId)
@@ -684,17 +676,10 @@ test('containers reach model providers through the credential broker: a token in
 
 test('stopSandboxContainers (po-sandbox stop) also removes the broker socket a running hub granted; the hub re-grants on its next start', async (t) => {
   const REAL = `sk-REAL-${'s'.repeat(40)}`
-  const seen = []
-  const upstream = http.createServer((req, res) => {
-    seen.push(req.headers.authorization)
-    res.writeHead(200, { 'content-type': 'application/json' })
-    res.end('{"data":[]}')
-  })
-  await new Promise((resolve) => upstream.listen(0, '127.0.0.1', resolve))
-  t.after(() => new Promise((resolve) => upstream.close(resolve)))
+  const { seen, origin } = await modelsUpstream(t)
   const { poHome, owner } = setup(t)
   const ws = tempWorkspace(t)
-  const env = hostEnv({ OPENAI_API_KEY: REAL, OPENAI_BASE_URL: `http://127.0.0.1:${upstream.address().port}` })
+  const env = hostEnv({ OPENAI_API_KEY: REAL, OPENAI_BASE_URL: origin })
   const { layer } = openLayer(baseOptions(poHome, owner, { env }))
   const c1 = await layer.containers.start({ id: 'cut', path: ws })
   assert.equal((await getJson(c1.url, '/call')).status, 200)
@@ -711,7 +696,7 @@ test('stopSandboxContainers (po-sandbox stop) also removes the broker socket a r
   assert.notEqual(c2.containerId, c1.containerId)
   assert.ok(existsSync(path.join(folder, 'broker.sock')))
   assert.equal((await getJson(c2.url, '/call')).status, 200)
-  assert.deepEqual(seen, [`Bearer ${REAL}`, `Bearer ${REAL}`])
+  assert.deepEqual(seen.map((q) => q.headers.authorization), [`Bearer ${REAL}`, `Bearer ${REAL}`])
 })
 
 test('with the broker off (PO_SANDBOX_BROKER=0) a container gets no route and no credentials', async (t) => {

@@ -1331,6 +1331,30 @@ fn bind_socket(
 
 #[cfg(test)]
 mod tests {
+    /// A broker for a test: `env` as the host's, sockets under `dir`.
+    async fn broker_in(dir: &Path, env: HashMap<String, String>, tcp: bool) -> Broker {
+        Broker::start(BrokerOptions {
+            host_env: env,
+            socket_dir: dir.into(),
+            tcp,
+        })
+        .await
+        .unwrap()
+    }
+
+    /// A socket grant for workspace `w` with every default.
+    fn socket_grant_request() -> GrantRequest {
+        GrantRequest {
+            workspace: "w".into(),
+            providers: None,
+            transport: Transport::Socket,
+            owner: None,
+            container_socket: None,
+            container_host: None,
+            secret: None,
+            socket_folder: None,
+        }
+    }
     use super::*;
 
     #[test]
@@ -1403,26 +1427,9 @@ mod tests {
             ("OPENAI_API_KEY".to_string(), "sk-real".to_string()),
         ]);
         let dir = tempfile::tempdir().unwrap();
-        let b = Broker::start(BrokerOptions {
-            host_env: env,
-            socket_dir: dir.path().into(),
-            tcp: true,
-        })
-        .await
-        .unwrap();
+        let b = broker_in(dir.path(), env, true).await;
         assert!(!b.enabled() && b.tcp_address().is_none());
-        let g = b
-            .grant(GrantRequest {
-                workspace: "w".into(),
-                providers: None,
-                transport: Transport::Socket,
-                owner: None,
-                container_socket: None,
-                container_host: None,
-                secret: None,
-                socket_folder: None,
-            })
-            .unwrap();
+        let g = b.grant(socket_grant_request()).unwrap();
         assert!(g.env.is_empty() && g.route.is_none() && g.providers.is_empty());
         assert!(
             g.withheld
@@ -1437,25 +1444,8 @@ mod tests {
         let env = HashMap::from([("OPENAI_API_KEY".to_string(), "sk-real".to_string())]);
         let dir = tempfile::tempdir().unwrap();
         for _ in 0..20 {
-            let b = Broker::start(BrokerOptions {
-                host_env: env.clone(),
-                socket_dir: dir.path().into(),
-                tcp: true,
-            })
-            .await
-            .unwrap();
-            let g = b
-                .grant(GrantRequest {
-                    workspace: "w".into(),
-                    providers: None,
-                    transport: Transport::Socket,
-                    owner: None,
-                    container_socket: None,
-                    container_host: None,
-                    secret: None,
-                    socket_folder: None,
-                })
-                .unwrap();
+            let b = broker_in(dir.path(), env.clone(), true).await;
+            let g = b.grant(socket_grant_request()).unwrap();
             let addr = b.tcp_address().unwrap();
             let Some(GrantRoute::Socket {
                 host_socket: socket,
@@ -1477,13 +1467,7 @@ mod tests {
     async fn revoking_an_older_grant_spares_the_socket_and_tokens_of_its_successor() {
         let env = HashMap::from([("OPENAI_API_KEY".to_string(), "sk-real".to_string())]);
         let dir = tempfile::tempdir().unwrap();
-        let b = Broker::start(BrokerOptions {
-            host_env: env,
-            socket_dir: dir.path().into(),
-            tcp: false,
-        })
-        .await
-        .unwrap();
+        let b = broker_in(dir.path(), env, false).await;
         let folder = dir.path().join("ws");
         let request = || GrantRequest {
             workspace: "w".into(),
