@@ -535,6 +535,23 @@ test('a stopped leftover container is removed, with the reason, and a new one ma
   assert.equal(who.tokenReadable, true)
 })
 
+test('a container without our labels that holds the workspace name (create answers 409) is removed with the reason, and ours is made', async (t) => {
+  const { owner, options } = setup(t)
+  const ws = tempWorkspace(t)
+  const name = `po-${owner}-squat`
+  // Not labelled as ours, so only the create call finds it: the name-conflict path.
+  const squatter = dockerCli(['run', '-d', '--name', name, TEST_BASE, 'sleep', '600'])
+  t.after(async () => { await run('docker', ['rm', '-f', squatter]) })
+  const { layer, events } = openLayer(options)
+  const c = await layer.containers.start({ id: 'squat', path: ws })
+  assert.equal(c.name, name)
+  assert.notEqual(c.containerId, squatter)
+  assert.equal((await run('docker', ['inspect', squatter])).code, 1, 'the squatter is still there')
+  const removed = await waitFor(() => events.find((e) => e.type === 'workspace' && e.state === 'removed' && e.containerId === squatter), 'a removed event for the squatter')
+  assert.match(removed.reason, new RegExp(`held the name ${name} and was not adopted: it does not drop all capabilities`))
+  assert.equal((await getJson(c.url)).env.PO_WORKSPACE, 'squat')
+})
+
 test('concurrent ensureSandboxImage calls share one build, and each caller sees its progress', async (t) => {
   const base = `po-sandbox-test-base:shared-${newOwner().slice(1)}`
   dockerCli(['tag', TEST_BASE, base])

@@ -573,12 +573,24 @@ impl WorkspaceContainers {
                         {
                             None => break,
                             Some(live) if live.running() => {
-                                if spec::check_posture(spec, &live.posture).is_ok() {
+                                let posture = spec::check_posture(spec, &live.posture);
+                                if posture.is_ok() {
                                     return self
                                         .adopt_live(&ws.id, spec, live, replaced_reason)
                                         .await;
                                 }
                                 container::stop_and_remove(docker, &live.id).await?;
+                                self.inner.events.workspace(
+                                    &ws.id,
+                                    "removed",
+                                    Some(&live.id),
+                                    Some(format!(
+                                        "container {} held the name {} and was not adopted: {}",
+                                        &live.id[..12.min(live.id.len())],
+                                        spec.name,
+                                        posture.err().unwrap_or_default()
+                                    )),
+                                );
                                 break;
                             }
                             Some(live)
@@ -589,6 +601,17 @@ impl WorkspaceContainers {
                             }
                             Some(live) => {
                                 container::stop_and_remove(docker, &live.id).await?;
+                                self.inner.events.workspace(
+                                    &ws.id,
+                                    "removed",
+                                    Some(&live.id),
+                                    Some(format!(
+                                        "container {} held the name {} and was {}",
+                                        &live.id[..12.min(live.id.len())],
+                                        spec.name,
+                                        live.state
+                                    )),
+                                );
                                 break;
                             }
                         }
