@@ -46,8 +46,9 @@ export declare class ContainerSandboxProvider {
   onCleanStop(): Promise<string[]>
   /**
    * Calls `callback` with every lifecycle event: `{ type: 'engine' | 'runtime' | 'image' |
-   * 'workspace' | 'provider', ... }`. Events already emitted (the last 256) are replayed
-   * first, so a callback added after registration misses nothing.
+   * 'workspace' | 'provider', ... }`. Events already emitted are replayed first (the last
+   * 256; image progress lines are the first to go), so a callback added after registration
+   * still sees how start-up went.
    */
   onEvent(callback: (event: SandboxEvent) => void): void
 }
@@ -423,6 +424,12 @@ export interface GrantOptions {
   containerSocketPath?: string
   /** The host name a TCP route is reached by (default `host.docker.internal`). */
   containerHost?: string
+}
+
+/** What `revoke` reads of a grant: its id. */
+export interface GrantRef {
+  /** The grant id. */
+  id: string
 }
 
 /** The image check. */

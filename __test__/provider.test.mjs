@@ -355,7 +355,7 @@ test('with no engine the provider is unavailable and attempts nothing else', asy
   assert.deepEqual(late, events)
 })
 
-test('an engine that comes up after the hub: the next call retries start-up, and the configured workspaces start', async (t) => {
+test('an engine that comes up after the hub: the next start retries start-up, and the configured workspaces start', async (t) => {
   const poHome = tempHome(t)
   const owner = newOwner()
   cleanupOwner(t, owner)
@@ -372,18 +372,23 @@ test('an engine that comes up after the hub: the next call retries start-up, and
   assert.equal(down.state, 'unavailable')
   assert.equal(down.code, 'ENGINE_UNAVAILABLE')
   assert.equal(down.workspaces[0].state, 'failed')
-  // Still down: the call fails with the same code.
-  await new Promise((r) => setTimeout(r, 2100))
+  // Listings and stops never retry; a start does (at most every 2 s) and fails while it is down.
   await assert.rejects(layer.containers.list(), assertCode('ENGINE_UNAVAILABLE'))
+  await new Promise((r) => setTimeout(r, 2100))
+  await assert.rejects(layer.containers.start({ id: 'late', path: wsPath }), assertCode('ENGINE_UNAVAILABLE'))
 
   symlinkSync('/var/run/docker.sock', sock)
   await new Promise((r) => setTimeout(r, 2100))
-  const listed = await layer.containers.list()
-  assert.ok(Array.isArray(listed))
-  assert.equal(layer.provider.status().state, 'ready')
-  const running = await waitFor(() => layer.provider.status().workspaces.find((w) => w.id === 'late' && w.state === 'running'), 'the configured workspace to start after the retry', 60000)
-  assert.ok(running.container.containerId)
-  assert.ok(isRunning(running.container.containerId))
+  const c = await layer.containers.start({ id: 'late', path: wsPath })
+  assert.ok(isRunning(c.containerId))
+  // Start-up settles again, with the configured workspace started (the same container).
+  const up = await layer.provider.ready()
+  assert.equal(up.state, 'ready')
+  const late = up.workspaces.find((w) => w.id === 'late')
+  assert.equal(late.state, 'running', JSON.stringify(up))
+  assert.equal(late.container.containerId, c.containerId)
+  assert.equal(late.error ?? null, null)
+  assert.deepEqual(containersWith({ 'po.owner': owner }), [c.containerId])
   assert.ok(events.some((e) => e.type === 'provider' && e.state === 'ready'), JSON.stringify(events.map((e) => e.type + ':' + (e.state ?? e.phase ?? ''))))
 })
 
@@ -471,6 +476,17 @@ test("onCleanStop removes this hub's containers only and keeps their volumes", a
   assert.deepEqual(containersWith({ 'po.owner': b.owner }), [bId])
   assert.equal(volumesOf(a.owner).length, 3, 'A keeps its volumes')
   assert.equal(la.layer.provider.status().workspaces[0].state, 'stopped')
+})
+
+test('onCleanStop right after registration: start-up starts nothing more, and nothing it started outlives the stop', async (t) => {
+  const { owner, options } = setup(t)
+  const workspaces = ['s1', 's2', 's3', 's4', 's5'].map((id) => ({ id, path: tempWorkspace(t) }))
+  const { layer } = openLayer({ ...options, workspaces, concurrency: 2 })
+  const stopped = await layer.provider.onCleanStop()
+  const status = await layer.provider.ready()
+  assert.equal(status.state, 'ready')
+  assert.deepEqual(containersWith({ 'po.owner': owner }), [], `containers outlived onCleanStop (stopped: ${JSON.stringify(stopped)})`)
+  for (const w of status.workspaces) assert.equal(w.state, 'stopped', JSON.stringify(status.workspaces))
 })
 
 test('the image is built once per recipe, then reused; a different recipe is a different tag', async (t) => {
@@ -666,8 +682,8 @@ test('containers reach model providers through the credential broker: a token in
   assert.equal(seen[0].headers.authorization, `Bearer ${REAL}`)
   assert.ok(!JSON.stringify(seen).includes(cenv.OPENAI_API_KEY), 'the upstream saw the token')
 
-  // Starting the running workspace again in the same hub re-grants it: the new grant's socket
-  // and tokens survive the old grant's revocation.
+  // Starting the running workspace again in the same hub keeps its live grant (socket and
+  // tokens), so the container's calls keep working.
   const same = await layer.containers.start({ id: 'bw', path: ws })
   assert.equal(same.containerId, c.containerId)
   const callSame = await getJson(c.url, '/call')

@@ -51,7 +51,8 @@ pub enum Event {
 /// A listener.
 pub type Listener = Arc<dyn Fn(&Event) + Send + Sync>;
 
-/// How many past events a late subscriber is replayed (the oldest are dropped first).
+/// How many past events a late subscriber is replayed (image progress lines are dropped
+/// first, then the oldest).
 pub const REPLAY_LIMIT: usize = 256;
 
 #[derive(Default)]
@@ -76,7 +77,8 @@ impl std::fmt::Debug for EventBus {
 }
 
 impl EventBus {
-    /// Adds a listener and replays to it, first, the events emitted so far.
+    /// Adds a listener and replays to it, first, the events emitted so far. Listeners run under
+    /// the bus's lock: a listener must not emit into, or subscribe to, the same bus.
     pub fn subscribe(&self, listener: Listener) {
         // Replay and registration happen under the lock that `emit` records under, so an
         // event is either in the replayed history or delivered live, never both or neither.
@@ -92,7 +94,20 @@ impl EventBus {
         tracing::debug!(?event, "po-sandbox event");
         let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
         if state.history.len() == REPLAY_LIMIT {
-            state.history.pop_front();
+            // Image build progress goes first, so a long build does not push the engine,
+            // runtime, provider and workspace events out of the replay.
+            let progress = state
+                .history
+                .iter()
+                .position(|e| matches!(e, Event::Image { phase, .. } if phase == "progress"));
+            match progress {
+                Some(i) => {
+                    state.history.remove(i);
+                }
+                None => {
+                    state.history.pop_front();
+                }
+            }
         }
         state.history.push_back(event.clone());
         for l in &state.listeners {
@@ -165,6 +180,22 @@ mod tests {
             })
             .collect();
         assert_eq!(states, ["starting", "unavailable", "stopped"]);
+    }
+
+    #[test]
+    fn a_long_build_does_not_push_the_provider_events_out_of_the_replay() {
+        let bus = EventBus::default();
+        bus.emit(provider("starting"));
+        for i in 0..REPLAY_LIMIT * 2 {
+            bus.image("progress", "t", Some(i.to_string()));
+        }
+        bus.emit(provider("ready"));
+        let (l, seen) = recorder();
+        bus.subscribe(l);
+        let seen = seen.lock().unwrap();
+        assert_eq!(seen.len(), REPLAY_LIMIT);
+        assert_eq!(seen[0], provider("starting"));
+        assert_eq!(seen[REPLAY_LIMIT - 1], provider("ready"));
     }
 
     #[test]

@@ -29,6 +29,9 @@ pub struct SandboxRow {
     pub image: String,
     /// Unix seconds.
     pub created: i64,
+    /// The host folder bind-mounted as its broker socket folder, when it has one.
+    #[serde(skip)]
+    pub broker_folder: Option<std::path::PathBuf>,
 }
 
 /// Lists sandbox containers: this owner's, or every owner's when `owner` is `None`.
@@ -83,6 +86,12 @@ pub async fn list(docker: &Docker, owner: Option<&str>) -> Result<Vec<SandboxRow
                     .and_then(|p| p.public_port),
                 image: c.image.unwrap_or_default(),
                 created: c.created.unwrap_or_default(),
+                broker_folder: c
+                    .mounts
+                    .unwrap_or_default()
+                    .into_iter()
+                    .find(|m| m.destination.as_deref() == Some(crate::workspaces::BROKER_MOUNT))
+                    .and_then(|m| m.source.map(std::path::PathBuf::from)),
             }
         })
         .collect();
@@ -107,23 +116,12 @@ pub async fn stop(
         .into_iter()
         .filter(|r| workspace.is_none_or(|w| r.workspace_id == w))
     {
-        // The broker socket folder bind-mounted into it: removed too, so a hub that still runs
-        // (and granted that socket) no longer serves a container that is gone.
-        let broker_folder = container::inspect(docker, &row.container_id, None)
-            .await?
-            .and_then(|live| {
-                live.posture
-                    .mounts
-                    .into_iter()
-                    .find(|(kind, _, dest, _)| {
-                        kind == "bind" && dest == crate::workspaces::BROKER_MOUNT
-                    })
-                    .map(|(_, source, _, _)| std::path::PathBuf::from(source))
-            });
         container::stop_and_remove(docker, &row.container_id).await?;
         let _ = std::fs::remove_file(spec::token_file(po_home, owner, &row.workspace_id));
-        if let Some(folder) = broker_folder {
-            remove_broker_folder(&folder);
+        // Its broker socket folder too, so a hub that still runs (and granted that socket) no
+        // longer serves a container that is gone.
+        if let Some(folder) = &row.broker_folder {
+            remove_broker_folder(folder);
         }
         stopped.push(row.workspace_id);
     }

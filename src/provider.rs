@@ -305,6 +305,11 @@ pub struct Provider {
     service: Mutex<Option<std::result::Result<WorkspaceContainers, Error>>>,
     /// Serialises start-up retries; holds when the last attempt ended.
     retry: tokio::sync::Mutex<Option<std::time::Instant>>,
+    /// Held while the configured workspaces are being started; a stop of every container
+    /// takes it first, so nothing start-up creates outlives that stop.
+    starting_workspaces: tokio::sync::Mutex<()>,
+    /// Set by a stop of every container: workspaces not yet started are skipped.
+    stopping: std::sync::atomic::AtomicBool,
 }
 
 /// A failed start-up is tried again by a later call only when the last attempt is this old,
@@ -344,6 +349,8 @@ impl Provider {
             status: watch::channel(status).0,
             service: Mutex::new(None),
             retry: tokio::sync::Mutex::new(None),
+            starting_workspaces: tokio::sync::Mutex::new(()),
+            stopping: std::sync::atomic::AtomicBool::new(false),
         })
     }
 
@@ -409,6 +416,13 @@ impl Provider {
             s.state = "starting".into();
             s.reason = None;
             s.code = None;
+            s.settled = false;
+            // Workspaces a failed start-up never reached are pending again.
+            for w in s.workspaces.iter_mut().filter(|w| w.state == "failed") {
+                w.state = "pending".into();
+                w.error = None;
+                w.error_code = None;
+            }
         });
         self.events.emit(Event::Provider {
             state: "starting".into(),
@@ -537,6 +551,7 @@ impl Provider {
     /// Step 4: every container workspace of the options: one list call for all, then bounded
     /// parallel starts (adopt or create). Settles the status.
     async fn start_workspaces(&self, service: &WorkspaceContainers) {
+        let _gate = self.starting_workspaces.lock().await;
         let o = &self.options;
         let wanted: Vec<WorkspaceRequest> = o
             .workspaces
@@ -550,6 +565,11 @@ impl Provider {
             let known = &known;
             futures_util::stream::iter(wanted)
                 .for_each_concurrent(o.concurrency, |w| async move {
+                    if this.stopping.load(std::sync::atomic::Ordering::SeqCst) {
+                        // Every container is being stopped: do not start more.
+                        this.set_workspace(&w.id, |s| s.state = "stopped".into());
+                        return;
+                    }
                     this.set_workspace(&w.id, |s| s.state = "starting".into());
                     let result = match workspace::resolve(&w.id, &w.path) {
                         Ok(ws) => {
@@ -564,6 +584,8 @@ impl Provider {
                         Ok(c) => {
                             s.state = "running".into();
                             s.container = Some(c);
+                            s.error = None;
+                            s.error_code = None;
                         }
                         Err(e) => {
                             s.state = "failed".into();
@@ -577,27 +599,34 @@ impl Provider {
         self.update(|s| s.settled = true);
     }
 
-    /// The `po/workspace-containers` service, once start-up got that far. When start-up failed
-    /// (engine down, bundle missing, image build failed), a later call tries it again (at most
-    /// every [`RETRY_AFTER`]), so a hub need not restart once the cause is fixed; the error of
-    /// the latest attempt otherwise.
-    pub async fn service(self: &Arc<Self>) -> Result<WorkspaceContainers> {
+    /// The `po/workspace-containers` service, once start-up got that far; the start-up's error
+    /// otherwise. Never retries (stops and listings use this).
+    pub async fn service(&self) -> Result<WorkspaceContainers> {
         let mut rx = self.status.subscribe();
         let _ = rx.wait_for(|s| s.state != "starting").await;
         match self.stored() {
-            Some(Ok(service)) => return Ok(service),
-            None => {
-                return Err(Error::EngineUnavailable {
-                    reason: "the container provider has not started".into(),
-                });
-            }
-            Some(Err(_)) => {}
+            Some(result) => result,
+            None => Err(Error::EngineUnavailable {
+                reason: "the container provider has not started".into(),
+            }),
         }
+    }
+
+    /// As [`service`](Self::service), for a call that starts or adopts a workspace: when
+    /// start-up failed (engine down, bundle missing or invalid, image build failed), it is tried
+    /// again (at most every [`RETRY_AFTER`]), so a hub need not restart once the cause is fixed;
+    /// on success the configured workspaces start in the background.
+    pub async fn service_for_start(self: &Arc<Self>) -> Result<WorkspaceContainers> {
+        let failed = match self.service().await {
+            Ok(service) => return Ok(service),
+            Err(e) => e,
+        };
         let mut last = self.retry.lock().await;
         // Another caller may have retried while this one waited.
         match self.stored() {
             Some(Ok(service)) => return Ok(service),
             Some(Err(e)) if last.is_some_and(|t| t.elapsed() < RETRY_AFTER) => return Err(e),
+            None => return Err(failed),
             _ => {}
         }
         tracing::info!("retrying the container provider's start-up");
@@ -605,7 +634,6 @@ impl Provider {
         *last = Some(std::time::Instant::now());
         match result {
             Ok(service) => {
-                // The workspaces start-up could not reach: started now, in the background.
                 let this = self.clone();
                 let started = service.clone();
                 tokio::spawn(async move { this.start_workspaces(&started).await });
@@ -618,6 +646,16 @@ impl Provider {
         }
     }
 
+    /// Stops every container of this owner (volumes kept), after the configured workspaces'
+    /// start-up: those not started yet are skipped, those starting are waited for.
+    pub async fn stop_all(&self) -> Result<Vec<String>> {
+        let service = self.service().await?;
+        self.stopping
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+        let _gate = self.starting_workspaces.lock().await;
+        service.stop_all().await
+    }
+
     /// The stored start-up outcome; `None` before start-up ran.
     fn stored(&self) -> Option<Result<WorkspaceContainers>> {
         self.service
@@ -627,9 +665,8 @@ impl Provider {
     }
 
     /// A clean user stop: stops every container of this owner.
-    pub async fn clean_stop(self: &Arc<Self>) -> Result<Vec<String>> {
-        let service = self.service().await?;
-        let stopped = service.stop_all().await?;
+    pub async fn clean_stop(&self) -> Result<Vec<String>> {
+        let stopped = self.stop_all().await?;
         self.update(|s| {
             for w in s.workspaces.iter_mut().filter(|w| w.state == "running") {
                 w.state = "stopped".into();

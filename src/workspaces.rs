@@ -284,6 +284,27 @@ impl WorkspaceContainers {
         Ok(Some(grant))
     }
 
+    /// Removes a container that holds the workspace's deterministic name without being one to
+    /// adopt, with a `removed` event saying why.
+    async fn remove_name_holder(
+        &self,
+        workspace_id: &str,
+        spec: &ContainerSpec,
+        live: &LiveContainer,
+        why: &str,
+    ) -> Result<()> {
+        container::stop_and_remove(&self.inner.docker, &live.id).await?;
+        let reason = format!(
+            "container {} held the name {} and {why}",
+            short_id(&live.id),
+            spec.name
+        );
+        self.inner
+            .events
+            .workspace(workspace_id, "removed", Some(&live.id), Some(reason));
+        Ok(())
+    }
+
     /// Ends a workspace's broker grant and removes its socket folder.
     fn revoke_for(&self, workspace_id: &str) {
         let id = self
@@ -439,10 +460,8 @@ impl WorkspaceContainers {
             match spec::check_posture(&spec, &live.posture) {
                 Ok(()) => return self.adopt_live(&ws.id, &spec, live, None).await,
                 Err(reason) => {
-                    let reason = format!(
-                        "container {} was not adopted: {reason}",
-                        &live.id[..12.min(live.id.len())]
-                    );
+                    let reason =
+                        format!("container {} was not adopted: {reason}", short_id(&live.id));
                     events.workspace(&ws.id, "replaced", Some(&live.id), Some(reason.clone()));
                     container::stop_and_remove(&self.inner.docker, &live.id).await?;
                     replaced_reason = Some(reason);
@@ -579,18 +598,11 @@ impl WorkspaceContainers {
                                         .adopt_live(&ws.id, spec, live, replaced_reason)
                                         .await;
                                 }
-                                container::stop_and_remove(docker, &live.id).await?;
-                                self.inner.events.workspace(
-                                    &ws.id,
-                                    "removed",
-                                    Some(&live.id),
-                                    Some(format!(
-                                        "container {} held the name {} and was not adopted: {}",
-                                        &live.id[..12.min(live.id.len())],
-                                        spec.name,
-                                        posture.err().unwrap_or_default()
-                                    )),
+                                let why = format!(
+                                    "was not adopted: {}",
+                                    posture.err().unwrap_or_default()
                                 );
+                                self.remove_name_holder(&ws.id, spec, &live, &why).await?;
                                 break;
                             }
                             Some(live)
@@ -600,18 +612,8 @@ impl WorkspaceContainers {
                                 tokio::time::sleep(Duration::from_millis(200)).await;
                             }
                             Some(live) => {
-                                container::stop_and_remove(docker, &live.id).await?;
-                                self.inner.events.workspace(
-                                    &ws.id,
-                                    "removed",
-                                    Some(&live.id),
-                                    Some(format!(
-                                        "container {} held the name {} and was {}",
-                                        &live.id[..12.min(live.id.len())],
-                                        spec.name,
-                                        live.state
-                                    )),
-                                );
+                                let why = format!("was {}", live.state);
+                                self.remove_name_holder(&ws.id, spec, &live, &why).await?;
                                 break;
                             }
                         }
@@ -808,4 +810,9 @@ impl WorkspaceContainers {
         }
         Ok(map)
     }
+}
+
+/// The short form of a container id, as the engine's CLI shows it.
+fn short_id(id: &str) -> &str {
+    &id[..12.min(id.len())]
 }

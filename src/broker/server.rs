@@ -936,7 +936,6 @@ impl Broker {
             // An upstream that goes quiet mid-stream for longer than the idle bound ends it.
             inner: Idle::new(body, IDLE_TIMEOUT),
             bytes: 0,
-            done: false,
             broker: self.clone(),
             event: Some(event),
             started,
@@ -1203,7 +1202,6 @@ where
 struct AuditedBody {
     inner: Idle<Incoming>,
     bytes: u64,
-    done: bool,
     broker: Broker,
     event: Option<AuditEvent>,
     started: Instant,
@@ -1237,7 +1235,6 @@ impl Body for AuditedBody {
                 // With a Content-Length the server stops polling after the last byte instead
                 // of asking for the end: that last byte is the end.
                 if self.inner.is_end_stream() {
-                    self.done = true;
                     self.finish(None);
                 }
             }
@@ -1245,10 +1242,7 @@ impl Body for AuditedBody {
                 let why = format!("the upstream stream broke: {e}");
                 self.finish(Some(why));
             }
-            std::task::Poll::Ready(None) => {
-                self.done = true;
-                self.finish(None);
-            }
+            std::task::Poll::Ready(None) => self.finish(None),
             std::task::Poll::Pending => {}
         }
         polled
@@ -1264,13 +1258,11 @@ impl Body for AuditedBody {
 }
 
 impl Drop for AuditedBody {
+    /// Audits a request not audited yet (`finish` runs once): complete when the body is at its
+    /// end (an empty one, 204, 304 or HEAD, is never polled), else cut off by the client.
     fn drop(&mut self) {
-        if self.inner.is_end_stream() {
-            // An empty body (204, 304, HEAD) is never polled.
-            self.finish(None);
-        } else if !self.done {
-            self.finish(Some("the client went away before the end".into()));
-        }
+        let cut = !self.inner.is_end_stream();
+        self.finish(cut.then(|| "the client went away before the end".into()));
     }
 }
 

@@ -49,6 +49,13 @@ pub struct GrantOptions {
     pub container_host: Option<String>,
 }
 
+/// What `revoke` reads of a grant: its id.
+#[napi(object)]
+pub struct GrantRef {
+    /// The grant id.
+    pub id: String,
+}
+
 /// A grant's route.
 #[napi(object)]
 pub struct BrokerGrantRoute {
@@ -303,37 +310,21 @@ impl CredentialBroker {
     /// removed). Takes the grant or its id. `false` when there was no such grant.
     #[napi(ts_args_type = "grant: BrokerGrant | string")]
     pub fn revoke(&self, env: Env, grant: Unknown) -> napi::Result<bool> {
-        let invalid = |reason: String| {
-            coded(
-                &env,
-                &Error::OptionsInvalid {
-                    option: "grant".into(),
-                    reason,
-                },
-            )
-        };
-        let id = match grant.get_type()? {
-            napi::ValueType::String => {
-                // SAFETY: the value belongs to this env and is alive for this call.
-                unsafe { String::from_napi_value(env.raw(), grant.raw()) }?
-            }
-            napi::ValueType::Object => {
-                // SAFETY: as above; an object is read for its `id` only.
-                let object = unsafe {
-                    napi::bindgen_prelude::Object::from_napi_value(env.raw(), grant.raw())
-                }?;
-                object.get::<String>("id").ok().flatten().ok_or_else(|| {
-                    invalid(
-                        "expected a grant from grant() (an object with a string id) or its id"
-                            .into(),
+        let id = if grant.get_type()? == napi::ValueType::String {
+            // SAFETY: the value belongs to this env and is alive for this call.
+            unsafe { String::from_napi_value(env.raw(), grant.raw()) }?
+        } else {
+            object_arg::<GrantRef>(&env, Some(grant), "grant")?
+                .ok_or_else(|| {
+                    coded(
+                        &env,
+                        &Error::OptionsInvalid {
+                            option: "grant".into(),
+                            reason: "expected a grant from grant() or its id, got nothing".into(),
+                        },
                     )
                 })?
-            }
-            _ => {
-                return Err(invalid(
-                    "expected a grant from grant() or its id (a string)".into(),
-                ));
-            }
+                .id
         };
         Ok(self.inner.revoke(&id))
     }

@@ -393,8 +393,9 @@ impl ContainerSandboxProvider {
     }
 
     /// Calls `callback` with every lifecycle event: `{ type: 'engine' | 'runtime' | 'image' |
-    /// 'workspace' | 'provider', ... }`. Events already emitted (the last 256) are replayed
-    /// first, so a callback added after registration misses nothing.
+    /// 'workspace' | 'provider', ... }`. Events already emitted are replayed first (the last
+    /// 256; image progress lines are the first to go), so a callback added after registration
+    /// still sees how start-up went.
     #[napi(ts_args_type = "callback: (event: SandboxEvent) => void")]
     pub fn on_event(&self, callback: Function<SandboxEvent, ()>) -> napi::Result<()> {
         subscribe(self.provider.events(), callback)
@@ -435,7 +436,7 @@ impl WorkspaceContainers {
         let provider = self.provider.clone();
         promise(
             env,
-            async move { provider.service().await?.start(ws).await },
+            async move { provider.service_for_start().await?.start(ws).await },
             WorkspaceContainer::from,
         )
     }
@@ -455,7 +456,7 @@ impl WorkspaceContainers {
             env,
             async move {
                 provider
-                    .service()
+                    .service_for_start()
                     .await?
                     .adopt(&workspace_id, path.as_deref())
                     .await
@@ -485,11 +486,7 @@ impl WorkspaceContainers {
     #[napi(ts_return_type = "Promise<string[]>")]
     pub fn stop_all<'env>(&self, env: &'env Env) -> napi::Result<PromiseRaw<'env, Vec<String>>> {
         let provider = self.provider.clone();
-        promise(
-            env,
-            async move { provider.service().await?.stop_all().await },
-            |v| v,
-        )
+        promise(env, async move { provider.stop_all().await }, |v| v)
     }
 
     /// Same as `stopAll`: the clean-stop hook.
