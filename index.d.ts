@@ -387,6 +387,13 @@ export interface EngineReport {
   vm: boolean
   /** The engine is rootless. */
   rootless: boolean
+  /** The name of the machine the engine runs on. */
+  hostName?: string
+  /**
+   * It runs on another machine (a non-loopback `tcp://` endpoint naming another host): the
+   * container provider refuses it, since its containers cannot see this machine's paths.
+   */
+  remote: boolean
   /** Why no engine is usable, and the fix (only when unavailable). */
   reason?: string
   /**

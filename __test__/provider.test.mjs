@@ -3,6 +3,8 @@
 // Every test has its own Po home and owner, and removes its containers and volumes by label.
 import { after, before, test } from 'node:test'
 import assert from 'node:assert/strict'
+import os from 'node:os'
+import http from 'node:http'
 import { existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, statSync, symlinkSync, writeFileSync } from 'node:fs'
 import path from 'node:path'
 
@@ -390,6 +392,69 @@ test('an engine that comes up after the hub: the next start retries start-up, an
   assert.equal(late.error ?? null, null)
   assert.deepEqual(containersWith({ 'po.owner': owner }), [c.containerId])
   assert.ok(events.some((e) => e.type === 'provider' && e.state === 'ready'), JSON.stringify(events.map((e) => e.type + ':' + (e.state ?? e.phase ?? ''))))
+})
+
+/**
+ * The real Docker engine behind a plain-HTTP TCP endpoint on this machine's non-loopback
+ * address (as `DOCKER_HOST=tcp://…` would reach an engine elsewhere); `name` replaces the
+ * machine name the engine reports in its info, so the engine appears to run on that machine.
+ */
+async function engineOverTcp(t, name) {
+  const address = Object.values(os.networkInterfaces()).flat().find((i) => i && i.family === 'IPv4' && !i.internal)?.address
+  assert.ok(address, 'this test needs a non-loopback IPv4 address on this machine')
+  const server = http.createServer((req, res) => {
+    const up = http.request({ socketPath: '/var/run/docker.sock', path: req.url, method: req.method, headers: req.headers }, (ur) => {
+      if (!name || !/\/info$/.test(new URL(req.url, 'http://x').pathname)) {
+        res.writeHead(ur.statusCode, ur.headers)
+        return ur.pipe(res)
+      }
+      let body = ''
+      ur.setEncoding('utf8')
+      ur.on('data', (d) => { body += d })
+      ur.on('end', () => {
+        const info = JSON.parse(body)
+        info.Name = name
+        const text = JSON.stringify(info)
+        res.writeHead(ur.statusCode, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) })
+        res.end(text)
+      })
+    })
+    up.on('error', () => res.destroy())
+    req.pipe(up)
+  })
+  await new Promise((resolve) => server.listen(0, address, resolve))
+  t.after(() => new Promise((resolve) => { server.closeAllConnections(); server.close(resolve) }))
+  return `tcp://${address}:${server.address().port}`
+}
+
+test('an engine on another machine (tcp://, another host name) is reported remote and refused by the provider, naming the fix', async (t) => {
+  const elsewhere = await engineOverTcp(t, 'buildbox-elsewhere')
+  const report = await addon.checkEngine({ engine: 'docker', timeoutMs: 30000, env: { DOCKER_HOST: elsewhere } })
+  assert.equal(report.available, true, JSON.stringify(report))
+  assert.equal(report.hostName, 'buildbox-elsewhere')
+  assert.equal(report.remote, true)
+
+  // The same engine, reporting this machine's name, is local.
+  const here = await engineOverTcp(t, null)
+  const local = await addon.checkEngine({ engine: 'docker', timeoutMs: 30000, env: { DOCKER_HOST: here } })
+  assert.equal(local.available, true)
+  assert.equal(local.hostName, os.hostname())
+  assert.equal(local.remote, false)
+
+  const poHome = tempHome(t)
+  const owner = newOwner()
+  cleanupOwner(t, owner)
+  writeBundle(poHome)
+  const { layer } = openLayer(baseOptions(poHome, owner, {
+    workspaces: [{ id: 'far', path: tempWorkspace(t) }],
+    env: hostEnv({ DOCKER_HOST: elsewhere, PO_SANDBOX_ENGINE: 'docker' }),
+  }))
+  const status = await layer.provider.ready()
+  assert.equal(status.state, 'unavailable')
+  assert.equal(status.code, 'ENGINE_UNAVAILABLE')
+  assert.match(status.reason, /runs on another machine \(buildbox-elsewhere\).*Use an engine on this machine/)
+  assert.equal(status.workspaces[0].state, 'failed')
+  assert.deepEqual(containersWith({ 'po.owner': owner }), [])
 })
 
 test('bad workspace ids, paths and options are coded errors thrown before anything is registered or created', async (t) => {

@@ -152,7 +152,7 @@ pub async fn doctor(
         image.present = Some(docker.inspect_image(&image.tag).await.is_ok());
         image.base_present = Some(docker.inspect_image(&recipe.base).await.is_ok());
     }
-    let ok = node.ok && engine.available && runtime.ok;
+    let ok = node.ok && engine.available && !engine.remote && runtime.ok;
     let mut report = DoctorReport {
         ok,
         node,
@@ -208,6 +208,12 @@ pub fn render(r: &DoctorReport) -> String {
             if e.vm { "in a VM" } else { "native" },
             if e.rootless { "rootless" } else { "rootful" },
         ));
+        if e.remote {
+            out.push_str(&format!(
+                "          not usable [ENGINE_REMOTE]: {}\n",
+                engine::remote_reason(e)
+            ));
+        }
     } else {
         out.push_str(&format!(
             "Engine    none usable [{}]\n          {}\n",
@@ -256,6 +262,8 @@ pub fn render(r: &DoctorReport) -> String {
         }
         if !e.available {
             why.push("make a container engine reachable (see Engine above)".to_string());
+        } else if e.remote {
+            why.push("use an engine on this machine (see Engine above)".to_string());
         }
         if !rt.ok {
             why.push("install the runtime bundle (see Runtime above)".to_string());

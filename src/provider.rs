@@ -447,6 +447,11 @@ impl Provider {
             );
             return Err(Error::EngineUnavailable { reason });
         }
+        if report.remote {
+            return Err(Error::EngineUnavailable {
+                reason: engine::remote_reason(&report),
+            });
+        }
         self.update(|s| {
             s.engine = report.engine.clone();
             s.endpoint = report.endpoint.clone();

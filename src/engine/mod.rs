@@ -14,7 +14,7 @@ use std::time::Duration;
 pub use candidates::{Candidate, EngineKind, HostEnv, candidates};
 pub use endpoint::Endpoint;
 pub use probe::{EngineFacts, Outcome};
-pub use report::{CandidateReport, EngineReport};
+pub use report::{CandidateReport, EngineReport, remote_reason};
 
 use crate::error::Result;
 

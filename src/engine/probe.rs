@@ -27,6 +27,8 @@ pub struct EngineFacts {
     pub vm: bool,
     /// The engine runs rootless.
     pub rootless: bool,
+    /// The name of the machine the engine runs on (`Name` in its info).
+    pub host_name: String,
 }
 
 /// What was found at one candidate.
@@ -274,7 +276,8 @@ async fn probe_api(candidate: &Candidate, host: &HostEnv, timeout: Duration) -> 
             .as_ref()
             .is_some_and(|p| p.name.to_ascii_lowercase().contains("podman"));
     let os = info.operating_system.clone().unwrap_or_default();
-    let name = info.name.clone().unwrap_or_default().to_ascii_lowercase();
+    let host_name = info.name.clone().unwrap_or_default();
+    let name = host_name.to_ascii_lowercase();
     let vm = candidate.vm
         || os.contains("Docker Desktop")
         || [
@@ -305,6 +308,7 @@ async fn probe_api(candidate: &Candidate, host: &HostEnv, timeout: Duration) -> 
         arch: info.architecture.unwrap_or_default(),
         vm,
         rootless,
+        host_name,
     })
 }
 

@@ -3,6 +3,7 @@
 use std::time::Duration;
 
 use super::candidates::{Candidate, EngineKind, HostEnv};
+use super::endpoint::Endpoint;
 use super::probe::Outcome;
 
 /// One candidate and what answered there.
@@ -48,6 +49,12 @@ pub struct EngineReport {
     pub vm: bool,
     /// The engine is rootless.
     pub rootless: bool,
+    /// The name of the machine the engine runs on.
+    pub host_name: Option<String>,
+    /// The engine runs on another machine (a `tcp://` endpoint that is not loopback, whose
+    /// engine names a host other than this one): its containers cannot see this machine's
+    /// paths, so the container provider refuses it.
+    pub remote: bool,
     /// Why no engine is usable, and what to do (only when not available).
     pub reason: Option<String>,
     /// A stable code for `reason`: `ENGINE_NOT_INSTALLED`, `ENGINE_STOPPED`,
@@ -252,6 +259,8 @@ pub fn summarise(
             arch: Some(f.arch.clone()),
             vm: f.vm,
             rootless: f.rootless,
+            host_name: Some(f.host_name.clone()),
+            remote: is_remote(&c.endpoint, &f.host_name, local_host_name(host).as_deref()),
             reason: None,
             reason_code: None,
             candidates,
@@ -273,10 +282,77 @@ pub fn summarise(
     }
 }
 
+/// Whether an engine that answered at `endpoint`, naming itself `engine_host`, runs on another
+/// machine than this one (`local_host`, when known). Unix sockets are local (VM engines share
+/// the host's paths through their file sharing); so are loopback TCP endpoints.
+pub fn is_remote(endpoint: &Endpoint, engine_host: &str, local_host: Option<&str>) -> bool {
+    let Endpoint::Tcp { host, .. } = endpoint else {
+        return false;
+    };
+    let h = host.trim_start_matches('[').trim_end_matches(']');
+    let loopback = h.eq_ignore_ascii_case("localhost")
+        || h.parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback());
+    if loopback {
+        return false;
+    }
+    let short = |n: &str| n.split('.').next().unwrap_or(n).to_ascii_lowercase();
+    match local_host {
+        Some(local) if !engine_host.is_empty() => short(local) != short(engine_host),
+        _ => true,
+    }
+}
+
+/// Why a remote engine cannot be used by the container provider, and what to do.
+pub fn remote_reason(report: &EngineReport) -> String {
+    format!(
+        "The engine at {} runs on another machine ({}): its containers cannot see this machine's workspace, runtime bundle or Po home paths, so they would be mounted wrong. Use an engine on this machine, or run the hub on {}",
+        report.endpoint.as_deref().unwrap_or("?"),
+        report
+            .host_name
+            .as_deref()
+            .filter(|n| !n.is_empty())
+            .unwrap_or("unnamed"),
+        report
+            .host_name
+            .as_deref()
+            .filter(|n| !n.is_empty())
+            .unwrap_or("that machine"),
+    )
+}
+
+/// This machine's name: the kernel's, else `/etc/hostname`, else `HOSTNAME`.
+pub fn local_host_name(host: &HostEnv) -> Option<String> {
+    ["/proc/sys/kernel/hostname", "/etc/hostname"]
+        .iter()
+        .find_map(|p| std::fs::read_to_string(p).ok())
+        .or_else(|| host.var("HOSTNAME").map(str::to_string))
+        .map(|n| n.trim().to_string())
+        .filter(|n| !n.is_empty())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::endpoint::Endpoint;
+
+    #[test]
+    fn only_a_non_loopback_tcp_engine_naming_another_host_is_remote() {
+        let tcp = |h: &str| Endpoint::Tcp {
+            host: h.into(),
+            port: 2375,
+        };
+        let unix = Endpoint::Unix("/var/run/docker.sock".into());
+        assert!(!is_remote(&unix, "docker-desktop", Some("laptop")));
+        assert!(!is_remote(&tcp("127.0.0.1"), "other", Some("laptop")));
+        assert!(!is_remote(&tcp("localhost"), "other", Some("laptop")));
+        assert!(!is_remote(&tcp("[::1]"), "other", Some("laptop")));
+        assert!(!is_remote(&tcp("10.0.0.5"), "laptop", Some("laptop")));
+        assert!(!is_remote(&tcp("10.0.0.5"), "Laptop.lan", Some("laptop")));
+        assert!(is_remote(&tcp("10.0.0.5"), "buildbox", Some("laptop")));
+        assert!(is_remote(&tcp("docker"), "dind-7f3a", Some("runner")));
+        assert!(is_remote(&tcp("10.0.0.5"), "", Some("laptop")));
+        assert!(is_remote(&tcp("10.0.0.5"), "buildbox", None));
+    }
     use crate::engine::probe::EngineFacts;
     use std::collections::HashMap;
 
@@ -312,6 +388,7 @@ mod tests {
             arch: "amd64".into(),
             vm: false,
             rootless: true,
+            host_name: "box".into(),
         };
         let r = summ(vec![
             (

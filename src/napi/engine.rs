@@ -68,6 +68,11 @@ pub struct EngineReport {
     pub vm: bool,
     /// The engine is rootless.
     pub rootless: bool,
+    /// The name of the machine the engine runs on.
+    pub host_name: Option<String>,
+    /// It runs on another machine (a non-loopback `tcp://` endpoint naming another host): the
+    /// container provider refuses it, since its containers cannot see this machine's paths.
+    pub remote: bool,
     /// Why no engine is usable, and the fix (only when unavailable).
     pub reason: Option<String>,
     /// Stable code of `reason`: `ENGINE_NOT_INSTALLED`, `ENGINE_STOPPED`, `ENGINE_NOT_A_SOCKET`,
@@ -104,6 +109,8 @@ impl From<core::EngineReport> for EngineReport {
             arch: r.arch,
             vm: r.vm,
             rootless: r.rootless,
+            host_name: r.host_name,
+            remote: r.remote,
             reason: r.reason,
             reason_code: r.reason_code,
             candidates: r.candidates.into_iter().map(Into::into).collect(),
