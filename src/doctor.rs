@@ -210,7 +210,7 @@ pub fn render(r: &DoctorReport) -> String {
         ));
         if e.remote {
             out.push_str(&format!(
-                "          not usable [ENGINE_REMOTE]: {}\n",
+                "          not usable here (remote): {}\n",
                 engine::remote_reason(e)
             ));
         }
@@ -344,5 +344,23 @@ mod tests {
         r.ok = false;
         assert!(render(&r).contains("too old, needs Node.js 24 or newer"));
         assert!(render(&report(true, true)).contains("ready: the sandbox layer can run here"));
+    }
+
+    #[test]
+    fn a_remote_engine_is_named_and_not_ready() {
+        let mut r = report(true, true);
+        r.engine.remote = true;
+        r.engine.endpoint = Some("tcp://10.0.0.5:2375".into());
+        r.engine.host_name = Some("buildbox".into());
+        r.ok = false;
+        let text = render(&r);
+        assert!(
+            text.contains("not usable here (remote): The engine at tcp://10.0.0.5:2375 runs on another machine (buildbox)"),
+            "{text}"
+        );
+        assert!(
+            text.contains("not ready: use an engine on this machine"),
+            "{text}"
+        );
     }
 }
