@@ -357,7 +357,7 @@ test('with no engine the provider is unavailable and attempts nothing else', asy
   assert.deepEqual(late, events)
 })
 
-test('an engine that comes up after the hub: the next start retries start-up, and the configured workspaces start', async (t) => {
+test('an engine that comes up after the hub: start-up is retried (in the background, and by a start), and the configured workspaces start', async (t) => {
   const poHome = tempHome(t)
   const owner = newOwner()
   cleanupOwner(t, owner)
@@ -379,17 +379,19 @@ test('an engine that comes up after the hub: the next start retries start-up, an
   await new Promise((r) => setTimeout(r, 2100))
   await assert.rejects(layer.containers.start({ id: 'late', path: wsPath }), assertCode('ENGINE_UNAVAILABLE'))
 
+  // The engine comes up; nobody calls: the background retry (2, 4, 8… s) brings the provider
+  // up and starts the configured workspace.
   symlinkSync('/var/run/docker.sock', sock)
-  await new Promise((r) => setTimeout(r, 2100))
-  const c = await layer.containers.start({ id: 'late', path: wsPath })
-  assert.ok(isRunning(c.containerId))
-  // Start-up settles again, with the configured workspace started (the same container).
-  const up = await layer.provider.ready()
-  assert.equal(up.state, 'ready')
-  const late = up.workspaces.find((w) => w.id === 'late')
-  assert.equal(late.state, 'running', JSON.stringify(up))
-  assert.equal(late.container.containerId, c.containerId)
+  const up = await waitFor(() => {
+    const st = layer.provider.status()
+    return st.state === 'ready' && st.settled && st.workspaces[0].state === 'running' && st
+  }, 'the background retry to start the configured workspace', 60000)
+  const late = up.workspaces[0]
   assert.equal(late.error ?? null, null)
+  assert.ok(isRunning(late.container.containerId))
+  // A start now adopts that same container.
+  const c = await layer.containers.start({ id: 'late', path: wsPath })
+  assert.equal(c.containerId, late.container.containerId)
   assert.deepEqual(containersWith({ 'po.owner': owner }), [c.containerId])
   assert.ok(events.some((e) => e.type === 'provider' && e.state === 'ready'), JSON.stringify(events.map((e) => e.type + ':' + (e.state ?? e.phase ?? ''))))
 })

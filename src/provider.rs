@@ -547,7 +547,12 @@ impl Provider {
                 if let Ok(mut last) = self.retry.try_lock() {
                     *last = Some(std::time::Instant::now());
                 }
-                return self.fail(e);
+                let watch = waits_for_host(&e);
+                self.fail(e);
+                if watch {
+                    tokio::spawn(watch_for_fix(Arc::downgrade(&self)));
+                }
+                return;
             }
         };
         self.start_workspaces(&service).await;
@@ -651,6 +656,18 @@ impl Provider {
         }
     }
 
+    /// One background retry (see [`watch_for_fix`]): `false` once there is nothing to wait for.
+    async fn retry_in_background(self: &Arc<Self>) -> bool {
+        match self.stored() {
+            Some(Err(e)) if waits_for_host(&e) => {}
+            _ => return false,
+        }
+        match self.service_for_start().await {
+            Ok(_) => false,
+            Err(e) => waits_for_host(&e),
+        }
+    }
+
     /// Stops every container of this owner (volumes kept), after the configured workspaces'
     /// start-up: those not started yet are skipped, those starting are waited for.
     pub async fn stop_all(&self) -> Result<Vec<String>> {
@@ -678,5 +695,31 @@ impl Provider {
             }
         });
         Ok(stopped)
+    }
+}
+
+/// Start-up failures the host fixes without the hub: the engine starts, Po installs the runtime
+/// bundle. Those are retried in the background; an image build failure is not (a rebuild is
+/// expensive), a `start` call retries it.
+fn waits_for_host(e: &Error) -> bool {
+    matches!(
+        e,
+        Error::EngineUnavailable { .. }
+            | Error::RuntimeNotInstalled { .. }
+            | Error::RuntimeInvalid { .. }
+    )
+}
+
+/// After such a failure, retries start-up in the background at 2, 4, 8… up to every 60 s, until
+/// it succeeds (the configured workspaces then start), fails otherwise, or the provider is gone.
+async fn watch_for_fix(provider: std::sync::Weak<Provider>) {
+    let mut pause = Duration::from_secs(2);
+    loop {
+        tokio::time::sleep(pause).await;
+        let Some(p) = provider.upgrade() else { return };
+        if !p.retry_in_background().await {
+            return;
+        }
+        pause = (pause * 2).min(Duration::from_secs(60));
     }
 }
