@@ -10,7 +10,7 @@ import { mkdirSync, writeFileSync } from 'node:fs'
 import net from 'node:net'
 import path from 'node:path'
 
-import { addon, root, tempDir } from './helpers.mjs'
+import { addon, onJsonLines, root, tempDir } from './helpers.mjs'
 import { startUpstream } from './upstreams.mjs'
 
 const { startCredentialBroker } = addon
@@ -57,20 +57,11 @@ function rpcPi(t, { env, provider, model }) {
   const exited = new Promise((resolve) => child.once('close', resolve))
   t.after(() => { child.kill('SIGKILL'); return exited })
   let stderr = ''
-  let buf = ''
   const waiters = []
   child.stderr.on('data', (d) => { stderr += d })
-  child.stdout.on('data', (d) => {
-    buf += d
-    let nl
-    while ((nl = buf.indexOf('\n')) >= 0) {
-      const line = buf.slice(0, nl).trim()
-      buf = buf.slice(nl + 1)
-      if (!line.startsWith('{')) continue
-      const msg = JSON.parse(line)
-      for (const w of [...waiters]) {
-        if (w.pred(msg)) { waiters.splice(waiters.indexOf(w), 1); clearTimeout(w.timer); w.resolve(msg) }
-      }
+  onJsonLines(child.stdout, (msg) => {
+    for (const w of [...waiters]) {
+      if (w.pred(msg)) { waiters.splice(waiters.indexOf(w), 1); clearTimeout(w.timer); w.resolve(msg) }
     }
   })
   const until = (pred, what) => new Promise((resolve, reject) => {

@@ -110,7 +110,6 @@ export function slashCommandInPi(t, { extension, env: extraEnv = {}, message = '
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, [piBin, '--mode', 'rpc', '--no-session', '--extension', extension], { cwd: home, env, stdio: ['pipe', 'pipe', 'pipe'] })
     let all = ''
-    let rest = ''
     let stderr = ''
     let outcome = null
     // Settles once pi has exited, so its home is not removed under it.
@@ -122,19 +121,10 @@ export function slashCommandInPi(t, { extension, env: extraEnv = {}, message = '
     }
     const timer = setTimeout(() => settle({ error: new Error(`pi gave no notify within 60 s. stdout: ${all}\nstderr: ${stderr}`) }, 'SIGKILL'), 60000)
     child.stderr.on('data', (d) => { stderr += d })
-    child.stdout.on('data', (d) => {
-      all += d
-      rest += d
-      let i
-      while ((i = rest.indexOf('\n')) >= 0) {
-        const line = rest.slice(0, i).trim()
-        rest = rest.slice(i + 1)
-        if (!line.startsWith('{')) continue
-        let msg
-        try { msg = JSON.parse(line) } catch { continue }
-        if (msg.type === 'extension_ui_request' && msg.method === 'notify') settle({ msg }, 'SIGTERM')
-        else if (msg.type === 'response' && msg.success === false) settle({ error: new Error(`pi refused the prompt: ${line}`) }, 'SIGKILL')
-      }
+    child.stdout.on('data', (d) => { all += d })
+    onJsonLines(child.stdout, (msg, line) => {
+      if (msg.type === 'extension_ui_request' && msg.method === 'notify') settle({ msg }, 'SIGTERM')
+      else if (msg.type === 'response' && msg.success === false) settle({ error: new Error(`pi refused the prompt: ${line}`) }, 'SIGKILL')
     })
     child.once('error', (e) => settle({ error: e }, 'SIGKILL'))
     child.once('close', (code, signal) => {
@@ -144,5 +134,25 @@ export function slashCommandInPi(t, { extension, env: extraEnv = {}, message = '
       else resolve(o.msg)
     })
     child.stdin.write(`${JSON.stringify({ type: 'prompt', message })}\n`)
+  })
+}
+
+/**
+ * Calls `cb(message, line)` for every line of `stream` that is a JSON object (pi's RPC output),
+ * also when a line arrives split across chunks; other lines are skipped.
+ */
+export function onJsonLines(stream, cb) {
+  let rest = ''
+  stream.on('data', (d) => {
+    rest += d
+    let i
+    while ((i = rest.indexOf('\n')) >= 0) {
+      const line = rest.slice(0, i).trim()
+      rest = rest.slice(i + 1)
+      if (!line.startsWith('{')) continue
+      let msg
+      try { msg = JSON.parse(line) } catch { continue }
+      cb(msg, line)
+    }
   })
 }

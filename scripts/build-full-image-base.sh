@@ -34,17 +34,9 @@ die() { echo "build-full-image-base: $*" >&2; exit 1; }
 log() { echo "build-full-image-base: $*" >&2; }
 
 [ "$(id -u)" = 0 ] || die "debootstrap needs root: run this as root (e.g. with sudo)"
-command -v docker >/dev/null 2>&1 \
-  || die "the 'docker' CLI is missing: install Debian's docker.io (or run scripts/ensure-engine.sh)"
-timeout 30 docker version >/dev/null 2>&1 \
-  || die "no Docker engine answers (DOCKER_HOST=${DOCKER_HOST:-unix:///var/run/docker.sock}): start one, e.g. 'bash scripts/ensure-engine.sh' or 'nohup dockerd >/tmp/dockerd.log 2>&1 &'"
-[ -x "$node_bin" ] \
-  || die "$node_bin is missing: run 'npm install' in $root (the 'node' devDependency provides Node.js 24)"
-node_version=$("$node_bin" --version 2>/dev/null) || die "$node_bin does not run on this machine"
-case "$node_version" in
-  v24.*) ;;
-  *) die "$node_bin is Node.js $node_version, expected 24.x: run 'npm install' in $root" ;;
-esac
+. "$here/lib/checks.sh"
+require_docker
+require_node24
 command -v npm >/dev/null 2>&1 \
   || die "'npm' is missing on this machine: it is needed to fetch the npm and corepack tarballs (install Node.js with npm)"
 
