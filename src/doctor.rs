@@ -2,10 +2,11 @@
 
 use std::path::PathBuf;
 
-use crate::engine::{self, DetectOptions, EngineReport, HostEnv};
+use crate::engine::{self, DetectOptions, EngineReport};
 use crate::error::Result;
+use crate::host::HostEnv;
 use crate::image::ImageRecipe;
-use crate::runtime;
+use crate::runtime_bundle as runtime;
 
 /// The oldest Node.js major the package supports.
 pub const MIN_NODE_MAJOR: u32 = 24;

@@ -1,18 +1,18 @@
-//! po-sandbox: the sandbox layer of the Po coding-agent distribution.
+//! po-sandbox: the sandbox layer of the Po coding-agent distribution. The crate is a Node.js
+//! addon: every module is private and the JS surface (`src/napi/`) is the API.
+// napi-derive registers exports only outside `cargo test`; there, what only JS calls reads as dead.
+#![cfg_attr(test, allow(dead_code))]
 
-pub mod broker;
-pub mod container;
-pub mod doctor;
-pub mod engine;
-pub mod error;
-pub mod events;
-pub mod identity;
-pub mod image;
-pub mod inventory;
-pub mod logging;
+mod broker;
+mod contained;
+mod doctor;
+mod engine;
+mod error;
+mod events;
+mod host;
+mod image;
+mod logging;
 mod napi;
-pub mod provider;
-pub mod runtime;
-pub mod spec;
-pub mod workspace;
-pub mod workspaces;
+mod provider;
+mod runtime_bundle;
+mod sandbox;

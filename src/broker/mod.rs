@@ -1,8 +1,6 @@
-//! The host-side credential broker: grants, routes and the request path that swaps a
-//! per-grant token for the real key; and the container-side loopback bridge.
+//! The host-side credential broker: grants, the curated provider routes, and the request path
+//! that swaps a per-grant token for the real key.
 
-pub mod bridge;
-pub mod rebase;
-pub mod routes;
-pub mod secret;
-pub mod server;
+pub(crate) mod routes;
+pub(crate) mod secret;
+pub(crate) mod server;

@@ -4,19 +4,20 @@
 //! lists every place an engine may answer, in order; [`probe`] visits one candidate and
 //! classifies what it found. [`detect`] walks the list and reports.
 
-pub mod candidates;
-pub mod endpoint;
-pub mod probe;
-pub mod report;
+pub(crate) mod candidates;
+pub(crate) mod endpoint;
+pub(crate) mod probe;
+pub(crate) mod report;
 
 use std::time::Duration;
 
-pub use candidates::{Candidate, EngineKind, HostEnv, candidates};
-pub use endpoint::Endpoint;
-pub use probe::{EngineFacts, Outcome};
-pub use report::{CandidateReport, EngineReport, remote_reason};
+pub(crate) use candidates::candidates;
+pub(crate) use endpoint::Endpoint;
+pub(crate) use probe::Outcome;
+pub(crate) use report::{CandidateReport, EngineReport, remote_reason};
 
 use crate::error::Result;
+use crate::host::HostEnv;
 
 /// The variable that picks one engine instead of detecting.
 pub const ENGINE_VAR: &str = "PO_SANDBOX_ENGINE";

@@ -8,7 +8,7 @@ use napi::bindgen_prelude::PromiseRaw;
 use napi_derive::napi;
 
 use super::errors::promise;
-use crate::broker::bridge::Bridge;
+use crate::contained::bridge::Bridge;
 
 /// A running loopback bridge to the credential broker, for model SDKs that can dial TCP but
 /// not a Unix socket. Call `close()` when done; it is safe to call twice.

@@ -8,7 +8,7 @@ use napi_derive::napi;
 
 use super::engine::EngineReport;
 use super::errors::{coded, env_vars, object_arg, promise};
-use crate::engine::HostEnv;
+use crate::host::HostEnv;
 use crate::provider::{ProviderOptions, RawOptions};
 
 /// What `doctor` checks.

@@ -6,7 +6,8 @@ use napi_derive::napi;
 use std::collections::HashMap;
 
 use super::errors::{coded, env_vars, object_arg, promise};
-use crate::engine::{self as core, DetectOptions, HostEnv};
+use crate::engine::{self as core, DetectOptions};
+use crate::host::HostEnv;
 
 /// Options for engine detection.
 #[napi(object)]

@@ -7,7 +7,7 @@ use napi::bindgen_prelude::Unknown;
 use napi_derive::napi;
 
 use super::errors::{env_vars, object_arg};
-use crate::identity::{self as core, BrokerRoute};
+use crate::contained::identity::{self as core, BrokerRoute};
 
 /// How brokered provider calls reach the host's credential broker.
 #[napi(object)]

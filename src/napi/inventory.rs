@@ -7,8 +7,8 @@ use napi::bindgen_prelude::{PromiseRaw, Unknown};
 use napi_derive::napi;
 
 use super::errors::{coded, env_vars, object_arg, promise};
-use crate::engine::HostEnv;
 use crate::error::Error;
+use crate::host::HostEnv;
 use crate::provider::{ProviderOptions, RawOptions};
 
 /// Which sandbox containers.
@@ -76,7 +76,7 @@ fn query(env: &Env, q: Option<Unknown>) -> napi::Result<Query> {
     };
     let options = ProviderOptions::resolve(raw, host.clone()).map_err(|e| coded(env, &e))?;
     if let Some(w) = &q.workspace {
-        crate::workspace::check_id(w).map_err(|e| coded(env, &e))?;
+        crate::sandbox::workspace::check_id(w).map_err(|e| coded(env, &e))?;
     }
     Ok(Query {
         host,
@@ -103,7 +103,7 @@ pub fn list_sandbox_containers<'env>(
         async move {
             let (docker, _) = crate::engine::connect(&q.host, &q.options.detect).await?;
             let owner = (!q.all_owners).then_some(q.options.owner.as_str());
-            crate::inventory::list(&docker, owner).await
+            crate::sandbox::inventory::list(&docker, owner).await
         },
         |rows| {
             rows.into_iter()
@@ -148,7 +148,7 @@ pub fn stop_sandbox_containers<'env>(
         env,
         async move {
             let (docker, _) = crate::engine::connect(&q.host, &q.options.detect).await?;
-            crate::inventory::stop(
+            crate::sandbox::inventory::stop(
                 &docker,
                 &q.options.po_home,
                 &q.options.owner,

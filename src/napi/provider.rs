@@ -12,10 +12,10 @@ use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
 use napi_derive::napi;
 
 use super::errors::{coded, env_vars, object_arg, promise};
-use crate::engine::HostEnv;
 use crate::events::Event;
+use crate::host::HostEnv;
 use crate::provider::{self as core, Provider, ProviderOptions, RawOptions};
-use crate::workspaces::WorkspaceContainer as CoreContainer;
+use crate::sandbox::service::WorkspaceContainer as CoreContainer;
 
 /// A workspace the hub knows.
 #[napi(object)]
@@ -432,7 +432,8 @@ impl WorkspaceContainers {
                     },
                 )
             })?;
-        let ws = crate::workspace::resolve(&arg.id, &arg.path).map_err(|e| coded(env, &e))?;
+        let ws =
+            crate::sandbox::workspace::resolve(&arg.id, &arg.path).map_err(|e| coded(env, &e))?;
         let provider = self.provider.clone();
         promise(
             env,
@@ -450,7 +451,7 @@ impl WorkspaceContainers {
         workspace_id: String,
         path: Option<String>,
     ) -> napi::Result<PromiseRaw<'env, Option<WorkspaceContainer>>> {
-        crate::workspace::check_id(&workspace_id).map_err(|e| coded(env, &e))?;
+        crate::sandbox::workspace::check_id(&workspace_id).map_err(|e| coded(env, &e))?;
         let provider = self.provider.clone();
         promise(
             env,
@@ -473,7 +474,7 @@ impl WorkspaceContainers {
         env: &'env Env,
         workspace_id: String,
     ) -> napi::Result<PromiseRaw<'env, bool>> {
-        crate::workspace::check_id(&workspace_id).map_err(|e| coded(env, &e))?;
+        crate::sandbox::workspace::check_id(&workspace_id).map_err(|e| coded(env, &e))?;
         let provider = self.provider.clone();
         promise(
             env,

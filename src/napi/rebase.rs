@@ -6,7 +6,7 @@ use napi_derive::napi;
 
 use super::errors::coded;
 use super::identity::BrokerRouteInfo;
-use crate::broker::rebase;
+use crate::contained::rebase;
 use crate::error::Error as CoreError;
 
 fn invalid(env: &Env, message: &str) -> napi::Error {

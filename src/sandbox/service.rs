@@ -11,14 +11,14 @@ use futures_util::future::{BoxFuture, FutureExt, Shared};
 
 use crate::broker::secret::Secret;
 use crate::broker::server::{Broker, GrantRequest, Transport};
-use crate::container::{self, Created, LiveContainer};
 use crate::error::{Error, Result};
 use crate::events::EventBus;
-use crate::runtime::RuntimeBundle;
-use crate::spec::{
+use crate::runtime_bundle::RuntimeBundle;
+use crate::sandbox::container::{self, Created, LiveContainer};
+use crate::sandbox::spec::{
     self, ContainerSpec, LABEL_OWNER, LABEL_WORKSPACE, LABEL_WORKSPACE_PATH, SpecInput,
 };
-use crate::workspace::{self, Workspace};
+use crate::sandbox::workspace::{self, Workspace};
 
 /// What the service needs to make containers.
 #[derive(Debug, Clone)]
@@ -169,11 +169,6 @@ impl WorkspaceContainers {
                 grants: Mutex::new(HashMap::new()),
             }),
         }
-    }
-
-    /// The configuration.
-    pub fn config(&self) -> &ServiceConfig {
-        &self.inner.config
     }
 
     fn spec_for(&self, ws: &Workspace) -> ContainerSpec {
@@ -427,13 +422,15 @@ impl WorkspaceContainers {
         // between hosts).
         let c = &self.inner.config;
         let lock_path = spec::token_file(&c.po_home, &c.owner, &ws.id).with_extension("lock");
-        let _lock =
-            workspace::HostLock::acquire(&lock_path, c.health_timeout + Duration::from_secs(120))
-                .await
-                .map_err(|e| Error::ContainerFailed {
-                    workspace: ws.id.clone(),
-                    reason: format!("cannot take the start lock {}: {e}", lock_path.display()),
-                })?;
+        let _lock = crate::sandbox::locks::HostLock::acquire(
+            &lock_path,
+            c.health_timeout + Duration::from_secs(120),
+        )
+        .await
+        .map_err(|e| Error::ContainerFailed {
+            workspace: ws.id.clone(),
+            reason: format!("cannot take the start lock {}: {e}", lock_path.display()),
+        })?;
         let spec = self.spec_for(&ws);
         let ids = match known_ids {
             Some(ids) => ids,
@@ -543,7 +540,7 @@ impl WorkspaceContainers {
                 p.display()
             ))
         })?;
-        let removed = workspace::remove_stale_locks(&p)
+        let removed = crate::sandbox::locks::remove_stale_locks(&p)
             .map_err(|e| failed(format!("cannot clear stale locks in {}: {e}", p.display())))?;
         if !removed.is_empty() {
             tracing::debug!(workspace = %ws.id, count = removed.len(), "stale locks removed");

@@ -7,9 +7,11 @@ use std::path::Path;
 use bollard::Docker;
 use bollard::query_parameters::ListContainersOptionsBuilder;
 
-use crate::container;
 use crate::error::{Error, Result};
-use crate::spec::{self, LABEL_OWNER, LABEL_SANDBOX, LABEL_WORKSPACE, LABEL_WORKSPACE_PATH};
+use crate::sandbox::container;
+use crate::sandbox::spec::{
+    self, LABEL_OWNER, LABEL_SANDBOX, LABEL_WORKSPACE, LABEL_WORKSPACE_PATH,
+};
 
 /// One sandbox container.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
@@ -90,7 +92,9 @@ pub async fn list(docker: &Docker, owner: Option<&str>) -> Result<Vec<SandboxRow
                     .mounts
                     .unwrap_or_default()
                     .into_iter()
-                    .find(|m| m.destination.as_deref() == Some(crate::workspaces::BROKER_MOUNT))
+                    .find(|m| {
+                        m.destination.as_deref() == Some(crate::sandbox::service::BROKER_MOUNT)
+                    })
                     .and_then(|m| m.source.map(std::path::PathBuf::from)),
             }
         })
@@ -108,7 +112,7 @@ pub async fn stop(
     workspace: Option<&str>,
 ) -> Result<Vec<String>> {
     if let Some(w) = workspace {
-        crate::workspace::check_id(w)?;
+        crate::sandbox::workspace::check_id(w)?;
     }
     let rows = list(docker, Some(owner)).await?;
     let mut stopped = Vec::new();

@@ -19,7 +19,7 @@ use futures_util::StreamExt;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::error::{Error, Result};
-use crate::spec::{ContainerSpec, LABEL_SPEC_HASH, LivePosture};
+use crate::sandbox::spec::{ContainerSpec, LABEL_SPEC_HASH, LivePosture};
 
 /// A container as the engine reports it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -452,7 +452,7 @@ pub async fn wait_healthy(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::spec::{Bind, VolumeMount};
+    use crate::sandbox::spec::{Bind, VolumeMount};
     use std::collections::BTreeMap;
 
     fn spec(extra_hosts: Vec<String>) -> ContainerSpec {

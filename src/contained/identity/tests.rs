@@ -1,0 +1,128 @@
+use super::*;
+
+fn env(vars: &[(&str, &str)]) -> HashMap<String, String> {
+    vars.iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+#[test]
+fn host_with_nothing_set() {
+    let s = read_state(&env(&[]));
+    assert_eq!(s, SandboxState::default());
+    let r = report(&s);
+    assert!(r.contains("directly on the host"), "{r}");
+    assert!(!r.contains("Problems"), "{r}");
+}
+
+#[test]
+fn contained_with_workspace_and_socket_route() {
+    let s = read_state(&env(&[
+        ("PO_SANDBOX", "1"),
+        ("PO_WORKSPACE", "acme"),
+        ("PO_BROKER_PROVIDERS", "anthropic, openai,anthropic"),
+        ("PO_BROKER_SOCKET", "/run/po-broker/broker.sock"),
+    ]));
+    assert!(s.contained && s.brokered());
+    assert_eq!(s.workspace.as_deref(), Some("acme"));
+    assert_eq!(s.brokered_providers, ["anthropic", "openai"]);
+    assert_eq!(
+        s.route,
+        Some(BrokerRoute::Socket("/run/po-broker/broker.sock".into()))
+    );
+    assert!(s.problems.is_empty(), "{:?}", s.problems);
+    let r = report(&s);
+    assert!(
+        r.contains("inside a sandbox container") && r.contains("\"acme\""),
+        "{r}"
+    );
+    assert!(
+        r.contains("anthropic, openai") && r.contains("/run/po-broker/broker.sock"),
+        "{r}"
+    );
+}
+
+#[test]
+fn tcp_route() {
+    let s = read_state(&env(&[
+        ("PO_BROKER_PROVIDERS", "openai"),
+        ("PO_BROKER_ADDRESS", "host.docker.internal:41234"),
+    ]));
+    assert_eq!(
+        s.route,
+        Some(BrokerRoute::Tcp("host.docker.internal:41234".into()))
+    );
+    assert!(s.problems.is_empty());
+}
+
+#[test]
+fn contradictions_and_malformations_are_problems_not_errors() {
+    let cases: &[(&[(&str, &str)], &str)] = &[
+        (
+            &[
+                ("PO_BROKER_SOCKET", "/a.sock"),
+                ("PO_BROKER_ADDRESS", "127.0.0.1:1"),
+                ("PO_BROKER_PROVIDERS", "openai"),
+            ],
+            "Both",
+        ),
+        (
+            &[
+                ("PO_BROKER_PROVIDERS", " , "),
+                ("PO_BROKER_SOCKET", "/a.sock"),
+            ],
+            "names no provider",
+        ),
+        (
+            &[
+                ("PO_BROKER_PROVIDERS", "openai"),
+                ("PO_BROKER_SOCKET", "run/broker.sock"),
+            ],
+            "not an absolute path",
+        ),
+        (
+            &[
+                ("PO_BROKER_PROVIDERS", "openai"),
+                ("PO_BROKER_SOCKET", "/run/../etc/x"),
+            ],
+            "contains '..'",
+        ),
+        (
+            &[
+                ("PO_BROKER_PROVIDERS", "openai"),
+                ("PO_BROKER_ADDRESS", "localhost"),
+            ],
+            "not HOST:PORT",
+        ),
+        (
+            &[
+                ("PO_BROKER_PROVIDERS", "Open AI!"),
+                ("PO_BROKER_SOCKET", "/a.sock"),
+            ],
+            "not a provider id",
+        ),
+        (&[("PO_BROKER_PROVIDERS", "openai")], "no broker route"),
+        (&[("PO_BROKER_SOCKET", "/a.sock")], "is not, so no provider"),
+        (&[("PO_SANDBOX", "yes")], "not understood"),
+        (&[("PO_SANDBOX", "1")], "PO_WORKSPACE is not set"),
+    ];
+    for (vars, needle) in cases {
+        let s = read_state(&env(vars));
+        assert!(!s.brokered(), "{vars:?}");
+        assert!(
+            s.problems.iter().any(|p| p.contains(needle)),
+            "{vars:?}: {:?}",
+            s.problems
+        );
+        let r = report(&s);
+        assert!(r.contains("Problems:") && r.contains(needle), "{r}");
+    }
+}
+
+#[test]
+fn sandbox_zero_or_empty_means_host() {
+    for v in ["0", "", " "] {
+        let s = read_state(&env(&[("PO_SANDBOX", v)]));
+        assert!(!s.contained && s.problems.is_empty(), "{v:?}");
+    }
+}

@@ -1,0 +1,164 @@
+use super::*;
+
+fn host(vars: &[(&str, &str)]) -> HostEnv {
+    let mut h = HostEnv::from_vars(
+        vars.iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+    );
+    h.os = HostOs::Linux;
+    h.uid = 1000;
+    h
+}
+
+fn engines(list: &[Candidate]) -> Vec<&'static str> {
+    let mut seen: Vec<&'static str> = Vec::new();
+    for c in list {
+        if seen.last() != Some(&c.engine.as_str()) {
+            seen.push(c.engine.as_str());
+        }
+    }
+    seen
+}
+
+#[test]
+fn order_is_docker_podman_nerdctl_finch() {
+    let list = candidates(&host(&[("HOME", "/home/u")]), None).unwrap();
+    assert_eq!(engines(&list), ["docker", "podman", "nerdctl", "finch"]);
+    assert_eq!(
+        list[0].endpoint,
+        Endpoint::Unix("/var/run/docker.sock".into())
+    );
+    assert_eq!(list[0].source, "rootful");
+}
+
+#[test]
+fn docker_locations_cover_rootless_desktop_and_colima() {
+    let list = candidates(
+        &host(&[("HOME", "/home/u"), ("XDG_RUNTIME_DIR", "/run/user/1000")]),
+        Some("docker"),
+    )
+    .unwrap();
+    let paths: Vec<String> = list.iter().map(|c| c.endpoint.to_string()).collect();
+    assert_eq!(
+        paths,
+        [
+            "unix:///var/run/docker.sock",
+            "unix:///run/user/1000/docker.sock",
+            "unix:///home/u/.docker/run/docker.sock",
+            "unix:///home/u/.docker/desktop/docker.sock",
+            "unix:///home/u/.colima/default/docker.sock",
+            "unix:///home/u/.colima/docker.sock",
+            "unix:///home/u/.orbstack/run/docker.sock",
+            "unix:///home/u/.rd/docker.sock",
+        ]
+    );
+    assert!(list[1].rootless && !list[1].vm);
+    assert!(list[2..].iter().all(|c| c.vm));
+}
+
+#[test]
+fn rootless_dir_defaults_to_run_user_uid() {
+    let list = candidates(&host(&[]), Some("podman")).unwrap();
+    assert_eq!(
+        list[0].endpoint,
+        Endpoint::Unix("/run/podman/podman.sock".into())
+    );
+    assert_eq!(
+        list[1].endpoint,
+        Endpoint::Unix("/run/user/1000/podman/podman.sock".into())
+    );
+    assert!(list[1].rootless);
+    // No HOME: no home-relative places, and nothing relative either.
+    assert!(
+        list.iter()
+            .all(|c| c.endpoint.socket_path().is_none_or(|p| p.is_absolute()))
+    );
+}
+
+#[test]
+fn docker_host_replaces_docker_defaults_only() {
+    let list = candidates(
+        &host(&[("DOCKER_HOST", "unix:///tmp/d.sock"), ("HOME", "/h")]),
+        None,
+    )
+    .unwrap();
+    let docker: Vec<_> = list
+        .iter()
+        .filter(|c| c.engine == EngineKind::Docker)
+        .collect();
+    assert_eq!(docker.len(), 1);
+    assert_eq!(docker[0].endpoint, Endpoint::Unix("/tmp/d.sock".into()));
+    assert_eq!(docker[0].source, "DOCKER_HOST");
+    assert!(
+        list.iter()
+            .any(|c| c.engine == EngineKind::Podman && c.source == "rootful")
+    );
+}
+
+#[test]
+fn container_host_replaces_podman_defaults() {
+    let list = candidates(
+        &host(&[("CONTAINER_HOST", "unix:///tmp/p.sock")]),
+        Some("podman"),
+    )
+    .unwrap();
+    assert_eq!(list.len(), 1);
+    assert_eq!(list[0].endpoint, Endpoint::Unix("/tmp/p.sock".into()));
+    assert_eq!(list[0].source, "CONTAINER_HOST");
+}
+
+#[test]
+fn engine_variable_and_option_pick_one_engine() {
+    let h = host(&[("PO_SANDBOX_ENGINE", "Podman")]);
+    assert_eq!(engines(&candidates(&h, None).unwrap()), ["podman"]);
+    // The option wins over the variable.
+    assert_eq!(
+        engines(&candidates(&h, Some("docker")).unwrap()),
+        ["docker"]
+    );
+    // An empty variable means detect.
+    let h = host(&[("PO_SANDBOX_ENGINE", "")]);
+    assert_eq!(candidates(&h, None).unwrap()[0].engine, EngineKind::Docker);
+}
+
+#[test]
+fn unknown_engine_is_a_coded_error_listing_valid_ones() {
+    let err = candidates(&host(&[("PO_SANDBOX_ENGINE", "bogus")]), None).unwrap_err();
+    assert_eq!(err.code(), "ENGINE_UNKNOWN");
+    let msg = err.to_string();
+    assert!(
+        msg.contains("'bogus'") && msg.contains("PO_SANDBOX_ENGINE"),
+        "{msg}"
+    );
+    assert!(msg.contains("docker, podman, nerdctl, finch"), "{msg}");
+    let err = candidates(&host(&[]), Some("lxc")).unwrap_err();
+    assert!(err.to_string().contains("the engine option"));
+}
+
+#[test]
+fn tls_docker_host_is_reported_unsupported() {
+    let list = candidates(
+        &host(&[
+            ("DOCKER_HOST", "tcp://10.0.0.5:2376"),
+            ("DOCKER_TLS_VERIFY", "1"),
+        ]),
+        Some("docker"),
+    )
+    .unwrap();
+    assert!(matches!(list[0].endpoint, Endpoint::Unsupported { .. }));
+}
+
+#[test]
+fn macos_marks_everything_vm() {
+    let mut h = host(&[("HOME", "/Users/u"), ("TMPDIR", "/var/folders/x/T/")]);
+    h.os = HostOs::MacOs;
+    let list = candidates(&h, None).unwrap();
+    assert!(list.iter().all(|c| c.vm));
+    assert!(list.iter().any(|c| {
+        c.endpoint
+            .to_string()
+            .ends_with("podman-machine-default-api.sock")
+    }));
+    assert!(!list.iter().any(|c| c.source == "rootless"));
+}

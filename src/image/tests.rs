@@ -1,0 +1,131 @@
+use super::*;
+
+#[test]
+fn colour_codes_are_stripped() {
+    assert_eq!(
+        strip_ansi("\u{1b}[91mnpm error\u{1b}[0m done"),
+        "npm error done"
+    );
+    assert_eq!(strip_ansi("plain"), "plain");
+}
+
+fn env(vars: &[(&str, &str)]) -> HashMap<String, String> {
+    vars.iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+#[test]
+fn defaults_and_overrides() {
+    let r = ImageRecipe::resolve(None, None, &env(&[])).unwrap();
+    assert_eq!(
+        r,
+        ImageRecipe {
+            base: DEFAULT_BASE.into(),
+            variant: Variant::Full
+        }
+    );
+    let r = ImageRecipe::resolve(
+        None,
+        None,
+        &env(&[(BASE_VAR, "local/base:1"), (VARIANT_VAR, "minimal")]),
+    )
+    .unwrap();
+    assert_eq!(
+        r,
+        ImageRecipe {
+            base: "local/base:1".into(),
+            variant: Variant::Minimal
+        }
+    );
+    let r = ImageRecipe::resolve(Some("opt/base"), Some("full"), &env(&[(BASE_VAR, "x")])).unwrap();
+    assert_eq!(r.base, "opt/base");
+    assert_eq!(
+        ImageRecipe::resolve(None, Some("tiny"), &env(&[]))
+            .unwrap_err()
+            .code(),
+        "OPTIONS_INVALID"
+    );
+    assert_eq!(
+        ImageRecipe::resolve(Some("a b"), None, &env(&[]))
+            .unwrap_err()
+            .code(),
+        "OPTIONS_INVALID"
+    );
+}
+
+#[test]
+fn digest_covers_base_variant_and_files() {
+    let full = ImageRecipe {
+        base: DEFAULT_BASE.into(),
+        variant: Variant::Full,
+    };
+    let minimal = ImageRecipe {
+        base: DEFAULT_BASE.into(),
+        variant: Variant::Minimal,
+    };
+    let other_base = ImageRecipe {
+        base: "node:24-bookworm".into(),
+        variant: Variant::Full,
+    };
+    assert_eq!(full.digest(), full.clone().digest());
+    assert_ne!(full.digest(), minimal.digest());
+    assert_ne!(full.digest(), other_base.digest());
+    assert_eq!(full.digest().len(), 64);
+    assert!(full.tag().starts_with("po-sandbox:") && full.tag().len() == "po-sandbox:".len() + 24);
+}
+
+#[test]
+fn full_recipe_installs_the_toolchain() {
+    let full = ImageRecipe {
+        base: DEFAULT_BASE.into(),
+        variant: Variant::Full,
+    };
+    let d = full.dockerfile();
+    assert!(d.starts_with("FROM node:24-bookworm-slim\n"));
+    let setup = full
+        .files()
+        .iter()
+        .find(|f| f.0 == "setup-full.sh")
+        .unwrap()
+        .2;
+    for needle in [
+        "git",
+        "procps",
+        "ripgrep",
+        "libnss3",
+        "fonts-liberation",
+        "corepack enable",
+        "/opt/cloak",
+    ] {
+        assert!(setup.contains(needle), "{needle}");
+    }
+    let dirs = full
+        .files()
+        .iter()
+        .find(|f| f.0 == "setup-dirs.sh")
+        .unwrap()
+        .2;
+    assert!(
+        dirs.contains("chmod 1777")
+            && dirs.contains("/po-home")
+            && dirs.contains("/po-runtime")
+            && dirs.contains("/po-git")
+    );
+}
+
+#[test]
+fn context_holds_dockerfile_and_files() {
+    let r = ImageRecipe {
+        base: "b".into(),
+        variant: Variant::Minimal,
+    };
+    let bytes = r.context();
+    let mut archive = tar::Archive::new(bytes.as_slice());
+    let names: Vec<String> = archive
+        .entries()
+        .unwrap()
+        .map(|e| e.unwrap().path().unwrap().display().to_string())
+        .collect();
+    assert_eq!(names, ["Dockerfile", "setup-dirs.sh"]);
+}

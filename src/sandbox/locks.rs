@@ -1,0 +1,154 @@
+//! Files a crashed server leaves behind, and the advisory locks that serialise work on one
+//! workspace across processes of this host.
+
+use std::fs::{File, TryLockError};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// The suffix of the lock files a crashed server may leave behind.
+pub const LOCK_SUFFIX: &str = ".po-v4.lock";
+
+/// Deletes stale `*.po-v4.lock` entries under `dir`, recursively, without following links
+/// and without leaving `dir`: a link named `x.po-v4.lock` is removed (its target untouched);
+/// folders and other files are untouched. Returns the removed paths.
+pub fn remove_stale_locks(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
+    let mut removed = Vec::new();
+    let meta = match std::fs::symlink_metadata(dir) {
+        Ok(m) => m,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(removed),
+        Err(e) => return Err(e),
+    };
+    if !meta.is_dir() {
+        return Ok(removed);
+    }
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(folder) = stack.pop() {
+        for entry in std::fs::read_dir(&folder)? {
+            let entry = entry?;
+            let ft = entry.file_type()?; // never follows links
+            let name = entry.file_name();
+            if ft.is_dir() {
+                stack.push(entry.path());
+            } else if (ft.is_file() || ft.is_symlink())
+                && name.to_string_lossy().ends_with(LOCK_SUFFIX)
+            {
+                std::fs::remove_file(entry.path())?;
+                removed.push(entry.path());
+            }
+        }
+    }
+    Ok(removed)
+}
+
+/// An exclusive advisory lock on a file (`File::try_lock`: `flock` on Unix, `LockFileEx` on
+/// Windows), released on drop.
+#[derive(Debug)]
+pub struct HostLock {
+    _file: File,
+}
+
+impl HostLock {
+    /// Takes the lock, creating the file (0600, folder 0700) when missing; waits up to
+    /// `timeout` for another holder.
+    pub async fn acquire(path: &Path, timeout: Duration) -> std::io::Result<HostLock> {
+        let file = open_lock_file(path)?;
+        let deadline = std::time::Instant::now() + timeout;
+        loop {
+            match file.try_lock() {
+                Ok(()) => return Ok(HostLock { _file: file }),
+                Err(TryLockError::WouldBlock) => {}
+                Err(TryLockError::Error(e)) => return Err(e),
+            }
+            if std::time::Instant::now() >= deadline {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    "another process held it too long",
+                ));
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+}
+
+/// Opens (creating when missing) a lock file owner-only, in an owner-only folder.
+fn open_lock_file(path: &Path) -> std::io::Result<File> {
+    let mut dirs = std::fs::DirBuilder::new();
+    dirs.recursive(true);
+    let mut open = std::fs::OpenOptions::new();
+    open.read(true).write(true).create(true).truncate(false);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+        dirs.mode(0o700);
+        open.mode(0o600);
+    }
+    if let Some(dir) = path.parent() {
+        dirs.create(dir)?;
+    }
+    open.open(path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn host_lock_is_exclusive_until_dropped() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t/w.lock");
+        let first = HostLock::acquire(&path, std::time::Duration::from_secs(5))
+            .await
+            .unwrap();
+        let err = HostLock::acquire(&path, std::time::Duration::from_millis(120))
+            .await
+            .unwrap_err();
+        assert_eq!(err.kind(), std::io::ErrorKind::TimedOut);
+        drop(first);
+        HostLock::acquire(&path, std::time::Duration::from_millis(120))
+            .await
+            .unwrap();
+    }
+
+    #[test]
+    fn stale_locks_are_removed_without_following_links() {
+        let root = tempfile::tempdir().unwrap();
+        let p = root.path().join("P");
+        let outside = root.path().join("outside");
+        std::fs::create_dir_all(p.join("a/b")).unwrap();
+        std::fs::create_dir_all(&outside).unwrap();
+        std::fs::write(p.join("top.po-v4.lock"), "").unwrap();
+        std::fs::write(p.join("a/b/deep.po-v4.lock"), "").unwrap();
+        std::fs::write(p.join("a/keep.txt"), "keep").unwrap();
+        std::fs::write(p.join("a/almost.po-v4.lock.bak"), "").unwrap();
+        std::fs::create_dir(p.join("dir.po-v4.lock")).unwrap();
+        std::fs::write(outside.join("target.po-v4.lock"), "target").unwrap();
+        std::fs::write(outside.join("victim"), "victim").unwrap();
+        std::os::unix::fs::symlink(outside.join("victim"), p.join("link.po-v4.lock")).unwrap();
+        std::os::unix::fs::symlink(&outside, p.join("linked-dir")).unwrap();
+        let mut removed = remove_stale_locks(&p).unwrap();
+        removed.sort();
+        assert_eq!(
+            removed,
+            [
+                p.join("a/b/deep.po-v4.lock"),
+                p.join("link.po-v4.lock"),
+                p.join("top.po-v4.lock")
+            ]
+        );
+        assert!(p.join("a/keep.txt").exists() && p.join("a/almost.po-v4.lock.bak").exists());
+        assert!(p.join("dir.po-v4.lock").is_dir());
+        assert_eq!(
+            std::fs::read_to_string(outside.join("victim")).unwrap(),
+            "victim"
+        );
+        assert!(
+            outside.join("target.po-v4.lock").exists(),
+            "a linked folder is not entered"
+        );
+        assert!(
+            remove_stale_locks(&root.path().join("missing"))
+                .unwrap()
+                .is_empty()
+        );
+    }
+}

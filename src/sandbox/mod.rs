@@ -1,0 +1,10 @@
+//! One workspace's container: its id and paths, the spec (pure), the engine operations on it,
+//! the `po/workspace-containers` service that adopts or creates it, host locks, and the
+//! inventory of every container a Po home owns.
+
+pub(crate) mod container;
+pub(crate) mod inventory;
+pub(crate) mod locks;
+pub(crate) mod service;
+pub(crate) mod spec;
+pub(crate) mod workspace;

@@ -1,0 +1,299 @@
+use super::*;
+
+fn bundle() -> RuntimeBundle {
+    RuntimeBundle {
+        version: "1.0.0".into(),
+        dir: "/home/u/.po/container-runtime/1.0.0".into(),
+        json_path: "/home/u/.po/container-runtime/1.0.0/container-runtime.json".into(),
+        server: crate::runtime_bundle::ParsedRuntime {
+            entry: "/opt/po/server.js".into(),
+            port: 7300,
+            args: vec!["--serve".into()],
+            env: BTreeMap::from([("NODE_ENV".to_string(), "production".to_string())]),
+            health_path: "/api/health".into(),
+            interpreter: None,
+        },
+    }
+}
+
+fn ws() -> Workspace {
+    Workspace {
+        id: "acme".into(),
+        path: "/src/acme".into(),
+    }
+}
+
+fn spec_with(host_env: &[(&str, &str)], seeds: &[&str]) -> ContainerSpec {
+    let b = bundle();
+    let w = ws();
+    let host: HashMap<String, String> = host_env
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    let extra = BTreeMap::new();
+    build(&SpecInput {
+        owner: "hub1",
+        workspace: &w,
+        po_home: Path::new("/home/u/.po"),
+        bundle: &b,
+        image: "po-sandbox:abc",
+        image_digest: "abc",
+        user: "1000:1000",
+        pids_limit: DEFAULT_PIDS_LIMIT,
+        seed_files: seeds,
+        host_env: &host,
+        extra_env: &extra,
+        extra_binds: &[],
+        extra_hosts: &[],
+    })
+}
+
+#[test]
+fn names_labels_and_command() {
+    let s = spec_with(&[], &[]);
+    assert_eq!(s.name, "po-hub1-acme");
+    assert_eq!(s.labels["po.owner"], "hub1");
+    assert_eq!(s.labels["po.workspace"], "acme");
+    assert_eq!(s.labels["po.sandbox"], "1");
+    assert_eq!(s.labels["po.image-digest"], "abc");
+    assert_eq!(s.labels["po.spec-hash"], s.spec_hash);
+    assert_eq!(s.cmd, ["node", "/opt/po/server.js", "--serve"]);
+    assert_eq!(s.working_dir, "/src/acme");
+    assert_eq!(s.user, "1000:1000");
+    assert_eq!(s.container_port, 7300);
+}
+
+#[test]
+fn mounts_are_exactly_the_allowed_set() {
+    let s = spec_with(&[], &["modes.yaml", "config.yaml"]);
+    let binds: Vec<(String, &str, bool)> = s
+        .binds
+        .iter()
+        .map(|b| {
+            (
+                b.source.display().to_string(),
+                b.target.as_str(),
+                b.read_only,
+            )
+        })
+        .collect();
+    assert_eq!(
+        binds,
+        [
+            ("/src/acme".to_string(), "/src/acme", false),
+            (
+                "/home/u/.po/container-runtime/1.0.0".to_string(),
+                "/opt/po",
+                true
+            ),
+            (
+                "/home/u/.po/sandboxes/acme".to_string(),
+                "/home/u/.po/sandboxes/acme",
+                false
+            ),
+            (
+                "/home/u/.po/sandbox-tokens/hub1/acme.token".to_string(),
+                TOKEN_PATH,
+                true
+            ),
+            (
+                "/home/u/.po/modes.yaml".to_string(),
+                "/home/u/.po/sandboxes/acme/modes.yaml",
+                true
+            ),
+            (
+                "/home/u/.po/config.yaml".to_string(),
+                "/home/u/.po/sandboxes/acme/config.yaml",
+                true
+            ),
+        ]
+    );
+    assert!(
+        !s.binds
+            .iter()
+            .any(|b| b.source.to_string_lossy().contains("docker.sock"))
+    );
+    let vols: Vec<&str> = s.volumes.iter().map(|v| v.name.as_str()).collect();
+    assert_eq!(
+        vols,
+        [
+            "po-hub1-acme-home",
+            "po-hub1-acme-cache",
+            "po-hub1-acme-git"
+        ]
+    );
+    // The token file is outside P.
+    assert!(
+        !token_file(Path::new("/home/u/.po"), "hub1", "acme")
+            .starts_with("/home/u/.po/sandboxes/acme")
+    );
+}
+
+#[test]
+fn environment_is_an_allowlist_plus_fixed_variables() {
+    let s = spec_with(
+        &[
+            ("TERM", "xterm"),
+            ("LC_ALL", "C.UTF-8"),
+            ("TZ", "UTC"),
+            ("PO_PRESET", "fast"),
+            ("FAKE_API_KEY", "secret"),
+            ("OPENAI_API_KEY", "sk-secret"),
+            ("DOCKER_HOST", "unix:///var/run/docker.sock"),
+            ("PO_HUB_TOKEN", "hub"),
+            ("PATH", "/usr/bin"),
+            ("PO_SANDBOX", "0"),
+            ("HTTPS_PROXY", "http://proxy:3128"),
+            ("NO_PROXY", "corp.example"),
+        ],
+        &[],
+    );
+    for absent in [
+        "FAKE_API_KEY",
+        "OPENAI_API_KEY",
+        "DOCKER_HOST",
+        "PO_HUB_TOKEN",
+        "PATH",
+    ] {
+        assert!(!s.env.contains_key(absent), "{absent}");
+    }
+    assert_eq!(s.env["TERM"], "xterm");
+    assert_eq!(s.env["LC_ALL"], "C.UTF-8");
+    assert_eq!(s.env["PO_PRESET"], "fast");
+    assert_eq!(s.env["PO_SANDBOX"], "1");
+    assert_eq!(s.env["PO_HOME"], "/home/u/.po/sandboxes/acme");
+    assert_eq!(s.env["PO_WORKSPACE"], "acme");
+    assert_eq!(s.env["HOME"], HOME_DIR);
+    assert_eq!(s.env["NODE_ENV"], "production");
+    assert_eq!(s.env["HTTPS_PROXY"], "http://proxy:3128");
+    assert_eq!(s.env["NO_PROXY"], "corp.example,localhost,127.0.0.1,::1");
+    assert_eq!(s.env["no_proxy"], s.env["NO_PROXY"]);
+}
+
+#[test]
+fn no_proxy_untouched_without_a_proxy() {
+    let s = spec_with(&[("NO_PROXY", "x")], &[]);
+    assert!(!s.env.contains_key("NO_PROXY"));
+}
+
+#[test]
+fn hash_ignores_host_terminal_but_not_layer_decisions() {
+    let a = spec_with(&[("TERM", "xterm")], &[]);
+    let b = spec_with(&[("TERM", "dumb")], &[]);
+    assert_eq!(a.spec_hash, b.spec_hash);
+    let c = spec_with(&[], &["modes.yaml"]);
+    assert_ne!(a.spec_hash, c.spec_hash);
+}
+
+fn live_of(s: &ContainerSpec) -> LivePosture {
+    LivePosture {
+        cap_drop: vec!["ALL".into()],
+        cap_add: vec![],
+        privileged: false,
+        security_opt: vec!["no-new-privileges".into()],
+        pids_limit: Some(s.pids_limit),
+        user: s.user.clone(),
+        namespaces: vec![("network".into(), "bridge".into())],
+        mounts: s
+            .binds
+            .iter()
+            .map(|b| {
+                (
+                    "bind".to_string(),
+                    b.source.display().to_string(),
+                    b.target.clone(),
+                    !b.read_only,
+                )
+            })
+            .chain(
+                s.volumes
+                    .iter()
+                    .map(|v| ("volume".to_string(), v.name.clone(), v.target.clone(), true)),
+            )
+            .collect(),
+        ports: vec![("7300/tcp".into(), "127.0.0.1".into())],
+        devices: 0,
+        spec_hash: Some(s.spec_hash.clone()),
+    }
+}
+
+#[test]
+fn podman_lists_each_dropped_capability_instead_of_all() {
+    let s = spec_with(&[], &[]);
+    let mut live = live_of(&s);
+    live.cap_drop = DEFAULT_CAPABILITIES.iter().map(|c| c.to_string()).collect();
+    check_posture(&s, &live).unwrap();
+    live.cap_drop = DEFAULT_CAPABILITIES
+        .iter()
+        .map(|c| format!("CAP_{c}"))
+        .collect();
+    check_posture(&s, &live).unwrap();
+    live.cap_drop.retain(|c| c != "CAP_NET_RAW");
+    assert!(
+        check_posture(&s, &live)
+            .unwrap_err()
+            .contains("drop all capabilities")
+    );
+}
+
+#[test]
+fn a_faithful_container_passes() {
+    let s = spec_with(&[], &["modes.yaml"]);
+    check_posture(&s, &live_of(&s)).unwrap();
+}
+
+#[test]
+fn every_drift_is_named() {
+    let s = spec_with(&[], &[]);
+    type Mutate = fn(&mut LivePosture);
+    let cases: Vec<(Mutate, &str)> = vec![
+        (|l| l.cap_drop.clear(), "drop all capabilities"),
+        (|l| l.cap_add.push("NET_ADMIN".into()), "adds capabilities"),
+        (|l| l.privileged = true, "privileged"),
+        (|l| l.security_opt.clear(), "new privileges"),
+        (|l| l.pids_limit = None, "pid limit"),
+        (|l| l.pids_limit = Some(1_000_000), "pid limit"),
+        (|l| l.user = "0:0".into(), "runs as user"),
+        (
+            |l| l.namespaces.push(("pid".into(), "host".into())),
+            "host's pid",
+        ),
+        (|l| l.devices = 1, "devices"),
+        (
+            |l| {
+                l.mounts.push((
+                    "bind".into(),
+                    "/var/run/docker.sock".into(),
+                    "/var/run/docker.sock".into(),
+                    true,
+                ))
+            },
+            "/var/run/docker.sock",
+        ),
+        (|l| l.mounts[1].3 = true, "/opt/po"),
+        (
+            |l| {
+                l.mounts.push((
+                    "bind".into(),
+                    "/home/u/.po".into(),
+                    "/home/u/.po".into(),
+                    false,
+                ))
+            },
+            "/home/u/.po at",
+        ),
+        (|l| l.ports[0].1 = "0.0.0.0".into(), "not on 127.0.0.1"),
+        (
+            |l| l.ports.push(("22/tcp".into(), "127.0.0.1".into())),
+            "22/tcp",
+        ),
+        (|l| l.ports.clear(), "no port"),
+        (|l| l.spec_hash = Some("other".into()), "spec changed"),
+    ];
+    for (mutate, needle) in cases {
+        let mut live = live_of(&s);
+        mutate(&mut live);
+        let reason = check_posture(&s, &live).unwrap_err();
+        assert!(reason.contains(needle), "{needle}: {reason}");
+    }
+}
