@@ -178,7 +178,7 @@ export interface BrokerGrant {
 
 /** A grant's route. */
 export interface BrokerGrantRoute {
-  kind: 'socket' | 'tcp'
+  kind: RouteKind
   /** socket: the socket on the host. */
   hostSocket?: string
   /** socket: its folder, to bind-mount into the container (at the folder of `containerSocket`). */
@@ -202,7 +202,7 @@ export declare function brokerOrigin(route: BrokerRouteInfo, bridgePort?: number
 /** How brokered provider calls reach the host's credential broker. */
 export interface BrokerRouteInfo {
   /** `socket` (a bind-mounted Unix socket, reached through a loopback bridge) or `tcp`. */
-  kind: 'socket' | 'tcp'
+  kind: RouteKind
   /** The socket path (`socket`) or `host:port` (`tcp`). */
   target: string
 }
@@ -411,7 +411,7 @@ export interface EngineReport {
  * progress to `onEvent` (`type: 'image'` events). Rejects with `IMAGE_BUILD_FAILED` carrying
  * the failing step's output tail, or `ENGINE_UNAVAILABLE`.
  */
-export declare function ensureSandboxImage(options?: ImageOptions | undefined | null, onEvent?: ((event: SandboxEvent) => void) | undefined | null): Promise<ImageResult>
+export declare function ensureSandboxImage(options?: ImageOptions | undefined | null, onEvent?: ((event: Extract<SandboxEvent, { type: 'image' }>) => void) | undefined | null): Promise<ImageResult>
 
 /** What a grant is for. */
 export interface GrantOptions {
@@ -420,7 +420,7 @@ export interface GrantOptions {
   /** Providers to broker (default: every carried provider with a key on the host). */
   providers?: Array<string>
   /** `socket` (default; Linux, native engines) or `tcp` (VM engines). */
-  transport?: 'socket' | 'tcp'
+  transport?: RouteKind
   /** `uid:gid` to own the socket and its folder (the container's user). */
   user?: string
   /**
@@ -462,6 +462,9 @@ export interface ImageOptions {
   env?: Record<string, string | undefined | null>
 }
 
+/** Where an image is. */
+export type ImagePhase = 'checking' | 'cached' | 'building' | 'progress' | 'built' | 'failed'
+
 /** The image `ensureSandboxImage` made sure of. */
 export interface ImageResult {
   /** `po-sandbox:<digest>`. */
@@ -486,9 +489,12 @@ export interface NodeCheck {
   required: string
 }
 
+/** The provider's state. */
+export type ProviderState = 'starting' | 'ready' | 'unavailable'
+
 /** The provider's status. */
 export interface ProviderStatus {
-  state: 'starting' | 'ready' | 'unavailable' | 'stopped'
+  state: ProviderState
   /** Why it is unavailable, and what to do. */
   reason?: string
   /** `ENGINE_UNAVAILABLE`, `RUNTIME_NOT_INSTALLED`, `RUNTIME_INVALID`, `IMAGE_BUILD_FAILED`… */
@@ -514,6 +520,9 @@ export interface ProviderStatus {
  * `null`. Bad options throw a coded error before anything is registered.
  */
 export declare function registerSandboxLayer(host: SandboxHost, options?: ContainerProviderOptions | undefined | null): SandboxLayer | null
+
+/** How a container reaches the credential broker. */
+export type RouteKind = 'socket' | 'tcp'
 
 /** The runtime bundle check. */
 export interface RuntimeCheck {
@@ -542,36 +551,25 @@ export interface SandboxContainerRow {
   created: number
 }
 
-/** A lifecycle event. `type` says which fields are set. */
-export interface SandboxEvent {
-  type: 'engine' | 'runtime' | 'image' | 'workspace' | 'provider'
-  /** engine: a usable engine answered. runtime: the bundle is valid. */
-  available?: boolean
-  ok?: boolean
-  /** engine: `docker` / `podman`, and its endpoint. */
-  engine?: string
-  endpoint?: string
-  /** runtime: the bundle version. */
-  version?: string
-  /** image: `checking`, `cached`, `building`, `progress`, `built`, `failed`. */
-  phase?: string
-  /** image: the tag. */
-  tag?: string
-  /** image: a build output line or a note. */
-  message?: string
-  /** workspace: its id. */
-  workspaceId?: string
-  /**
-   * workspace: `starting`, `adopted`, `created`, `replaced`, `ready`, `stopped`, `removed`,
-   * `failed`; provider: `starting`, `ready`, `unavailable`.
-   */
-  state?: string
-  containerId?: string
-  /** Why (replacement, failure, unavailability). */
-  reason?: string
-  /** The code of a failure. */
-  code?: string
-}
+/** A lifecycle event; narrow on `type`. */
+export type SandboxEvent =
+  | { type: 'engine'; /** A usable engine answered. */
+    available: boolean; /** `docker` / `podman`. */
+    engine?: string; endpoint?: string; /** Why none is usable, and what to do. */
+    reason?: string; /** The reason's code (as `checkEngine`'s `reasonCode`). */
+  code?: string }
+  | { type: 'runtime'; /** The bundle is valid. */
+    ok: boolean; /** The bundle version. */
+    version?: string; reason?: string; /** `RUNTIME_NOT_INSTALLED` / `RUNTIME_INVALID`. */
+  code?: string }
+  | { type: 'image'; phase: ImagePhase; /** `po-sandbox:<digest>`. */
+    tag: string; /** A build output line or a note. */
+  message?: string }
+  | { type: 'workspace'; workspaceId: string; state: WorkspaceChange; containerId?: string; /** Why (replacement, removal, failure). */
+  reason?: string }
+  | { type: 'provider'; state: ProviderState; /** Why it is unavailable, and what to do. */
+    reason?: string; /** The code of that reason. */
+  code?: string }
 
 /** The Po host the layer registers into. */
 export interface SandboxHost {
@@ -659,6 +657,9 @@ export interface WithheldCredential {
   reason: string
 }
 
+/** What happened to a workspace's container. */
+export type WorkspaceChange = 'starting' | 'adopted' | 'created' | 'replaced' | 'ready' | 'stopped' | 'removed' | 'failed'
+
 /** One workspace's container. */
 export interface WorkspaceContainer {
   workspaceId: string
@@ -691,6 +692,9 @@ export interface WorkspaceOption {
   sandbox?: 'container' | 'none'
 }
 
+/** A configured workspace's place in start-up. */
+export type WorkspacePhase = 'pending' | 'starting' | 'running' | 'failed' | 'skipped' | 'stopped'
+
 /** A workspace to start: its id and folder. */
 export interface WorkspaceRef {
   /** 1-128 of letters, digits, `.`, `_`, `-`, not starting with `.`. */
@@ -702,7 +706,7 @@ export interface WorkspaceRef {
 /** One workspace in the provider's start-up. */
 export interface WorkspaceStatus {
   id: string
-  state: 'pending' | 'starting' | 'running' | 'failed' | 'skipped' | 'stopped'
+  state: WorkspacePhase
   container?: WorkspaceContainer
   /** The error code when it failed. */
   errorCode?: string

@@ -35,6 +35,11 @@ import {
   type ProviderStatus,
   type WorkspaceContainer,
   type SandboxEvent,
+  type ProviderState,
+  type WorkspacePhase,
+  type WorkspaceChange,
+  type ImagePhase,
+  type RouteKind,
   type SandboxContainerRow,
   type ContainerSandboxProvider,
   type WorkspaceContainers,
@@ -64,6 +69,60 @@ async function providerUsage(): Promise<void> {
   void [provider, service, state, c.url, c.hostPort, adopted, stopped, all, rows, ids, image.tag, layer.provider.kind]
 }
 void providerUsage
+
+// Events are a discriminated union on `type`: each branch has exactly its own fields, typed.
+function describe(e: SandboxEvent): string {
+  switch (e.type) {
+    case 'engine': {
+      const available: boolean = e.available
+      return `${available} ${e.engine ?? ''} ${e.code ?? ''}`
+    }
+    case 'runtime': {
+      const ok: boolean = e.ok
+      return `${ok} ${e.version ?? ''}`
+    }
+    case 'image': {
+      const phase: ImagePhase = e.phase
+      const tag: string = e.tag
+      // @ts-expect-error an image event has no workspaceId
+      void e.workspaceId
+      return `${phase} ${tag} ${e.message ?? ''}`
+    }
+    case 'workspace': {
+      const id: string = e.workspaceId
+      const change: WorkspaceChange = e.state
+      // @ts-expect-error a workspace event's state is not a provider state
+      const wrong: ProviderState = e.state
+      return `${id} ${change} ${wrong} ${e.containerId ?? ''}`
+    }
+    case 'provider': {
+      const state: ProviderState = e.state
+      // @ts-expect-error a provider event has no tag
+      void e.tag
+      return `${state} ${e.reason ?? ''}`
+    }
+    default: {
+      const exhaustive: never = e
+      return exhaustive
+    }
+  }
+}
+void describe
+
+// States are string-literal unions, not `string`.
+function states(s: ProviderStatus): void {
+  const p: ProviderState = s.state
+  const w: WorkspacePhase[] = s.workspaces.map((x) => x.state)
+  const route: RouteKind = 'tcp'
+  // @ts-expect-error 'stopped' is not a provider state
+  const badProvider: ProviderState = 'stopped'
+  // @ts-expect-error 'running' is not an image phase
+  const badPhase: ImagePhase = 'running'
+  // @ts-expect-error route kinds are 'socket' and 'tcp'
+  const badRoute: RouteKind = 'pipe'
+  void [p, w, route, badProvider, badPhase, badRoute]
+}
+void states
 
 import {
   startCredentialBroker,

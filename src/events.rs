@@ -3,6 +3,48 @@
 
 use std::sync::{Arc, Mutex};
 
+use crate::provider::ProviderState;
+
+/// Where an image is: `checking`, `cached`, `building`, `progress`, `built` or `failed`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ImagePhase {
+    /// Looking for the tag on the engine.
+    Checking,
+    /// The engine has it: nothing to build.
+    Cached,
+    /// A build started.
+    Building,
+    /// One line of build output.
+    Progress,
+    /// The build finished and the tag exists.
+    Built,
+    /// The build failed (the message says where).
+    Failed,
+}
+
+/// What happened to a workspace's container.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum WorkspaceChange {
+    /// Work on it began.
+    Starting,
+    /// A running container that satisfies the spec was taken over.
+    Adopted,
+    /// A new container was created.
+    Created,
+    /// A container that drifted from the spec is being replaced.
+    Replaced,
+    /// Its server answers its health path.
+    Ready,
+    /// It was stopped on request.
+    Stopped,
+    /// A container was removed (stopped leftover, name holder, drift).
+    Removed,
+    /// Starting it failed.
+    Failed,
+}
+
 /// One lifecycle event.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 #[serde(
@@ -26,23 +68,22 @@ pub enum Event {
         reason: Option<String>,
         code: Option<String>,
     },
-    /// Image: `checking`, `cached`, `building`, `progress`, `built` or `failed`.
+    /// Image progress.
     Image {
-        phase: String,
+        phase: ImagePhase,
         tag: String,
         message: Option<String>,
     },
-    /// A workspace changed state: `starting`, `adopted`, `created`, `replaced`, `ready`,
-    /// `stopped`, `removed` or `failed`.
+    /// A workspace changed state.
     Workspace {
         workspace_id: String,
-        state: String,
+        state: WorkspaceChange,
         container_id: Option<String>,
         reason: Option<String>,
     },
-    /// The provider changed state: `starting`, `ready`, `unavailable` or `stopped`.
+    /// The provider changed state.
     Provider {
-        state: String,
+        state: ProviderState,
         reason: Option<String>,
         code: Option<String>,
     },
@@ -96,10 +137,15 @@ impl EventBus {
         if state.history.len() == REPLAY_LIMIT {
             // Image build progress goes first, so a long build does not push the engine,
             // runtime, provider and workspace events out of the replay.
-            let progress = state
-                .history
-                .iter()
-                .position(|e| matches!(e, Event::Image { phase, .. } if phase == "progress"));
+            let progress = state.history.iter().position(|e| {
+                matches!(
+                    e,
+                    Event::Image {
+                        phase: ImagePhase::Progress,
+                        ..
+                    }
+                )
+            });
             match progress {
                 Some(i) => {
                     state.history.remove(i);
@@ -119,22 +165,22 @@ impl EventBus {
     pub fn workspace(
         &self,
         id: &str,
-        state: &str,
+        state: WorkspaceChange,
         container_id: Option<&str>,
         reason: Option<String>,
     ) {
         self.emit(Event::Workspace {
             workspace_id: id.to_string(),
-            state: state.to_string(),
+            state,
             container_id: container_id.map(str::to_string),
             reason,
         });
     }
 
     /// An image event.
-    pub fn image(&self, phase: &str, tag: &str, message: Option<String>) {
+    pub fn image(&self, phase: ImagePhase, tag: &str, message: Option<String>) {
         self.emit(Event::Image {
-            phase: phase.to_string(),
+            phase,
             tag: tag.to_string(),
             message,
         });
@@ -145,9 +191,9 @@ impl EventBus {
 mod tests {
     use super::*;
 
-    fn provider(state: &str) -> Event {
+    fn provider(state: ProviderState) -> Event {
         Event::Provider {
-            state: state.to_string(),
+            state,
             reason: None,
             code: None,
         }
@@ -165,44 +211,51 @@ mod tests {
     #[test]
     fn a_late_listener_gets_the_history_then_live_events_once_each() {
         let bus = EventBus::default();
-        bus.emit(provider("starting"));
-        bus.emit(provider("unavailable"));
+        bus.emit(provider(ProviderState::Starting));
+        bus.emit(provider(ProviderState::Unavailable));
         let (l, seen) = recorder();
         bus.subscribe(l);
-        bus.emit(provider("stopped"));
+        bus.emit(provider(ProviderState::Ready));
         let states: Vec<_> = seen
             .lock()
             .unwrap()
             .iter()
             .map(|e| match e {
-                Event::Provider { state, .. } => state.clone(),
+                Event::Provider { state, .. } => *state,
                 _ => unreachable!(),
             })
             .collect();
-        assert_eq!(states, ["starting", "unavailable", "stopped"]);
+        assert_eq!(
+            states,
+            [
+                ProviderState::Starting,
+                ProviderState::Unavailable,
+                ProviderState::Ready
+            ]
+        );
     }
 
     #[test]
     fn a_long_build_does_not_push_the_provider_events_out_of_the_replay() {
         let bus = EventBus::default();
-        bus.emit(provider("starting"));
+        bus.emit(provider(ProviderState::Starting));
         for i in 0..REPLAY_LIMIT * 2 {
-            bus.image("progress", "t", Some(i.to_string()));
+            bus.image(ImagePhase::Progress, "t", Some(i.to_string()));
         }
-        bus.emit(provider("ready"));
+        bus.emit(provider(ProviderState::Ready));
         let (l, seen) = recorder();
         bus.subscribe(l);
         let seen = seen.lock().unwrap();
         assert_eq!(seen.len(), REPLAY_LIMIT);
-        assert_eq!(seen[0], provider("starting"));
-        assert_eq!(seen[REPLAY_LIMIT - 1], provider("ready"));
+        assert_eq!(seen[0], provider(ProviderState::Starting));
+        assert_eq!(seen[REPLAY_LIMIT - 1], provider(ProviderState::Ready));
     }
 
     #[test]
     fn the_history_is_bounded_and_drops_the_oldest() {
         let bus = EventBus::default();
         for i in 0..REPLAY_LIMIT + 10 {
-            bus.image("progress", "t", Some(i.to_string()));
+            bus.image(ImagePhase::Progress, "t", Some(i.to_string()));
         }
         let (l, seen) = recorder();
         bus.subscribe(l);
@@ -211,7 +264,7 @@ mod tests {
         assert_eq!(
             seen[0],
             Event::Image {
-                phase: "progress".into(),
+                phase: ImagePhase::Progress,
                 tag: "t".into(),
                 message: Some("10".into())
             }

@@ -4,6 +4,8 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
+use crate::error::{Error, Result};
+
 /// The host operating system, as far as engine locations go.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum HostOs {
@@ -81,6 +83,31 @@ impl HostEnv {
             .unwrap_or_else(|| PathBuf::from(format!("/run/user/{}", self.uid)))
     }
 
+    /// Runs inside a sandbox container (`PO_SANDBOX=1`), where containers must not nest.
+    pub fn contained(&self) -> bool {
+        self.var(crate::contained::identity::SANDBOX_VAR)
+            .is_some_and(|v| v.trim() == "1")
+    }
+
+    /// Where per-grant broker socket folders go: `given` when absolute (an `OPTIONS_INVALID`
+    /// naming `option` otherwise), else `$XDG_RUNTIME_DIR/po-broker`, else
+    /// `<tmpdir>/po-broker-<uid>`.
+    pub fn broker_socket_dir(&self, given: Option<&str>, option: &str) -> Result<PathBuf> {
+        match given.filter(|s| !s.is_empty()) {
+            Some(d) if d.starts_with('/') => Ok(PathBuf::from(d)),
+            Some(d) => Err(Error::OptionsInvalid {
+                option: option.into(),
+                reason: format!("{d:?} is not an absolute path"),
+            }),
+            None => Ok(
+                match self.var("XDG_RUNTIME_DIR").filter(|d| d.starts_with('/')) {
+                    Some(d) => PathBuf::from(d).join("po-broker"),
+                    None => std::env::temp_dir().join(format!("po-broker-{}", self.uid)),
+                },
+            ),
+        }
+    }
+
     /// Finds an executable on `PATH` (I/O: one stat per folder).
     pub fn which(&self, program: &str) -> Option<PathBuf> {
         let path = self.var("PATH")?;
@@ -101,5 +128,111 @@ fn is_executable(p: &Path) -> bool {
     #[cfg(not(unix))]
     {
         p.is_file()
+    }
+}
+
+/// A numeric `uid:gid`, as containers run and sockets are owned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct UserIds {
+    pub uid: u32,
+    pub gid: u32,
+}
+
+impl UserIds {
+    /// Parses `uid:gid` (both numeric); an `OPTIONS_INVALID` naming `option` otherwise.
+    pub fn parse(value: &str, option: &str) -> Result<UserIds> {
+        value
+            .split_once(':')
+            .and_then(|(u, g)| {
+                Some(UserIds {
+                    uid: u.parse().ok()?,
+                    gid: g.parse().ok()?,
+                })
+            })
+            .ok_or_else(|| Error::OptionsInvalid {
+                option: option.into(),
+                reason: format!("{value:?} must be numeric uid:gid, like 1000:1000"),
+            })
+    }
+}
+
+impl std::fmt::Display for UserIds {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}:{}", self.uid, self.gid)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn host(vars: &[(&str, &str)]) -> HostEnv {
+        HostEnv::from_vars(
+            vars.iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        )
+    }
+
+    #[test]
+    fn user_ids_parse_only_numeric_pairs() {
+        assert_eq!(
+            UserIds::parse("1000:100", "user").unwrap(),
+            UserIds {
+                uid: 1000,
+                gid: 100
+            }
+        );
+        assert_eq!(UserIds::parse("0:0", "user").unwrap().to_string(), "0:0");
+        for bad in [
+            "",
+            "1000",
+            "1000:",
+            ":1000",
+            "a:b",
+            "1000:100:1",
+            "-1:0",
+            " 1:1",
+            "99999999999:0",
+        ] {
+            let e = UserIds::parse(bad, "user").unwrap_err();
+            assert_eq!(e.code(), "OPTIONS_INVALID", "{bad:?}");
+            assert!(e.to_string().starts_with("Invalid option user: "), "{e}");
+        }
+    }
+
+    #[test]
+    fn contained_only_with_sandbox_one() {
+        assert!(host(&[("PO_SANDBOX", "1")]).contained());
+        assert!(host(&[("PO_SANDBOX", " 1 ")]).contained());
+        assert!(!host(&[("PO_SANDBOX", "0")]).contained());
+        assert!(!host(&[("PO_SANDBOX", "")]).contained());
+        assert!(!host(&[]).contained());
+    }
+
+    #[test]
+    fn broker_socket_dir_default_and_given() {
+        let h = host(&[("XDG_RUNTIME_DIR", "/run/user/7")]);
+        assert_eq!(
+            h.broker_socket_dir(None, "socketDir").unwrap(),
+            PathBuf::from("/run/user/7/po-broker")
+        );
+        assert_eq!(
+            h.broker_socket_dir(Some("/s"), "socketDir").unwrap(),
+            PathBuf::from("/s")
+        );
+        let e = h.broker_socket_dir(Some("rel"), "socketDir").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "Invalid option socketDir: \"rel\" is not an absolute path"
+        );
+        let relative_xdg = host(&[("XDG_RUNTIME_DIR", "run")]);
+        let dir = relative_xdg
+            .broker_socket_dir(Some(""), "socketDir")
+            .unwrap();
+        assert_eq!(
+            dir,
+            std::env::temp_dir().join(format!("po-broker-{}", relative_xdg.uid))
+        );
     }
 }

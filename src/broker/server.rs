@@ -67,13 +67,36 @@ pub struct BrokerOptions {
     pub tcp: bool,
 }
 
-/// A grant's route.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Transport {
-    /// A Unix socket of its own, in a 0700 folder (Linux, native engines).
+/// How a container reaches the broker: the one route kind every layer shares (a grant's
+/// request, the grant's route, the container's `PO_BROKER_SOCKET` / `PO_BROKER_ADDRESS`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RouteKind {
+    /// A Unix socket of its own, in a 0700 folder, bind-mounted (Linux, native engines).
     Socket,
     /// The broker's loopback TCP port, reached as `host.docker.internal` (VM engines).
     Tcp,
+}
+
+impl RouteKind {
+    /// `socket` or `tcp`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RouteKind::Socket => "socket",
+            RouteKind::Tcp => "tcp",
+        }
+    }
+
+    /// Parses the `transport` option: absent is `socket`.
+    pub fn parse(value: Option<&str>, option: &str) -> Result<RouteKind> {
+        match value {
+            None | Some("socket") => Ok(RouteKind::Socket),
+            Some("tcp") => Ok(RouteKind::Tcp),
+            Some(other) => Err(Error::OptionsInvalid {
+                option: option.into(),
+                reason: format!("{other:?} is neither 'socket' nor 'tcp'"),
+            }),
+        }
+    }
 }
 
 /// What a grant is for.
@@ -84,7 +107,7 @@ pub struct GrantRequest {
     /// Providers to broker; `None`: every carried provider with a key on the host.
     pub providers: Option<Vec<String>>,
     /// The route.
-    pub transport: Transport,
+    pub transport: RouteKind,
     /// `uid:gid` that must own the socket and its folder (the container's user).
     pub owner: Option<(u32, u32)>,
     /// The socket path inside the container, for `PO_BROKER_SOCKET` (the workspace service uses
@@ -411,7 +434,7 @@ impl Broker {
             Secret::new(providers.join(",")),
         );
         let (route, socket_dir, owns_dir, task) = match request.transport {
-            Transport::Tcp => {
+            RouteKind::Tcp => {
                 let addr = self
                     .tcp_address()
                     .ok_or_else(|| failed("TCP grants need a broker started with tcp: true"))?;
@@ -434,7 +457,7 @@ impl Broker {
                     None,
                 )
             }
-            Transport::Socket => {
+            RouteKind::Socket => {
                 let (dir, owns) = match &request.socket_folder {
                     Some(d) => (d.clone(), false),
                     None => (self.inner.socket_dir.join(&id), true),

@@ -5,6 +5,8 @@
 
 use std::collections::HashMap;
 
+pub(crate) use crate::broker::server::RouteKind;
+
 /// Set to `1` in every sandbox container.
 pub const SANDBOX_VAR: &str = "PO_SANDBOX";
 /// The workspace id a container serves.
@@ -18,11 +20,21 @@ pub const ADDRESS_VAR: &str = "PO_BROKER_ADDRESS";
 
 /// How brokered provider calls reach the broker.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum BrokerRoute {
-    /// A bind-mounted Unix socket, reached through the loopback bridge.
-    Socket(String),
-    /// `host:port`, addressed directly.
-    Tcp(String),
+pub struct BrokerRoute {
+    /// `socket`: a bind-mounted Unix socket, reached through the loopback bridge; `tcp`:
+    /// addressed directly.
+    pub kind: RouteKind,
+    /// The socket path, or `host:port`.
+    pub target: String,
+}
+
+impl BrokerRoute {
+    fn new(kind: RouteKind, target: &str) -> BrokerRoute {
+        BrokerRoute {
+            kind,
+            target: target.to_string(),
+        }
+    }
 }
 
 /// What the environment says about this process.
@@ -121,11 +133,11 @@ pub fn read_state(env: &HashMap<String, String>) -> SandboxState {
         (Some(path), None) if path.split('/').any(|seg| seg == "..") => s.problems.push(format!(
             "{SOCKET_VAR}={path:?} contains '..'; the broker socket route is not used."
         )),
-        (Some(path), None) => s.route = Some(BrokerRoute::Socket(path.to_string())),
+        (Some(path), None) => s.route = Some(BrokerRoute::new(RouteKind::Socket, path)),
         (None, Some(addr)) if !valid_address(addr) => s.problems.push(format!(
             "{ADDRESS_VAR}={addr:?} is not HOST:PORT; the broker address route is not used."
         )),
-        (None, Some(addr)) => s.route = Some(BrokerRoute::Tcp(addr.to_string())),
+        (None, Some(addr)) => s.route = Some(BrokerRoute::new(RouteKind::Tcp, addr)),
         (None, None) => {}
     }
     if !s.brokered_providers.is_empty()
@@ -161,10 +173,14 @@ pub fn report(s: &SandboxState) -> String {
     out.push('\n');
     if s.brokered() {
         let route = match s.route.as_ref() {
-            Some(BrokerRoute::Socket(p)) => {
-                format!("the broker socket {p} (through a loopback bridge)")
-            }
-            Some(BrokerRoute::Tcp(a)) => format!("the broker at {a}"),
+            Some(BrokerRoute {
+                kind: RouteKind::Socket,
+                target,
+            }) => format!("the broker socket {target} (through a loopback bridge)"),
+            Some(BrokerRoute {
+                kind: RouteKind::Tcp,
+                target,
+            }) => format!("the broker at {target}"),
             None => unreachable!(),
         };
         out.push_str(&format!(

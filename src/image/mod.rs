@@ -10,7 +10,7 @@ use futures_util::future::{BoxFuture, FutureExt, Shared};
 use sha2::{Digest, Sha256};
 
 use crate::error::{Error, Result};
-use crate::events::EventBus;
+use crate::events::{EventBus, ImagePhase};
 
 /// The base image of the full recipe.
 pub const DEFAULT_BASE: &str = "node:24-bookworm-slim";
@@ -228,24 +228,13 @@ async fn ensure_uncached(
     events: &EventBus,
 ) -> Result<Provenance> {
     let tag = recipe.tag();
-    events.image("checking", &tag, None);
-    match docker.inspect_image(&tag).await {
-        Ok(_) => {
-            events.image("cached", &tag, None);
-            return Ok(Provenance::Cached);
-        }
-        Err(bollard::errors::Error::DockerResponseServerError {
-            status_code: 404, ..
-        }) => {}
-        Err(e) => {
-            return Err(Error::EngineRequest {
-                operation: format!("inspect image {tag}"),
-                detail: e.to_string(),
-            });
-        }
+    events.image(ImagePhase::Checking, &tag, None);
+    if is_cached(docker, &tag).await? {
+        events.image(ImagePhase::Cached, &tag, None);
+        return Ok(Provenance::Cached);
     }
     events.image(
-        "building",
+        ImagePhase::Building,
         &tag,
         Some(format!(
             "{} recipe on {}",
@@ -253,30 +242,88 @@ async fn ensure_uncached(
             recipe.base
         )),
     );
-    let digest = recipe.digest();
+    match build(docker, recipe, &tag, events).await {
+        Ok(()) => {
+            events.image(ImagePhase::Built, &tag, None);
+            Ok(Provenance::Built)
+        }
+        Err(e) => {
+            let message = match &e {
+                Error::ImageBuildFailed { step, detail, .. } => format!("{step}: {detail}"),
+                other => other.to_string(),
+            };
+            events.image(ImagePhase::Failed, &tag, Some(message));
+            Err(e)
+        }
+    }
+}
+
+/// Whether the engine has the tag already.
+async fn is_cached(docker: &Docker, tag: &str) -> Result<bool> {
+    match docker.inspect_image(tag).await {
+        Ok(_) => Ok(true),
+        Err(bollard::errors::Error::DockerResponseServerError {
+            status_code: 404, ..
+        }) => Ok(false),
+        Err(e) => Err(Error::EngineRequest {
+            operation: format!("inspect image {tag}"),
+            detail: e.to_string(),
+        }),
+    }
+}
+
+/// The build's options: the tag, intermediate containers always removed, and the labels that
+/// say what the image was built from.
+fn build_options(recipe: &ImageRecipe, tag: &str) -> bollard::query_parameters::BuildImageOptions {
     let labels = HashMap::from([
         ("po.sandbox".to_string(), "1".to_string()),
-        ("po.image-digest".to_string(), digest),
+        ("po.image-digest".to_string(), recipe.digest()),
         (
             "po.image-variant".to_string(),
             recipe.variant.as_str().to_string(),
         ),
         ("po.image-base".to_string(), recipe.base.clone()),
     ]);
-    let options = bollard::query_parameters::BuildImageOptionsBuilder::default()
+    bollard::query_parameters::BuildImageOptionsBuilder::default()
         .dockerfile("Dockerfile")
-        .t(&tag)
+        .t(tag)
         .rm(true)
         .forcerm(true)
         .labels(&labels)
-        .build();
-    let body = bollard::body_full(bytes::Bytes::from(recipe.context()));
-    let mut stream = docker.build_image(options, None, Some(body));
-    let mut step = String::from("the start of the build");
-    let mut tail: Vec<String> = Vec::new();
-    let fail = |step: &str, detail: String, tail: &[String]| {
-        let mut detail = detail;
-        if step.contains("FROM")
+        .build()
+}
+
+/// Where a build is: the current step and the last lines of its output.
+struct BuildLog {
+    step: String,
+    tail: Vec<String>,
+}
+
+impl BuildLog {
+    const TAIL_LINES: usize = 30;
+
+    fn new() -> BuildLog {
+        BuildLog {
+            step: String::from("the start of the build"),
+            tail: Vec::new(),
+        }
+    }
+
+    /// Records one output line; a `Step …` line starts a new step.
+    fn line(&mut self, line: &str) {
+        if line.starts_with("Step ") || line.starts_with("STEP ") {
+            self.step = line.to_string();
+            self.tail.clear();
+        }
+        self.tail.push(line.to_string());
+        if self.tail.len() > Self::TAIL_LINES {
+            self.tail.remove(0);
+        }
+    }
+
+    /// The failure at the current step, with a hint when the base could not be pulled.
+    fn failed(&self, recipe: &ImageRecipe, tag: &str, mut detail: String) -> Error {
+        if self.step.contains("FROM")
             || detail.contains("pull access denied")
             || detail.contains("manifest unknown")
         {
@@ -286,47 +333,45 @@ async fn ensure_uncached(
             ));
         }
         Error::ImageBuildFailed {
-            tag: tag.clone(),
-            step: step.to_string(),
+            tag: tag.to_string(),
+            step: self.step.clone(),
             detail,
-            tail: tail.join("\n"),
+            tail: self.tail.join("\n"),
         }
-    };
+    }
+}
+
+/// Runs the build, streaming every output line as a `progress` event, and checks the tag
+/// exists at the end.
+async fn build(docker: &Docker, recipe: &ImageRecipe, tag: &str, events: &EventBus) -> Result<()> {
+    let body = bollard::body_full(bytes::Bytes::from(recipe.context()));
+    let mut stream = docker.build_image(build_options(recipe, tag), None, Some(body));
+    let mut log = BuildLog::new();
     while let Some(item) = stream.next().await {
         let info = match item {
             Ok(info) => info,
             Err(bollard::errors::Error::DockerStreamError { error }) => {
-                return Err(fail(&step, error, &tail));
+                return Err(log.failed(recipe, tag, error));
             }
-            Err(e) => return Err(fail(&step, e.to_string(), &tail)),
+            Err(e) => return Err(log.failed(recipe, tag, e.to_string())),
         };
         if let Some(err) = info.error_detail.and_then(|d| d.message) {
-            return Err(fail(&step, err, &tail));
+            return Err(log.failed(recipe, tag, err));
         }
         if let Some(text) = info.stream {
             let text = strip_ansi(&text);
             for line in text.lines().map(str::trim_end).filter(|l| !l.is_empty()) {
-                if line.starts_with("Step ") || line.starts_with("STEP ") {
-                    step = line.to_string();
-                    tail.clear();
-                }
-                tail.push(line.to_string());
-                if tail.len() > 30 {
-                    tail.remove(0);
-                }
-                events.image("progress", &tag, Some(line.to_string()));
+                log.line(line);
+                events.image(ImagePhase::Progress, tag, Some(line.to_string()));
             }
         }
     }
-    match docker.inspect_image(&tag).await {
-        Ok(_) => {
-            events.image("built", &tag, None);
-            Ok(Provenance::Built)
-        }
-        Err(e) => Err(fail(
-            &step,
+    match docker.inspect_image(tag).await {
+        Ok(_) => Ok(()),
+        Err(e) => Err(log.failed(
+            recipe,
+            tag,
             format!("the build ended but {tag} is not there ({e})"),
-            &tail,
         )),
     }
 }

@@ -1,7 +1,6 @@
 //! `startCredentialBroker` and the `CredentialBroker` class.
 
 use std::collections::HashMap;
-use std::path::PathBuf;
 use std::sync::Arc;
 
 use napi::Env;
@@ -12,9 +11,10 @@ use napi_derive::napi;
 
 use super::errors::{coded, env_vars, object_arg, promise};
 use crate::broker::server::{
-    AuditEvent, Broker, BrokerOptions, GrantRequest, GrantRoute, Transport,
+    AuditEvent, Broker, BrokerOptions, GrantRequest, GrantRoute, RouteKind,
 };
 use crate::error::Error;
+use crate::host::{HostEnv, UserIds};
 
 /// Options of `startCredentialBroker`.
 #[napi(object)]
@@ -37,7 +37,7 @@ pub struct GrantOptions {
     /// Providers to broker (default: every carried provider with a key on the host).
     pub providers: Option<Vec<String>>,
     /// `socket` (default; Linux, native engines) or `tcp` (VM engines).
-    #[napi(ts_type = "'socket' | 'tcp'")]
+    #[napi(ts_type = "RouteKind")]
     pub transport: Option<String>,
     /// `uid:gid` to own the socket and its folder (the container's user).
     pub user: Option<String>,
@@ -59,8 +59,7 @@ pub struct GrantRef {
 /// A grant's route.
 #[napi(object)]
 pub struct BrokerGrantRoute {
-    #[napi(ts_type = "'socket' | 'tcp'")]
-    pub kind: String,
+    pub kind: super::identity::RouteKind,
     /// socket: the socket on the host.
     pub host_socket: Option<String>,
     /// socket: its folder, to bind-mount into the container (at the folder of `containerSocket`).
@@ -138,17 +137,6 @@ pub struct CredentialBroker {
     inner: Broker,
 }
 
-fn default_socket_dir(env: &HashMap<String, String>) -> PathBuf {
-    match env.get("XDG_RUNTIME_DIR").filter(|d| d.starts_with('/')) {
-        Some(d) => PathBuf::from(d).join("po-broker"),
-        None => {
-            // SAFETY: geteuid cannot fail.
-            let uid = unsafe { libc::geteuid() };
-            std::env::temp_dir().join(format!("po-broker-{uid}"))
-        }
-    }
-}
-
 /// Starts the broker. Resolves with a `CredentialBroker`; rejects with `BROKER_FAILED` when it
 /// cannot listen.
 #[napi(
@@ -165,19 +153,16 @@ pub fn start_credential_broker<'env>(
         None => (None, None, false),
     };
     let host_env = env_vars(vars);
-    let socket_dir = match socket_dir {
-        Some(d) if d.starts_with('/') => PathBuf::from(d),
-        Some(d) => {
-            let e = Error::OptionsInvalid {
-                option: "socketDir".into(),
-                reason: format!("{d:?} is not an absolute path"),
-            };
-            // A bad value rejects (a mistyped one throws, as everywhere).
+    let socket_dir = match HostEnv::from_vars(host_env.clone())
+        .broker_socket_dir(socket_dir.as_deref(), "socketDir")
+    {
+        Ok(dir) => dir,
+        // A bad value rejects (a mistyped one throws, as everywhere).
+        Err(e) => {
             return promise(env, async move { Err(e) }, |inner| CredentialBroker {
                 inner,
             });
         }
-        None => default_socket_dir(&host_env),
     };
     promise(
         env,
@@ -221,35 +206,14 @@ impl CredentialBroker {
                 },
             )
         })?;
-        let invalid = |option: &str, reason: String| {
-            coded(
-                env,
-                &Error::OptionsInvalid {
-                    option: option.into(),
-                    reason,
-                },
-            )
-        };
-        let transport = match o.transport.as_deref() {
-            None | Some("socket") => Transport::Socket,
-            Some("tcp") => Transport::Tcp,
-            Some(other) => {
-                return Err(invalid(
-                    "transport",
-                    format!("{other:?} is neither 'socket' nor 'tcp'"),
-                ));
-            }
-        };
-        let owner = match o.user.as_deref() {
-            None => None,
-            Some(u) => match u
-                .split_once(':')
-                .map(|(a, b)| (a.parse::<u32>(), b.parse::<u32>()))
-            {
-                Some((Ok(a), Ok(b))) => Some((a, b)),
-                _ => return Err(invalid("user", format!("{u:?} must be numeric uid:gid"))),
-            },
-        };
+        let transport =
+            RouteKind::parse(o.transport.as_deref(), "transport").map_err(|e| coded(env, &e))?;
+        let owner = o
+            .user
+            .as_deref()
+            .map(|u| UserIds::parse(u, "user").map(|ids| (ids.uid, ids.gid)))
+            .transpose()
+            .map_err(|e| coded(env, &e))?;
         let request = GrantRequest {
             workspace: o.workspace,
             providers: o.providers,
@@ -279,7 +243,7 @@ impl CredentialBroker {
                     host_dir,
                     container_socket,
                 } => BrokerGrantRoute {
-                    kind: "socket".into(),
+                    kind: super::identity::RouteKind::Socket,
                     host_socket: Some(host_socket.display().to_string()),
                     host_dir: Some(host_dir.display().to_string()),
                     container_socket: Some(container_socket),
@@ -290,7 +254,7 @@ impl CredentialBroker {
                     address,
                     container_address,
                 } => BrokerGrantRoute {
-                    kind: "tcp".into(),
+                    kind: super::identity::RouteKind::Tcp,
                     host_socket: None,
                     host_dir: None,
                     container_socket: None,

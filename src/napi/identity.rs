@@ -7,14 +7,24 @@ use napi::bindgen_prelude::Unknown;
 use napi_derive::napi;
 
 use super::errors::{env_vars, object_arg};
-use crate::contained::identity::{self as core, BrokerRoute};
+use crate::contained::identity::{self as core, RouteKind as CoreRouteKind};
+
+/// How a container reaches the credential broker.
+#[napi(string_enum = "lowercase")]
+pub enum RouteKind {
+    /// A bind-mounted Unix socket (Linux, native engines), reached through a loopback bridge.
+    Socket,
+    /// The broker's loopback TCP port, reached as `host.docker.internal` (VM engines).
+    Tcp,
+}
+
+mirror_enum!(RouteKind = CoreRouteKind { Socket, Tcp });
 
 /// How brokered provider calls reach the host's credential broker.
 #[napi(object)]
 pub struct BrokerRouteInfo {
     /// `socket` (a bind-mounted Unix socket, reached through a loopback bridge) or `tcp`.
-    #[napi(ts_type = "'socket' | 'tcp'")]
-    pub kind: String,
+    pub kind: RouteKind,
     /// The socket path (`socket`) or `host:port` (`tcp`).
     pub target: String,
 }
@@ -75,15 +85,9 @@ impl DefaultSandboxExtensionService {
             contained: s.contained,
             workspace: s.workspace.clone(),
             brokered_providers: s.brokered_providers.clone(),
-            route: s.route.as_ref().map(|r| match r {
-                BrokerRoute::Socket(p) => BrokerRouteInfo {
-                    kind: "socket".into(),
-                    target: p.clone(),
-                },
-                BrokerRoute::Tcp(a) => BrokerRouteInfo {
-                    kind: "tcp".into(),
-                    target: a.clone(),
-                },
+            route: s.route.as_ref().map(|r| BrokerRouteInfo {
+                kind: r.kind.into(),
+                target: r.target.clone(),
             }),
             brokered: s.brokered(),
             problems: s.problems.clone(),

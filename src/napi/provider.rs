@@ -8,11 +8,10 @@ use napi::bindgen_prelude::{
     ClassInstance, FnArgs, Function, JavaScriptClassExt, JsObjectValue, JsValue, Object,
     PromiseRaw, Unknown,
 };
-use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
 use napi_derive::napi;
 
 use super::errors::{coded, env_vars, object_arg, promise};
-use crate::events::Event;
+use super::events::{ProviderState, SandboxEvent, WorkspacePhase, subscribe};
 use crate::host::HostEnv;
 use crate::provider::{self as core, Provider, ProviderOptions, RawOptions};
 use crate::sandbox::service::WorkspaceContainer as CoreContainer;
@@ -123,8 +122,7 @@ impl From<CoreContainer> for WorkspaceContainer {
 #[napi(object)]
 pub struct WorkspaceStatus {
     pub id: String,
-    #[napi(ts_type = "'pending' | 'starting' | 'running' | 'failed' | 'skipped' | 'stopped'")]
-    pub state: String,
+    pub state: WorkspacePhase,
     pub container: Option<WorkspaceContainer>,
     /// The error code when it failed.
     pub error_code: Option<String>,
@@ -134,8 +132,7 @@ pub struct WorkspaceStatus {
 /// The provider's status.
 #[napi(object)]
 pub struct ProviderStatus {
-    #[napi(ts_type = "'starting' | 'ready' | 'unavailable' | 'stopped'")]
-    pub state: String,
+    pub state: ProviderState,
     /// Why it is unavailable, and what to do.
     pub reason: Option<String>,
     /// `ENGINE_UNAVAILABLE`, `RUNTIME_NOT_INSTALLED`, `RUNTIME_INVALID`, `IMAGE_BUILD_FAILED`…
@@ -155,7 +152,7 @@ pub struct ProviderStatus {
 impl From<core::ProviderStatus> for ProviderStatus {
     fn from(s: core::ProviderStatus) -> Self {
         ProviderStatus {
-            state: s.state,
+            state: s.state.into(),
             reason: s.reason,
             code: s.code,
             engine: s.engine,
@@ -170,129 +167,13 @@ impl From<core::ProviderStatus> for ProviderStatus {
                 .into_iter()
                 .map(|w| WorkspaceStatus {
                     id: w.id,
-                    state: w.state,
+                    state: w.state.into(),
                     container: w.container.map(Into::into),
                     error_code: w.error_code,
                     error: w.error,
                 })
                 .collect(),
         }
-    }
-}
-
-/// A lifecycle event. `type` says which fields are set.
-#[napi(object)]
-pub struct SandboxEvent {
-    #[napi(
-        js_name = "type",
-        ts_type = "'engine' | 'runtime' | 'image' | 'workspace' | 'provider'"
-    )]
-    pub kind: String,
-    /// engine: a usable engine answered. runtime: the bundle is valid.
-    pub available: Option<bool>,
-    pub ok: Option<bool>,
-    /// engine: `docker` / `podman`, and its endpoint.
-    pub engine: Option<String>,
-    pub endpoint: Option<String>,
-    /// runtime: the bundle version.
-    pub version: Option<String>,
-    /// image: `checking`, `cached`, `building`, `progress`, `built`, `failed`.
-    pub phase: Option<String>,
-    /// image: the tag.
-    pub tag: Option<String>,
-    /// image: a build output line or a note.
-    pub message: Option<String>,
-    /// workspace: its id.
-    pub workspace_id: Option<String>,
-    /// workspace: `starting`, `adopted`, `created`, `replaced`, `ready`, `stopped`, `removed`,
-    /// `failed`; provider: `starting`, `ready`, `unavailable`.
-    pub state: Option<String>,
-    pub container_id: Option<String>,
-    /// Why (replacement, failure, unavailability).
-    pub reason: Option<String>,
-    /// The code of a failure.
-    pub code: Option<String>,
-}
-
-impl From<&Event> for SandboxEvent {
-    fn from(e: &Event) -> Self {
-        let mut out = SandboxEvent {
-            kind: String::new(),
-            available: None,
-            ok: None,
-            engine: None,
-            endpoint: None,
-            version: None,
-            phase: None,
-            tag: None,
-            message: None,
-            workspace_id: None,
-            state: None,
-            container_id: None,
-            reason: None,
-            code: None,
-        };
-        match e.clone() {
-            Event::Engine {
-                available,
-                engine,
-                endpoint,
-                reason,
-                reason_code,
-            } => {
-                out.kind = "engine".into();
-                out.available = Some(available);
-                out.engine = engine;
-                out.endpoint = endpoint;
-                out.reason = reason;
-                out.code = reason_code;
-            }
-            Event::Runtime {
-                ok,
-                version,
-                reason,
-                code,
-            } => {
-                out.kind = "runtime".into();
-                out.ok = Some(ok);
-                out.version = version;
-                out.reason = reason;
-                out.code = code;
-            }
-            Event::Image {
-                phase,
-                tag,
-                message,
-            } => {
-                out.kind = "image".into();
-                out.phase = Some(phase);
-                out.tag = Some(tag);
-                out.message = message;
-            }
-            Event::Workspace {
-                workspace_id,
-                state,
-                container_id,
-                reason,
-            } => {
-                out.kind = "workspace".into();
-                out.workspace_id = Some(workspace_id);
-                out.state = Some(state);
-                out.container_id = container_id;
-                out.reason = reason;
-            }
-            Event::Provider {
-                state,
-                reason,
-                code,
-            } => {
-                out.kind = "provider".into();
-                out.state = Some(state);
-                out.reason = reason;
-                out.code = code;
-            }
-        }
-        out
     }
 }
 
@@ -326,26 +207,6 @@ pub struct SandboxLayer {
     pub provider: (),
     #[napi(ts_type = "WorkspaceContainers")]
     pub containers: (),
-}
-
-type EventCallback = ThreadsafeFunction<SandboxEvent, (), SandboxEvent, napi::Status, false, true>;
-
-fn subscribe(
-    events: &crate::events::EventBus,
-    callback: Function<SandboxEvent, ()>,
-) -> napi::Result<()> {
-    let tsfn: EventCallback = callback
-        .build_threadsafe_function()
-        .callee_handled::<false>()
-        .weak::<true>()
-        .build()?;
-    events.subscribe(Arc::new(move |event| {
-        tsfn.call(
-            SandboxEvent::from(event),
-            ThreadsafeFunctionCallMode::NonBlocking,
-        );
-    }));
-    Ok(())
 }
 
 /// The `container` sandbox provider registered into `po/workspace-sandboxes`.
@@ -568,7 +429,7 @@ pub fn register_sandbox_layer<'env>(
         Some(o) => raw_options(o),
         None => (RawOptions::default(), None),
     };
-    let vars = env_vars(vars);
+    let host_env = HostEnv::from_vars(env_vars(vars));
     let scope: Option<String> = host
         .get_named_property::<Option<String>>("scope")
         .unwrap_or(None);
@@ -577,12 +438,10 @@ pub fn register_sandbox_layer<'env>(
         .ok()
         .flatten()
         .is_some_and(|i| i.contained);
-    let contained_env = vars.get("PO_SANDBOX").is_some_and(|v| v.trim() == "1");
-    if scope.as_deref() != Some("global") || contained_identity || contained_env {
+    if !core::registers(scope.as_deref(), contained_identity, &host_env) {
         return Ok(None);
     }
-    let options =
-        ProviderOptions::resolve(raw, HostEnv::from_vars(vars)).map_err(|e| coded(env, &e))?;
+    let options = ProviderOptions::resolve(raw, host_env).map_err(|e| coded(env, &e))?;
     let provider = Provider::new(options);
     let provider_obj: ClassInstance<ContainerSandboxProvider> = ContainerSandboxProvider {
         provider: provider.clone(),
@@ -641,7 +500,7 @@ pub struct ImageResult {
 /// progress to `onEvent` (`type: 'image'` events). Rejects with `IMAGE_BUILD_FAILED` carrying
 /// the failing step's output tail, or `ENGINE_UNAVAILABLE`.
 #[napi(
-    ts_args_type = "options?: ImageOptions | undefined | null, onEvent?: ((event: SandboxEvent) => void) | undefined | null",
+    ts_args_type = "options?: ImageOptions | undefined | null, onEvent?: ((event: Extract<SandboxEvent, { type: 'image' }>) => void) | undefined | null",
     ts_return_type = "Promise<ImageResult>"
 )]
 pub fn ensure_sandbox_image<'env>(

@@ -59,5 +59,6 @@ pub fn broker_origin(
             }
         },
     };
-    rebase::broker_origin(&route.kind, &route.target, port).map_err(|e| invalid(env, &e))
+    let kind = crate::contained::identity::RouteKind::from(route.kind);
+    rebase::broker_origin(kind.as_str(), &route.target, port).map_err(|e| invalid(env, &e))
 }

@@ -8,7 +8,7 @@ use std::time::Duration;
 use futures_util::StreamExt;
 use tokio::sync::watch;
 
-use crate::broker::server::{Broker, BrokerOptions, Transport};
+use crate::broker::server::{Broker, BrokerOptions, RouteKind};
 use crate::engine::{self};
 use crate::error::{Error, Result};
 use crate::events::{Event, EventBus};
@@ -20,8 +20,10 @@ use crate::sandbox::workspace;
 mod options;
 mod status;
 
-pub(crate) use options::{ProviderOptions, RawOptions, WorkspaceRequest, refuse_nesting};
-pub(crate) use status::{ProviderStatus, WorkspaceStatus};
+pub(crate) use options::{
+    ProviderOptions, RawOptions, WorkspaceRequest, refuse_nesting, registers,
+};
+pub(crate) use status::{ProviderState, ProviderStatus, WorkspacePhase, WorkspaceStatus};
 
 /// The provider of one hub.
 pub struct Provider {
@@ -50,14 +52,18 @@ impl Provider {
             .iter()
             .map(|w| WorkspaceStatus {
                 id: w.id.clone(),
-                state: if w.container { "pending" } else { "skipped" }.into(),
+                state: if w.container {
+                    WorkspacePhase::Pending
+                } else {
+                    WorkspacePhase::Skipped
+                },
                 container: None,
                 error_code: None,
                 error: None,
             })
             .collect();
         let status = ProviderStatus {
-            state: "starting".into(),
+            state: ProviderState::Starting,
             reason: None,
             code: None,
             engine: None,
@@ -113,18 +119,22 @@ impl Provider {
         let (reason, code) = (e.to_string(), e.code().to_string());
         *self.service.lock().unwrap_or_else(|p| p.into_inner()) = Some(Err(e));
         self.update(|s| {
-            s.state = "unavailable".into();
+            s.state = ProviderState::Unavailable;
             s.reason = Some(reason.clone());
             s.code = Some(code.clone());
             s.settled = true;
-            for w in s.workspaces.iter_mut().filter(|w| w.state == "pending") {
-                w.state = "failed".into();
+            for w in s
+                .workspaces
+                .iter_mut()
+                .filter(|w| w.state == WorkspacePhase::Pending)
+            {
+                w.state = WorkspacePhase::Failed;
                 w.error_code = Some(code.clone());
                 w.error = Some(reason.clone());
             }
         });
         self.events.emit(Event::Provider {
-            state: "unavailable".into(),
+            state: ProviderState::Unavailable,
             reason: Some(reason),
             code: Some(code),
         });
@@ -134,19 +144,23 @@ impl Provider {
     /// stored and the provider is `ready`.
     async fn setup(&self) -> Result<WorkspaceContainers> {
         self.update(|s| {
-            s.state = "starting".into();
+            s.state = ProviderState::Starting;
             s.reason = None;
             s.code = None;
             s.settled = false;
             // Workspaces a failed start-up never reached are pending again.
-            for w in s.workspaces.iter_mut().filter(|w| w.state == "failed") {
-                w.state = "pending".into();
+            for w in s
+                .workspaces
+                .iter_mut()
+                .filter(|w| w.state == WorkspacePhase::Failed)
+            {
+                w.state = WorkspacePhase::Pending;
                 w.error = None;
                 w.error_code = None;
             }
         });
         self.events.emit(Event::Provider {
-            state: "starting".into(),
+            state: ProviderState::Starting,
             reason: None,
             code: None,
         });
@@ -218,9 +232,9 @@ impl Provider {
                 Ok(b) if b.enabled() => Some(BrokerWiring {
                     broker: b,
                     transport: if report.vm {
-                        Transport::Tcp
+                        RouteKind::Tcp
                     } else {
-                        Transport::Socket
+                        RouteKind::Socket
                     },
                     socket_root: o.broker_socket_dir.clone(),
                 }),
@@ -238,7 +252,7 @@ impl Provider {
                 bundle,
                 image: tag,
                 image_digest: o.recipe.digest(),
-                user: o.user.clone(),
+                user: o.user,
                 pids_limit: o.pids_limit,
                 health_timeout: o.health_timeout,
                 host_env: o.host.vars().clone(),
@@ -249,11 +263,11 @@ impl Provider {
         );
         *self.service.lock().unwrap_or_else(|p| p.into_inner()) = Some(Ok(service.clone()));
         self.update(|s| {
-            s.state = "ready".into();
+            s.state = ProviderState::Ready;
             s.image_built = built;
         });
         self.events.emit(Event::Provider {
-            state: "ready".into(),
+            state: ProviderState::Ready,
             reason: None,
             code: None,
         });
@@ -298,10 +312,10 @@ impl Provider {
                 .for_each_concurrent(o.concurrency, |w| async move {
                     if this.stopping.load(std::sync::atomic::Ordering::SeqCst) {
                         // Every container is being stopped: do not start more.
-                        this.set_workspace(&w.id, |s| s.state = "stopped".into());
+                        this.set_workspace(&w.id, |s| s.state = WorkspacePhase::Stopped);
                         return;
                     }
-                    this.set_workspace(&w.id, |s| s.state = "starting".into());
+                    this.set_workspace(&w.id, |s| s.state = WorkspacePhase::Starting);
                     let result = match workspace::resolve(&w.id, &w.path) {
                         Ok(ws) => {
                             let ids = known
@@ -313,13 +327,13 @@ impl Provider {
                     };
                     this.set_workspace(&w.id, |s| match result {
                         Ok(c) => {
-                            s.state = "running".into();
+                            s.state = WorkspacePhase::Running;
                             s.container = Some(c);
                             s.error = None;
                             s.error_code = None;
                         }
                         Err(e) => {
-                            s.state = "failed".into();
+                            s.state = WorkspacePhase::Failed;
                             s.error_code = Some(e.code().into());
                             s.error = Some(e.to_string());
                         }
@@ -334,7 +348,7 @@ impl Provider {
     /// otherwise. Never retries (stops and listings use this).
     pub async fn service(&self) -> Result<WorkspaceContainers> {
         let mut rx = self.status.subscribe();
-        let _ = rx.wait_for(|s| s.state != "starting").await;
+        let _ = rx.wait_for(|s| s.state != ProviderState::Starting).await;
         match self.stored() {
             Some(result) => result,
             None => Err(Error::EngineUnavailable {
@@ -411,8 +425,12 @@ impl Provider {
     pub async fn clean_stop(&self) -> Result<Vec<String>> {
         let stopped = self.stop_all().await?;
         self.update(|s| {
-            for w in s.workspaces.iter_mut().filter(|w| w.state == "running") {
-                w.state = "stopped".into();
+            for w in s
+                .workspaces
+                .iter_mut()
+                .filter(|w| w.state == WorkspacePhase::Running)
+            {
+                w.state = WorkspacePhase::Stopped;
             }
         });
         Ok(stopped)

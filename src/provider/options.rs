@@ -1,6 +1,5 @@
 //! The provider's options: what the hub passes, checked without I/O into [`ProviderOptions`].
 
-use std::collections::HashMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -8,7 +7,7 @@ use sha2::{Digest, Sha256};
 
 use crate::engine::{self, DetectOptions};
 use crate::error::{Error, Result};
-use crate::host::HostEnv;
+use crate::host::{HostEnv, HostOs, UserIds};
 use crate::image::ImageRecipe;
 use crate::runtime_bundle;
 use crate::sandbox::spec::DEFAULT_PIDS_LIMIT;
@@ -57,7 +56,7 @@ pub struct ProviderOptions {
     pub workspaces: Vec<WorkspaceRequest>,
     pub runtime_version: Option<String>,
     pub recipe: ImageRecipe,
-    pub user: String,
+    pub user: UserIds,
     pub pids_limit: i64,
     pub health_timeout: Duration,
     pub concurrency: usize,
@@ -77,6 +76,7 @@ fn invalid(option: &str, reason: impl Into<String>) -> Error {
     }
 }
 
+/// A whole number in `range`, or `default` when absent.
 fn whole(
     value: Option<f64>,
     option: &str,
@@ -100,10 +100,17 @@ fn whole(
 /// Containers never nest: managing them from inside a sandbox container (`PO_SANDBOX=1`) is
 /// refused.
 pub fn refuse_nesting(host: &HostEnv) -> Result<()> {
-    match host.var(crate::contained::identity::SANDBOX_VAR) {
-        Some(v) if v.trim() == "1" => Err(Error::NestingRefused),
-        _ => Ok(()),
+    if host.contained() {
+        Err(Error::NestingRefused)
+    } else {
+        Ok(())
     }
+}
+
+/// Whether a host registers the provider: only its `global` scope, and never a contained one
+/// (its identity says so, or `PO_SANDBOX=1`).
+pub fn registers(scope: Option<&str>, identity_contained: bool, host: &HostEnv) -> bool {
+    scope == Some("global") && !identity_contained && refuse_nesting(host).is_ok()
 }
 
 /// The default owner id of a Po home: 12 hex digits of its path's sha256.
@@ -111,89 +118,130 @@ pub fn default_owner(po_home: &std::path::Path) -> String {
     hex::encode(&Sha256::digest(po_home.to_string_lossy().as_bytes())[..6])
 }
 
-impl ProviderOptions {
-    /// Checks everything that can be checked without I/O.
-    pub fn resolve(raw: RawOptions, host: HostEnv) -> Result<ProviderOptions> {
-        let po_home = match raw.po_home.filter(|s| !s.is_empty()) {
-            Some(p) => PathBuf::from(p),
-            None => host.home().map(|h| h.join(".po")).ok_or_else(|| {
-                invalid(
-                    "poHome",
-                    "not given and HOME is not set; pass the Po home folder",
-                )
-            })?,
-        };
-        workspace::check_po_home(&po_home)?;
-        let owner = raw
-            .owner
-            .filter(|s| !s.is_empty())
-            .unwrap_or_else(|| default_owner(&po_home));
-        if owner.is_empty()
-            || owner.len() > 32
-            || !owner
-                .bytes()
-                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
-        {
-            return Err(invalid(
-                "owner",
-                format!("{owner:?} must be 1-32 lowercase letters or digits"),
-            ));
-        }
-        let mut workspaces = Vec::new();
-        for (id, path, sandbox) in raw.workspaces {
-            workspace::check_id(&id)?;
-            if workspaces.iter().any(|w: &WorkspaceRequest| w.id == id) {
-                return Err(Error::WorkspaceInvalid {
-                    what: format!("id {id:?}"),
-                    reason: "it is listed twice".into(),
-                });
-            }
-            let container = match sandbox.as_deref() {
-                None | Some("container") => true,
-                Some("none") | Some("host") => false,
-                Some(other) => {
-                    return Err(invalid(
-                        "workspaces[].sandbox",
-                        format!("{other:?} is neither 'container' nor 'none'"),
-                    ));
-                }
-            };
-            workspaces.push(WorkspaceRequest {
-                id,
-                path,
-                container,
+/// `poHome`: absolute, no `..`; default `~/.po`.
+fn po_home(value: Option<String>, host: &HostEnv) -> Result<PathBuf> {
+    let po_home = match value.filter(|s| !s.is_empty()) {
+        Some(p) => PathBuf::from(p),
+        None => host.home().map(|h| h.join(".po")).ok_or_else(|| {
+            invalid(
+                "poHome",
+                "not given and HOME is not set; pass the Po home folder",
+            )
+        })?,
+    };
+    workspace::check_po_home(&po_home)?;
+    Ok(po_home)
+}
+
+/// `owner`: 1-32 lowercase letters or digits; default derived from the Po home.
+fn owner(value: Option<String>, po_home: &std::path::Path) -> Result<String> {
+    let owner = value
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| default_owner(po_home));
+    let ok = owner.len() <= 32
+        && owner
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit());
+    if ok {
+        Ok(owner)
+    } else {
+        Err(invalid(
+            "owner",
+            format!("{owner:?} must be 1-32 lowercase letters or digits"),
+        ))
+    }
+}
+
+/// `workspaces`: valid ids, each once; `sandbox` is `container` (default) or `none`.
+fn workspaces(list: Vec<(String, String, Option<String>)>) -> Result<Vec<WorkspaceRequest>> {
+    let mut out: Vec<WorkspaceRequest> = Vec::new();
+    for (id, path, sandbox) in list {
+        workspace::check_id(&id)?;
+        if out.iter().any(|w| w.id == id) {
+            return Err(Error::WorkspaceInvalid {
+                what: format!("id {id:?}"),
+                reason: "it is listed twice".into(),
             });
         }
-        if let Some(v) = &raw.runtime_version
-            && !runtime_bundle::is_safe_version(v)
-        {
-            return Err(invalid(
-                "runtimeVersion",
-                format!("{v:?} is not a plain version folder name"),
-            ));
-        }
-        let env: HashMap<String, String> = host.vars().clone();
+        let container = match sandbox.as_deref() {
+            None | Some("container") => true,
+            Some("none") | Some("host") => false,
+            Some(other) => {
+                return Err(invalid(
+                    "workspaces[].sandbox",
+                    format!("{other:?} is neither 'container' nor 'none'"),
+                ));
+            }
+        };
+        out.push(WorkspaceRequest {
+            id,
+            path,
+            container,
+        });
+    }
+    Ok(out)
+}
+
+/// `runtimeVersion`: a plain version folder name.
+fn runtime_version(value: Option<String>) -> Result<Option<String>> {
+    match value {
+        Some(v) if !runtime_bundle::is_safe_version(&v) => Err(invalid(
+            "runtimeVersion",
+            format!("{v:?} is not a plain version folder name"),
+        )),
+        v => Ok(v),
+    }
+}
+
+/// `user`: numeric `uid:gid`; default this user on Linux, `1000:1000` elsewhere.
+fn user(value: Option<String>, host: &HostEnv) -> Result<UserIds> {
+    match value.filter(|s| !s.is_empty()) {
+        Some(u) => UserIds::parse(&u, "user"),
+        None if host.os == HostOs::Linux => Ok(UserIds {
+            uid: host.uid,
+            gid: host.gid,
+        }),
+        None => Ok(UserIds {
+            uid: 1000,
+            gid: 1000,
+        }),
+    }
+}
+
+/// `engine` and `engineTimeoutMs`: a known engine name, a timeout in range.
+fn detect(
+    engine: Option<String>,
+    timeout_ms: Option<f64>,
+    host: &HostEnv,
+) -> Result<DetectOptions> {
+    let timeout = match timeout_ms {
+        Some(ms) => Some(engine::timeout_from_ms(ms, "engineTimeoutMs")?),
+        None => None,
+    };
+    if let Some(name) = engine.as_deref() {
+        engine::candidates(host, Some(name))?;
+    }
+    Ok(DetectOptions {
+        engine,
+        timeout,
+        probe_all: false,
+    })
+}
+
+impl ProviderOptions {
+    /// Checks everything that can be checked without I/O, one option at a time in the order
+    /// of the README's table; the first bad one is the error.
+    pub fn resolve(raw: RawOptions, host: HostEnv) -> Result<ProviderOptions> {
+        let po_home = po_home(raw.po_home, &host)?;
+        let owner = owner(raw.owner, &po_home)?;
+        let workspaces = workspaces(raw.workspaces)?;
+        let runtime_version = runtime_version(raw.runtime_version)?;
         let recipe = ImageRecipe::resolve(
             raw.base_image.as_deref(),
             raw.image_variant.as_deref(),
-            &env,
+            host.vars(),
         )?;
-        let user = match raw.user.filter(|s| !s.is_empty()) {
-            Some(u) => u,
-            None if host.os == crate::host::HostOs::Linux => {
-                format!("{}:{}", host.uid, host.gid)
-            }
-            None => "1000:1000".into(),
-        };
-        let ok_user = user
-            .split_once(':')
-            .is_some_and(|(u, g)| u.parse::<u32>().is_ok() && g.parse::<u32>().is_ok());
-        if !ok_user {
-            return Err(invalid(
-                "user",
-                format!("{user:?} must be numeric uid:gid, like 1000:1000"),
-            ));
-        }
+        let user = user(raw.user, &host)?;
         let pids_limit = whole(
             raw.pids_limit,
             "pidsLimit",
@@ -212,44 +260,26 @@ impl ProviderOptions {
             1.0..=64.0,
             DEFAULT_CONCURRENCY as f64,
         )? as usize;
-        let timeout = match raw.engine_timeout_ms {
-            Some(ms) => Some(engine::timeout_from_ms(ms, "engineTimeoutMs")?),
-            None => None,
-        };
-        if let Some(name) = raw.engine.as_deref() {
-            engine::candidates(&host, Some(name))?;
-        }
-        let broker_socket_dir = match raw.broker_socket_dir.filter(|s| !s.is_empty()) {
-            Some(d) if d.starts_with('/') => PathBuf::from(d),
-            Some(d) => {
-                return Err(invalid(
-                    "brokerSocketDir",
-                    format!("{d:?} is not an absolute path"),
-                ));
-            }
-            None => match host.var("XDG_RUNTIME_DIR").filter(|d| d.starts_with('/')) {
-                Some(d) => PathBuf::from(d).join("po-broker"),
-                None => std::env::temp_dir().join(format!("po-broker-{}", host.uid)),
-            },
-        };
+        let detect = detect(raw.engine, raw.engine_timeout_ms, &host)?;
+        let broker_socket_dir =
+            host.broker_socket_dir(raw.broker_socket_dir.as_deref(), "brokerSocketDir")?;
         Ok(ProviderOptions {
             broker: raw.broker.unwrap_or(true),
             broker_socket_dir,
             po_home,
             owner,
             workspaces,
-            runtime_version: raw.runtime_version,
+            runtime_version,
             recipe,
             user,
             pids_limit,
             health_timeout: Duration::from_millis(health_ms as u64),
             concurrency,
-            detect: DetectOptions {
-                engine: raw.engine,
-                timeout,
-                probe_all: false,
-            },
+            detect,
             host,
         })
     }
 }
+
+#[cfg(test)]
+mod tests;

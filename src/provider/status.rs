@@ -2,12 +2,41 @@
 
 use crate::sandbox::service::WorkspaceContainer;
 
+/// The provider's state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ProviderState {
+    /// Start-up runs (engine, runtime bundle, image).
+    Starting,
+    /// The service is usable.
+    Ready,
+    /// Start-up failed; `reason` says why and what to do.
+    Unavailable,
+}
+
+/// A configured workspace's place in start-up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum WorkspacePhase {
+    /// Waiting for start-up.
+    Pending,
+    /// Being adopted or created.
+    Starting,
+    /// Its container runs.
+    Running,
+    /// Starting it failed.
+    Failed,
+    /// Its sandbox is not `container`.
+    Skipped,
+    /// Stopped by a stop of every container.
+    Stopped,
+}
+
 /// One workspace's place in the start-up.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WorkspaceStatus {
     pub id: String,
-    /// `pending`, `starting`, `running`, `failed` or `skipped` (sandbox is not `container`).
-    pub state: String,
+    pub state: WorkspacePhase,
     pub container: Option<WorkspaceContainer>,
     pub error_code: Option<String>,
     pub error: Option<String>,
@@ -16,8 +45,7 @@ pub struct WorkspaceStatus {
 /// The provider's state.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ProviderStatus {
-    /// `starting`, `ready`, `unavailable` or `stopped`.
-    pub state: String,
+    pub state: ProviderState,
     /// Why it is unavailable.
     pub reason: Option<String>,
     /// The code of that reason (`ENGINE_UNAVAILABLE`, `RUNTIME_NOT_INSTALLED`…).

@@ -10,9 +10,10 @@ use bollard::Docker;
 use futures_util::future::{BoxFuture, FutureExt, Shared};
 
 use crate::broker::secret::Secret;
-use crate::broker::server::{Broker, GrantRequest, Transport};
+use crate::broker::server::{Broker, GrantRequest, RouteKind};
 use crate::error::{Error, Result};
-use crate::events::EventBus;
+use crate::events::{EventBus, WorkspaceChange};
+use crate::host::UserIds;
 use crate::runtime_bundle::RuntimeBundle;
 use crate::sandbox::container::{self, Created, LiveContainer};
 use crate::sandbox::spec::{
@@ -34,7 +35,7 @@ pub struct ServiceConfig {
     /// The image digest.
     pub image_digest: String,
     /// `uid:gid`.
-    pub user: String,
+    pub user: UserIds,
     /// Pid limit.
     pub pids_limit: i64,
     /// How long to wait for the server's health answer.
@@ -53,7 +54,7 @@ pub struct BrokerWiring {
     /// The broker.
     pub broker: Broker,
     /// A socket per container (native Linux engines) or the broker's TCP port (VM engines).
-    pub transport: Transport,
+    pub transport: RouteKind,
     /// Where the per-container socket folders are (short: socket paths are limited).
     pub socket_root: PathBuf,
 }
@@ -184,7 +185,7 @@ impl WorkspaceContainers {
             .filter(|f| c.po_home.join(f).is_file())
             .collect();
         let (binds, hosts) = match &c.broker {
-            Some(w) if w.transport == Transport::Socket => (
+            Some(w) if w.transport == RouteKind::Socket => (
                 vec![spec::Bind {
                     source: w.socket_folder(&c.owner, &ws.id),
                     target: BROKER_MOUNT.into(),
@@ -208,7 +209,7 @@ impl WorkspaceContainers {
             bundle: &c.bundle,
             image: &c.image,
             image_digest: &c.image_digest,
-            user: &c.user,
+            user: c.user,
             pids_limit: c.pids_limit,
             seed_files: &seeds,
             host_env: &c.host_env,
@@ -245,14 +246,11 @@ impl WorkspaceContainers {
         {
             return Ok(Some(grant.clone()));
         }
-        let owner = c
-            .user
-            .split_once(':')
-            .and_then(|(u, g)| Some((u.parse().ok()?, g.parse().ok()?)));
+        let owner = Some((c.user.uid, c.user.gid));
         let request = GrantRequest {
             workspace: workspace_id.to_string(),
             providers: None,
-            transport: w.transport.clone(),
+            transport: w.transport,
             owner,
             container_socket: Some(format!("{BROKER_MOUNT}/broker.sock")),
             container_host: None,
@@ -294,9 +292,12 @@ impl WorkspaceContainers {
             short_id(&live.id),
             spec.name
         );
-        self.inner
-            .events
-            .workspace(workspace_id, "removed", Some(&live.id), Some(reason));
+        self.inner.events.workspace(
+            workspace_id,
+            WorkspaceChange::Removed,
+            Some(&live.id),
+            Some(reason),
+        );
         Ok(())
     }
 
@@ -386,9 +387,12 @@ impl WorkspaceContainers {
                         let id = ws.id.clone();
                         let result = this.start_uncached(ws, known_ids).await;
                         if let Err(e) = &result {
-                            this.inner
-                                .events
-                                .workspace(&id, "failed", None, Some(e.to_string()));
+                            this.inner.events.workspace(
+                                &id,
+                                WorkspaceChange::Failed,
+                                None,
+                                Some(e.to_string()),
+                            );
                         }
                         result
                     }
@@ -416,7 +420,7 @@ impl WorkspaceContainers {
         known_ids: Option<Vec<String>>,
     ) -> Result<WorkspaceContainer> {
         let events = &self.inner.events;
-        events.workspace(&ws.id, "starting", None, None);
+        events.workspace(&ws.id, WorkspaceChange::Starting, None, None);
         // Processes of one hub on this host take turns per workspace, so a second one adopts
         // what the first made instead of racing it (the container name still arbitrates
         // between hosts).
@@ -448,7 +452,7 @@ impl WorkspaceContainers {
                 container::stop_and_remove(&self.inner.docker, &live.id).await?;
                 events.workspace(
                     &ws.id,
-                    "removed",
+                    WorkspaceChange::Removed,
                     Some(&live.id),
                     Some(format!("a leftover container was {}", live.state)),
                 );
@@ -459,7 +463,12 @@ impl WorkspaceContainers {
                 Err(reason) => {
                     let reason =
                         format!("container {} was not adopted: {reason}", short_id(&live.id));
-                    events.workspace(&ws.id, "replaced", Some(&live.id), Some(reason.clone()));
+                    events.workspace(
+                        &ws.id,
+                        WorkspaceChange::Replaced,
+                        Some(&live.id),
+                        Some(reason.clone()),
+                    );
                     container::stop_and_remove(&self.inner.docker, &live.id).await?;
                     replaced_reason = Some(reason);
                 }
@@ -479,7 +488,7 @@ impl WorkspaceContainers {
         if let Err(e) = self.grant_for(id) {
             self.inner.events.workspace(
                 id,
-                "adopted",
+                WorkspaceChange::Adopted,
                 Some(&live.id),
                 Some(format!("its broker grant could not be restored: {e}")),
             );
@@ -487,7 +496,7 @@ impl WorkspaceContainers {
         self.wait_ready(id, spec, &live).await?;
         self.inner
             .events
-            .workspace(id, "adopted", Some(&live.id), None);
+            .workspace(id, WorkspaceChange::Adopted, Some(&live.id), None);
         Ok(self.report(&live, true, replaced))
     }
 
@@ -633,9 +642,12 @@ impl WorkspaceContainers {
             Some(l) => l,
             None => return Err(failed("it vanished right after it started".into())),
         };
-        self.inner
-            .events
-            .workspace(&ws.id, "created", Some(&id), replaced_reason.clone());
+        self.inner.events.workspace(
+            &ws.id,
+            WorkspaceChange::Created,
+            Some(&id),
+            replaced_reason.clone(),
+        );
         if let Err(e) = self.wait_ready(&ws.id, spec, &live).await {
             // Nothing half-done: an unhealthy container is removed (its logs are in the error).
             let _ = container::stop_and_remove(docker, &id).await;
@@ -648,7 +660,7 @@ impl WorkspaceContainers {
             .unwrap_or(live);
         self.inner
             .events
-            .workspace(&ws.id, "ready", Some(&id), None);
+            .workspace(&ws.id, WorkspaceChange::Ready, Some(&id), None);
         Ok(self.report(&live, false, replaced_reason))
     }
 
@@ -683,7 +695,7 @@ impl WorkspaceContainers {
                     container::stop_and_remove(&self.inner.docker, &live.id).await?;
                     self.inner.events.workspace(
                         id,
-                        "removed",
+                        WorkspaceChange::Removed,
                         Some(&live.id),
                         Some(format!("not adopted: {reason}")),
                     );
@@ -700,7 +712,9 @@ impl WorkspaceContainers {
         let ids = self.ids_of(id).await?;
         for cid in &ids {
             container::stop_and_remove(&self.inner.docker, cid).await?;
-            self.inner.events.workspace(id, "stopped", Some(cid), None);
+            self.inner
+                .events
+                .workspace(id, WorkspaceChange::Stopped, Some(cid), None);
         }
         let _ = std::fs::remove_file(spec::token_file(
             &self.inner.config.po_home,
@@ -738,7 +752,7 @@ impl WorkspaceContainers {
                     self.revoke_for(&ws);
                     self.inner
                         .events
-                        .workspace(&ws, "stopped", Some(&cid), None);
+                        .workspace(&ws, WorkspaceChange::Stopped, Some(&cid), None);
                     stopped.push(ws);
                 }
                 Err(e) => first_error = first_error.or(Some(e)),

@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
 
+use crate::host::UserIds;
 use crate::runtime_bundle::RuntimeBundle;
 use crate::sandbox::workspace::Workspace;
 
@@ -86,7 +87,7 @@ pub struct SpecInput<'a> {
     /// The image digest (hex).
     pub image_digest: &'a str,
     /// `uid:gid` the container runs as.
-    pub user: &'a str,
+    pub user: UserIds,
     /// Pid limit.
     pub pids_limit: i64,
     /// Which of [`SEED_FILES`] exist in `<poHome>` (the caller looks).

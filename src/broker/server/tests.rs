@@ -14,7 +14,7 @@ fn socket_grant_request() -> GrantRequest {
     GrantRequest {
         workspace: "w".into(),
         providers: None,
-        transport: Transport::Socket,
+        transport: RouteKind::Socket,
         owner: None,
         container_socket: None,
         container_host: None,
@@ -139,7 +139,7 @@ async fn revoking_an_older_grant_spares_the_socket_and_tokens_of_its_successor()
     let request = || GrantRequest {
         workspace: "w".into(),
         providers: None,
-        transport: Transport::Socket,
+        transport: RouteKind::Socket,
         owner: None,
         container_socket: None,
         container_host: None,

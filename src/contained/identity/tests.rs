@@ -28,7 +28,10 @@ fn contained_with_workspace_and_socket_route() {
     assert_eq!(s.brokered_providers, ["anthropic", "openai"]);
     assert_eq!(
         s.route,
-        Some(BrokerRoute::Socket("/run/po-broker/broker.sock".into()))
+        Some(BrokerRoute::new(
+            RouteKind::Socket,
+            "/run/po-broker/broker.sock"
+        ))
     );
     assert!(s.problems.is_empty(), "{:?}", s.problems);
     let r = report(&s);
@@ -50,7 +53,10 @@ fn tcp_route() {
     ]));
     assert_eq!(
         s.route,
-        Some(BrokerRoute::Tcp("host.docker.internal:41234".into()))
+        Some(BrokerRoute::new(
+            RouteKind::Tcp,
+            "host.docker.internal:41234"
+        ))
     );
     assert!(s.problems.is_empty());
 }

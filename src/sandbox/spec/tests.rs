@@ -1,4 +1,5 @@
 use super::*;
+use crate::host::UserIds;
 
 fn bundle() -> RuntimeBundle {
     RuntimeBundle {
@@ -38,7 +39,10 @@ fn spec_with(host_env: &[(&str, &str)], seeds: &[&str]) -> ContainerSpec {
         bundle: &b,
         image: "po-sandbox:abc",
         image_digest: "abc",
-        user: "1000:1000",
+        user: UserIds {
+            uid: 1000,
+            gid: 1000,
+        },
         pids_limit: DEFAULT_PIDS_LIMIT,
         seed_files: seeds,
         host_env: &host,

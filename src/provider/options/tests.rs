@@ -1,0 +1,253 @@
+use std::collections::HashMap;
+use std::path::Path;
+
+use super::*;
+
+fn host(vars: &[(&str, &str)]) -> HostEnv {
+    HostEnv::from_vars(
+        vars.iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect::<HashMap<_, _>>(),
+    )
+}
+
+fn code_and_message<T: std::fmt::Debug>(r: Result<T>) -> (&'static str, String) {
+    let e = r.unwrap_err();
+    (e.code(), e.to_string())
+}
+
+#[test]
+fn defaults_from_a_plain_host() {
+    let h = host(&[("HOME", "/home/u"), ("XDG_RUNTIME_DIR", "/run/user/5")]);
+    let o = ProviderOptions::resolve(RawOptions::default(), h.clone()).unwrap();
+    assert_eq!(o.po_home, Path::new("/home/u/.po"));
+    assert_eq!(o.owner, default_owner(Path::new("/home/u/.po")));
+    assert_eq!(o.owner.len(), 12);
+    assert!(o.workspaces.is_empty());
+    assert_eq!(o.runtime_version, None);
+    assert_eq!(o.pids_limit, DEFAULT_PIDS_LIMIT);
+    assert_eq!(o.health_timeout, DEFAULT_HEALTH_TIMEOUT);
+    assert_eq!(o.concurrency, DEFAULT_CONCURRENCY);
+    assert!(o.broker);
+    assert_eq!(o.broker_socket_dir, Path::new("/run/user/5/po-broker"));
+    assert_eq!(o.detect.engine, None);
+    assert_eq!(o.detect.timeout, None);
+    if h.os == HostOs::Linux {
+        assert_eq!((o.user.uid, o.user.gid), (h.uid, h.gid));
+    }
+}
+
+#[test]
+fn po_home_must_be_given_or_derivable_and_absolute() {
+    assert_eq!(
+        code_and_message(po_home(None, &host(&[]))),
+        (
+            "OPTIONS_INVALID",
+            "Invalid option poHome: not given and HOME is not set; pass the Po home folder".into()
+        )
+    );
+    assert_eq!(
+        po_home(Some(String::new()), &host(&[("HOME", "/h")])).unwrap(),
+        Path::new("/h/.po")
+    );
+    assert_eq!(
+        code_and_message(po_home(Some("rel/po".into()), &host(&[]))).0,
+        "OPTIONS_INVALID"
+    );
+    assert_eq!(
+        code_and_message(po_home(Some("/a/../b".into()), &host(&[]))).0,
+        "OPTIONS_INVALID"
+    );
+}
+
+#[test]
+fn owner_rules() {
+    let home = Path::new("/p");
+    assert_eq!(owner(None, home).unwrap(), default_owner(home));
+    assert_eq!(
+        owner(Some(String::new()), home).unwrap(),
+        default_owner(home)
+    );
+    assert_eq!(owner(Some("abc123".into()), home).unwrap(), "abc123");
+    assert_eq!(owner(Some("a".repeat(32)), home).unwrap().len(), 32);
+    for bad in ["ABC", "a-b", "a b", "é", &"a".repeat(33)] {
+        let (code, msg) = code_and_message(owner(Some(bad.to_string()), home));
+        assert_eq!(code, "OPTIONS_INVALID", "{bad}");
+        assert!(
+            msg.contains("must be 1-32 lowercase letters or digits"),
+            "{msg}"
+        );
+    }
+}
+
+#[test]
+fn workspaces_rules() {
+    let w = |id: &str, sandbox: Option<&str>| {
+        (
+            id.to_string(),
+            "/w".to_string(),
+            sandbox.map(str::to_string),
+        )
+    };
+    let ok = workspaces(vec![
+        w("a", None),
+        w("b", Some("container")),
+        w("c", Some("none")),
+        w("d", Some("host")),
+    ])
+    .unwrap();
+    assert_eq!(
+        ok.iter()
+            .map(|r| (r.id.as_str(), r.container))
+            .collect::<Vec<_>>(),
+        [("a", true), ("b", true), ("c", false), ("d", false)]
+    );
+    let (code, msg) = code_and_message(workspaces(vec![w("a", None), w("a", None)]));
+    assert_eq!(code, "WORKSPACE_INVALID");
+    assert!(msg.contains("listed twice"), "{msg}");
+    assert_eq!(
+        code_and_message(workspaces(vec![w("../x", None)])).0,
+        "WORKSPACE_INVALID"
+    );
+    let (code, msg) = code_and_message(workspaces(vec![w("a", Some("vm"))]));
+    assert_eq!(code, "OPTIONS_INVALID");
+    assert!(
+        msg.starts_with("Invalid option workspaces[].sandbox: \"vm\""),
+        "{msg}"
+    );
+}
+
+#[test]
+fn runtime_version_is_a_plain_folder_name() {
+    assert_eq!(runtime_version(None).unwrap(), None);
+    assert_eq!(
+        runtime_version(Some("1.2.3".into())).unwrap().as_deref(),
+        Some("1.2.3")
+    );
+    for bad in ["..", "a/b", "", "../1"] {
+        assert_eq!(
+            code_and_message(runtime_version(Some(bad.into()))).0,
+            "OPTIONS_INVALID",
+            "{bad}"
+        );
+    }
+}
+
+#[test]
+fn user_default_depends_on_the_os() {
+    let mut h = host(&[]);
+    h.os = HostOs::MacOs;
+    assert_eq!(
+        user(None, &h).unwrap(),
+        UserIds {
+            uid: 1000,
+            gid: 1000
+        }
+    );
+    h.os = HostOs::Windows;
+    assert_eq!(
+        user(Some(String::new()), &h).unwrap(),
+        UserIds {
+            uid: 1000,
+            gid: 1000
+        }
+    );
+    h.os = HostOs::Linux;
+    h.uid = 501;
+    h.gid = 20;
+    assert_eq!(user(None, &h).unwrap(), UserIds { uid: 501, gid: 20 });
+    assert_eq!(
+        user(Some("0:0".into()), &h).unwrap(),
+        UserIds { uid: 0, gid: 0 }
+    );
+    let (code, msg) = code_and_message(user(Some("root".into()), &h));
+    assert_eq!(code, "OPTIONS_INVALID");
+    assert_eq!(
+        msg,
+        "Invalid option user: \"root\" must be numeric uid:gid, like 1000:1000"
+    );
+}
+
+#[test]
+fn whole_numbers_in_range() {
+    assert_eq!(whole(None, "x", 1.0..=4.0, 2.0).unwrap(), 2.0);
+    assert_eq!(whole(Some(4.0), "x", 1.0..=4.0, 2.0).unwrap(), 4.0);
+    for bad in [0.0, 5.0, 1.5, f64::NAN, f64::INFINITY, -1.0] {
+        let (code, msg) = code_and_message(whole(Some(bad), "concurrency", 1.0..=4.0, 2.0));
+        assert_eq!(code, "OPTIONS_INVALID", "{bad}");
+        assert!(msg.starts_with("Invalid option concurrency: "), "{msg}");
+        assert!(msg.ends_with("is not a whole number from 1 to 4"), "{msg}");
+    }
+}
+
+#[test]
+fn resolve_reports_the_first_bad_option_by_name() {
+    let h = host(&[("HOME", "/h")]);
+    let bad = |raw: RawOptions| code_and_message(ProviderOptions::resolve(raw, h.clone())).1;
+    assert!(
+        bad(RawOptions {
+            pids_limit: Some(15.0),
+            ..Default::default()
+        })
+        .contains("pidsLimit")
+    );
+    assert!(
+        bad(RawOptions {
+            health_timeout_ms: Some(99.0),
+            ..Default::default()
+        })
+        .contains("healthTimeoutMs")
+    );
+    assert!(
+        bad(RawOptions {
+            concurrency: Some(65.0),
+            ..Default::default()
+        })
+        .contains("concurrency")
+    );
+    assert!(
+        bad(RawOptions {
+            engine: Some("lxc".into()),
+            ..Default::default()
+        })
+        .contains("lxc")
+    );
+    assert!(
+        bad(RawOptions {
+            broker_socket_dir: Some("rel".into()),
+            ..Default::default()
+        })
+        .contains("brokerSocketDir")
+    );
+    assert!(
+        bad(RawOptions {
+            image_variant: Some("huge".into()),
+            ..Default::default()
+        })
+        .contains("huge")
+    );
+    // Two bad options: the earlier in the table is reported.
+    let msg = bad(RawOptions {
+        owner: Some("UP".into()),
+        pids_limit: Some(1.0),
+        ..Default::default()
+    });
+    assert!(msg.contains("owner"), "{msg}");
+}
+
+#[test]
+fn registration_only_on_an_uncontained_global_scope() {
+    let plain = host(&[]);
+    let contained = host(&[("PO_SANDBOX", "1")]);
+    assert!(registers(Some("global"), false, &plain));
+    assert!(!registers(Some("workspace"), false, &plain));
+    assert!(!registers(Some("session"), false, &plain));
+    assert!(!registers(None, false, &plain));
+    assert!(!registers(Some("global"), true, &plain));
+    assert!(!registers(Some("global"), false, &contained));
+    assert_eq!(
+        refuse_nesting(&contained).unwrap_err().code(),
+        "NESTING_REFUSED"
+    );
+    assert!(refuse_nesting(&plain).is_ok());
+}
