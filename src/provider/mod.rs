@@ -143,12 +143,49 @@ impl Provider {
     /// Steps 1 to 3 (engine, runtime bundle, image) and the broker; on success the service is
     /// stored and the provider is `ready`.
     async fn setup(&self) -> Result<WorkspaceContainers> {
+        self.begin_attempt();
+        let (report, docker) = self.check_engine().await?;
+        let bundle = self.check_runtime()?;
+        let built = self.ensure_image(&docker).await?;
+        let wiring = self.start_broker(&report).await?;
+        let o = &self.options;
+        let service = WorkspaceContainers::new(
+            docker,
+            ServiceConfig {
+                po_home: o.po_home.clone(),
+                owner: o.owner.clone(),
+                bundle,
+                image: o.recipe.tag(),
+                image_digest: o.recipe.digest(),
+                user: o.user,
+                pids_limit: o.pids_limit,
+                health_timeout: o.health_timeout,
+                host_env: o.host.vars().clone(),
+                podman: report.engine.as_deref() == Some("podman"),
+                broker: wiring,
+            },
+            self.events.clone(),
+        );
+        *self.service.lock().unwrap_or_else(|p| p.into_inner()) = Some(Ok(service.clone()));
+        self.update(|s| {
+            s.state = ProviderState::Ready;
+            s.image_built = built;
+        });
+        self.events.emit(Event::Provider {
+            state: ProviderState::Ready,
+            reason: None,
+            code: None,
+        });
+        Ok(service)
+    }
+
+    /// A new attempt: `starting`, and the workspaces a failed one never reached are pending.
+    fn begin_attempt(&self) {
         self.update(|s| {
             s.state = ProviderState::Starting;
             s.reason = None;
             s.code = None;
             s.settled = false;
-            // Workspaces a failed start-up never reached are pending again.
             for w in s
                 .workspaces
                 .iter_mut()
@@ -164,8 +201,11 @@ impl Provider {
             reason: None,
             code: None,
         });
+    }
+
+    /// 1. Engine: detected, usable and local, connected.
+    async fn check_engine(&self) -> Result<(engine::EngineReport, bollard::Docker)> {
         let o = &self.options;
-        // 1. Engine.
         let report = engine::detect(&o.host, &o.detect).await?;
         self.events.emit(Event::Engine {
             available: report.available,
@@ -192,7 +232,12 @@ impl Provider {
             s.endpoint = report.endpoint.clone();
         });
         let docker = engine::connect_reported(&report)?;
-        // 2. Runtime bundle.
+        Ok((report, docker))
+    }
+
+    /// 2. Runtime bundle: located and valid.
+    fn check_runtime(&self) -> Result<runtime::RuntimeBundle> {
+        let o = &self.options;
         let bundle = match runtime::locate(&o.po_home, o.runtime_version.as_deref()) {
             Ok(b) => b,
             Err(e) => {
@@ -212,66 +257,42 @@ impl Provider {
             code: None,
         });
         self.update(|s| s.runtime_version = Some(bundle.version.clone()));
-        // 3. Image.
-        let tag = o.recipe.tag();
-        self.update(|s| s.image = Some(tag.clone()));
-        let built = match image::ensure(&docker, &o.recipe, &self.events).await {
-            Ok(p) => p == image::Provenance::Built,
-            Err(e) => return Err(e),
-        };
-        // The credential broker: a socket per container on a native engine, loopback TCP
-        // reached as host.docker.internal on a VM engine.
-        let wiring = if o.broker {
-            let started = Broker::start(BrokerOptions {
-                host_env: o.host.vars().clone(),
-                socket_dir: o.broker_socket_dir.clone(),
-                tcp: report.vm,
-            })
-            .await;
-            match started {
-                Ok(b) if b.enabled() => Some(BrokerWiring {
-                    broker: b,
-                    transport: if report.vm {
-                        RouteKind::Tcp
-                    } else {
-                        RouteKind::Socket
-                    },
-                    socket_root: o.broker_socket_dir.clone(),
-                }),
-                Ok(_) => None,
-                Err(e) => return Err(e),
-            }
-        } else {
-            None
-        };
-        let service = WorkspaceContainers::new(
-            docker,
-            ServiceConfig {
-                po_home: o.po_home.clone(),
-                owner: o.owner.clone(),
-                bundle,
-                image: tag,
-                image_digest: o.recipe.digest(),
-                user: o.user,
-                pids_limit: o.pids_limit,
-                health_timeout: o.health_timeout,
-                host_env: o.host.vars().clone(),
-                podman: report.engine.as_deref() == Some("podman"),
-                broker: wiring,
+        Ok(bundle)
+    }
+
+    /// 3. Image: there, or built now (`true`).
+    async fn ensure_image(&self, docker: &bollard::Docker) -> Result<bool> {
+        let recipe = &self.options.recipe;
+        self.update(|s| s.image = Some(recipe.tag()));
+        let provenance = image::ensure(docker, recipe, &self.events).await?;
+        Ok(provenance == image::Provenance::Built)
+    }
+
+    /// The credential broker, unless it is off: a socket per container on a native engine,
+    /// loopback TCP reached as host.docker.internal on a VM engine.
+    async fn start_broker(&self, report: &engine::EngineReport) -> Result<Option<BrokerWiring>> {
+        let o = &self.options;
+        if !o.broker {
+            return Ok(None);
+        }
+        let broker = Broker::start(BrokerOptions {
+            host_env: o.host.vars().clone(),
+            socket_dir: o.broker_socket_dir.clone(),
+            tcp: report.vm,
+        })
+        .await?;
+        if !broker.enabled() {
+            return Ok(None);
+        }
+        Ok(Some(BrokerWiring {
+            broker,
+            transport: if report.vm {
+                RouteKind::Tcp
+            } else {
+                RouteKind::Socket
             },
-            self.events.clone(),
-        );
-        *self.service.lock().unwrap_or_else(|p| p.into_inner()) = Some(Ok(service.clone()));
-        self.update(|s| {
-            s.state = ProviderState::Ready;
-            s.image_built = built;
-        });
-        self.events.emit(Event::Provider {
-            state: ProviderState::Ready,
-            reason: None,
-            code: None,
-        });
-        Ok(service)
+            socket_root: o.broker_socket_dir.clone(),
+        }))
     }
 
     /// The start-up sequence. Never fails: problems become the status.

@@ -536,131 +536,173 @@ impl WorkspaceContainers {
         spec: &ContainerSpec,
         replaced_reason: Option<String>,
     ) -> Result<WorkspaceContainer> {
-        let c = &self.inner.config;
-        let docker = &self.inner.docker;
-        let failed = |reason: String| Error::ContainerFailed {
-            workspace: ws.id.clone(),
-            reason,
-        };
-        let p = workspace::sandbox_dir(&c.po_home, &ws.id);
+        self.prepare_sandbox_dir(ws)?;
+        container::ensure_volumes(&self.inner.docker, spec).await?;
+        let mut made = Rollback::new(self, &ws.id);
+        let result = self
+            .create_steps(ws, spec, replaced_reason, &mut made)
+            .await;
+        if result.is_err() {
+            made.undo().await;
+        }
+        result
+    }
+
+    /// P exists and holds no stale lock files.
+    fn prepare_sandbox_dir(&self, ws: &Workspace) -> Result<()> {
+        let p = workspace::sandbox_dir(&self.inner.config.po_home, &ws.id);
         std::fs::create_dir_all(&p).map_err(|e| {
-            failed(format!(
-                "cannot create its sandbox folder {}: {e}",
-                p.display()
-            ))
+            container_failed(
+                &ws.id,
+                format!("cannot create its sandbox folder {}: {e}", p.display()),
+            )
         })?;
-        let removed = crate::sandbox::locks::remove_stale_locks(&p)
-            .map_err(|e| failed(format!("cannot clear stale locks in {}: {e}", p.display())))?;
+        let removed = crate::sandbox::locks::remove_stale_locks(&p).map_err(|e| {
+            container_failed(
+                &ws.id,
+                format!("cannot clear stale locks in {}: {e}", p.display()),
+            )
+        })?;
         if !removed.is_empty() {
             tracing::debug!(workspace = %ws.id, count = removed.len(), "stale locks removed");
         }
+        Ok(())
+    }
+
+    /// Token file, broker grant, container (or the winner of a name race, adopted), start,
+    /// health; each thing made is recorded in `made` so a failure undoes it.
+    async fn create_steps(
+        &self,
+        ws: &Workspace,
+        spec: &ContainerSpec,
+        replaced_reason: Option<String>,
+        made: &mut Rollback<'_>,
+    ) -> Result<WorkspaceContainer> {
+        let c = &self.inner.config;
         let token = spec::token_file(&c.po_home, &c.owner, &ws.id);
-        container::ensure_volumes(docker, spec).await?;
         // A fresh token per container; written before create so the mount source exists.
         write_token_file(&token).map_err(|e| {
-            failed(format!(
-                "cannot write its token file {}: {e}",
-                token.display()
-            ))
+            container_failed(
+                &ws.id,
+                format!("cannot write its token file {}: {e}", token.display()),
+            )
         })?;
-        let grant = match self.grant_for(&ws.id) {
-            Ok(g) => g,
-            Err(e) => {
-                let _ = std::fs::remove_file(&token);
-                return Err(e);
-            }
-        };
-        let granted_spec;
-        let spec = match &grant {
+        made.token = Some(token);
+        made.granted = true;
+        let granted_spec = match self.grant_for(&ws.id)? {
             Some(g) => {
                 let env: BTreeMap<String, String> = g
                     .env
                     .iter()
                     .map(|(k, v)| (k.clone(), v.expose().to_string()))
                     .collect();
-                granted_spec = self.spec_with(ws, &env);
-                &granted_spec
+                Some(self.spec_with(ws, &env))
             }
-            None => spec,
+            None => None,
         };
-        let mut attempts = 0;
-        let id = loop {
-            attempts += 1;
-            match container::create(docker, spec, c.podman).await? {
-                Created::New(id) => break id,
-                Created::NameTaken if attempts < 3 => {
-                    // Another process created it first. Give it time to start, then adopt it
-                    // if it runs as it should; remove it only when it is a leftover.
-                    let deadline = std::time::Instant::now() + Duration::from_secs(15);
-                    loop {
-                        match container::inspect(docker, &spec.name, Some(spec.container_port))
-                            .await?
-                        {
-                            None => break,
-                            Some(live) if live.running() => {
-                                let posture = spec::check_posture(spec, &live.posture);
-                                if posture.is_ok() {
-                                    return self
-                                        .adopt_live(&ws.id, spec, live, replaced_reason)
-                                        .await;
-                                }
-                                let why = format!(
-                                    "was not adopted: {}",
-                                    posture.err().unwrap_or_default()
-                                );
-                                self.remove_name_holder(&ws.id, spec, &live, &why).await?;
-                                break;
-                            }
-                            Some(live)
-                                if live.state == "created"
-                                    && std::time::Instant::now() < deadline =>
-                            {
-                                tokio::time::sleep(Duration::from_millis(200)).await;
-                            }
-                            Some(live) => {
-                                let why = format!("was {}", live.state);
-                                self.remove_name_holder(&ws.id, spec, &live, &why).await?;
-                                break;
-                            }
-                        }
+        let spec = granted_spec.as_ref().unwrap_or(spec);
+        let id = match self.create_or_adopt(ws, spec).await? {
+            Creation::New(id) => id,
+            Creation::Adopt(live) => {
+                made.disarm();
+                return self.adopt_live(&ws.id, spec, *live, replaced_reason).await;
+            }
+        };
+        made.container = Some(id.clone());
+        self.start_and_wait(ws, spec, &id, replaced_reason).await
+    }
+
+    /// Creates the container; when another process holds its name, waits for that one to
+    /// start and hands it back for adoption when it satisfies the spec, or removes it (a
+    /// leftover, or drifted) and tries again, at most three times.
+    async fn create_or_adopt(&self, ws: &Workspace, spec: &ContainerSpec) -> Result<Creation> {
+        let docker = &self.inner.docker;
+        for _ in 0..2 {
+            match container::create(docker, spec, self.inner.config.podman).await? {
+                Created::New(id) => return Ok(Creation::New(id)),
+                Created::NameTaken => {
+                    if let Some(live) = self.settle_name_holder(ws, spec).await? {
+                        return Ok(Creation::Adopt(Box::new(live)));
                     }
                 }
-                Created::NameTaken => {
-                    return Err(failed(format!(
-                        "the name {} stays taken by another container; remove it (docker rm -f {})",
-                        spec.name, spec.name
-                    )));
-                }
             }
-        };
-        if let Err(e) = container::start(docker, &id).await {
-            let _ = container::stop_and_remove(docker, &id).await;
-            self.revoke_for(&ws.id);
-            return Err(failed(e.to_string()));
         }
-        let live = match container::inspect(docker, &id, Some(spec.container_port)).await? {
-            Some(l) => l,
-            None => return Err(failed("it vanished right after it started".into())),
-        };
+        match container::create(docker, spec, self.inner.config.podman).await? {
+            Created::New(id) => Ok(Creation::New(id)),
+            Created::NameTaken => Err(container_failed(
+                &ws.id,
+                format!(
+                    "the name {} stays taken by another container; remove it (docker rm -f {})",
+                    spec.name, spec.name
+                ),
+            )),
+        }
+    }
+
+    /// Another process created the container first. Gives it time to start, then returns it
+    /// when it runs as it should; removes it when it is a leftover or drifted (`None`).
+    async fn settle_name_holder(
+        &self,
+        ws: &Workspace,
+        spec: &ContainerSpec,
+    ) -> Result<Option<LiveContainer>> {
+        let docker = &self.inner.docker;
+        let deadline = std::time::Instant::now() + Duration::from_secs(15);
+        loop {
+            let (holder, why) =
+                match container::inspect(docker, &spec.name, Some(spec.container_port)).await? {
+                    None => return Ok(None),
+                    Some(live) if live.running() => {
+                        match spec::check_posture(spec, &live.posture) {
+                            Ok(()) => return Ok(Some(live)),
+                            Err(drift) => (live, format!("was not adopted: {drift}")),
+                        }
+                    }
+                    Some(live)
+                        if live.state == "created" && std::time::Instant::now() < deadline =>
+                    {
+                        tokio::time::sleep(Duration::from_millis(200)).await;
+                        continue;
+                    }
+                    Some(live) => {
+                        let why = format!("was {}", live.state);
+                        (live, why)
+                    }
+                };
+            self.remove_name_holder(&ws.id, spec, &holder, &why).await?;
+            return Ok(None);
+        }
+    }
+
+    /// Starts the created container, says so, and waits until its server answers.
+    async fn start_and_wait(
+        &self,
+        ws: &Workspace,
+        spec: &ContainerSpec,
+        id: &str,
+        replaced_reason: Option<String>,
+    ) -> Result<WorkspaceContainer> {
+        let docker = &self.inner.docker;
+        container::start(docker, id)
+            .await
+            .map_err(|e| container_failed(&ws.id, e.to_string()))?;
+        let live = container::inspect(docker, id, Some(spec.container_port))
+            .await?
+            .ok_or_else(|| container_failed(&ws.id, "it vanished right after it started".into()))?;
         self.inner.events.workspace(
             &ws.id,
             WorkspaceChange::Created,
-            Some(&id),
+            Some(id),
             replaced_reason.clone(),
         );
-        if let Err(e) = self.wait_ready(&ws.id, spec, &live).await {
-            // Nothing half-done: an unhealthy container is removed (its logs are in the error).
-            let _ = container::stop_and_remove(docker, &id).await;
-            let _ = std::fs::remove_file(&token);
-            self.revoke_for(&ws.id);
-            return Err(e);
-        }
-        let live = container::inspect(docker, &id, Some(spec.container_port))
+        // Unhealthy: the error carries its logs, and the rollback removes it.
+        self.wait_ready(&ws.id, spec, &live).await?;
+        let live = container::inspect(docker, id, Some(spec.container_port))
             .await?
             .unwrap_or(live);
         self.inner
             .events
-            .workspace(&ws.id, WorkspaceChange::Ready, Some(&id), None);
+            .workspace(&ws.id, WorkspaceChange::Ready, Some(id), None);
         Ok(self.report(&live, false, replaced_reason))
     }
 
@@ -824,6 +866,62 @@ impl WorkspaceContainers {
 }
 
 /// The short form of a container id, as the engine's CLI shows it.
+/// What `create` made so far, undone together when a later step fails: nothing half-done
+/// (no container, token file or broker grant of a container that does not run).
+struct Rollback<'a> {
+    service: &'a WorkspaceContainers,
+    workspace: &'a str,
+    token: Option<PathBuf>,
+    granted: bool,
+    container: Option<String>,
+}
+
+impl<'a> Rollback<'a> {
+    fn new(service: &'a WorkspaceContainers, workspace: &'a str) -> Self {
+        Rollback {
+            service,
+            workspace,
+            token: None,
+            granted: false,
+            container: None,
+        }
+    }
+
+    /// Keeps everything: the work was handed to a container that is adopted instead.
+    fn disarm(&mut self) {
+        self.token = None;
+        self.granted = false;
+        self.container = None;
+    }
+
+    async fn undo(self) {
+        if let Some(id) = &self.container {
+            let _ = container::stop_and_remove(&self.service.inner.docker, id).await;
+        }
+        if let Some(token) = &self.token {
+            let _ = std::fs::remove_file(token);
+        }
+        if self.granted {
+            self.service.revoke_for(self.workspace);
+        }
+    }
+}
+
+/// What `create_or_adopt` ended with.
+enum Creation {
+    /// A container this call created (not started yet).
+    New(String),
+    /// Another process's container that satisfies the spec.
+    Adopt(Box<LiveContainer>),
+}
+
+fn container_failed(workspace: &str, reason: String) -> Error {
+    Error::ContainerFailed {
+        workspace: workspace.into(),
+        reason,
+    }
+}
+
 fn short_id(id: &str) -> &str {
     &id[..12.min(id.len())]
 }
