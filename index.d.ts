@@ -302,11 +302,18 @@ export interface DoctorOptions {
 
 /** Everything `po-sandbox doctor` found. */
 export interface DoctorReport {
-  /** Node, engine and runtime bundle are fine (a missing image is built at first start). */
+  /**
+   * The layer can run here: Node, engine and runtime bundle are fine (a missing image is
+   * built at first start).
+   */
   ok: boolean
+  /** The Node.js check. */
   node: NodeCheck
+  /** Engine detection, every candidate probed. */
   engine: EngineReport
+  /** The runtime bundle. */
   runtime: RuntimeCheck
+  /** The sandbox image. */
   image: ImageCheck
   /** The report as a person reads it. */
   text: string
@@ -390,15 +397,16 @@ export interface EngineReport {
   /** The name of the machine the engine runs on. */
   hostName?: string
   /**
-   * It runs on another machine (a non-loopback `tcp://` endpoint naming another host): the
-   * container provider refuses it, since its containers cannot see this machine's paths.
+   * The engine runs on another machine (a `tcp://` endpoint that is not loopback, whose
+   * engine names a host other than this one): its containers cannot see this machine's
+   * paths, so the container provider refuses it.
    */
   remote: boolean
-  /** Why no engine is usable, and the fix (only when unavailable). */
+  /** Why no engine is usable, and what to do (only when not available). */
   reason?: string
   /**
-   * Stable code of `reason`: `ENGINE_NOT_INSTALLED`, `ENGINE_STOPPED`, `ENGINE_NOT_A_SOCKET`,
-   * `ENGINE_PERMISSION_DENIED`, `ENGINE_TIMEOUT`, `ENGINE_API_TOO_OLD`,
+   * A stable code for `reason`: `ENGINE_NOT_INSTALLED`, `ENGINE_STOPPED`,
+   * `ENGINE_NOT_A_SOCKET`, `ENGINE_PERMISSION_DENIED`, `ENGINE_TIMEOUT`, `ENGINE_API_TOO_OLD`,
    * `ENGINE_NO_DOCKER_API`, `ENGINE_UNSUPPORTED_ENDPOINT` or `ENGINE_NOT_AN_ENGINE`.
    */
   reasonCode?: string
@@ -441,10 +449,13 @@ export interface GrantRef {
 
 /** The image check. */
 export interface ImageCheck {
+  /** The tag the recipe gives. */
   tag: string
+  /** The base image. */
   base: string
+  /** `full` or `minimal`. */
   variant: string
-  /** On the engine (absent when no engine answered). */
+  /** It is on the engine (absent when no engine answered). */
   present?: boolean
   /** The base image is on the engine (absent when no engine answered). */
   basePresent?: boolean
@@ -462,7 +473,7 @@ export interface ImageOptions {
   env?: Record<string, string | undefined | null>
 }
 
-/** Where an image is. */
+/** Where an image is: `checking`, `cached`, `building`, `progress`, `built` or `failed`. */
 export type ImagePhase = 'checking' | 'cached' | 'building' | 'progress' | 'built' | 'failed'
 
 /** The image `ensureSandboxImage` made sure of. */
@@ -483,7 +494,9 @@ export declare function listSandboxContainers(options?: SandboxQuery | undefined
 
 /** The Node.js check. */
 export interface NodeCheck {
+  /** The version checked (`v24.1.0`), or empty when unknown. */
   version: string
+  /** It is new enough. */
   ok: boolean
   /** The requirement, in words. */
   required: string
@@ -499,12 +512,16 @@ export interface ProviderStatus {
   reason?: string
   /** `ENGINE_UNAVAILABLE`, `RUNTIME_NOT_INSTALLED`, `RUNTIME_INVALID`, `IMAGE_BUILD_FAILED`… */
   code?: string
+  /** The engine in use (`docker` / `podman`) and its endpoint. */
   engine?: string
   endpoint?: string
+  /** The runtime bundle version. */
   runtimeVersion?: string
+  /** The image tag. */
   image?: string
   /** This start built the image. */
   imageBuilt: boolean
+  /** This hub's owner id. */
   owner: string
   /** Start-up has finished: every workspace was attempted. */
   settled: boolean
@@ -521,15 +538,21 @@ export interface ProviderStatus {
  */
 export declare function registerSandboxLayer(host: SandboxHost, options?: ContainerProviderOptions | undefined | null): SandboxLayer | null
 
-/** How a container reaches the credential broker. */
+/**
+ * How a container reaches the broker: the one route kind every layer shares (a grant's
+ * request, the grant's route, the container's `PO_BROKER_SOCKET` / `PO_BROKER_ADDRESS`).
+ */
 export type RouteKind = 'socket' | 'tcp'
 
 /** The runtime bundle check. */
 export interface RuntimeCheck {
+  /** A valid bundle was found. */
   ok: boolean
   /** Where bundles are looked for. */
   root: string
+  /** The version folder in use. */
   version?: string
+  /** Why not, and what to do. */
   reason?: string
   /** `RUNTIME_NOT_INSTALLED` or `RUNTIME_INVALID`. */
   code?: string
@@ -542,16 +565,18 @@ export interface SandboxContainerRow {
   workspacePath?: string
   name: string
   containerId: string
+  /** `running`, `exited`… */
   state: string
   /** The engine's words (`Up 5 minutes`). */
   status: string
+  /** Host port on 127.0.0.1. */
   hostPort?: number
   image: string
   /** Unix seconds. */
   created: number
 }
 
-/** A lifecycle event; narrow on `type`. */
+/** A lifecycle event (`SandboxEvent` in JS, a union discriminated by `type`). */
 export type SandboxEvent =
   | { type: 'engine'; /** A usable engine answered. */
     available: boolean; /** `docker` / `podman`. */
@@ -559,8 +584,7 @@ export type SandboxEvent =
     reason?: string; /** The reason's code (as `checkEngine`'s `reasonCode`). */
   code?: string }
   | { type: 'runtime'; /** The bundle is valid. */
-    ok: boolean; /** The bundle version. */
-    version?: string; reason?: string; /** `RUNTIME_NOT_INSTALLED` / `RUNTIME_INVALID`. */
+    ok: boolean; version?: string; reason?: string; /** `RUNTIME_NOT_INSTALLED` / `RUNTIME_INVALID`. */
   code?: string }
   | { type: 'image'; phase: ImagePhase; /** `po-sandbox:<digest>`. */
     tag: string; /** A build output line or a note. */
@@ -663,6 +687,7 @@ export type WorkspaceChange = 'starting' | 'adopted' | 'created' | 'replaced' | 
 /** One workspace's container. */
 export interface WorkspaceContainer {
   workspaceId: string
+  /** The workspace folder, when known. */
   workspacePath?: string
   containerId: string
   name: string

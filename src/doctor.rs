@@ -2,6 +2,8 @@
 
 use std::path::PathBuf;
 
+use napi_derive::napi;
+
 use crate::engine::{self, DetectOptions, EngineReport};
 use crate::error::Result;
 use crate::host::HostEnv;
@@ -12,6 +14,7 @@ use crate::runtime_bundle as runtime;
 pub const MIN_NODE_MAJOR: u32 = 24;
 
 /// The Node.js check.
+#[napi(object, object_from_js = false)]
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct NodeCheck {
@@ -24,6 +27,7 @@ pub struct NodeCheck {
 }
 
 /// The runtime bundle check.
+#[napi(object, object_from_js = false)]
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct RuntimeCheck {
@@ -40,6 +44,7 @@ pub struct RuntimeCheck {
 }
 
 /// The image check.
+#[napi(object, object_from_js = false)]
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ImageCheck {
@@ -49,9 +54,9 @@ pub struct ImageCheck {
     pub base: String,
     /// `full` or `minimal`.
     pub variant: String,
-    /// It is on the engine (`None` when no engine answered).
+    /// It is on the engine (absent when no engine answered).
     pub present: Option<bool>,
-    /// The base image is on the engine (`None` when no engine answered).
+    /// The base image is on the engine (absent when no engine answered).
     pub base_present: Option<bool>,
 }
 
@@ -68,7 +73,8 @@ pub struct DoctorOptions {
     pub recipe: ImageRecipe,
 }
 
-/// Everything the doctor found.
+/// Everything `po-sandbox doctor` found.
+#[napi(object, object_from_js = false)]
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct DoctorReport {

@@ -3,11 +3,13 @@
 
 use std::sync::{Arc, Mutex};
 
+use napi_derive::napi;
+
 use crate::provider::ProviderState;
 
 /// Where an image is: `checking`, `cached`, `building`, `progress`, `built` or `failed`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "lowercase")]
+#[napi(string_enum = "lowercase")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ImagePhase {
     /// Looking for the tag on the engine.
     Checking,
@@ -24,8 +26,8 @@ pub enum ImagePhase {
 }
 
 /// What happened to a workspace's container.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "lowercase")]
+#[napi(string_enum = "lowercase")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum WorkspaceChange {
     /// Work on it began.
     Starting,
@@ -45,46 +47,58 @@ pub enum WorkspaceChange {
     Failed,
 }
 
-/// One lifecycle event.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-#[serde(
-    tag = "type",
-    rename_all = "camelCase",
-    rename_all_fields = "camelCase"
+/// A lifecycle event (`SandboxEvent` in JS, a union discriminated by `type`).
+#[napi(
+    discriminant = "type",
+    discriminant_case = "lowercase",
+    js_name = "SandboxEvent",
+    object_from_js = false
 )]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Event {
     /// Engine detection finished.
     Engine {
+        /// A usable engine answered.
         available: bool,
+        /// `docker` / `podman`.
         engine: Option<String>,
         endpoint: Option<String>,
+        /// Why none is usable, and what to do.
         reason: Option<String>,
-        reason_code: Option<String>,
+        /// The reason's code (as `checkEngine`'s `reasonCode`).
+        code: Option<String>,
     },
     /// The runtime bundle was checked.
     Runtime {
+        /// The bundle is valid.
         ok: bool,
         version: Option<String>,
         reason: Option<String>,
+        /// `RUNTIME_NOT_INSTALLED` / `RUNTIME_INVALID`.
         code: Option<String>,
     },
     /// Image progress.
     Image {
         phase: ImagePhase,
+        /// `po-sandbox:<digest>`.
         tag: String,
+        /// A build output line or a note.
         message: Option<String>,
     },
-    /// A workspace changed state.
+    /// A workspace's container changed.
     Workspace {
         workspace_id: String,
         state: WorkspaceChange,
         container_id: Option<String>,
+        /// Why (replacement, removal, failure).
         reason: Option<String>,
     },
     /// The provider changed state.
     Provider {
         state: ProviderState,
+        /// Why it is unavailable, and what to do.
         reason: Option<String>,
+        /// The code of that reason.
         code: Option<String>,
     },
 }

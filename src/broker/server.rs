@@ -69,6 +69,7 @@ pub struct BrokerOptions {
 
 /// How a container reaches the broker: the one route kind every layer shares (a grant's
 /// request, the grant's route, the container's `PO_BROKER_SOCKET` / `PO_BROKER_ADDRESS`).
+#[napi_derive::napi(string_enum = "lowercase")]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RouteKind {
     /// A Unix socket of its own, in a 0700 folder, bind-mounted (Linux, native engines).

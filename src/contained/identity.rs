@@ -18,13 +18,13 @@ pub const SOCKET_VAR: &str = "PO_BROKER_SOCKET";
 /// A TCP route to the broker (`host:port`).
 pub const ADDRESS_VAR: &str = "PO_BROKER_ADDRESS";
 
-/// How brokered provider calls reach the broker.
+/// How brokered provider calls reach the host's credential broker.
+#[napi_derive::napi(object, js_name = "BrokerRouteInfo")]
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BrokerRoute {
-    /// `socket`: a bind-mounted Unix socket, reached through the loopback bridge; `tcp`:
-    /// addressed directly.
+    /// `socket` (a bind-mounted Unix socket, reached through a loopback bridge) or `tcp`.
     pub kind: RouteKind,
-    /// The socket path, or `host:port`.
+    /// The socket path (`socket`) or `host:port` (`tcp`).
     pub target: String,
 }
 

@@ -2,35 +2,42 @@
 
 use std::time::Duration;
 
+use napi_derive::napi;
+
 use super::candidates::{Candidate, EngineKind};
 use super::endpoint::Endpoint;
 use super::probe::Outcome;
 use crate::host::HostEnv;
 
-/// One candidate and what answered there.
+/// One place an engine was looked for, and what answered there.
+#[napi(object, js_name = "EngineCandidate", object_from_js = false)]
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct CandidateReport {
-    /// The engine expected there.
+    /// `docker`, `podman`, `nerdctl` or `finch`.
     pub engine: String,
-    /// The endpoint URI tried.
+    /// The endpoint URI (`unix:///var/run/docker.sock`, `tcp://127.0.0.1:2375`).
     pub endpoint: String,
-    /// Why it was on the list (`DOCKER_HOST`, `rootful`, `rootless`, `Docker Desktop`…).
+    /// Why it was tried: `DOCKER_HOST`, `CONTAINER_HOST`, `rootful`, `rootless`,
+    /// `Docker Desktop`, `Colima`, `Podman machine`…
     pub source: String,
     /// `available`, `not-found`, `not-a-socket`, `stopped`, `permission-denied`, `timeout`,
-    /// `api-too-old`, `no-docker-api`, `unsupported` or `failed`.
+    /// `api-too-old`, `no-docker-api`, `unsupported` or `failed`; `untried` from
+    /// `engineCandidates`.
     pub outcome: String,
     /// What was found, in words.
     pub detail: String,
 }
 
 /// The result of engine detection.
+#[napi(object, object_from_js = false)]
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, Default)]
 #[serde(rename_all = "camelCase")]
 pub struct EngineReport {
     /// A usable engine answered.
     pub available: bool,
-    /// The engine in use (`docker` or `podman`), when available.
+    /// `docker` or `podman`: the engine that answered (a Podman socket behind a Docker path
+    /// reports `podman`).
     pub engine: Option<String>,
     /// Its endpoint URI.
     pub endpoint: Option<String>,
@@ -38,7 +45,7 @@ pub struct EngineReport {
     pub source: Option<String>,
     /// The engine's version.
     pub engine_version: Option<String>,
-    /// The Engine API version in use (negotiated).
+    /// The negotiated Engine API version.
     pub api_version: Option<String>,
     /// The engine host's operating system.
     pub os: Option<String>,
@@ -62,7 +69,7 @@ pub struct EngineReport {
     /// `ENGINE_NOT_A_SOCKET`, `ENGINE_PERMISSION_DENIED`, `ENGINE_TIMEOUT`, `ENGINE_API_TOO_OLD`,
     /// `ENGINE_NO_DOCKER_API`, `ENGINE_UNSUPPORTED_ENDPOINT` or `ENGINE_NOT_AN_ENGINE`.
     pub reason_code: Option<String>,
-    /// Every candidate tried, in order.
+    /// Every candidate probed, in order.
     pub candidates: Vec<CandidateReport>,
 }
 

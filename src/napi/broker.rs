@@ -59,7 +59,7 @@ pub struct GrantRef {
 /// A grant's route.
 #[napi(object)]
 pub struct BrokerGrantRoute {
-    pub kind: super::identity::RouteKind,
+    pub kind: RouteKind,
     /// socket: the socket on the host.
     pub host_socket: Option<String>,
     /// socket: its folder, to bind-mount into the container (at the folder of `containerSocket`).
@@ -243,7 +243,7 @@ impl CredentialBroker {
                     host_dir,
                     container_socket,
                 } => BrokerGrantRoute {
-                    kind: super::identity::RouteKind::Socket,
+                    kind: RouteKind::Socket,
                     host_socket: Some(host_socket.display().to_string()),
                     host_dir: Some(host_dir.display().to_string()),
                     container_socket: Some(container_socket),
@@ -254,7 +254,7 @@ impl CredentialBroker {
                     address,
                     container_address,
                 } => BrokerGrantRoute {
-                    kind: super::identity::RouteKind::Tcp,
+                    kind: RouteKind::Tcp,
                     host_socket: None,
                     host_dir: None,
                     container_socket: None,

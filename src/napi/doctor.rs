@@ -6,8 +6,8 @@ use napi::Env;
 use napi::bindgen_prelude::{PromiseRaw, Unknown};
 use napi_derive::napi;
 
-use super::engine::EngineReport;
 use super::errors::{coded, env_vars, object_arg, promise};
+use crate::doctor::DoctorReport;
 use crate::host::HostEnv;
 use crate::provider::{ProviderOptions, RawOptions};
 
@@ -29,52 +29,6 @@ pub struct DoctorOptions {
     /// `full` or `minimal` (default `PO_SANDBOX_IMAGE_VARIANT`, else `full`).
     #[napi(ts_type = "'full' | 'minimal'")]
     pub image_variant: Option<String>,
-}
-
-/// The Node.js check.
-#[napi(object)]
-pub struct NodeCheck {
-    pub version: String,
-    pub ok: bool,
-    /// The requirement, in words.
-    pub required: String,
-}
-
-/// The runtime bundle check.
-#[napi(object)]
-pub struct RuntimeCheck {
-    pub ok: bool,
-    /// Where bundles are looked for.
-    pub root: String,
-    pub version: Option<String>,
-    pub reason: Option<String>,
-    /// `RUNTIME_NOT_INSTALLED` or `RUNTIME_INVALID`.
-    pub code: Option<String>,
-}
-
-/// The image check.
-#[napi(object)]
-pub struct ImageCheck {
-    pub tag: String,
-    pub base: String,
-    pub variant: String,
-    /// On the engine (absent when no engine answered).
-    pub present: Option<bool>,
-    /// The base image is on the engine (absent when no engine answered).
-    pub base_present: Option<bool>,
-}
-
-/// Everything `po-sandbox doctor` found.
-#[napi(object)]
-pub struct DoctorReport {
-    /// Node, engine and runtime bundle are fine (a missing image is built at first start).
-    pub ok: bool,
-    pub node: NodeCheck,
-    pub engine: EngineReport,
-    pub runtime: RuntimeCheck,
-    pub image: ImageCheck,
-    /// The report as a person reads it.
-    pub text: String,
 }
 
 /// Checks whether the layer can run here: the Node.js version (`nodeVersion`, e.g.
@@ -116,29 +70,6 @@ pub fn doctor<'env>(
     promise(
         env,
         async move { crate::doctor::doctor(&host, &node_version, options).await },
-        |r| DoctorReport {
-            ok: r.ok,
-            node: NodeCheck {
-                version: r.node.version,
-                ok: r.node.ok,
-                required: r.node.required,
-            },
-            engine: r.engine.into(),
-            runtime: RuntimeCheck {
-                ok: r.runtime.ok,
-                root: r.runtime.root,
-                version: r.runtime.version,
-                reason: r.runtime.reason,
-                code: r.runtime.code,
-            },
-            image: ImageCheck {
-                tag: r.image.tag,
-                base: r.image.base,
-                variant: r.image.variant,
-                present: r.image.present,
-                base_present: r.image.base_present,
-            },
-            text: r.text,
-        },
+        |r| r,
     )
 }

@@ -6,7 +6,7 @@ use napi_derive::napi;
 use std::collections::HashMap;
 
 use super::errors::{coded, env_vars, object_arg, promise};
-use crate::engine::{self as core, DetectOptions};
+use crate::engine::{self as core, CandidateReport, DetectOptions, EngineReport};
 use crate::host::HostEnv;
 
 /// Options for engine detection.
@@ -23,100 +23,6 @@ pub struct EngineCheckOptions {
     pub env: Option<HashMap<String, Option<String>>>,
     /// Probe every candidate even after one answered (as `po-sandbox doctor` does).
     pub probe_all: Option<bool>,
-}
-
-/// One place an engine was looked for, and what answered there.
-#[napi(object)]
-pub struct EngineCandidate {
-    /// `docker`, `podman`, `nerdctl` or `finch`.
-    pub engine: String,
-    /// The endpoint URI (`unix:///var/run/docker.sock`, `tcp://127.0.0.1:2375`).
-    pub endpoint: String,
-    /// Why it was tried: `DOCKER_HOST`, `CONTAINER_HOST`, `rootful`, `rootless`,
-    /// `Docker Desktop`, `Colima`, `Podman machine`…
-    pub source: String,
-    /// `available`, `not-found`, `not-a-socket`, `stopped`, `permission-denied`, `timeout`,
-    /// `api-too-old`, `no-docker-api`, `unsupported` or `failed`; `untried` from
-    /// `engineCandidates`.
-    pub outcome: String,
-    /// What was found, in words.
-    pub detail: String,
-}
-
-/// The result of engine detection.
-#[napi(object)]
-pub struct EngineReport {
-    /// A usable engine answered.
-    pub available: bool,
-    /// `docker` or `podman`: the engine that answered (a Podman socket behind a Docker path
-    /// reports `podman`).
-    pub engine: Option<String>,
-    /// Its endpoint URI.
-    pub endpoint: Option<String>,
-    /// Why that endpoint was tried.
-    pub source: Option<String>,
-    /// The engine's version.
-    pub engine_version: Option<String>,
-    /// The negotiated Engine API version.
-    pub api_version: Option<String>,
-    /// The engine host's operating system.
-    pub os: Option<String>,
-    /// `linux` or `windows` containers.
-    pub os_type: Option<String>,
-    /// The engine host's architecture.
-    pub arch: Option<String>,
-    /// Containers run in a VM (Docker Desktop, Podman machine, Colima…).
-    pub vm: bool,
-    /// The engine is rootless.
-    pub rootless: bool,
-    /// The name of the machine the engine runs on.
-    pub host_name: Option<String>,
-    /// It runs on another machine (a non-loopback `tcp://` endpoint naming another host): the
-    /// container provider refuses it, since its containers cannot see this machine's paths.
-    pub remote: bool,
-    /// Why no engine is usable, and the fix (only when unavailable).
-    pub reason: Option<String>,
-    /// Stable code of `reason`: `ENGINE_NOT_INSTALLED`, `ENGINE_STOPPED`, `ENGINE_NOT_A_SOCKET`,
-    /// `ENGINE_PERMISSION_DENIED`, `ENGINE_TIMEOUT`, `ENGINE_API_TOO_OLD`,
-    /// `ENGINE_NO_DOCKER_API`, `ENGINE_UNSUPPORTED_ENDPOINT` or `ENGINE_NOT_AN_ENGINE`.
-    pub reason_code: Option<String>,
-    /// Every candidate probed, in order.
-    pub candidates: Vec<EngineCandidate>,
-}
-
-impl From<core::CandidateReport> for EngineCandidate {
-    fn from(c: core::CandidateReport) -> Self {
-        EngineCandidate {
-            engine: c.engine,
-            endpoint: c.endpoint,
-            source: c.source,
-            outcome: c.outcome,
-            detail: c.detail,
-        }
-    }
-}
-
-impl From<core::EngineReport> for EngineReport {
-    fn from(r: core::EngineReport) -> Self {
-        EngineReport {
-            available: r.available,
-            engine: r.engine,
-            endpoint: r.endpoint,
-            source: r.source,
-            engine_version: r.engine_version,
-            api_version: r.api_version,
-            os: r.os,
-            os_type: r.os_type,
-            arch: r.arch,
-            vm: r.vm,
-            rootless: r.rootless,
-            host_name: r.host_name,
-            remote: r.remote,
-            reason: r.reason,
-            reason_code: r.reason_code,
-            candidates: r.candidates.into_iter().map(Into::into).collect(),
-        }
-    }
 }
 
 pub(super) fn split(env: &Env, options: Option<Unknown>) -> napi::Result<(HostEnv, DetectOptions)> {
@@ -157,22 +63,25 @@ pub fn check_engine<'env>(
     promise(
         env,
         async move { core::detect(&host, &detect).await },
-        EngineReport::from,
+        |r| r,
     )
 }
 
 /// Lists the places engine detection would try, in order, without any I/O. Throws
 /// `ENGINE_UNKNOWN` for an unknown engine name.
-#[napi(ts_args_type = "options?: EngineCheckOptions | undefined | null")]
+#[napi(
+    ts_args_type = "options?: EngineCheckOptions | undefined | null",
+    ts_return_type = "Array<EngineCandidate>"
+)]
 pub fn engine_candidates(
     env: &Env,
     options: Option<Unknown>,
-) -> napi::Result<Vec<EngineCandidate>> {
+) -> napi::Result<Vec<CandidateReport>> {
     let (host, detect) = split(env, options)?;
     let list = core::candidates(&host, detect.engine.as_deref()).map_err(|e| coded(env, &e))?;
     Ok(list
         .into_iter()
-        .map(|c| EngineCandidate {
+        .map(|c| CandidateReport {
             engine: c.engine.as_str().into(),
             endpoint: c.endpoint.to_string(),
             source: c.source.into(),

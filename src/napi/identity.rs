@@ -7,27 +7,7 @@ use napi::bindgen_prelude::Unknown;
 use napi_derive::napi;
 
 use super::errors::{env_vars, object_arg};
-use crate::contained::identity::{self as core, RouteKind as CoreRouteKind};
-
-/// How a container reaches the credential broker.
-#[napi(string_enum = "lowercase")]
-pub enum RouteKind {
-    /// A bind-mounted Unix socket (Linux, native engines), reached through a loopback bridge.
-    Socket,
-    /// The broker's loopback TCP port, reached as `host.docker.internal` (VM engines).
-    Tcp,
-}
-
-mirror_enum!(RouteKind = CoreRouteKind { Socket, Tcp });
-
-/// How brokered provider calls reach the host's credential broker.
-#[napi(object)]
-pub struct BrokerRouteInfo {
-    /// `socket` (a bind-mounted Unix socket, reached through a loopback bridge) or `tcp`.
-    pub kind: RouteKind,
-    /// The socket path (`socket`) or `host:port` (`tcp`).
-    pub target: String,
-}
+use crate::contained::identity::{self as core, BrokerRoute};
 
 /// What the environment says about this process.
 #[napi(object)]
@@ -40,7 +20,7 @@ pub struct SandboxState {
     pub brokered_providers: Vec<String>,
     /// The broker route (`PO_BROKER_SOCKET` or `PO_BROKER_ADDRESS`), when exactly one valid
     /// route is set.
-    pub route: Option<BrokerRouteInfo>,
+    pub route: Option<BrokerRoute>,
     /// Providers are re-pointed at the broker: a route and at least one provider.
     pub brokered: bool,
     /// Malformed or contradictory variables, in words (never thrown).
@@ -85,10 +65,7 @@ impl DefaultSandboxExtensionService {
             contained: s.contained,
             workspace: s.workspace.clone(),
             brokered_providers: s.brokered_providers.clone(),
-            route: s.route.as_ref().map(|r| BrokerRouteInfo {
-                kind: r.kind.into(),
-                target: r.target.clone(),
-            }),
+            route: s.route.clone(),
             brokered: s.brokered(),
             problems: s.problems.clone(),
         }

@@ -11,10 +11,11 @@ use napi::bindgen_prelude::{
 use napi_derive::napi;
 
 use super::errors::{coded, env_vars, object_arg, promise};
-use super::events::{ProviderState, SandboxEvent, WorkspacePhase, subscribe};
+use super::events::subscribe;
+use crate::events::Event;
 use crate::host::HostEnv;
-use crate::provider::{self as core, Provider, ProviderOptions, RawOptions};
-use crate::sandbox::service::WorkspaceContainer as CoreContainer;
+use crate::provider::{self as core, Provider, ProviderOptions, ProviderStatus, RawOptions};
+use crate::sandbox::service::WorkspaceContainer;
 
 /// A workspace the hub knows.
 #[napi(object)]
@@ -76,107 +77,6 @@ pub struct WorkspaceRef {
     pub path: String,
 }
 
-/// One workspace's container.
-#[napi(object)]
-pub struct WorkspaceContainer {
-    pub workspace_id: String,
-    pub workspace_path: Option<String>,
-    pub container_id: String,
-    pub name: String,
-    pub image: String,
-    /// `running`, `exited`…
-    pub state: String,
-    /// Host port, on 127.0.0.1.
-    pub host_port: Option<u32>,
-    /// `http://127.0.0.1:<hostPort>`.
-    pub url: Option<String>,
-    /// The host path of the container's token file.
-    pub token_file: String,
-    /// Adopted (it was already running) rather than created by this call.
-    pub adopted: bool,
-    /// Why an earlier container was replaced instead of adopted.
-    pub replaced_reason: Option<String>,
-    pub created: Option<String>,
-}
-
-impl From<CoreContainer> for WorkspaceContainer {
-    fn from(c: CoreContainer) -> Self {
-        WorkspaceContainer {
-            workspace_id: c.workspace_id,
-            workspace_path: c.workspace_path,
-            container_id: c.container_id,
-            name: c.name,
-            image: c.image,
-            state: c.state,
-            host_port: c.host_port.map(u32::from),
-            url: c.url,
-            token_file: c.token_file.to_string_lossy().to_string(),
-            adopted: c.adopted,
-            replaced_reason: c.replaced_reason,
-            created: c.created,
-        }
-    }
-}
-
-/// One workspace in the provider's start-up.
-#[napi(object)]
-pub struct WorkspaceStatus {
-    pub id: String,
-    pub state: WorkspacePhase,
-    pub container: Option<WorkspaceContainer>,
-    /// The error code when it failed.
-    pub error_code: Option<String>,
-    pub error: Option<String>,
-}
-
-/// The provider's status.
-#[napi(object)]
-pub struct ProviderStatus {
-    pub state: ProviderState,
-    /// Why it is unavailable, and what to do.
-    pub reason: Option<String>,
-    /// `ENGINE_UNAVAILABLE`, `RUNTIME_NOT_INSTALLED`, `RUNTIME_INVALID`, `IMAGE_BUILD_FAILED`…
-    pub code: Option<String>,
-    pub engine: Option<String>,
-    pub endpoint: Option<String>,
-    pub runtime_version: Option<String>,
-    pub image: Option<String>,
-    /// This start built the image.
-    pub image_built: bool,
-    pub owner: String,
-    /// Start-up has finished: every workspace was attempted.
-    pub settled: bool,
-    pub workspaces: Vec<WorkspaceStatus>,
-}
-
-impl From<core::ProviderStatus> for ProviderStatus {
-    fn from(s: core::ProviderStatus) -> Self {
-        ProviderStatus {
-            state: s.state.into(),
-            reason: s.reason,
-            code: s.code,
-            engine: s.engine,
-            endpoint: s.endpoint,
-            runtime_version: s.runtime_version,
-            image: s.image,
-            image_built: s.image_built,
-            owner: s.owner,
-            settled: s.settled,
-            workspaces: s
-                .workspaces
-                .into_iter()
-                .map(|w| WorkspaceStatus {
-                    id: w.id,
-                    state: w.state.into(),
-                    container: w.container.map(Into::into),
-                    error_code: w.error_code,
-                    error: w.error,
-                })
-                .collect(),
-        }
-    }
-}
-
 /// What a host says about itself (`po/sandbox-identity`).
 #[napi(object, object_to_js = false)]
 pub struct SandboxIdentity {
@@ -227,7 +127,7 @@ impl ContainerSandboxProvider {
     /// workspace's state.
     #[napi]
     pub fn status(&self) -> ProviderStatus {
-        self.provider.status().into()
+        self.provider.status()
     }
 
     /// Resolves with the status once start-up has settled (engine, runtime, image and every
@@ -235,11 +135,7 @@ impl ContainerSandboxProvider {
     #[napi(ts_return_type = "Promise<ProviderStatus>")]
     pub fn ready<'env>(&self, env: &'env Env) -> napi::Result<PromiseRaw<'env, ProviderStatus>> {
         let provider = self.provider.clone();
-        promise(
-            env,
-            async move { Ok(provider.ready().await) },
-            ProviderStatus::from,
-        )
+        promise(env, async move { Ok(provider.ready().await) }, |s| s)
     }
 
     /// A clean user stop: stops and removes every container of this hub (volumes are kept).
@@ -258,7 +154,7 @@ impl ContainerSandboxProvider {
     /// 256; image progress lines are the first to go), so a callback added after registration
     /// still sees how start-up went.
     #[napi(ts_args_type = "callback: (event: SandboxEvent) => void")]
-    pub fn on_event(&self, callback: Function<SandboxEvent, ()>) -> napi::Result<()> {
+    pub fn on_event(&self, callback: Function<Event, ()>) -> napi::Result<()> {
         subscribe(self.provider.events(), callback)
     }
 }
@@ -299,7 +195,7 @@ impl WorkspaceContainers {
         promise(
             env,
             async move { provider.service_for_start().await?.start(ws).await },
-            WorkspaceContainer::from,
+            |c| c,
         )
     }
 
@@ -323,7 +219,7 @@ impl WorkspaceContainers {
                     .adopt(&workspace_id, path.as_deref())
                     .await
             },
-            |c| c.map(Into::into),
+            |c| c,
         )
     }
 
@@ -371,13 +267,13 @@ impl WorkspaceContainers {
         promise(
             env,
             async move { provider.service().await?.list().await },
-            |v| v.into_iter().map(Into::into).collect(),
+            |v| v,
         )
     }
 
     /// Calls `callback` with every lifecycle event.
     #[napi(ts_args_type = "callback: (event: SandboxEvent) => void")]
-    pub fn on_event(&self, callback: Function<SandboxEvent, ()>) -> napi::Result<()> {
+    pub fn on_event(&self, callback: Function<Event, ()>) -> napi::Result<()> {
         subscribe(self.provider.events(), callback)
     }
 }
@@ -506,7 +402,7 @@ pub struct ImageResult {
 pub fn ensure_sandbox_image<'env>(
     env: &'env Env,
     options: Option<Unknown>,
-    on_event: Option<Function<SandboxEvent, ()>>,
+    on_event: Option<Function<Event, ()>>,
 ) -> napi::Result<PromiseRaw<'env, ImageResult>> {
     let o: Option<ImageOptions> = object_arg(env, options, "options")?;
     let (raw, vars) = match o {

@@ -5,7 +5,7 @@ use napi::Env;
 use napi_derive::napi;
 
 use super::errors::coded;
-use super::identity::BrokerRouteInfo;
+use crate::contained::identity::BrokerRoute;
 use crate::contained::rebase;
 use crate::error::Error as CoreError;
 
@@ -47,7 +47,7 @@ pub fn brokered_base_url(
 #[napi]
 pub fn broker_origin(
     env: &Env,
-    route: BrokerRouteInfo,
+    route: BrokerRoute,
     bridge_port: Option<u32>,
 ) -> napi::Result<String> {
     let port = match bridge_port {
@@ -59,6 +59,5 @@ pub fn broker_origin(
             }
         },
     };
-    let kind = crate::contained::identity::RouteKind::from(route.kind);
-    rebase::broker_origin(kind.as_str(), &route.target, port).map_err(|e| invalid(env, &e))
+    rebase::broker_origin(route.kind.as_str(), &route.target, port).map_err(|e| invalid(env, &e))
 }

@@ -17,6 +17,7 @@ use crate::runtime_bundle as runtime;
 use crate::sandbox::service::{BrokerWiring, ServiceConfig, WorkspaceContainers};
 use crate::sandbox::workspace;
 
+pub(crate) mod inventory;
 mod options;
 mod status;
 
@@ -212,7 +213,7 @@ impl Provider {
             engine: report.engine.clone(),
             endpoint: report.endpoint.clone(),
             reason: report.reason.clone(),
-            reason_code: report.reason_code.clone(),
+            code: report.reason_code.clone(),
         });
         if !report.available {
             let reason = format!(

@@ -1,10 +1,12 @@
 //! What the provider reports: its state and each configured workspace's place in start-up.
 
+use napi_derive::napi;
+
 use crate::sandbox::service::WorkspaceContainer;
 
 /// The provider's state.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "lowercase")]
+#[napi(string_enum = "lowercase")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ProviderState {
     /// Start-up runs (engine, runtime bundle, image).
     Starting,
@@ -15,8 +17,8 @@ pub enum ProviderState {
 }
 
 /// A configured workspace's place in start-up.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "lowercase")]
+#[napi(string_enum = "lowercase")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum WorkspacePhase {
     /// Waiting for start-up.
     Pending,
@@ -32,23 +34,26 @@ pub enum WorkspacePhase {
     Stopped,
 }
 
-/// One workspace's place in the start-up.
+/// One workspace in the provider's start-up.
+#[napi(object, object_from_js = false)]
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WorkspaceStatus {
     pub id: String,
     pub state: WorkspacePhase,
     pub container: Option<WorkspaceContainer>,
+    /// The error code when it failed.
     pub error_code: Option<String>,
     pub error: Option<String>,
 }
 
-/// The provider's state.
+/// The provider's status.
+#[napi(object, object_from_js = false)]
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ProviderStatus {
     pub state: ProviderState,
-    /// Why it is unavailable.
+    /// Why it is unavailable, and what to do.
     pub reason: Option<String>,
-    /// The code of that reason (`ENGINE_UNAVAILABLE`, `RUNTIME_NOT_INSTALLED`…).
+    /// `ENGINE_UNAVAILABLE`, `RUNTIME_NOT_INSTALLED`, `RUNTIME_INVALID`, `IMAGE_BUILD_FAILED`…
     pub code: Option<String>,
     /// The engine in use (`docker` / `podman`) and its endpoint.
     pub engine: Option<String>,
@@ -57,11 +62,11 @@ pub struct ProviderStatus {
     pub runtime_version: Option<String>,
     /// The image tag.
     pub image: Option<String>,
-    /// Whether this start built the image.
+    /// This start built the image.
     pub image_built: bool,
     /// This hub's owner id.
     pub owner: String,
-    /// Start-up has finished (every workspace attempted).
+    /// Start-up has finished: every workspace was attempted.
     pub settled: bool,
     pub workspaces: Vec<WorkspaceStatus>,
 }

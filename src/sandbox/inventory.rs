@@ -14,6 +14,7 @@ use crate::sandbox::spec::{
 };
 
 /// One sandbox container.
+#[napi_derive::napi(object, js_name = "SandboxContainerRow", object_from_js = false)]
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct SandboxRow {
@@ -33,6 +34,7 @@ pub struct SandboxRow {
     pub created: i64,
     /// The host folder bind-mounted as its broker socket folder, when it has one.
     #[serde(skip)]
+    #[napi(skip)]
     pub broker_folder: Option<std::path::PathBuf>,
 }
 

@@ -81,32 +81,28 @@ impl BrokerWiring {
     }
 }
 
-/// One workspace's container, as reported to callers.
+/// One workspace's container.
+#[napi_derive::napi(object, object_from_js = false)]
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WorkspaceContainer {
-    /// The workspace id.
     pub workspace_id: String,
     /// The workspace folder, when known.
     pub workspace_path: Option<String>,
-    /// Container id.
     pub container_id: String,
-    /// Container name.
     pub name: String,
-    /// Image tag.
     pub image: String,
     /// `running`, `exited`…
     pub state: String,
-    /// Host port on 127.0.0.1.
+    /// Host port, on 127.0.0.1.
     pub host_port: Option<u16>,
-    /// `http://127.0.0.1:<port>`.
+    /// `http://127.0.0.1:<hostPort>`.
     pub url: Option<String>,
-    /// The host path of its token file.
-    pub token_file: PathBuf,
-    /// It was adopted rather than created by this call.
+    /// The host path of the container's token file.
+    pub token_file: String,
+    /// Adopted (it was already running) rather than created by this call.
     pub adopted: bool,
-    /// Why an earlier container was replaced, when one was.
+    /// Why an earlier container was replaced instead of adopted.
     pub replaced_reason: Option<String>,
-    /// When the container was created.
     pub created: Option<String>,
 }
 
@@ -333,7 +329,9 @@ impl WorkspaceContainers {
             .cloned()
             .unwrap_or_default();
         WorkspaceContainer {
-            token_file: spec::token_file(&c.po_home, &c.owner, &id),
+            token_file: spec::token_file(&c.po_home, &c.owner, &id)
+                .to_string_lossy()
+                .into_owned(),
             workspace_id: id,
             workspace_path: live.labels.get(LABEL_WORKSPACE_PATH).cloned(),
             container_id: live.id.clone(),

@@ -1,0 +1,92 @@
+//! `ls` and `stop` without a hub: which sandbox containers of a Po home (or of every owner),
+//! checked without I/O, then one engine connection for the list or the stops.
+
+use crate::engine;
+use crate::error::{Error, Result};
+use crate::host::HostEnv;
+use crate::sandbox::inventory::{self, SandboxRow};
+use crate::sandbox::workspace;
+
+use super::{ProviderOptions, RawOptions, refuse_nesting};
+
+/// Which sandbox containers, as `listSandboxContainers` / `stopSandboxContainers` and the CLI
+/// ask.
+#[derive(Debug, Default)]
+pub struct QueryOptions {
+    pub po_home: Option<String>,
+    pub owner: Option<String>,
+    pub engine: Option<String>,
+    /// Every owner's containers, not only this owner's (`ls`).
+    pub all_owners: bool,
+    /// Only this workspace (`stop`).
+    pub workspace: Option<String>,
+    /// Every container of this owner (`stop`; required when no workspace).
+    pub all: bool,
+}
+
+/// A checked query.
+pub struct Query {
+    host: HostEnv,
+    options: ProviderOptions,
+    all_owners: bool,
+    workspace: Option<String>,
+    all: bool,
+}
+
+impl Query {
+    /// Refuses nesting, resolves the Po home, owner and engine as the provider does, and
+    /// checks the workspace id.
+    pub fn new(host: HostEnv, q: QueryOptions) -> Result<Query> {
+        refuse_nesting(&host)?;
+        let raw = RawOptions {
+            po_home: q.po_home,
+            owner: q.owner,
+            engine: q.engine,
+            ..Default::default()
+        };
+        let options = ProviderOptions::resolve(raw, host.clone())?;
+        if let Some(w) = &q.workspace {
+            workspace::check_id(w)?;
+        }
+        Ok(Query {
+            host,
+            options,
+            all_owners: q.all_owners,
+            workspace: q.workspace,
+            all: q.all,
+        })
+    }
+
+    /// A stop must name a workspace or say `all`.
+    pub fn check_stop(&self) -> Result<()> {
+        if self.workspace.is_none() && !self.all {
+            return Err(Error::OptionsInvalid {
+                option: "workspace".into(),
+                reason: "name a workspace, or pass all: true to stop every container of this owner"
+                    .into(),
+            });
+        }
+        Ok(())
+    }
+
+    /// The containers, any state: this owner's, or every owner's.
+    pub async fn list(self) -> Result<Vec<SandboxRow>> {
+        let (docker, _) = engine::connect(&self.host, &self.options.detect).await?;
+        let owner = (!self.all_owners).then_some(self.options.owner.as_str());
+        inventory::list(&docker, owner).await
+    }
+
+    /// Stops and removes the workspace's container, or every container of this owner;
+    /// volumes are kept. The workspace ids stopped.
+    pub async fn stop(self) -> Result<Vec<String>> {
+        self.check_stop()?;
+        let (docker, _) = engine::connect(&self.host, &self.options.detect).await?;
+        inventory::stop(
+            &docker,
+            &self.options.po_home,
+            &self.options.owner,
+            self.workspace.as_deref(),
+        )
+        .await
+    }
+}
