@@ -20,10 +20,11 @@ use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use sha2::{Digest, Sha256};
+use subtle::ConstantTimeEq;
 use tokio::sync::Semaphore;
 
 use super::routes::{self, ProviderRoute};
-use super::secret::{Secret, constant_time_eq};
+use super::secret::Secret;
 use crate::error::{Error, Result};
 
 /// `PO_SANDBOX_BROKER=0` turns the broker off: grants carry no credentials and no route.
@@ -803,7 +804,7 @@ impl Broker {
             let tokens = self.inner.tokens.read().unwrap_or_else(|e| e.into_inner());
             match tokens.get(&hash(token.expose())) {
                 Some(e)
-                    if constant_time_eq(e.token.expose().as_bytes(), token.expose().as_bytes())
+                    if bool::from(e.token.ct_eq(&token))
                         && e.provider.id == route.id
                         && scope.is_none_or(|s| s == e.grant) =>
                 {
