@@ -7,7 +7,6 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bollard::Docker;
-use futures_util::future::{BoxFuture, FutureExt, Shared};
 
 use crate::broker::secret::Secret;
 use crate::broker::server::{Broker, GrantRequest, Transport};
@@ -19,6 +18,7 @@ use crate::sandbox::spec::{
     self, ContainerSpec, LABEL_OWNER, LABEL_WORKSPACE, LABEL_WORKSPACE_PATH, SpecInput,
 };
 use crate::sandbox::workspace::{self, Workspace};
+use crate::single_flight::SingleFlight;
 
 /// What the service needs to make containers.
 #[derive(Debug, Clone)]
@@ -109,13 +109,12 @@ pub struct WorkspaceContainer {
     pub created: Option<String>,
 }
 
-type StartOp = Shared<BoxFuture<'static, Result<WorkspaceContainer>>>;
-
 struct Inner {
     docker: Docker,
     config: ServiceConfig,
     events: EventBus,
-    inflight: Mutex<HashMap<String, StartOp>>,
+    /// Start operations in flight, by workspace id.
+    inflight: SingleFlight<String, Result<WorkspaceContainer>>,
     /// Live broker grants by workspace, with the token-file content each was derived from.
     grants: Mutex<HashMap<String, (crate::broker::server::Grant, Secret)>>,
 }
@@ -165,7 +164,7 @@ impl WorkspaceContainers {
                 docker,
                 config,
                 events,
-                inflight: Mutex::new(HashMap::new()),
+                inflight: SingleFlight::default(),
                 grants: Mutex::new(HashMap::new()),
             }),
         }
@@ -372,42 +371,19 @@ impl WorkspaceContainers {
         ws: Workspace,
         known_ids: Option<Vec<String>>,
     ) -> Result<WorkspaceContainer> {
-        let id = ws.id.clone();
-        let op = {
-            let mut map = self
-                .inner
-                .inflight
-                .lock()
-                .unwrap_or_else(|e| e.into_inner());
-            map.entry(id.clone())
-                .or_insert_with(|| {
-                    let this = self.clone();
-                    async move {
-                        let id = ws.id.clone();
-                        let result = this.start_uncached(ws, known_ids).await;
-                        if let Err(e) = &result {
-                            this.inner
-                                .events
-                                .workspace(&id, "failed", None, Some(e.to_string()));
-                        }
-                        result
-                    }
-                    .boxed()
-                    .shared()
-                })
-                .clone()
+        let key = ws.id.clone();
+        let this = self.clone();
+        let start = move || async move {
+            let id = ws.id.clone();
+            let result = this.start_uncached(ws, known_ids).await;
+            if let Err(e) = &result {
+                this.inner
+                    .events
+                    .workspace(&id, "failed", None, Some(e.to_string()));
+            }
+            result
         };
-        let result = op.clone().await;
-        // Forget the finished operation, unless a newer one already took its place.
-        let mut map = self
-            .inner
-            .inflight
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
-        if map.get(&id).is_some_and(|current| current.ptr_eq(&op)) {
-            map.remove(&id);
-        }
-        result
+        self.inner.inflight.run(key, start).await
     }
 
     async fn start_uncached(
