@@ -215,9 +215,7 @@ fn hash(token: &str) -> [u8; 32] {
 }
 
 fn failed(reason: impl Into<String>) -> Error {
-    Error::BrokerFailed {
-        reason: reason.into(),
-    }
+    Error::broker(reason)
 }
 
 fn https_client() -> Result<HttpsClient> {
@@ -231,7 +229,7 @@ fn https_client() -> Result<HttpsClient> {
         Ok(b) => b,
         Err(_) => hyper_rustls::HttpsConnectorBuilder::new()
             .with_provider_and_webpki_roots(provider)
-            .map_err(|e| failed(format!("no TLS set-up: {e}")))?,
+            .map_err(|e| Error::broker_caused("no TLS set-up", e))?,
     };
     let connector = tls.https_or_http().enable_http1().wrap_connector(http);
     Ok(Client::builder(TokioExecutor::new())
@@ -262,8 +260,11 @@ impl Broker {
         if options.tcp && enabled {
             let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0))
                 .await
-                .map_err(|e| failed(format!("cannot listen on 127.0.0.1: {e}")))?;
-            let addr = listener.local_addr().map_err(|e| failed(e.to_string()))?;
+                .map_err(|e| Error::broker_caused("cannot listen on 127.0.0.1", e))?;
+            let addr = listener.local_addr().map_err(|e| Error::BrokerFailed {
+                reason: e.to_string(),
+                source: Some(e.into()),
+            })?;
             let this = broker.clone();
             let task = tokio::spawn(async move { this.serve_tcp(listener).await });
             *broker.inner.tcp.lock().unwrap_or_else(|e| e.into_inner()) = Some((addr, task));
@@ -1072,7 +1073,7 @@ impl<S: tokio::io::AsyncWrite + Unpin> tokio::io::AsyncWrite for Sniffed<S> {
 
 fn random_bytes() -> Result<[u8; 16]> {
     let mut b = [0u8; 16];
-    getrandom::fill(&mut b).map_err(|e| failed(format!("no randomness: {e}")))?;
+    getrandom::fill(&mut b).map_err(|e| Error::broker_caused("no randomness", e))?;
     Ok(b)
 }
 
@@ -1274,8 +1275,9 @@ fn bind_socket(
     owner: Option<(u32, u32)>,
 ) -> Result<tokio::net::UnixListener> {
     use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
-    let bad =
-        |what: &str, e: std::io::Error| failed(format!("cannot {what} {}: {e}", dir.display()));
+    let bad = |what: &str, e: std::io::Error| {
+        Error::broker_caused(format!("cannot {what} {}", dir.display()), e)
+    };
     std::fs::DirBuilder::new()
         .recursive(true)
         .mode(0o700)

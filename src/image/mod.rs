@@ -2,7 +2,7 @@
 //! recipe, every file it copies and the base reference, and its one-time build.
 
 use std::collections::HashMap;
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 use bollard::Docker;
 use futures_util::StreamExt;
@@ -173,10 +173,13 @@ pub enum Provenance {
     Built,
 }
 
+/// A build's outcome, the same for every caller that waited on it.
+type SharedBuild = std::result::Result<Provenance, Arc<Error>>;
+
 /// Builds in flight by tag, each with the bus its progress goes to; every caller waiting on
 /// one listens.
-fn builds() -> &'static SingleFlight<String, Result<Provenance>, EventBus> {
-    static BUILDS: OnceLock<SingleFlight<String, Result<Provenance>, EventBus>> = OnceLock::new();
+fn builds() -> &'static SingleFlight<String, SharedBuild, EventBus> {
+    static BUILDS: OnceLock<SingleFlight<String, SharedBuild, EventBus>> = OnceLock::new();
     BUILDS.get_or_init(Default::default)
 }
 
@@ -193,15 +196,20 @@ pub async fn ensure(
         let recipe = recipe.clone();
         let progress = EventBus::default();
         let bus = progress.clone();
-        let build = async move { ensure_uncached(&docker, &recipe, &bus).await };
+        let build = async move {
+            ensure_uncached(&docker, &recipe, &bus)
+                .await
+                .map_err(Arc::new)
+        };
         (build, progress)
     });
     let mine = events.clone();
     build
         .shared
-        .subscribe(std::sync::Arc::new(move |e| mine.emit(e.clone())));
+        .subscribe(Arc::new(move |e| mine.emit(e.clone())));
     // A finished build is forgotten so a later call checks the engine again.
-    build.outcome().await
+    let outcome = build.outcome().await;
+    outcome.map_err(Error::from_shared)
 }
 
 async fn ensure_uncached(
@@ -219,10 +227,10 @@ async fn ensure_uncached(
         Err(bollard::errors::Error::DockerResponseServerError {
             status_code: 404, ..
         }) => {}
-        Err(e) => {
+        Err(source) => {
             return Err(Error::EngineRequest {
                 operation: format!("inspect image {tag}"),
-                detail: e.to_string(),
+                source,
             });
         }
     }

@@ -114,7 +114,7 @@ struct Inner {
     config: ServiceConfig,
     events: EventBus,
     /// Start operations in flight, by workspace id.
-    inflight: SingleFlight<String, Result<WorkspaceContainer>>,
+    inflight: SingleFlight<String, Result<WorkspaceContainer, Arc<Error>>>,
     /// Live broker grants by workspace, with the token-file content each was derived from.
     grants: Mutex<HashMap<String, (crate::broker::server::Grant, Secret)>>,
 }
@@ -128,10 +128,8 @@ pub struct WorkspaceContainers {
 /// A 256-bit random token, hex.
 pub fn random_token() -> Result<String> {
     let mut bytes = [0u8; 32];
-    getrandom::fill(&mut bytes).map_err(|e| Error::ContainerFailed {
-        workspace: String::new(),
-        reason: format!("no randomness for a token: {e}"),
-    })?;
+    getrandom::fill(&mut bytes)
+        .map_err(|e| Error::container_caused("", "no randomness for a token", e))?;
     Ok(hex::encode(bytes))
 }
 
@@ -223,12 +221,12 @@ impl WorkspaceContainers {
         let c = &self.inner.config;
         let Some(w) = &c.broker else { return Ok(None) };
         let token_path = spec::token_file(&c.po_home, &c.owner, workspace_id);
-        let secret = std::fs::read_to_string(&token_path).map_err(|e| Error::ContainerFailed {
-            workspace: workspace_id.into(),
-            reason: format!(
-                "cannot read its token file {} for the broker grant: {e}",
+        let secret = std::fs::read_to_string(&token_path).map_err(|e| {
+            let doing = format!(
+                "cannot read its token file {} for the broker grant",
                 token_path.display()
-            ),
+            );
+            Error::container_caused(workspace_id, doing, e)
         })?;
         let secret = Secret::new(secret.trim());
         // The same token file and a grant still in force: keep it. A new grant would replace
@@ -381,9 +379,10 @@ impl WorkspaceContainers {
                     .events
                     .workspace(&id, "failed", None, Some(e.to_string()));
             }
-            result
+            result.map_err(Arc::new)
         };
-        self.inner.inflight.run(key, start).await
+        let outcome = self.inner.inflight.run(key, start).await;
+        outcome.map_err(Error::from_shared)
     }
 
     async fn start_uncached(
@@ -403,9 +402,9 @@ impl WorkspaceContainers {
             c.health_timeout + Duration::from_secs(120),
         )
         .await
-        .map_err(|e| Error::ContainerFailed {
-            workspace: ws.id.clone(),
-            reason: format!("cannot take the start lock {}: {e}", lock_path.display()),
+        .map_err(|e| {
+            let doing = format!("cannot take the start lock {}", lock_path.display());
+            Error::container_caused(&ws.id, doing, e)
         })?;
         let spec = self.spec_for(&ws);
         let ids = match known_ids {
@@ -470,10 +469,10 @@ impl WorkspaceContainers {
     async fn wait_ready(&self, id: &str, spec: &ContainerSpec, live: &LiveContainer) -> Result<()> {
         let c = &self.inner.config;
         let Some(port) = live.host_port else {
-            return Err(Error::ContainerFailed {
-                workspace: id.into(),
-                reason: format!("container {} publishes no host port", live.name),
-            });
+            return Err(Error::container(
+                id,
+                format!("container {} publishes no host port", live.name),
+            ));
         };
         if let Err(why) = container::wait_healthy(
             &self.inner.docker,
@@ -505,10 +504,7 @@ impl WorkspaceContainers {
     ) -> Result<WorkspaceContainer> {
         let c = &self.inner.config;
         let docker = &self.inner.docker;
-        let failed = |reason: String| Error::ContainerFailed {
-            workspace: ws.id.clone(),
-            reason,
-        };
+        let failed = |reason: String| Error::container(&ws.id, reason);
         let p = workspace::sandbox_dir(&c.po_home, &ws.id);
         std::fs::create_dir_all(&p).map_err(|e| {
             failed(format!(
@@ -769,9 +765,9 @@ impl WorkspaceContainers {
             .docker
             .list_containers(Some(options))
             .await
-            .map_err(|e| Error::EngineRequest {
+            .map_err(|source| Error::EngineRequest {
                 operation: "list containers".into(),
-                detail: e.to_string(),
+                source,
             })?;
         let mut map: HashMap<String, Vec<String>> = HashMap::new();
         for c in list {
