@@ -8,7 +8,7 @@ import path from 'node:path'
 
 import { addon, dockerCli, isolatedEnv, requireDocker, socketServer, staleSocket, tempDir } from './helpers.mjs'
 
-const { checkEngine, engineCandidates } = addon
+const { checkEngine, engineCandidates, listSandboxContainers } = addon
 
 test('the real Docker engine is found, with versions that match what the engine says', async () => {
   const r = await requireDocker()
@@ -107,6 +107,37 @@ test('an engine with an API older than 1.41 is refused as too old', async (t) =>
   const r = await checkEngine({ env: isolatedEnv(dir, { DOCKER_HOST: `unix://${sock}`, PO_SANDBOX_ENGINE: 'docker' }) })
   assert.equal(r.reasonCode, 'ENGINE_API_TOO_OLD')
   assert.match(r.reason, /18\.09\.9 .* serves Engine API 1\.39; po-sandbox needs 1\.41 or newer/)
+})
+
+test('a failed engine request keeps the engine error as err.cause; an unavailable engine gives err.reasonCode', async (t) => {
+  const dir = tempDir(t)
+  const sock = path.join(dir, 'docker.sock')
+  // A Docker-shaped engine that probes fine and then fails the container listing.
+  await socketServer(t, sock, (s) => {
+    s.on('data', (chunk) => {
+      const head = chunk.toString()
+      const [status, body] = head.includes('/containers/json')
+        ? ['500 Internal Server Error', JSON.stringify({ message: 'disk on fire' })]
+        : ['200 OK', head.includes('/version') ? JSON.stringify({ Version: '20.10.24', ApiVersion: '1.41', Os: 'linux' }) : head.includes('/info') ? '{}' : 'OK']
+      s.write(`HTTP/1.1 ${status}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\n\r\n${body}`)
+    })
+  })
+  const env = isolatedEnv(dir, { DOCKER_HOST: `unix://${sock}`, PO_SANDBOX_ENGINE: 'docker' })
+  await assert.rejects(listSandboxContainers({ env }), (err) => {
+    assert.equal(err.code, 'ENGINE_REQUEST_FAILED')
+    assert.match(err.message, /^The container engine failed to list containers: .*disk on fire/)
+    assert.ok(err.cause instanceof Error, 'no err.cause')
+    assert.match(err.cause.message, /500.*disk on fire/)
+    assert.ok(!err.message.includes('Caused by:'), 'a cause already in the message is not repeated')
+    assert.equal(err.reasonCode, undefined)
+    return true
+  })
+  await assert.rejects(listSandboxContainers({ env: isolatedEnv(dir, { DOCKER_HOST: `unix://${dir}/none.sock`, PO_SANDBOX_ENGINE: 'docker' }) }), (err) => {
+    assert.equal(err.code, 'ENGINE_UNAVAILABLE')
+    assert.equal(err.reasonCode, 'ENGINE_NOT_INSTALLED')
+    assert.match(err.message, / \[ENGINE_NOT_INSTALLED\]$/)
+    return true
+  })
 })
 
 test('a TCP DOCKER_HOST with nothing listening is stopped; ssh:// is unsupported', async (t) => {

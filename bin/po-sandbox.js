@@ -3,6 +3,8 @@
 // The po-sandbox command: parses arguments and prints; every check and engine call runs in the
 // Rust addon.
 
+const { parseArgs } = require('node:util')
+
 const USAGE = `Usage: po-sandbox <command> [options]
 
 Commands:
@@ -26,7 +28,19 @@ Options:
   --image-variant <v>   doctor: full or minimal.
 `
 
-const VALUED = new Set(['--timeout-ms', '--engine', '--po-home', '--owner', '--runtime-version', '--base-image', '--image-variant'])
+// Every option this command knows; `--name value` and `--name=value` alike.
+const OPTIONS = {
+  json: { type: 'boolean' },
+  all: { type: 'boolean' },
+  help: { type: 'boolean', short: 'h' },
+  'timeout-ms': { type: 'string' },
+  engine: { type: 'string' },
+  'po-home': { type: 'string' },
+  owner: { type: 'string' },
+  'runtime-version': { type: 'string' },
+  'base-image': { type: 'string' },
+  'image-variant': { type: 'string' },
+}
 
 function fail(message) {
   process.stderr.write(`po-sandbox: ${message}\n\n${USAGE}`)
@@ -34,24 +48,30 @@ function fail(message) {
 }
 
 function parse(argv) {
+  // Not strict: the tokens are checked here, in order, so a refusal names the argument in this
+  // command's words and exits 2 with the usage.
+  const { tokens } = parseArgs({ args: argv, options: OPTIONS, strict: false, allowPositionals: true, tokens: true })
   const opts = { command: undefined, args: [], json: false, all: false }
-  for (let i = 0; i < argv.length; i++) {
-    const arg = argv[i]
-    if (arg === '--json') opts.json = true
-    else if (arg === '--all') opts.all = true
-    else if (VALUED.has(arg)) {
-      const value = argv[++i]
-      if (value === undefined || value.startsWith('--')) fail(`${arg} needs a value`)
-      const key = arg.slice(2).replace(/-([a-z])/g, (_, c) => c.toUpperCase())
-      if (arg === '--timeout-ms') {
+  for (const token of tokens) {
+    if (token.kind === 'positional') {
+      if (opts.command === undefined) opts.command = token.value
+      else opts.args.push(token.value)
+      continue
+    }
+    if (token.kind !== 'option') continue
+    const type = Object.hasOwn(OPTIONS, token.name) ? OPTIONS[token.name].type : undefined
+    if (type === undefined || (type === 'boolean' && token.value !== undefined)) fail(`unknown option '${token.rawName}${token.inlineValue ? `=${token.value}` : ''}'`)
+    if (token.name === 'help') opts.command = 'help'
+    else if (type === 'boolean') opts[token.name] = true
+    else {
+      const { value } = token
+      if (value === undefined || value.startsWith('--')) fail(`${token.rawName} needs a value`)
+      if (token.name === 'timeout-ms') {
         const ms = Number(value)
         if (!Number.isInteger(ms) || ms < 1 || ms > 600000) fail(`--timeout-ms must be a whole number from 1 to 600000, not '${value}'`)
         opts.timeoutMs = ms
-      } else opts[key] = value
-    } else if (arg === '-h' || arg === '--help') opts.command = 'help'
-    else if (arg.startsWith('-')) fail(`unknown option '${arg}'`)
-    else if (opts.command === undefined) opts.command = arg
-    else opts.args.push(arg)
+      } else opts[token.name.replace(/-([a-z])/g, (_, c) => c.toUpperCase())] = value
+    }
   }
   return opts
 }

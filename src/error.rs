@@ -2,9 +2,14 @@
 //! `err.code`, and a message that names the thing at fault and the fix.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 
-/// Everything the core can fail with.
-#[derive(Debug, Clone, thiserror::Error)]
+/// An underlying failure kept as an error's `source()`.
+pub type Cause = Box<dyn std::error::Error + Send + Sync>;
+
+/// Everything the core can fail with. Not `Clone`: an outcome shared between callers holds an
+/// `Arc<Error>` and reaches each of them as [`Error::Shared`].
+#[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// `PO_SANDBOX_ENGINE` (or the `engine` option) names no engine we know.
     #[error(
@@ -16,13 +21,22 @@ pub enum Error {
     #[error("Invalid option {option}: {reason}")]
     OptionsInvalid { option: String, reason: String },
 
-    /// No usable engine answered; `reason` says which and what to do.
-    #[error("{reason}")]
-    EngineUnavailable { reason: String },
+    /// No usable engine answered; `reason` says which and what to do, `reason_code` is the
+    /// engine report's code (`ENGINE_NOT_INSTALLED`, `ENGINE_TIMEOUT`, …) when there is one.
+    #[error("{reason}{}", reason_code.as_ref().map(|c| format!(" [{c}]")).unwrap_or_default())]
+    EngineUnavailable {
+        reason: String,
+        reason_code: Option<String>,
+    },
 
-    /// The engine refused or failed a request the layer needed.
-    #[error("The container engine failed to {operation}: {detail}")]
-    EngineRequest { operation: String, detail: String },
+    /// The engine refused or failed a request the layer needed; `source` is the engine
+    /// client's error (its HTTP status, if any, included).
+    #[error("The container engine failed to {operation}: {source}")]
+    EngineRequest {
+        operation: String,
+        #[source]
+        source: bollard::errors::Error,
+    },
 
     /// No `container-runtime.json` where it must be.
     #[error(
@@ -53,7 +67,12 @@ pub enum Error {
 
     /// A workspace container could not be created, started or stopped.
     #[error("The sandbox container for workspace '{workspace}' failed: {reason}")]
-    ContainerFailed { workspace: String, reason: String },
+    ContainerFailed {
+        workspace: String,
+        reason: String,
+        #[source]
+        source: Option<Cause>,
+    },
 
     /// The contained server did not answer its health path in time.
     #[error(
@@ -68,19 +87,28 @@ pub enum Error {
 
     /// The credential broker could not do what was asked (listen, bind a route).
     #[error("The credential broker failed: {reason}")]
-    BrokerFailed { reason: String },
+    BrokerFailed {
+        reason: String,
+        #[source]
+        source: Option<Cause>,
+    },
 
     /// Called inside a sandbox container, where containers must not nest.
     #[error(
         "Refusing to manage containers from inside a sandbox container (PO_SANDBOX=1): sandboxes do not nest. Run this on the host."
     )]
     NestingRefused,
+
+    /// One failure reported to every caller that shared the operation (a workspace start, an
+    /// image build, the provider's start-up); reads exactly as the failure itself.
+    #[error(transparent)]
+    Shared(Arc<Error>),
 }
 
 impl Error {
     /// The stable code exposed to JS as `err.code`.
     pub fn code(&self) -> &'static str {
-        match self {
+        match self.unshared() {
             Error::EngineUnknown { .. } => "ENGINE_UNKNOWN",
             Error::OptionsInvalid { .. } => "OPTIONS_INVALID",
             Error::EngineUnavailable { .. } => "ENGINE_UNAVAILABLE",
@@ -93,9 +121,189 @@ impl Error {
             Error::ContainerUnhealthy { .. } => "CONTAINER_UNHEALTHY",
             Error::BrokerFailed { .. } => "BROKER_FAILED",
             Error::NestingRefused => "NESTING_REFUSED",
+            Error::Shared(_) => unreachable!("unshared() sees through Shared"),
+        }
+    }
+
+    /// A finer code than [`code`](Self::code) where the core has one, exposed to JS as
+    /// `err.reasonCode`: for `ENGINE_UNAVAILABLE`, the engine report's reason code.
+    pub fn reason_code(&self) -> Option<&str> {
+        match self.unshared() {
+            Error::EngineUnavailable { reason_code, .. } => {
+                reason_code.as_deref().filter(|c| !c.is_empty())
+            }
+            _ => None,
+        }
+    }
+
+    /// The messages of the errors under this one (its `source()` chain), outermost first.
+    pub fn causes(&self) -> impl Iterator<Item = String> + '_ {
+        std::iter::successors(std::error::Error::source(self), |e| e.source())
+            .map(|e| e.to_string())
+    }
+
+    /// The message, then a `Caused by:` line for each underlying error whose text it does not
+    /// already contain.
+    pub fn message_with_causes(&self) -> String {
+        let mut message = self.to_string();
+        for cause in self.causes() {
+            if !message.contains(&cause) {
+                message.push_str("\nCaused by: ");
+                message.push_str(&cause);
+            }
+        }
+        message
+    }
+
+    /// The failure itself, through any number of [`Error::Shared`].
+    pub fn unshared(&self) -> &Error {
+        match self {
+            Error::Shared(inner) => inner.unshared(),
+            other => other,
+        }
+    }
+
+    /// A shared failure for one of its callers: the error itself when no other caller holds
+    /// it any more, otherwise [`Error::Shared`].
+    pub fn from_shared(shared: Arc<Error>) -> Error {
+        Arc::try_unwrap(shared).unwrap_or_else(Error::Shared)
+    }
+
+    /// `CONTAINER_FAILED` without an underlying error.
+    pub fn container(workspace: impl Into<String>, reason: impl Into<String>) -> Error {
+        Error::ContainerFailed {
+            workspace: workspace.into(),
+            reason: reason.into(),
+            source: None,
+        }
+    }
+
+    /// `CONTAINER_FAILED` because of `cause`, whose message ends the reason (`doing: cause`).
+    pub fn container_caused(
+        workspace: impl Into<String>,
+        doing: impl std::fmt::Display,
+        cause: impl Into<Cause>,
+    ) -> Error {
+        let cause = cause.into();
+        Error::ContainerFailed {
+            workspace: workspace.into(),
+            reason: format!("{doing}: {cause}"),
+            source: Some(cause),
+        }
+    }
+
+    /// `BROKER_FAILED` without an underlying error.
+    pub fn broker(reason: impl Into<String>) -> Error {
+        Error::BrokerFailed {
+            reason: reason.into(),
+            source: None,
+        }
+    }
+
+    /// `BROKER_FAILED` because of `cause`, whose message ends the reason (`doing: cause`).
+    pub fn broker_caused(doing: impl std::fmt::Display, cause: impl Into<Cause>) -> Error {
+        let cause = cause.into();
+        Error::BrokerFailed {
+            reason: format!("{doing}: {cause}"),
+            source: Some(cause),
         }
     }
 }
 
 /// Result with the core error.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use std::error::Error as _;
+
+    use super::*;
+
+    #[test]
+    fn an_engine_request_keeps_the_engine_error_as_its_source() {
+        let io = std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "refused");
+        let e = Error::EngineRequest {
+            operation: "list containers".into(),
+            source: bollard::errors::Error::IOError { err: io },
+        };
+        let source = e.source().expect("a source");
+        assert!(e.to_string().ends_with(&source.to_string()));
+        assert!(
+            e.to_string()
+                .starts_with("The container engine failed to list containers: ")
+        );
+        assert!(matches!(
+            source.downcast_ref::<bollard::errors::Error>(),
+            Some(bollard::errors::Error::IOError { .. })
+        ));
+    }
+
+    #[test]
+    fn caused_constructors_keep_the_words_and_the_source() {
+        let e = Error::container_caused("ws1", "cannot read x", std::io::Error::other("gone"));
+        assert_eq!(
+            e.to_string(),
+            "The sandbox container for workspace 'ws1' failed: cannot read x: gone"
+        );
+        assert_eq!(e.source().map(|s| s.to_string()).as_deref(), Some("gone"));
+        let e = Error::broker_caused("cannot listen", std::io::Error::other("busy"));
+        assert_eq!(
+            e.to_string(),
+            "The credential broker failed: cannot listen: busy"
+        );
+        assert!(e.source().is_some());
+        assert!(Error::broker("off").source().is_none());
+    }
+
+    #[test]
+    fn causes_already_in_the_message_are_not_repeated() {
+        let e = Error::container_caused("ws1", "cannot lock", std::io::Error::other("disk full"));
+        assert_eq!(e.causes().collect::<Vec<_>>(), ["disk full"]);
+        assert_eq!(e.message_with_causes(), e.to_string());
+        let inner = Error::broker_caused("cannot listen", std::io::Error::other("no port"));
+        let outer = Error::container_caused("ws1", "no broker grant", inner);
+        assert_eq!(outer.causes().count(), 2);
+        assert_eq!(outer.message_with_causes(), outer.to_string());
+        assert!(Error::NestingRefused.causes().next().is_none());
+    }
+
+    #[test]
+    fn causes_missing_from_the_message_are_appended_once_each() {
+        let e = Error::Shared(Arc::new(Error::BrokerFailed {
+            reason: "listen".into(),
+            source: Some(Box::new(std::io::Error::other("no port"))),
+        }));
+        assert_eq!(
+            e.message_with_causes(),
+            "The credential broker failed: listen\nCaused by: no port"
+        );
+    }
+
+    #[test]
+    fn a_shared_error_reads_and_codes_as_the_error_itself() {
+        let e = Error::EngineUnavailable {
+            reason: "Docker is not running".into(),
+            reason_code: Some("ENGINE_STOPPED".into()),
+        };
+        assert_eq!(e.to_string(), "Docker is not running [ENGINE_STOPPED]");
+        let shared = Arc::new(e);
+        let again = Error::Shared(shared.clone());
+        assert_eq!(again.to_string(), shared.to_string());
+        assert_eq!(again.code(), "ENGINE_UNAVAILABLE");
+        assert_eq!(again.reason_code(), Some("ENGINE_STOPPED"));
+        drop(again);
+        // The last holder gets the error itself back.
+        assert!(matches!(
+            Error::from_shared(shared),
+            Error::EngineUnavailable { .. }
+        ));
+        let plain = Error::EngineUnavailable {
+            reason: "remote".into(),
+            reason_code: None,
+        };
+        assert_eq!(
+            (plain.to_string().as_str(), plain.reason_code()),
+            ("remote", None)
+        );
+    }
+}

@@ -16,3 +16,4 @@ mod napi;
 mod provider;
 mod runtime_bundle;
 mod sandbox;
+mod single_flight;

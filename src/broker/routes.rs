@@ -653,9 +653,9 @@ pub fn host_key<'a>(
 /// any other Anthropic key one that does not contain `sk-ant-oat`.
 pub fn mint_token(route: &ProviderRoute, real_key: &str) -> Result<String> {
     let mut bytes = [0u8; 32];
-    getrandom::fill(&mut bytes).map_err(|e| Error::ContainerFailed {
-        workspace: String::new(),
-        reason: format!("no randomness for a {} broker token: {e}", route.id),
+    getrandom::fill(&mut bytes).map_err(|e| {
+        let doing = format!("no randomness for a {} broker token", route.id);
+        Error::container_caused("", doing, e)
     })?;
     Ok(format!(
         "{}{}",

@@ -2,15 +2,18 @@
 
 use std::fmt;
 
-/// A secret string: `Debug` shows `Secret(***)`, there is no `Display`, and the bytes are
-/// wiped on drop.
-#[derive(Clone, PartialEq, Eq)]
-pub struct Secret(String);
+use subtle::{Choice, ConstantTimeEq};
+use zeroize::Zeroizing;
+
+/// A secret string: `Debug` shows `Secret(***)`, there is no `Display`, equality takes the same
+/// time wherever two secrets differ, and the bytes are wiped on drop.
+#[derive(Clone)]
+pub struct Secret(Zeroizing<String>);
 
 impl Secret {
     /// Wraps a secret.
     pub fn new(value: impl Into<String>) -> Secret {
-        Secret(value.into())
+        Secret(Zeroizing::new(value.into()))
     }
 
     /// The secret itself, for the one place that must send it.
@@ -25,20 +28,19 @@ impl fmt::Debug for Secret {
     }
 }
 
-impl Drop for Secret {
-    fn drop(&mut self) {
-        // SAFETY: overwriting with zero bytes keeps the String valid UTF-8.
-        unsafe { self.0.as_bytes_mut() }.fill(0);
+impl ConstantTimeEq for Secret {
+    fn ct_eq(&self, other: &Secret) -> Choice {
+        self.0.as_bytes().ct_eq(other.0.as_bytes())
     }
 }
 
-/// Compares two byte strings in time independent of where they differ.
-pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    if a.len() != b.len() {
-        return false;
+impl PartialEq for Secret {
+    fn eq(&self, other: &Secret) -> bool {
+        self.ct_eq(other).into()
     }
-    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
+
+impl Eq for Secret {}
 
 #[cfg(test)]
 mod tests {
@@ -53,9 +55,12 @@ mod tests {
     }
 
     #[test]
-    fn constant_time_eq_compares() {
-        assert!(constant_time_eq(b"abc", b"abc"));
-        assert!(!constant_time_eq(b"abc", b"abd"));
-        assert!(!constant_time_eq(b"abc", b"ab"));
+    fn equality_compares_in_constant_time() {
+        let abc = Secret::new("abc");
+        assert!(bool::from(abc.ct_eq(&Secret::new("abc"))));
+        assert!(!bool::from(abc.ct_eq(&Secret::new("abd"))));
+        assert!(!bool::from(abc.ct_eq(&Secret::new("ab"))));
+        assert_eq!(abc, Secret::new("abc"));
+        assert_ne!(abc, Secret::new("abd"));
     }
 }

@@ -20,10 +20,11 @@ use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use sha2::{Digest, Sha256};
+use subtle::ConstantTimeEq;
 use tokio::sync::Semaphore;
 
 use super::routes::{self, ProviderRoute};
-use super::secret::{Secret, constant_time_eq};
+use super::secret::Secret;
 use crate::error::{Error, Result};
 
 /// `PO_SANDBOX_BROKER=0` turns the broker off: grants carry no credentials and no route.
@@ -238,9 +239,7 @@ fn hash(token: &str) -> [u8; 32] {
 }
 
 fn failed(reason: impl Into<String>) -> Error {
-    Error::BrokerFailed {
-        reason: reason.into(),
-    }
+    Error::broker(reason)
 }
 
 fn https_client() -> Result<HttpsClient> {
@@ -254,7 +253,7 @@ fn https_client() -> Result<HttpsClient> {
         Ok(b) => b,
         Err(_) => hyper_rustls::HttpsConnectorBuilder::new()
             .with_provider_and_webpki_roots(provider)
-            .map_err(|e| failed(format!("no TLS set-up: {e}")))?,
+            .map_err(|e| Error::broker_caused("no TLS set-up", e))?,
     };
     let connector = tls.https_or_http().enable_http1().wrap_connector(http);
     Ok(Client::builder(TokioExecutor::new())
@@ -285,8 +284,11 @@ impl Broker {
         if options.tcp && enabled {
             let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0))
                 .await
-                .map_err(|e| failed(format!("cannot listen on 127.0.0.1: {e}")))?;
-            let addr = listener.local_addr().map_err(|e| failed(e.to_string()))?;
+                .map_err(|e| Error::broker_caused("cannot listen on 127.0.0.1", e))?;
+            let addr = listener.local_addr().map_err(|e| Error::BrokerFailed {
+                reason: e.to_string(),
+                source: Some(e.into()),
+            })?;
             let this = broker.clone();
             let task = tokio::spawn(async move { this.serve_tcp(listener).await });
             *broker.inner.tcp.lock().unwrap_or_else(|e| e.into_inner()) = Some((addr, task));
@@ -827,7 +829,7 @@ impl Broker {
             let tokens = self.inner.tokens.read().unwrap_or_else(|e| e.into_inner());
             match tokens.get(&hash(token.expose())) {
                 Some(e)
-                    if constant_time_eq(e.token.expose().as_bytes(), token.expose().as_bytes())
+                    if bool::from(e.token.ct_eq(&token))
                         && e.provider.id == route.id
                         && scope.is_none_or(|s| s == e.grant) =>
                 {
@@ -1095,7 +1097,7 @@ impl<S: tokio::io::AsyncWrite + Unpin> tokio::io::AsyncWrite for Sniffed<S> {
 
 fn random_bytes() -> Result<[u8; 16]> {
     let mut b = [0u8; 16];
-    getrandom::fill(&mut b).map_err(|e| failed(format!("no randomness: {e}")))?;
+    getrandom::fill(&mut b).map_err(|e| Error::broker_caused("no randomness", e))?;
     Ok(b)
 }
 
@@ -1297,8 +1299,9 @@ fn bind_socket(
     owner: Option<(u32, u32)>,
 ) -> Result<tokio::net::UnixListener> {
     use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
-    let bad =
-        |what: &str, e: std::io::Error| failed(format!("cannot {what} {}: {e}", dir.display()));
+    let bad = |what: &str, e: std::io::Error| {
+        Error::broker_caused(format!("cannot {what} {}", dir.display()), e)
+    };
     std::fs::DirBuilder::new()
         .recursive(true)
         .mode(0o700)

@@ -93,7 +93,10 @@ pub async fn detect(host: &HostEnv, options: &DetectOptions) -> Result<EngineRep
 /// A client for the engine a report found, speaking its negotiated API, with a generous
 /// per-request bound (stops wait up to 10 s; creates can be slow on a busy engine).
 pub fn connect_reported(report: &EngineReport) -> Result<bollard::Docker> {
-    let unavailable = |reason: String| crate::error::Error::EngineUnavailable { reason };
+    let unavailable = |reason: String| crate::error::Error::EngineUnavailable {
+        reason,
+        reason_code: None,
+    };
     let (Some(endpoint), Some(api)) = (report.endpoint.as_deref(), report.api_version.as_deref())
     else {
         return Err(unavailable(
@@ -117,6 +120,14 @@ pub fn connect_reported(report: &EngineReport) -> Result<bollard::Docker> {
     .map_err(unavailable)
 }
 
+/// `ENGINE_UNAVAILABLE` for a report that found no usable engine: its reason and reason code.
+pub fn unavailable(report: &EngineReport) -> crate::error::Error {
+    crate::error::Error::EngineUnavailable {
+        reason: report.reason.clone().unwrap_or_default(),
+        reason_code: Some(report.reason_code.clone().unwrap_or_default()),
+    }
+}
+
 /// Detects the engine and connects to it; `ENGINE_UNAVAILABLE` (with the reason) when none is
 /// usable.
 pub async fn connect(
@@ -125,12 +136,7 @@ pub async fn connect(
 ) -> Result<(bollard::Docker, EngineReport)> {
     let report = detect(host, options).await?;
     if !report.available {
-        let reason = format!(
-            "{} [{}]",
-            report.reason.clone().unwrap_or_default(),
-            report.reason_code.clone().unwrap_or_default()
-        );
-        return Err(crate::error::Error::EngineUnavailable { reason });
+        return Err(unavailable(&report));
     }
     let docker = connect_reported(&report)?;
     Ok((docker, report))

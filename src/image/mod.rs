@@ -2,15 +2,15 @@
 //! recipe, every file it copies and the base reference, and its one-time build.
 
 use std::collections::HashMap;
-use std::sync::{Mutex, OnceLock};
+use std::sync::{Arc, OnceLock};
 
 use bollard::Docker;
 use futures_util::StreamExt;
-use futures_util::future::{BoxFuture, FutureExt, Shared};
 use sha2::{Digest, Sha256};
 
 use crate::error::{Error, Result};
 use crate::events::{EventBus, ImagePhase};
+use crate::single_flight::SingleFlight;
 
 /// The base image of the full recipe.
 pub const DEFAULT_BASE: &str = "node:24-bookworm-slim";
@@ -173,13 +173,13 @@ pub enum Provenance {
     Built,
 }
 
-type Build = Shared<BoxFuture<'static, Result<Provenance>>>;
+/// A build's outcome, the same for every caller that waited on it.
+type SharedBuild = std::result::Result<Provenance, Arc<Error>>;
 
-/// A build in flight and the bus its progress goes to; every caller waiting on it listens.
-type Running = (Build, EventBus);
-
-fn builds() -> &'static Mutex<HashMap<String, Running>> {
-    static BUILDS: OnceLock<Mutex<HashMap<String, Running>>> = OnceLock::new();
+/// Builds in flight by tag, each with the bus its progress goes to; every caller waiting on
+/// one listens.
+fn builds() -> &'static SingleFlight<String, SharedBuild, EventBus> {
+    static BUILDS: OnceLock<SingleFlight<String, SharedBuild, EventBus>> = OnceLock::new();
     BUILDS.get_or_init(Default::default)
 }
 
@@ -191,35 +191,25 @@ pub async fn ensure(
     recipe: &ImageRecipe,
     events: &EventBus,
 ) -> Result<Provenance> {
-    let tag = recipe.tag();
-    let (shared, progress) = {
-        let mut map = builds().lock().unwrap_or_else(|e| e.into_inner());
-        map.entry(tag.clone())
-            .or_insert_with(|| {
-                let docker = docker.clone();
-                let recipe = recipe.clone();
-                let progress = EventBus::default();
-                let bus = progress.clone();
-                let build = async move { ensure_uncached(&docker, &recipe, &bus).await }
-                    .boxed()
-                    .shared();
-                (build, progress)
-            })
-            .clone()
-    };
+    let build = builds().join(recipe.tag(), || {
+        let docker = docker.clone();
+        let recipe = recipe.clone();
+        let progress = EventBus::default();
+        let bus = progress.clone();
+        let build = async move {
+            ensure_uncached(&docker, &recipe, &bus)
+                .await
+                .map_err(Arc::new)
+        };
+        (build, progress)
+    });
     let mine = events.clone();
-    progress.subscribe(std::sync::Arc::new(move |e| mine.emit(e.clone())));
-    let result = shared.clone().await;
-    // Forget the finished build so a later call checks the engine again, unless a newer one
-    // already took its place.
-    let mut map = builds().lock().unwrap_or_else(|e| e.into_inner());
-    if map
-        .get(&tag)
-        .is_some_and(|(current, _)| current.ptr_eq(&shared))
-    {
-        map.remove(&tag);
-    }
-    result
+    build
+        .shared
+        .subscribe(Arc::new(move |e| mine.emit(e.clone())));
+    // A finished build is forgotten so a later call checks the engine again.
+    let outcome = build.outcome().await;
+    outcome.map_err(Error::from_shared)
 }
 
 async fn ensure_uncached(
@@ -265,9 +255,9 @@ async fn is_cached(docker: &Docker, tag: &str) -> Result<bool> {
         Err(bollard::errors::Error::DockerResponseServerError {
             status_code: 404, ..
         }) => Ok(false),
-        Err(e) => Err(Error::EngineRequest {
+        Err(source) => Err(Error::EngineRequest {
             operation: format!("inspect image {tag}"),
-            detail: e.to_string(),
+            source,
         }),
     }
 }

@@ -1,17 +1,42 @@
-//! Core errors become JS `Error`s whose `code` is the variant's stable code.
+//! Core errors become JS `Error`s whose `code` is the variant's stable code, with `reasonCode`
+//! where the core has a finer one and the `source()` chain as nested `cause` errors.
 
 use std::collections::HashMap;
 
-use napi::bindgen_prelude::{FromNapiValue, JsValue, Unknown};
+use napi::bindgen_prelude::{FromNapiValue, JsObjectValue, JsValue, Object, Unknown};
 use napi::{Env, JsError, ValueType};
 
 use crate::error::Error as CoreError;
 
-/// A JS error object with `code` set, wrapped so napi throws or rejects with that very object.
+/// A JS error object with `code` (and `reasonCode`, `cause`) set, wrapped so napi throws or
+/// rejects with that very object.
 pub fn coded(env: &Env, err: &CoreError) -> napi::Error {
-    let js: napi::Error<String> = napi::Error::new(err.code().to_string(), err.to_string());
+    let mut js: napi::Error<String> =
+        napi::Error::new(err.code().to_string(), err.message_with_causes());
+    if let Some(cause) = cause_chain(err) {
+        js.set_cause(cause);
+    }
     let value = JsError::from(js).into_unknown(*env);
+    if let Some(reason_code) = err.reason_code() {
+        // SAFETY: the value is the error object just created in this env.
+        if let Ok(mut object) = unsafe { Object::from_napi_value(env.raw(), value.raw()) } {
+            // Best effort: the error stands without it.
+            let _ = object.set_named_property("reasonCode", reason_code);
+        }
+    }
     napi::Error::from(value)
+}
+
+/// The underlying errors as JS errors, each the `cause` of the one before.
+fn cause_chain(err: &CoreError) -> Option<napi::Error> {
+    let causes: Vec<String> = err.causes().collect();
+    causes.into_iter().rev().fold(None, |deeper, text| {
+        let mut cause = napi::Error::from_reason(text);
+        if let Some(deeper) = deeper {
+            cause.set_cause(deeper);
+        }
+        Some(cause)
+    })
 }
 
 /// Runs a core future on the addon's runtime; resolves with `convert(value)` or rejects with a

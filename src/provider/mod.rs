@@ -31,7 +31,8 @@ pub struct Provider {
     options: ProviderOptions,
     events: EventBus,
     status: watch::Sender<ProviderStatus>,
-    service: Mutex<Option<std::result::Result<WorkspaceContainers, Error>>>,
+    /// The start-up's outcome; a failure is shared by every caller that asks.
+    service: Mutex<Option<std::result::Result<WorkspaceContainers, Arc<Error>>>>,
     /// Serialises start-up retries; holds when the last attempt ended.
     retry: tokio::sync::Mutex<Option<std::time::Instant>>,
     /// Held while the configured workspaces are being started; a stop of every container
@@ -116,9 +117,11 @@ impl Provider {
         });
     }
 
-    fn fail(&self, e: Error) {
+    /// Stores a start-up failure and reports it in the status; returns it shared.
+    fn fail(&self, e: Error) -> Arc<Error> {
         let (reason, code) = (e.to_string(), e.code().to_string());
-        *self.service.lock().unwrap_or_else(|p| p.into_inner()) = Some(Err(e));
+        let e = Arc::new(e);
+        *self.service.lock().unwrap_or_else(|p| p.into_inner()) = Some(Err(e.clone()));
         self.update(|s| {
             s.state = ProviderState::Unavailable;
             s.reason = Some(reason.clone());
@@ -139,6 +142,7 @@ impl Provider {
             reason: Some(reason),
             code: Some(code),
         });
+        e
     }
 
     /// Steps 1 to 3 (engine, runtime bundle, image) and the broker; on success the service is
@@ -216,16 +220,12 @@ impl Provider {
             code: report.reason_code.clone(),
         });
         if !report.available {
-            let reason = format!(
-                "{} [{}]",
-                report.reason.clone().unwrap_or_default(),
-                report.reason_code.clone().unwrap_or_default()
-            );
-            return Err(Error::EngineUnavailable { reason });
+            return Err(engine::unavailable(&report));
         }
         if report.remote {
             return Err(Error::EngineUnavailable {
                 reason: engine::remote_reason(&report),
+                reason_code: None,
             });
         }
         self.update(|s| {
@@ -375,6 +375,7 @@ impl Provider {
             Some(result) => result,
             None => Err(Error::EngineUnavailable {
                 reason: "the container provider has not started".into(),
+                reason_code: None,
             }),
         }
     }
@@ -406,10 +407,7 @@ impl Provider {
                 tokio::spawn(async move { this.start_workspaces(&started).await });
                 Ok(service)
             }
-            Err(e) => {
-                self.fail(e.clone());
-                Err(e)
-            }
+            Err(e) => Err(Error::Shared(self.fail(e))),
         }
     }
 
@@ -437,10 +435,10 @@ impl Provider {
 
     /// The stored start-up outcome; `None` before start-up ran.
     fn stored(&self) -> Option<Result<WorkspaceContainers>> {
-        self.service
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
+        let stored = self.service.lock().unwrap_or_else(|p| p.into_inner());
+        stored
+            .as_ref()
+            .map(|result| result.clone().map_err(Error::Shared))
     }
 
     /// A clean user stop: stops every container of this owner.
@@ -464,7 +462,7 @@ impl Provider {
 /// expensive), a `start` call retries it.
 fn waits_for_host(e: &Error) -> bool {
     matches!(
-        e,
+        e.unshared(),
         Error::EngineUnavailable { .. }
             | Error::RuntimeNotInstalled { .. }
             | Error::RuntimeInvalid { .. }

@@ -51,10 +51,7 @@ impl LiveContainer {
 
 fn engine_err(operation: impl Into<String>) -> impl FnOnce(bollard::errors::Error) -> Error {
     let operation = operation.into();
-    move |e| Error::EngineRequest {
-        operation,
-        detail: e.to_string(),
-    }
+    move |source| Error::EngineRequest { operation, source }
 }
 
 fn is_status(e: &bollard::errors::Error, code: u16) -> bool {

@@ -52,9 +52,9 @@ pub async fn list(docker: &Docker, owner: Option<&str>) -> Result<Vec<SandboxRow
     let list = docker
         .list_containers(Some(options))
         .await
-        .map_err(|e| Error::EngineRequest {
+        .map_err(|source| Error::EngineRequest {
             operation: "list containers".into(),
-            detail: e.to_string(),
+            source,
         })?;
     let mut rows: Vec<SandboxRow> = list
         .into_iter()

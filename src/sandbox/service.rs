@@ -7,7 +7,6 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bollard::Docker;
-use futures_util::future::{BoxFuture, FutureExt, Shared};
 
 use crate::broker::secret::Secret;
 use crate::broker::server::{Broker, GrantRequest, RouteKind};
@@ -20,6 +19,7 @@ use crate::sandbox::spec::{
     self, ContainerSpec, LABEL_OWNER, LABEL_WORKSPACE, LABEL_WORKSPACE_PATH, SpecInput,
 };
 use crate::sandbox::workspace::{self, Workspace};
+use crate::single_flight::SingleFlight;
 
 /// What the service needs to make containers.
 #[derive(Debug, Clone)]
@@ -106,13 +106,12 @@ pub struct WorkspaceContainer {
     pub created: Option<String>,
 }
 
-type StartOp = Shared<BoxFuture<'static, Result<WorkspaceContainer>>>;
-
 struct Inner {
     docker: Docker,
     config: ServiceConfig,
     events: EventBus,
-    inflight: Mutex<HashMap<String, StartOp>>,
+    /// Start operations in flight, by workspace id.
+    inflight: SingleFlight<String, Result<WorkspaceContainer, Arc<Error>>>,
     /// Live broker grants by workspace, with the token-file content each was derived from.
     grants: Mutex<HashMap<String, (crate::broker::server::Grant, Secret)>>,
 }
@@ -126,10 +125,8 @@ pub struct WorkspaceContainers {
 /// A 256-bit random token, hex.
 pub fn random_token() -> Result<String> {
     let mut bytes = [0u8; 32];
-    getrandom::fill(&mut bytes).map_err(|e| Error::ContainerFailed {
-        workspace: String::new(),
-        reason: format!("no randomness for a token: {e}"),
-    })?;
+    getrandom::fill(&mut bytes)
+        .map_err(|e| Error::container_caused("", "no randomness for a token", e))?;
     Ok(hex::encode(bytes))
 }
 
@@ -162,7 +159,7 @@ impl WorkspaceContainers {
                 docker,
                 config,
                 events,
-                inflight: Mutex::new(HashMap::new()),
+                inflight: SingleFlight::default(),
                 grants: Mutex::new(HashMap::new()),
             }),
         }
@@ -221,12 +218,12 @@ impl WorkspaceContainers {
         let c = &self.inner.config;
         let Some(w) = &c.broker else { return Ok(None) };
         let token_path = spec::token_file(&c.po_home, &c.owner, workspace_id);
-        let secret = std::fs::read_to_string(&token_path).map_err(|e| Error::ContainerFailed {
-            workspace: workspace_id.into(),
-            reason: format!(
-                "cannot read its token file {} for the broker grant: {e}",
+        let secret = std::fs::read_to_string(&token_path).map_err(|e| {
+            let doing = format!(
+                "cannot read its token file {} for the broker grant",
                 token_path.display()
-            ),
+            );
+            Error::container_caused(workspace_id, doing, e)
         })?;
         let secret = Secret::new(secret.trim());
         // The same token file and a grant still in force: keep it. A new grant would replace
@@ -371,45 +368,23 @@ impl WorkspaceContainers {
         ws: Workspace,
         known_ids: Option<Vec<String>>,
     ) -> Result<WorkspaceContainer> {
-        let id = ws.id.clone();
-        let op = {
-            let mut map = self
-                .inner
-                .inflight
-                .lock()
-                .unwrap_or_else(|e| e.into_inner());
-            map.entry(id.clone())
-                .or_insert_with(|| {
-                    let this = self.clone();
-                    async move {
-                        let id = ws.id.clone();
-                        let result = this.start_uncached(ws, known_ids).await;
-                        if let Err(e) = &result {
-                            this.inner.events.workspace(
-                                &id,
-                                WorkspaceChange::Failed,
-                                None,
-                                Some(e.to_string()),
-                            );
-                        }
-                        result
-                    }
-                    .boxed()
-                    .shared()
-                })
-                .clone()
+        let key = ws.id.clone();
+        let this = self.clone();
+        let start = move || async move {
+            let id = ws.id.clone();
+            let result = this.start_uncached(ws, known_ids).await;
+            if let Err(e) = &result {
+                this.inner.events.workspace(
+                    &id,
+                    WorkspaceChange::Failed,
+                    None,
+                    Some(e.to_string()),
+                );
+            }
+            result.map_err(Arc::new)
         };
-        let result = op.clone().await;
-        // Forget the finished operation, unless a newer one already took its place.
-        let mut map = self
-            .inner
-            .inflight
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
-        if map.get(&id).is_some_and(|current| current.ptr_eq(&op)) {
-            map.remove(&id);
-        }
-        result
+        let outcome = self.inner.inflight.run(key, start).await;
+        outcome.map_err(Error::from_shared)
     }
 
     async fn start_uncached(
@@ -429,9 +404,9 @@ impl WorkspaceContainers {
             c.health_timeout + Duration::from_secs(120),
         )
         .await
-        .map_err(|e| Error::ContainerFailed {
-            workspace: ws.id.clone(),
-            reason: format!("cannot take the start lock {}: {e}", lock_path.display()),
+        .map_err(|e| {
+            let doing = format!("cannot take the start lock {}", lock_path.display());
+            Error::container_caused(&ws.id, doing, e)
         })?;
         let spec = self.spec_for(&ws);
         let ids = match known_ids {
@@ -501,10 +476,10 @@ impl WorkspaceContainers {
     async fn wait_ready(&self, id: &str, spec: &ContainerSpec, live: &LiveContainer) -> Result<()> {
         let c = &self.inner.config;
         let Some(port) = live.host_port else {
-            return Err(Error::ContainerFailed {
-                workspace: id.into(),
-                reason: format!("container {} publishes no host port", live.name),
-            });
+            return Err(Error::container(
+                id,
+                format!("container {} publishes no host port", live.name),
+            ));
         };
         if let Err(why) = container::wait_healthy(
             &self.inner.docker,
@@ -550,15 +525,17 @@ impl WorkspaceContainers {
     fn prepare_sandbox_dir(&self, ws: &Workspace) -> Result<()> {
         let p = workspace::sandbox_dir(&self.inner.config.po_home, &ws.id);
         std::fs::create_dir_all(&p).map_err(|e| {
-            container_failed(
+            Error::container_caused(
                 &ws.id,
-                format!("cannot create its sandbox folder {}: {e}", p.display()),
+                format_args!("cannot create its sandbox folder {}", p.display()),
+                e,
             )
         })?;
         let removed = crate::sandbox::locks::remove_stale_locks(&p).map_err(|e| {
-            container_failed(
+            Error::container_caused(
                 &ws.id,
-                format!("cannot clear stale locks in {}: {e}", p.display()),
+                format_args!("cannot clear stale locks in {}", p.display()),
+                e,
             )
         })?;
         if !removed.is_empty() {
@@ -580,9 +557,10 @@ impl WorkspaceContainers {
         let token = spec::token_file(&c.po_home, &c.owner, &ws.id);
         // A fresh token per container; written before create so the mount source exists.
         write_token_file(&token).map_err(|e| {
-            container_failed(
+            Error::container_caused(
                 &ws.id,
-                format!("cannot write its token file {}: {e}", token.display()),
+                format_args!("cannot write its token file {}", token.display()),
+                e,
             )
         })?;
         made.token = Some(token);
@@ -847,9 +825,9 @@ impl WorkspaceContainers {
             .docker
             .list_containers(Some(options))
             .await
-            .map_err(|e| Error::EngineRequest {
+            .map_err(|source| Error::EngineRequest {
                 operation: "list containers".into(),
-                detail: e.to_string(),
+                source,
             })?;
         let mut map: HashMap<String, Vec<String>> = HashMap::new();
         for c in list {
@@ -914,10 +892,7 @@ enum Creation {
 }
 
 fn container_failed(workspace: &str, reason: String) -> Error {
-    Error::ContainerFailed {
-        workspace: workspace.into(),
-        reason,
-    }
+    Error::container(workspace, reason)
 }
 
 fn short_id(id: &str) -> &str {
