@@ -12,8 +12,15 @@ const pkg = JSON.parse(readFileSync(path.join(root, 'package.json'), 'utf8'))
 
 test('index.d.ts declares exactly what index.js exports', () => {
   const dts = readFileSync(path.join(root, 'index.d.ts'), 'utf8')
-  const declared = [...dts.matchAll(/^export declare (?:function|class|const) (\w+)/gm)].map((m) => m[1]).sort()
-  assert.deepEqual(Object.keys(addon).sort(), declared)
+  const declared = [...dts.matchAll(/^export declare (?:function|class|const) (\w+)/gm)].map((m) => m[1])
+  // String enums are exported as objects of their values (ProviderState.Ready === 'ready') and declared as unions.
+  const unions = new Map(
+    [...dts.matchAll(/^export type (\w+) = ((?:'[a-z-]+'(?: \| )?)+)$/gm)].map((m) => [m[1], m[2].split(' | ').map((v) => v.slice(1, -1))]),
+  )
+  const enums = Object.keys(addon).filter((k) => unions.has(k))
+  assert.deepEqual(enums.sort(), ['ImagePhase', 'ProviderState', 'RouteKind', 'WorkspaceChange', 'WorkspacePhase'])
+  for (const name of enums) assert.deepEqual(Object.values(addon[name]).sort(), [...unions.get(name)].sort(), name)
+  assert.deepEqual(Object.keys(addon).filter((k) => !unions.has(k)).sort(), declared.sort())
   for (const name of ['checkEngine', 'engineCandidates', 'doctor', 'DefaultSandboxExtensionService']) assert.ok(declared.includes(name), name)
 })
 
