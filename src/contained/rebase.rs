@@ -4,9 +4,9 @@
 //! and the broker forwards `/openrouter/<rest>` to the provider's upstream origin + `<rest>`.
 //! Pure string arithmetic, no I/O.
 //!
-//! Errors are sentences that start with the argument at fault and a colon (`baseUrl: …`,
-//! `provider: …`, `brokerOrigin: …`, `route: …`, `bridgePort: …`); use [`split_error`] to
-//! separate the two. They never echo a base URL whole: it may carry a password.
+//! Errors are [`Refusal`]s naming the argument at fault (`baseUrl`, `provider`,
+//! `brokerOrigin`, `route`) and the rule it broke; they never echo a base URL whole: it may
+//! carry a password.
 
 /// `base_url` with its scheme, host and port replaced by `broker_origin` + `/` + `provider`.
 /// The path is kept as it is, a trailing `/` included; a base URL without a path becomes
@@ -16,12 +16,13 @@
 /// user info, a query, a fragment, or a `.`/`..` path segment (which the broker refuses too); a
 /// `provider` that is not a provider id (1 to 64 of `a-z`, `0-9`, `-`, `_`); and a
 /// `broker_origin` that is not `http://host:port` (one trailing `/` is tolerated, no other path).
-pub fn rebase(base_url: &str, provider: &str, broker_origin: &str) -> Result<String, String> {
+pub fn rebase(base_url: &str, provider: &str, broker_origin: &str) -> Result<String, Refusal> {
     let origin = parse_broker_origin(broker_origin)?;
     if !is_provider_id(provider) {
-        return Err(
-            "provider: must be a provider id: 1 to 64 lowercase letters, digits, '-' or '_'".into(),
-        );
+        return Err(refuse(
+            "provider",
+            "must be a provider id: 1 to 64 lowercase letters, digits, '-' or '_'",
+        ));
     }
     let path = base_path(base_url)?;
     Ok(format!("{origin}/{provider}{path}"))
@@ -36,7 +37,7 @@ pub fn brokered_base_url(
     base_url: &str,
     provider: &str,
     broker_origin: &str,
-) -> Result<String, String> {
+) -> Result<String, Refusal> {
     let per_resource = crate::broker::routes::find(provider).is_some_and(|r| r.resource.is_some());
     if per_resource && base_url.trim().is_empty() {
         let origin = parse_broker_origin(broker_origin)?;
@@ -52,90 +53,132 @@ pub fn broker_origin(
     route_kind: &str,
     target: &str,
     bridge_port: Option<u16>,
-) -> Result<String, String> {
+) -> Result<String, Refusal> {
     match route_kind {
         "socket" => match bridge_port {
             Some(port) if port > 0 => Ok(format!("http://127.0.0.1:{port}")),
-            _ => Err(
-                "bridgePort: a socket route is reached through the loopback bridge; pass the port it listens on (1-65535)"
-                    .into(),
-            ),
+            _ => Err(refuse(
+                "bridgePort",
+                "a socket route is reached through the loopback bridge; pass the port it listens on (1-65535)",
+            )),
         },
         "tcp" => {
             let (host, port) = split_authority(target.trim(), true).ok_or_else(|| {
-                "route: a tcp route's target must be HOST:PORT (a DNS name, an IPv4 address or an IPv6 address in brackets, and a port 1-65535)".to_string()
+                refuse("route", "a tcp route's target must be HOST:PORT (a DNS name, an IPv4 address or an IPv6 address in brackets, and a port 1-65535)")
             })?;
             Ok(format!("http://{}:{}", bracket(&host), port.unwrap_or(0)))
         }
-        other => Err(format!(
-            "route: the kind must be 'socket' or 'tcp', not {other:?}"
-        )),
+        other => Err(Refusal {
+            argument: "route",
+            reason: format!("the kind must be 'socket' or 'tcp', not {other:?}"),
+        }),
     }
 }
 
-/// Splits an error of this module into the argument at fault and the reason.
-pub fn split_error(message: &str) -> (&str, &str) {
-    message.split_once(": ").unwrap_or(("baseUrl", message))
+/// Why an argument was refused: the argument's JS name and the rule it broke.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusal {
+    pub argument: &'static str,
+    pub reason: String,
+}
+
+impl std::fmt::Display for Refusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.argument, self.reason)
+    }
+}
+
+impl From<Refusal> for crate::error::Error {
+    fn from(r: Refusal) -> Self {
+        crate::error::Error::OptionsInvalid {
+            option: r.argument.into(),
+            reason: r.reason,
+        }
+    }
+}
+
+fn refuse(argument: &'static str, reason: &str) -> Refusal {
+    Refusal {
+        argument,
+        reason: reason.to_string(),
+    }
 }
 
 /// `http://host:port`, lower case, IPv6 in brackets; the argument must be nothing else.
-fn parse_broker_origin(value: &str) -> Result<String, String> {
-    const RULE: &str = "brokerOrigin: must be http://HOST:PORT with no path (HOST a DNS name, an IPv4 address or an IPv6 address in brackets; PORT 1-65535)";
-    let rest = strip_scheme(value, &["http"]).ok_or(RULE)?;
+fn parse_broker_origin(value: &str) -> Result<String, Refusal> {
+    let rule = || {
+        refuse(
+            "brokerOrigin",
+            "must be http://HOST:PORT with no path (HOST a DNS name, an IPv4 address or an IPv6 address in brackets; PORT 1-65535)",
+        )
+    };
+    let rest = strip_scheme(value, &["http"]).ok_or_else(rule)?;
     let authority = rest.strip_suffix('/').unwrap_or(rest);
     if authority.is_empty()
         || authority
             .bytes()
             .any(|b| matches!(b, b'/' | b'?' | b'#' | b'@' | b'\\') || !b.is_ascii_graphic())
     {
-        return Err(RULE.into());
+        return Err(rule());
     }
-    let (host, port) = split_authority(authority, true).ok_or(RULE)?;
+    let (host, port) = split_authority(authority, true).ok_or_else(rule)?;
     Ok(format!("http://{}:{}", bracket(&host), port.unwrap_or(0)))
 }
 
 /// The path of an absolute http(s) base URL (`""` when it has none), after checking the rest.
-fn base_path(base_url: &str) -> Result<&str, String> {
+fn base_path(base_url: &str) -> Result<&str, Refusal> {
     if base_url
         .chars()
         .any(|c| c.is_whitespace() || c.is_control())
     {
-        return Err("baseUrl: must not contain spaces or control characters".into());
+        return Err(refuse(
+            "baseUrl",
+            "must not contain spaces or control characters",
+        ));
     }
-    let rest = strip_scheme(base_url, &["http", "https"]).ok_or(
-        "baseUrl: must be an absolute http or https URL such as https://host[:port][/path]",
-    )?;
+    let rest = strip_scheme(base_url, &["http", "https"]).ok_or_else(|| {
+        refuse(
+            "baseUrl",
+            "must be an absolute http or https URL such as https://host[:port][/path]",
+        )
+    })?;
     if rest.contains('#') {
-        return Err("baseUrl: must not carry a fragment (#…)".into());
+        return Err(refuse("baseUrl", "must not carry a fragment (#…)"));
     }
     if rest.contains('?') {
-        return Err("baseUrl: must not carry a query (?…)".into());
+        return Err(refuse("baseUrl", "must not carry a query (?…)"));
     }
     let (authority, path) = match rest.find('/') {
         Some(i) => rest.split_at(i),
         None => (rest, ""),
     };
     if authority.contains('@') {
-        return Err(
-            "baseUrl: must not carry user info (user:password@); the key travels in its header"
-                .into(),
-        );
+        return Err(refuse(
+            "baseUrl",
+            "must not carry user info (user:password@); the key travels in its header",
+        ));
     }
     if split_authority(authority, false).is_none() {
-        return Err("baseUrl: must name a valid host: a DNS name, an IPv4 address or an IPv6 address in brackets, with an optional port 1-65535".into());
+        return Err(refuse(
+            "baseUrl",
+            "must name a valid host: a DNS name, an IPv4 address or an IPv6 address in brackets, with an optional port 1-65535",
+        ));
     }
     if path.contains('\\') || !path.is_ascii() {
-        return Err(
-            "baseUrl: the path must be ASCII without backslashes (percent-encode anything else)"
-                .into(),
-        );
+        return Err(refuse(
+            "baseUrl",
+            "the path must be ASCII without backslashes (percent-encode anything else)",
+        ));
     }
     let climbs = path.split('/').any(|seg| {
         let seg = seg.to_ascii_lowercase().replace("%2e", ".");
         seg == "." || seg == ".."
     });
     if climbs {
-        return Err("baseUrl: the path must not contain '.' or '..' segments".into());
+        return Err(refuse(
+            "baseUrl",
+            "the path must not contain '.' or '..' segments",
+        ));
     }
     Ok(path)
 }

@@ -6,18 +6,10 @@ use napi_derive::napi;
 
 use super::errors::coded;
 use crate::contained::identity::BrokerRoute;
-use crate::contained::rebase;
-use crate::error::Error as CoreError;
+use crate::contained::rebase::{self, Refusal};
 
-fn invalid(env: &Env, message: &str) -> napi::Error {
-    let (option, reason) = rebase::split_error(message);
-    coded(
-        env,
-        &CoreError::OptionsInvalid {
-            option: option.to_string(),
-            reason: reason.to_string(),
-        },
-    )
+fn invalid(env: &Env, refusal: Refusal) -> napi::Error {
+    coded(env, &refusal.into())
 }
 
 /// A model's base URL re-pointed at the broker: `baseUrl` keeps its path (and a trailing `/`),
@@ -37,7 +29,7 @@ pub fn brokered_base_url(
     provider: String,
     broker_origin: String,
 ) -> napi::Result<String> {
-    rebase::brokered_base_url(&base_url, &provider, &broker_origin).map_err(|e| invalid(env, &e))
+    rebase::brokered_base_url(&base_url, &provider, &broker_origin).map_err(|e| invalid(env, e))
 }
 
 /// The origin SDKs inside a container use for the broker: the loopback bridge
@@ -55,9 +47,15 @@ pub fn broker_origin(
         Some(p) => match u16::try_from(p) {
             Ok(p) => Some(p),
             Err(_) => {
-                return Err(invalid(env, "bridgePort: must be a TCP port 1-65535"));
+                return Err(invalid(
+                    env,
+                    Refusal {
+                        argument: "bridgePort",
+                        reason: "must be a TCP port 1-65535".into(),
+                    },
+                ));
             }
         },
     };
-    rebase::broker_origin(route.kind.as_str(), &route.target, port).map_err(|e| invalid(env, &e))
+    rebase::broker_origin(route.kind.as_str(), &route.target, port).map_err(|e| invalid(env, e))
 }

@@ -6,7 +6,7 @@ fn ok(base: &str, provider: &str) -> String {
     rebase(base, provider, BRIDGE).unwrap_or_else(|e| panic!("{base}: {e}"))
 }
 
-fn err(base: &str, provider: &str, origin: &str) -> String {
+fn err(base: &str, provider: &str, origin: &str) -> Refusal {
     match rebase(base, provider, origin) {
         Ok(url) => panic!("{base} / {provider} / {origin} rebased to {url}"),
         Err(e) => e,
@@ -137,10 +137,10 @@ fn bad_base_urls() {
     ];
     for (base, needle) in cases {
         let e = err(base, "openai", BRIDGE);
-        assert!(e.starts_with("baseUrl: "), "{base}: {e}");
-        assert!(e.contains(needle), "{base}: {e}");
-        assert!(!e.contains("secret"), "{e}");
-        assert_eq!(split_error(&e).0, "baseUrl");
+        assert_eq!(e.argument, "baseUrl", "{base}: {e}");
+        assert!(e.reason.contains(needle), "{base}: {e}");
+        assert!(!e.to_string().contains("secret"), "{e}");
+        assert_eq!(e.argument, "baseUrl");
     }
 }
 
@@ -148,7 +148,7 @@ fn bad_base_urls() {
 fn bad_providers() {
     for p in ["", "OpenAI", "open ai", "a/b", "../x", &"x".repeat(65)] {
         let e = err("https://api.openai.com/v1", p, BRIDGE);
-        assert_eq!(split_error(&e).0, "provider", "{p}: {e}");
+        assert_eq!(e.argument, "provider", "{p}: {e}");
     }
 }
 
@@ -172,7 +172,7 @@ fn bad_broker_origins() {
         "http:// 127.0.0.1:1",
     ] {
         let e = err("https://api.openai.com/v1", "openai", o);
-        let (arg, reason) = split_error(&e);
+        let (arg, reason) = (e.argument, e.reason.as_str());
         assert_eq!(arg, "brokerOrigin", "{o}: {e}");
         assert!(reason.contains("http://HOST:PORT"), "{o}: {e}");
     }
@@ -190,9 +190,9 @@ fn per_resource_providers_without_a_base_url_get_the_bare_route() {
     );
     // Only per-resource providers: anyone else still needs an absolute base URL.
     let e = brokered_base_url("", "openai", BRIDGE).unwrap_err();
-    assert_eq!(split_error(&e).0, "baseUrl");
+    assert_eq!(e.argument, "baseUrl");
     let e = brokered_base_url("", "azure", "http://127.0.0.1").unwrap_err();
-    assert_eq!(split_error(&e).0, "brokerOrigin");
+    assert_eq!(e.argument, "brokerOrigin");
     assert_eq!(
         brokered_base_url("https://openrouter.ai/api", "openrouter", BRIDGE).unwrap(),
         "http://127.0.0.1:41234/openrouter/api"
@@ -206,7 +206,7 @@ fn broker_origin_for_socket_and_tcp_routes() {
         "http://127.0.0.1:41234"
     );
     let e = broker_origin("socket", "/run/po-broker/broker.sock", None).unwrap_err();
-    assert_eq!(split_error(&e).0, "bridgePort");
+    assert_eq!(e.argument, "bridgePort");
     assert!(broker_origin("socket", "/x", Some(0)).is_err());
     assert_eq!(
         broker_origin("tcp", "host.docker.internal:41234", None).unwrap(),
@@ -230,10 +230,10 @@ fn broker_origin_for_socket_and_tcp_routes() {
         "[::1]",
     ] {
         let e = broker_origin("tcp", t, None).unwrap_err();
-        assert_eq!(split_error(&e).0, "route", "{t}: {e}");
+        assert_eq!(e.argument, "route", "{t}: {e}");
     }
     let e = broker_origin("udp", "x:1", None).unwrap_err();
-    assert_eq!(split_error(&e).0, "route");
+    assert_eq!(e.argument, "route");
     // What broker_origin makes, rebase accepts.
     let origin = broker_origin("tcp", "[::1]:8080", None).unwrap();
     assert_eq!(
