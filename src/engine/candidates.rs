@@ -146,6 +146,19 @@ impl Places<'_> {
         });
     }
 
+    /// A socket at a fixed path, never rootless.
+    fn push_socket(&mut self, path: &str, source: &'static str, vm: bool) {
+        self.push(Endpoint::Unix(path.into()), source, vm, false);
+    }
+
+    /// On Linux, a rootless socket below the user's runtime folder.
+    fn push_rootless(&mut self, rel: &str, source: &'static str) {
+        if self.on_linux() {
+            let socket = Endpoint::Unix(self.host.runtime_dir().join(rel));
+            self.push(socket, source, false, true);
+        }
+    }
+
     /// Sockets below the home folder, each in a VM; none when `HOME` is not absolute.
     fn push_in_home(&mut self, sockets: &[(&str, &'static str)]) {
         let Some(home) = self.host.home() else {
@@ -171,24 +184,12 @@ fn docker_places(p: &mut Places) {
         return;
     }
     if host.os == HostOs::Windows {
-        p.push(
-            Endpoint::parse("npipe:////./pipe/docker_engine", false),
-            "Docker Desktop",
-            true,
-            false,
-        );
+        let pipe = Endpoint::parse("npipe:////./pipe/docker_engine", false);
+        p.push(pipe, "Docker Desktop", true, false);
         return;
     }
-    p.push(
-        Endpoint::Unix("/var/run/docker.sock".into()),
-        "rootful",
-        false,
-        false,
-    );
-    if p.on_linux() {
-        let rootless = Endpoint::Unix(host.runtime_dir().join("docker.sock"));
-        p.push(rootless, "rootless", false, true);
-    }
+    p.push_socket("/var/run/docker.sock", "rootful", false);
+    p.push_rootless("docker.sock", "rootless");
     p.push_in_home(&DOCKER_IN_HOME);
 }
 
@@ -201,61 +202,32 @@ fn podman_places(p: &mut Places) {
         return;
     }
     if p.on_linux() {
-        p.push(
-            Endpoint::Unix("/run/podman/podman.sock".into()),
-            "rootful",
-            false,
-            false,
-        );
-        let rootless = Endpoint::Unix(host.runtime_dir().join("podman/podman.sock"));
-        p.push(rootless, "rootless", false, true);
+        p.push_socket("/run/podman/podman.sock", "rootful", false);
+        p.push_rootless("podman/podman.sock", "rootless");
     }
     p.push_in_home(&PODMAN_MACHINE_IN_HOME);
     let tmp = host.var("TMPDIR").map(PathBuf::from);
     if let Some(tmp) = tmp.filter(|t| t.is_absolute() && host.os == HostOs::MacOs) {
-        p.push(
-            Endpoint::Unix(tmp.join("podman/podman-machine-default-api.sock")),
-            "Podman machine",
-            true,
-            false,
-        );
+        let socket = Endpoint::Unix(tmp.join("podman/podman-machine-default-api.sock"));
+        p.push(socket, "Podman machine", true, false);
     }
 }
 
 /// containerd's rootful socket, and its rootless one on Linux.
 fn nerdctl_places(p: &mut Places) {
-    p.push(
-        Endpoint::Unix("/run/containerd/containerd.sock".into()),
-        "containerd",
-        false,
-        false,
-    );
-    if p.on_linux() {
-        let run = p.host.runtime_dir();
-        p.push(
-            Endpoint::Unix(run.join("containerd-rootless/containerd.sock")),
-            "rootless containerd",
-            false,
-            true,
-        );
-    }
+    p.push_socket("/run/containerd/containerd.sock", "containerd", false);
+    p.push_rootless("containerd-rootless/containerd.sock", "rootless containerd");
 }
 
 /// Finch's macOS VM socket, and its native socket on Linux.
 fn finch_places(p: &mut Places) {
-    p.push(
-        Endpoint::Unix("/Applications/Finch/lima/data/finch/sock/finch.sock".into()),
+    p.push_socket(
+        "/Applications/Finch/lima/data/finch/sock/finch.sock",
         "Finch",
         true,
-        false,
     );
     if p.on_linux() {
-        p.push(
-            Endpoint::Unix("/run/finch.sock".into()),
-            "Finch",
-            false,
-            false,
-        );
+        p.push_socket("/run/finch.sock", "Finch", false);
     }
 }
 
