@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use napi_derive::napi;
 
-use crate::engine::{self, DetectOptions, EngineReport};
+use crate::engine::{self, CandidateReport, DetectOptions, EngineReport};
 use crate::error::Result;
 use crate::host::HostEnv;
 use crate::image::ImageRecipe;
@@ -175,21 +175,37 @@ pub async fn doctor(
 /// The person-readable report.
 pub fn render(r: &DoctorReport) -> String {
     let mut out = String::from("po-sandbox doctor\n\n");
-    let node_version = if r.node.version.is_empty() {
+    out.push_str(&node_section(&r.node));
+    out.push_str(&candidates_section(&r.engine.candidates));
+    out.push_str(&engine_section(&r.engine));
+    out.push_str(&runtime_section(&r.runtime));
+    out.push_str(&image_section(&r.image));
+    out.push('\n');
+    out.push_str(&result_section(r));
+    out
+}
+
+/// `Node.js   v24.1.0: ok`, then a blank line.
+fn node_section(node: &NodeCheck) -> String {
+    let node_version = if node.version.is_empty() {
         "unknown"
     } else {
-        &r.node.version
+        &node.version
     };
-    out.push_str(&format!(
+    format!(
         "Node.js   {node_version}: {}\n\n",
-        if r.node.ok {
+        if node.ok {
             "ok".to_string()
         } else {
-            format!("too old, needs {}", r.node.required)
+            format!("too old, needs {}", node.required)
         }
-    ));
-    out.push_str("Engine candidates, in the order tried:\n");
-    for c in &r.engine.candidates {
+    )
+}
+
+/// One marked line per candidate probed, then a blank line.
+fn candidates_section(candidates: &[CandidateReport]) -> String {
+    let mut out = String::from("Engine candidates, in the order tried:\n");
+    for c in candidates {
         let mark = match c.outcome.as_str() {
             "available" => "ok",
             "not-found" => "--",
@@ -201,49 +217,69 @@ pub fn render(r: &DoctorReport) -> String {
         ));
     }
     out.push('\n');
-    let e = &r.engine;
-    if e.available {
-        out.push_str(&format!(
-            "Engine    {} {} at {}\n          API {}, {} {}/{}, {}, {}\n",
-            e.engine.as_deref().unwrap_or(""),
-            e.engine_version.as_deref().unwrap_or(""),
-            e.endpoint.as_deref().unwrap_or(""),
-            e.api_version.as_deref().unwrap_or(""),
-            e.os.as_deref().unwrap_or(""),
-            e.os_type.as_deref().unwrap_or(""),
-            e.arch.as_deref().unwrap_or(""),
-            if e.vm { "in a VM" } else { "native" },
-            if e.rootless { "rootless" } else { "rootful" },
-        ));
-        if e.remote {
-            out.push_str(&format!(
-                "          not usable here (remote): {}\n",
-                engine::remote_reason(e)
-            ));
-        }
-    } else {
-        out.push_str(&format!(
+    out
+}
+
+/// The engine in use and what it runs on (and why a remote one is not usable), or why none is.
+fn engine_section(e: &EngineReport) -> String {
+    if !e.available {
+        return format!(
             "Engine    none usable [{}]\n          {}\n",
             e.reason_code.as_deref().unwrap_or(""),
             e.reason.as_deref().unwrap_or("")
+        );
+    }
+    let mut out = format!(
+        "Engine    {} {} at {}\n          API {}, {} {}/{}, {}, {}\n",
+        e.engine.as_deref().unwrap_or(""),
+        e.engine_version.as_deref().unwrap_or(""),
+        e.endpoint.as_deref().unwrap_or(""),
+        e.api_version.as_deref().unwrap_or(""),
+        e.os.as_deref().unwrap_or(""),
+        e.os_type.as_deref().unwrap_or(""),
+        e.arch.as_deref().unwrap_or(""),
+        if e.vm { "in a VM" } else { "native" },
+        if e.rootless { "rootless" } else { "rootful" },
+    );
+    if e.remote {
+        out.push_str(&format!(
+            "          not usable here (remote): {}\n",
+            engine::remote_reason(e)
         ));
     }
-    let rt = &r.runtime;
+    out
+}
+
+/// The bundle version in use, or why there is none.
+fn runtime_section(rt: &RuntimeCheck) -> String {
     if rt.ok {
-        out.push_str(&format!(
+        format!(
             "Runtime   {} in {}: ok\n",
             rt.version.as_deref().unwrap_or(""),
             rt.root
-        ));
+        )
     } else {
-        out.push_str(&format!(
+        format!(
             "Runtime   not usable [{}]\n          {}\n",
             rt.code.as_deref().unwrap_or(""),
             rt.reason.as_deref().unwrap_or("")
-        ));
+        )
     }
-    let im = &r.image;
-    let presence = match (im.present, im.base_present) {
+}
+
+/// The image's tag, recipe and base, and whether it (or its base) is on the engine.
+fn image_section(im: &ImageCheck) -> String {
+    format!(
+        "Image     {} ({} recipe on {}): {}\n",
+        im.tag,
+        im.variant,
+        im.base,
+        image_presence(im)
+    )
+}
+
+fn image_presence(im: &ImageCheck) -> String {
+    match (im.present, im.base_present) {
         (None, _) => "unknown (no engine)".to_string(),
         (Some(true), _) => "present".to_string(),
         (Some(false), Some(true)) => {
@@ -254,30 +290,35 @@ pub fn render(r: &DoctorReport) -> String {
             im.base,
             crate::image::BASE_VAR
         ),
-    };
-    out.push_str(&format!(
-        "Image     {} ({} recipe on {}): {presence}\n",
-        im.tag, im.variant, im.base
-    ));
-    out.push('\n');
-    if r.ok {
-        out.push_str("Result    ready: the sandbox layer can run here.\n");
-    } else {
-        let mut why = Vec::new();
-        if !r.node.ok {
-            why.push(format!("install {}", r.node.required));
-        }
-        if !e.available {
-            why.push("make a container engine reachable (see Engine above)".to_string());
-        } else if e.remote {
-            why.push("use an engine on this machine (see Engine above)".to_string());
-        }
-        if !rt.ok {
-            why.push("install the runtime bundle (see Runtime above)".to_string());
-        }
-        out.push_str(&format!("Result    not ready: {}.\n", why.join("; ")));
     }
-    out
+}
+
+/// The verdict, and when not ready, what to do about each check that failed.
+fn result_section(r: &DoctorReport) -> String {
+    if r.ok {
+        return "Result    ready: the sandbox layer can run here.\n".to_string();
+    }
+    format!(
+        "Result    not ready: {}.\n",
+        not_ready_actions(r).join("; ")
+    )
+}
+
+/// One action per failed check, in the order the checks are shown.
+fn not_ready_actions(r: &DoctorReport) -> Vec<String> {
+    let mut why = Vec::new();
+    if !r.node.ok {
+        why.push(format!("install {}", r.node.required));
+    }
+    if !r.engine.available {
+        why.push("make a container engine reachable (see Engine above)".to_string());
+    } else if r.engine.remote {
+        why.push("use an engine on this machine (see Engine above)".to_string());
+    }
+    if !r.runtime.ok {
+        why.push("install the runtime bundle (see Runtime above)".to_string());
+    }
+    why
 }
 
 #[cfg(test)]
@@ -368,6 +409,103 @@ mod tests {
         assert!(
             text.contains("not ready: use an engine on this machine"),
             "{text}"
+        );
+    }
+
+    #[test]
+    fn node_and_candidate_sections_are_exact() {
+        assert_eq!(
+            node_section(&check_node("v24.3.0")),
+            "Node.js   v24.3.0: ok\n\n"
+        );
+        assert_eq!(
+            node_section(&check_node("")),
+            "Node.js   unknown: too old, needs Node.js 24 or newer\n\n"
+        );
+        let c = |engine: &str, outcome: &str| CandidateReport {
+            engine: engine.into(),
+            endpoint: "unix:///s".into(),
+            source: "rootful".into(),
+            outcome: outcome.into(),
+            detail: "d".into(),
+        };
+        assert_eq!(
+            candidates_section(&[
+                c("docker", "available"),
+                c("podman", "not-found"),
+                c("finch", "stopped")
+            ]),
+            "Engine candidates, in the order tried:\n  [ok] docker   unix:///s (rootful): d\n  [--] podman   unix:///s (rootful): d\n  [!!] finch    unix:///s (rootful): d\n\n"
+        );
+    }
+
+    #[test]
+    fn engine_and_runtime_sections_are_exact() {
+        let mut e = EngineReport {
+            available: true,
+            engine: Some("docker".into()),
+            engine_version: Some("28.1".into()),
+            endpoint: Some("unix:///var/run/docker.sock".into()),
+            api_version: Some("1.47".into()),
+            os: Some("Debian".into()),
+            os_type: Some("linux".into()),
+            arch: Some("x86_64".into()),
+            vm: true,
+            rootless: true,
+            ..Default::default()
+        };
+        assert_eq!(
+            engine_section(&e),
+            "Engine    docker 28.1 at unix:///var/run/docker.sock\n          API 1.47, Debian linux/x86_64, in a VM, rootless\n"
+        );
+        e.remote = true;
+        assert!(engine_section(&e).ends_with(&format!(
+            "rootless\n          not usable here (remote): {}\n",
+            engine::remote_reason(&e)
+        )));
+        let rt = report(true, true).runtime;
+        assert_eq!(runtime_section(&rt), "Runtime   1.0.0 in /r: ok\n");
+    }
+
+    #[test]
+    fn image_presence_covers_each_case() {
+        let mut im = report(true, true).image;
+        assert_eq!(image_presence(&im), "unknown (no engine)");
+        im.present = Some(true);
+        assert_eq!(
+            image_section(&im),
+            "Image     po-sandbox:x (full recipe on b): present\n"
+        );
+        im.present = Some(false);
+        im.base_present = Some(true);
+        assert_eq!(
+            image_presence(&im),
+            "not built yet; built from b at first start"
+        );
+        im.base_present = Some(false);
+        assert!(
+            image_presence(&im).starts_with("not built yet, and its base b is not on the engine")
+        );
+    }
+
+    #[test]
+    fn not_ready_actions_follow_the_checks_in_order() {
+        let mut r = report(false, false);
+        r.node = check_node("v1");
+        assert_eq!(
+            not_ready_actions(&r),
+            [
+                "install Node.js 24 or newer",
+                "make a container engine reachable (see Engine above)",
+                "install the runtime bundle (see Runtime above)"
+            ]
+        );
+        let mut r = report(true, true);
+        assert!(not_ready_actions(&r).is_empty());
+        r.engine.remote = true;
+        assert_eq!(
+            not_ready_actions(&r),
+            ["use an engine on this machine (see Engine above)"]
         );
     }
 }

@@ -93,132 +93,141 @@ fn parse_engine(name: &str, source_name: &str) -> Result<EngineKind> {
 }
 
 fn places(host: &HostEnv, engine: EngineKind, out: &mut Vec<Candidate>) {
-    let vm_os = host.os != HostOs::Linux;
-    let tls = host.var("DOCKER_TLS_VERIFY").is_some_and(|v| v != "0");
-    let mut push = |endpoint: Endpoint, source: &'static str, vm: bool, rootless: bool| {
-        out.push(Candidate {
-            engine,
+    let mut places = Places { host, engine, out };
+    match engine {
+        EngineKind::Docker => docker_places(&mut places),
+        EngineKind::Podman => podman_places(&mut places),
+        EngineKind::Nerdctl => nerdctl_places(&mut places),
+        EngineKind::Finch => finch_places(&mut places),
+    }
+}
+
+/// Docker Desktop, Colima, OrbStack and Rancher Desktop sockets below the home folder.
+const DOCKER_IN_HOME: [(&str, &str); 6] = [
+    (".docker/run/docker.sock", "Docker Desktop"),
+    (".docker/desktop/docker.sock", "Docker Desktop"),
+    (".colima/default/docker.sock", "Colima"),
+    (".colima/docker.sock", "Colima"),
+    (".orbstack/run/docker.sock", "OrbStack"),
+    (".rd/docker.sock", "Rancher Desktop"),
+];
+
+/// Podman machine sockets below the home folder.
+const PODMAN_MACHINE_IN_HOME: [(&str, &str); 3] = [
+    (
+        ".local/share/containers/podman/machine/podman.sock",
+        "Podman machine",
+    ),
+    (
+        ".local/share/containers/podman/machine/qemu/podman.sock",
+        "Podman machine",
+    ),
+    (
+        ".local/share/containers/podman/machine/applehv/podman.sock",
+        "Podman machine",
+    ),
+];
+
+/// One engine's list of places being written: on a host other than Linux every place is in a VM.
+struct Places<'a> {
+    host: &'a HostEnv,
+    engine: EngineKind,
+    out: &'a mut Vec<Candidate>,
+}
+
+impl Places<'_> {
+    fn push(&mut self, endpoint: Endpoint, source: &'static str, vm: bool, rootless: bool) {
+        self.out.push(Candidate {
+            engine: self.engine,
             endpoint,
             source,
-            vm: vm || vm_os,
+            vm: vm || self.host.os != HostOs::Linux,
             rootless,
         });
-    };
-    let home = host.home();
-    let in_home = |rel: &str| home.as_ref().map(|h| Endpoint::Unix(h.join(rel)));
-    let run = host.runtime_dir();
-    match engine {
-        EngineKind::Docker => {
-            if let Some(uri) = host.var("DOCKER_HOST") {
-                push(Endpoint::parse(uri, tls), "DOCKER_HOST", false, false);
-                return;
-            }
-            if host.os == HostOs::Windows {
-                push(
-                    Endpoint::parse("npipe:////./pipe/docker_engine", false),
-                    "Docker Desktop",
-                    true,
-                    false,
-                );
-                return;
-            }
-            push(
-                Endpoint::Unix("/var/run/docker.sock".into()),
-                "rootful",
-                false,
-                false,
-            );
-            if host.os == HostOs::Linux {
-                push(
-                    Endpoint::Unix(run.join("docker.sock")),
-                    "rootless",
-                    false,
-                    true,
-                );
-            }
-            for (rel, source) in [
-                (".docker/run/docker.sock", "Docker Desktop"),
-                (".docker/desktop/docker.sock", "Docker Desktop"),
-                (".colima/default/docker.sock", "Colima"),
-                (".colima/docker.sock", "Colima"),
-                (".orbstack/run/docker.sock", "OrbStack"),
-                (".rd/docker.sock", "Rancher Desktop"),
-            ] {
-                if let Some(e) = in_home(rel) {
-                    push(e, source, true, false);
-                }
-            }
+    }
+
+    /// A socket at a fixed path, never rootless.
+    fn push_socket(&mut self, path: &str, source: &'static str, vm: bool) {
+        self.push(Endpoint::Unix(path.into()), source, vm, false);
+    }
+
+    /// On Linux, a rootless socket below the user's runtime folder.
+    fn push_rootless(&mut self, rel: &str, source: &'static str) {
+        if self.on_linux() {
+            let socket = Endpoint::Unix(self.host.runtime_dir().join(rel));
+            self.push(socket, source, false, true);
         }
-        EngineKind::Podman => {
-            if let Some(uri) = host.var("CONTAINER_HOST") {
-                push(Endpoint::parse(uri, false), "CONTAINER_HOST", false, false);
-                return;
-            }
-            if host.os == HostOs::Linux {
-                push(
-                    Endpoint::Unix("/run/podman/podman.sock".into()),
-                    "rootful",
-                    false,
-                    false,
-                );
-                push(
-                    Endpoint::Unix(run.join("podman/podman.sock")),
-                    "rootless",
-                    false,
-                    true,
-                );
-            }
-            for rel in [
-                ".local/share/containers/podman/machine/podman.sock",
-                ".local/share/containers/podman/machine/qemu/podman.sock",
-                ".local/share/containers/podman/machine/applehv/podman.sock",
-            ] {
-                if let Some(e) = in_home(rel) {
-                    push(e, "Podman machine", true, false);
-                }
-            }
-            let tmp = host.var("TMPDIR").map(PathBuf::from);
-            if let Some(tmp) = tmp.filter(|p| p.is_absolute() && host.os == HostOs::MacOs) {
-                push(
-                    Endpoint::Unix(tmp.join("podman/podman-machine-default-api.sock")),
-                    "Podman machine",
-                    true,
-                    false,
-                );
-            }
+    }
+
+    /// Sockets below the home folder, each in a VM; none when `HOME` is not absolute.
+    fn push_in_home(&mut self, sockets: &[(&str, &'static str)]) {
+        let Some(home) = self.host.home() else {
+            return;
+        };
+        for &(rel, source) in sockets {
+            self.push(Endpoint::Unix(home.join(rel)), source, true, false);
         }
-        EngineKind::Nerdctl => {
-            push(
-                Endpoint::Unix("/run/containerd/containerd.sock".into()),
-                "containerd",
-                false,
-                false,
-            );
-            if host.os == HostOs::Linux {
-                push(
-                    Endpoint::Unix(run.join("containerd-rootless/containerd.sock")),
-                    "rootless containerd",
-                    false,
-                    true,
-                );
-            }
-        }
-        EngineKind::Finch => {
-            push(
-                Endpoint::Unix("/Applications/Finch/lima/data/finch/sock/finch.sock".into()),
-                "Finch",
-                true,
-                false,
-            );
-            if host.os == HostOs::Linux {
-                push(
-                    Endpoint::Unix("/run/finch.sock".into()),
-                    "Finch",
-                    false,
-                    false,
-                );
-            }
-        }
+    }
+
+    fn on_linux(&self) -> bool {
+        self.host.os == HostOs::Linux
+    }
+}
+
+/// `DOCKER_HOST` alone when set; else Docker Desktop's pipe on Windows; else the rootful and
+/// (on Linux) rootless sockets, then the desktop VMs' sockets in the home folder.
+fn docker_places(p: &mut Places) {
+    let host = p.host;
+    if let Some(uri) = host.var("DOCKER_HOST") {
+        let tls = host.var("DOCKER_TLS_VERIFY").is_some_and(|v| v != "0");
+        p.push(Endpoint::parse(uri, tls), "DOCKER_HOST", false, false);
+        return;
+    }
+    if host.os == HostOs::Windows {
+        let pipe = Endpoint::parse("npipe:////./pipe/docker_engine", false);
+        p.push(pipe, "Docker Desktop", true, false);
+        return;
+    }
+    p.push_socket("/var/run/docker.sock", "rootful", false);
+    p.push_rootless("docker.sock", "rootless");
+    p.push_in_home(&DOCKER_IN_HOME);
+}
+
+/// `CONTAINER_HOST` alone when set; else the rootful and rootless sockets on Linux, then the
+/// Podman machine sockets (in the home folder, and under `TMPDIR` on macOS).
+fn podman_places(p: &mut Places) {
+    let host = p.host;
+    if let Some(uri) = host.var("CONTAINER_HOST") {
+        p.push(Endpoint::parse(uri, false), "CONTAINER_HOST", false, false);
+        return;
+    }
+    if p.on_linux() {
+        p.push_socket("/run/podman/podman.sock", "rootful", false);
+        p.push_rootless("podman/podman.sock", "rootless");
+    }
+    p.push_in_home(&PODMAN_MACHINE_IN_HOME);
+    let tmp = host.var("TMPDIR").map(PathBuf::from);
+    if let Some(tmp) = tmp.filter(|t| t.is_absolute() && host.os == HostOs::MacOs) {
+        let socket = Endpoint::Unix(tmp.join("podman/podman-machine-default-api.sock"));
+        p.push(socket, "Podman machine", true, false);
+    }
+}
+
+/// containerd's rootful socket, and its rootless one on Linux.
+fn nerdctl_places(p: &mut Places) {
+    p.push_socket("/run/containerd/containerd.sock", "containerd", false);
+    p.push_rootless("containerd-rootless/containerd.sock", "rootless containerd");
+}
+
+/// Finch's macOS VM socket, and its native socket on Linux.
+fn finch_places(p: &mut Places) {
+    p.push_socket(
+        "/Applications/Finch/lima/data/finch/sock/finch.sock",
+        "Finch",
+        true,
+    );
+    if p.on_linux() {
+        p.push_socket("/run/finch.sock", "Finch", false);
     }
 }
 

@@ -3,6 +3,7 @@
 use std::io::ErrorKind;
 use std::time::Duration;
 
+use bollard::models::{SystemInfo, SystemVersion};
 use bollard::{ClientVersion, Docker};
 
 use super::candidates::{Candidate, EngineKind};
@@ -211,26 +212,12 @@ async fn probe_api(candidate: &Candidate, host: &HostEnv, timeout: Duration) -> 
         Ok(d) => d,
         Err(e) => return Outcome::Failed(e),
     };
-    let ms = timeout.as_millis();
-    let not_api = |stage: &str, e: bollard::errors::Error| {
-        Outcome::Failed(format!(
-            "it accepted a connection but did not answer {stage} as a Docker Engine API: {e}"
-        ))
-    };
-    match tokio::time::timeout(timeout, docker.ping()).await {
-        Err(_) => return Outcome::Timeout { stage: "ping", ms },
-        Ok(Err(e)) => return not_api("ping", e),
-        Ok(Ok(_)) => {}
+    if let Err(outcome) = ask("ping", timeout, docker.ping()).await {
+        return outcome;
     }
-    let version = match tokio::time::timeout(timeout, docker.version()).await {
-        Err(_) => {
-            return Outcome::Timeout {
-                stage: "version",
-                ms,
-            };
-        }
-        Ok(Err(e)) => return not_api("version", e),
-        Ok(Ok(v)) => v,
+    let version = match ask("version", timeout, docker.version()).await {
+        Ok(v) => v,
+        Err(outcome) => return outcome,
     };
     let engine_version = version.version.clone().unwrap_or_default();
     let api = version.api_version.clone().unwrap_or_default();
@@ -243,11 +230,52 @@ async fn probe_api(candidate: &Candidate, host: &HostEnv, timeout: Duration) -> 
             engine_version,
         };
     }
-    // Negotiate: speak the older of the server's API and bollard's.
+    let negotiated = negotiate(server_api);
+    let docker = match connect(&candidate.endpoint, timeout, &negotiated) {
+        Ok(d) => d,
+        Err(e) => return Outcome::Failed(e),
+    };
+    let info = match ask("info", timeout, docker.info()).await {
+        Ok(i) => i,
+        Err(outcome) => return outcome,
+    };
+    Outcome::Available(engine_facts(
+        candidate,
+        host,
+        &version,
+        info,
+        engine_version,
+        &negotiated,
+    ))
+}
+
+/// Awaits one Engine API request within `timeout`: no answer is a timeout at `stage`, an error
+/// answer means it is no Docker Engine API.
+async fn ask<T>(
+    stage: &'static str,
+    timeout: Duration,
+    request: impl Future<Output = Result<T, bollard::errors::Error>>,
+) -> Result<T, Outcome> {
+    match tokio::time::timeout(timeout, request).await {
+        Err(_) => Err(Outcome::Timeout {
+            stage,
+            ms: timeout.as_millis(),
+        }),
+        Ok(Err(e)) => Err(not_api(stage, e)),
+        Ok(Ok(v)) => Ok(v),
+    }
+}
+
+fn not_api(stage: &str, e: bollard::errors::Error) -> Outcome {
+    Outcome::Failed(format!(
+        "it accepted a connection but did not answer {stage} as a Docker Engine API: {e}"
+    ))
+}
+
+/// Speak the older of the server's API and bollard's.
+fn negotiate(server_api: (u32, u32)) -> ClientVersion {
     let ours = bollard::API_DEFAULT_VERSION;
-    let negotiated = if (server_api.0 as usize, server_api.1 as usize)
-        < (ours.major_version, ours.minor_version)
-    {
+    if (server_api.0 as usize, server_api.1 as usize) < (ours.major_version, ours.minor_version) {
         ClientVersion {
             major_version: server_api.0 as usize,
             minor_version: server_api.1 as usize,
@@ -257,17 +285,40 @@ async fn probe_api(candidate: &Candidate, host: &HostEnv, timeout: Duration) -> 
             major_version: ours.major_version,
             minor_version: ours.minor_version,
         }
-    };
-    let docker = match connect(&candidate.endpoint, timeout, &negotiated) {
-        Ok(d) => d,
-        Err(e) => return Outcome::Failed(e),
-    };
-    let info = match tokio::time::timeout(timeout, docker.info()).await {
-        Err(_) => return Outcome::Timeout { stage: "info", ms },
-        Ok(Err(e)) => return not_api("info", e),
-        Ok(Ok(i)) => i,
-    };
-    let is_podman = version
+    }
+}
+
+/// What a usable engine said about itself, in its version and info answers.
+fn engine_facts(
+    candidate: &Candidate,
+    host: &HostEnv,
+    version: &SystemVersion,
+    info: SystemInfo,
+    engine_version: String,
+    negotiated: &ClientVersion,
+) -> EngineFacts {
+    let os = info.operating_system.clone().unwrap_or_default();
+    let host_name = info.name.clone().unwrap_or_default();
+    EngineFacts {
+        engine: if is_podman(version) {
+            EngineKind::Podman
+        } else {
+            EngineKind::Docker
+        },
+        engine_version,
+        api_version: format!("{}.{}", negotiated.major_version, negotiated.minor_version),
+        vm: runs_in_vm(candidate, host, &os, &host_name),
+        rootless: runs_rootless(candidate, &info),
+        os,
+        os_type: info.os_type.unwrap_or_default(),
+        arch: info.architecture.unwrap_or_default(),
+        host_name,
+    }
+}
+
+/// Podman names itself in a version component or the platform name.
+fn is_podman(version: &SystemVersion) -> bool {
+    version
         .components
         .iter()
         .flatten()
@@ -275,11 +326,14 @@ async fn probe_api(candidate: &Candidate, host: &HostEnv, timeout: Duration) -> 
         || version
             .platform
             .as_ref()
-            .is_some_and(|p| p.name.to_ascii_lowercase().contains("podman"));
-    let os = info.operating_system.clone().unwrap_or_default();
-    let host_name = info.name.clone().unwrap_or_default();
+            .is_some_and(|p| p.name.to_ascii_lowercase().contains("podman"))
+}
+
+/// The candidate's place says so, the engine's OS or host name is a desktop VM's, or the host
+/// is not Linux.
+fn runs_in_vm(candidate: &Candidate, host: &HostEnv, os: &str, host_name: &str) -> bool {
     let name = host_name.to_ascii_lowercase();
-    let vm = candidate.vm
+    candidate.vm
         || os.contains("Docker Desktop")
         || [
             "docker-desktop",
@@ -289,28 +343,17 @@ async fn probe_api(candidate: &Candidate, host: &HostEnv, timeout: Duration) -> 
         ]
         .iter()
         .any(|n| name == *n)
-        || host.os != HostOs::Linux;
-    let rootless = candidate.rootless
+        || host.os != HostOs::Linux
+}
+
+/// The candidate's place says so, or the engine lists the rootless security option.
+fn runs_rootless(candidate: &Candidate, info: &SystemInfo) -> bool {
+    candidate.rootless
         || info
             .security_options
             .iter()
             .flatten()
-            .any(|o| o.contains("name=rootless"));
-    Outcome::Available(EngineFacts {
-        engine: if is_podman {
-            EngineKind::Podman
-        } else {
-            EngineKind::Docker
-        },
-        engine_version,
-        api_version: format!("{}.{}", negotiated.major_version, negotiated.minor_version),
-        os,
-        os_type: info.os_type.unwrap_or_default(),
-        arch: info.architecture.unwrap_or_default(),
-        vm,
-        rootless,
-        host_name,
-    })
+            .any(|o| o.contains("name=rootless"))
 }
 
 #[cfg(test)]

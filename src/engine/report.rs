@@ -145,93 +145,112 @@ fn rank(o: &Outcome) -> u8 {
     }
 }
 
+/// The code and the words for the reason no engine is usable, from the closest-to-working
+/// candidate `c` and its outcome `o`; `all` lists every place looked at.
 fn reason(
     host: &HostEnv,
     c: &Candidate,
     o: &Outcome,
     all: &[(Candidate, Outcome)],
 ) -> (&'static str, String) {
-    let e = pretty(c.engine);
-    let at = &c.endpoint;
     match o {
         Outcome::Available(_) => ("", String::new()),
         Outcome::ApiTooOld {
             api,
             engine_version,
-        } => (
-            "ENGINE_API_TOO_OLD",
-            format!(
-                "{e} {engine_version} at {at} serves Engine API {api}; po-sandbox needs {}.{} or newer. Upgrade to Docker 20.10+ or Podman 3+.",
-                super::MIN_API_VERSION.0,
-                super::MIN_API_VERSION.1
-            ),
-        ),
-        Outcome::Timeout { stage, ms } => (
-            "ENGINE_TIMEOUT",
-            format!(
-                "{e} at {at} accepted a connection but did not answer {stage} within {ms} ms: the engine is hung. Restart it, or raise {} if it is only slow.",
-                super::TIMEOUT_VAR
-            ),
-        ),
-        Outcome::PermissionDenied(_) => (
-            "ENGINE_PERMISSION_DENIED",
-            format!(
-                "{e}'s socket {at} exists but this user (uid {}) may not use it. Add the user to the socket's group (sudo usermod -aG docker $USER, then log in again), or run a rootless engine.",
-                host.uid
-            ),
-        ),
+        } => ("ENGINE_API_TOO_OLD", api_too_old(c, engine_version, api)),
+        Outcome::Timeout { stage, ms } => ("ENGINE_TIMEOUT", hung(c, stage, *ms)),
+        Outcome::PermissionDenied(_) => ("ENGINE_PERMISSION_DENIED", permission_denied(host, c)),
         Outcome::Unsupported(why) => (
             "ENGINE_UNSUPPORTED_ENDPOINT",
-            format!("{} = {at} cannot be used: {why}.", c.source),
+            format!("{} = {} cannot be used: {why}.", c.source, c.endpoint),
         ),
-        Outcome::Failed(d) => (
-            "ENGINE_NOT_AN_ENGINE",
-            format!(
-                "{at} ({}) does not behave like a Docker or Podman engine: {d}. Point {} at an engine's socket.",
-                c.source,
-                if c.engine == EngineKind::Podman {
-                    "CONTAINER_HOST"
-                } else {
-                    "DOCKER_HOST"
-                }
-            ),
-        ),
-        Outcome::Stopped(_) => (
-            "ENGINE_STOPPED",
-            format!(
-                "{e}'s socket {at} exists but nothing answers: the engine is stopped. To fix, {}.",
-                start_hint(c)
-            ),
-        ),
-        Outcome::NotASocket(kind) => (
-            "ENGINE_NOT_A_SOCKET",
-            format!(
-                "{at} is {kind}, not the engine's socket. Remove it and restart the engine ({}).",
-                start_hint(c)
-            ),
-        ),
+        Outcome::Failed(d) => ("ENGINE_NOT_AN_ENGINE", not_an_engine(c, d)),
+        Outcome::Stopped(_) => ("ENGINE_STOPPED", stopped(c)),
+        Outcome::NotASocket(kind) => ("ENGINE_NOT_A_SOCKET", not_a_socket(c, kind)),
         Outcome::NoDockerApi(d) => ("ENGINE_NO_DOCKER_API", format!("{d}.")),
-        Outcome::NotFound => {
-            let looked: Vec<String> = all
-                .iter()
-                .filter(|(c, _)| c.engine.has_docker_api())
-                .map(|(c, _)| c.endpoint.to_string())
-                .collect();
-            let mut msg = format!(
-                "No container engine is running here: no engine socket at {}. Install Docker (Debian: sudo apt-get install docker.io) or Podman and start it, or set DOCKER_HOST to a running engine.",
-                looked.join(", ")
-            );
-            for cli in ["docker", "podman"] {
-                if let Some(path) = host.which(cli) {
-                    msg.push_str(&format!(
-                        " ({cli} CLI found at {}, but no engine answers.)",
-                        path.display()
-                    ));
-                }
-            }
-            ("ENGINE_NOT_INSTALLED", msg)
+        Outcome::NotFound => ("ENGINE_NOT_INSTALLED", not_installed(host, all)),
+    }
+}
+
+fn api_too_old(c: &Candidate, engine_version: &str, api: &str) -> String {
+    format!(
+        "{} {engine_version} at {} serves Engine API {api}; po-sandbox needs {}.{} or newer. Upgrade to Docker 20.10+ or Podman 3+.",
+        pretty(c.engine),
+        c.endpoint,
+        super::MIN_API_VERSION.0,
+        super::MIN_API_VERSION.1
+    )
+}
+
+fn hung(c: &Candidate, stage: &str, ms: u128) -> String {
+    format!(
+        "{} at {} accepted a connection but did not answer {stage} within {ms} ms: the engine is hung. Restart it, or raise {} if it is only slow.",
+        pretty(c.engine),
+        c.endpoint,
+        super::TIMEOUT_VAR
+    )
+}
+
+fn permission_denied(host: &HostEnv, c: &Candidate) -> String {
+    format!(
+        "{}'s socket {} exists but this user (uid {}) may not use it. Add the user to the socket's group (sudo usermod -aG docker $USER, then log in again), or run a rootless engine.",
+        pretty(c.engine),
+        c.endpoint,
+        host.uid
+    )
+}
+
+fn not_an_engine(c: &Candidate, d: &str) -> String {
+    format!(
+        "{} ({}) does not behave like a Docker or Podman engine: {d}. Point {} at an engine's socket.",
+        c.endpoint,
+        c.source,
+        if c.engine == EngineKind::Podman {
+            "CONTAINER_HOST"
+        } else {
+            "DOCKER_HOST"
+        }
+    )
+}
+
+fn stopped(c: &Candidate) -> String {
+    format!(
+        "{}'s socket {} exists but nothing answers: the engine is stopped. To fix, {}.",
+        pretty(c.engine),
+        c.endpoint,
+        start_hint(c)
+    )
+}
+
+fn not_a_socket(c: &Candidate, kind: &str) -> String {
+    format!(
+        "{} is {kind}, not the engine's socket. Remove it and restart the engine ({}).",
+        c.endpoint,
+        start_hint(c)
+    )
+}
+
+/// Names every Docker-API place looked at, and any engine CLI found without an engine.
+fn not_installed(host: &HostEnv, all: &[(Candidate, Outcome)]) -> String {
+    let looked: Vec<String> = all
+        .iter()
+        .filter(|(c, _)| c.engine.has_docker_api())
+        .map(|(c, _)| c.endpoint.to_string())
+        .collect();
+    let mut msg = format!(
+        "No container engine is running here: no engine socket at {}. Install Docker (Debian: sudo apt-get install docker.io) or Podman and start it, or set DOCKER_HOST to a running engine.",
+        looked.join(", ")
+    );
+    for cli in ["docker", "podman"] {
+        if let Some(path) = host.which(cli) {
+            msg.push_str(&format!(
+                " ({cli} CLI found at {}, but no engine answers.)",
+                path.display()
+            ));
         }
     }
+    msg
 }
 
 /// Turns probed candidates into the report: the first available one wins; otherwise the

@@ -316,6 +316,29 @@ pub fn parse(json_path: &Path, bytes: &[u8]) -> Result<ParsedRuntime> {
 type Broken = (String, String);
 
 fn check(obj: &Map<String, Value>) -> std::result::Result<ParsedRuntime, Broken> {
+    check_known_keys(obj)?;
+    let entry = parse_entry(obj.get("entry"))?;
+    let port = parse_port(obj.get("port"))?;
+    let args = parse_args(obj.get("args"))?;
+    let env = parse_env(obj.get("env"))?;
+    let health_path = parse_health_path(obj.get("healthPath"))?;
+    let interpreter = parse_interpreter(obj.get("interpreter"))?;
+    Ok(ParsedRuntime {
+        entry,
+        port,
+        args,
+        env,
+        health_path,
+        interpreter,
+    })
+}
+
+fn broken(key: &str, rule: String) -> Broken {
+    (key.to_string(), rule)
+}
+
+/// Refuses the first unknown key in sorted order, so that typos do not pass silently.
+fn check_known_keys(obj: &Map<String, Value>) -> std::result::Result<(), Broken> {
     let mut unknown: Vec<&String> = obj
         .keys()
         .filter(|k| !KNOWN_KEYS.contains(&k.as_str()))
@@ -330,33 +353,40 @@ fn check(obj: &Map<String, Value>) -> std::result::Result<ParsedRuntime, Broken>
             ),
         ));
     }
-    let broken = |key: &str, rule: String| (key.to_string(), rule);
+    Ok(())
+}
 
-    let entry = match obj.get("entry") {
-        None => {
-            return Err(broken(
-                "entry",
-                format!(
-                    "is required: the absolute path of the server's entry script inside {MOUNT_POINT}, e.g. {MOUNT_POINT}/server/main.js"
-                ),
-            ));
-        }
-        Some(v) => mounted_path("entry", v)?,
-    };
+/// `entry`: required, a file path below [`MOUNT_POINT`].
+fn parse_entry(value: Option<&Value>) -> std::result::Result<String, Broken> {
+    match value {
+        None => Err(broken(
+            "entry",
+            format!(
+                "is required: the absolute path of the server's entry script inside {MOUNT_POINT}, e.g. {MOUNT_POINT}/server/main.js"
+            ),
+        )),
+        Some(v) => mounted_path("entry", v),
+    }
+}
 
+/// `port`: required, 1 to 65535.
+fn parse_port(value: Option<&Value>) -> std::result::Result<u16, Broken> {
     const PORT_RULE: &str =
         "must be a whole number from 1 to 65535: the port the server listens on";
-    let port = match obj.get("port") {
-        None => return Err(broken("port", format!("is required; it {PORT_RULE}"))),
+    match value {
+        None => Err(broken("port", format!("is required; it {PORT_RULE}"))),
         Some(v) => v
             .as_u64()
             .and_then(|n| u16::try_from(n).ok())
             .filter(|&n| n != 0)
-            .ok_or_else(|| broken("port", format!("{PORT_RULE}, got {}", brief(v))))?,
-    };
+            .ok_or_else(|| broken("port", format!("{PORT_RULE}, got {}", brief(v)))),
+    }
+}
 
-    let args = match obj.get("args") {
-        None => Vec::new(),
+/// `args`: optional, at most [`MAX_ARGS`] strings of at most [`MAX_ARG_BYTES`] each.
+fn parse_args(value: Option<&Value>) -> std::result::Result<Vec<String>, Broken> {
+    match value {
+        None => Ok(Vec::new()),
         Some(Value::Array(items)) => {
             if items.len() > MAX_ARGS {
                 return Err(broken(
@@ -368,18 +398,19 @@ fn check(obj: &Map<String, Value>) -> std::result::Result<ParsedRuntime, Broken>
             for (i, item) in items.iter().enumerate() {
                 args.push(bounded_string(format!("args[{i}]"), item, MAX_ARG_BYTES)?);
             }
-            args
+            Ok(args)
         }
-        Some(v) => {
-            return Err(broken(
-                "args",
-                format!("must be an array of strings, got {}", kind(v)),
-            ));
-        }
-    };
+        Some(v) => Err(broken(
+            "args",
+            format!("must be an array of strings, got {}", kind(v)),
+        )),
+    }
+}
 
-    let env = match obj.get("env") {
-        None => BTreeMap::new(),
+/// `env`: optional, at most [`MAX_ENV_ENTRIES`] variables, each checked by [`parse_env_entry`].
+fn parse_env(value: Option<&Value>) -> std::result::Result<BTreeMap<String, String>, Broken> {
+    match value {
+        None => Ok(BTreeMap::new()),
         Some(Value::Object(vars)) => {
             if vars.len() > MAX_ENV_ENTRIES {
                 return Err(broken(
@@ -389,70 +420,63 @@ fn check(obj: &Map<String, Value>) -> std::result::Result<ParsedRuntime, Broken>
             }
             let mut env = BTreeMap::new();
             for (name, value) in vars {
-                let key = format!("env.{}", shown_key(name));
-                if !is_env_name(name) {
-                    return Err((
-                        key,
-                        "is not a valid variable name: use letters, digits and '_', not starting with a digit".into(),
-                    ));
-                }
-                if RESERVED_ENV.contains(&name.as_str()) {
-                    return Err((
-                        key,
-                        format!(
-                            "is set by the sandbox layer itself and cannot be overridden; reserved names: {}",
-                            RESERVED_ENV.join(", ")
-                        ),
-                    ));
-                }
-                env.insert(
-                    name.clone(),
-                    bounded_string(key, value, MAX_ENV_VALUE_BYTES)?,
-                );
+                env.insert(name.clone(), parse_env_entry(name, value)?);
             }
-            env
+            Ok(env)
         }
-        Some(v) => {
-            return Err(broken(
-                "env",
-                format!(
-                    "must be an object of variable names to string values, got {}",
-                    kind(v)
-                ),
-            ));
-        }
-    };
+        Some(v) => Err(broken(
+            "env",
+            format!(
+                "must be an object of variable names to string values, got {}",
+                kind(v)
+            ),
+        )),
+    }
+}
 
-    let health_path = match obj.get("healthPath") {
-        None => DEFAULT_HEALTH_PATH.to_string(),
+/// One `env` variable: a valid name, not reserved, with a bounded string value.
+fn parse_env_entry(name: &str, value: &Value) -> std::result::Result<String, Broken> {
+    let key = format!("env.{}", shown_key(name));
+    if !is_env_name(name) {
+        return Err((
+            key,
+            "is not a valid variable name: use letters, digits and '_', not starting with a digit"
+                .into(),
+        ));
+    }
+    if RESERVED_ENV.contains(&name) {
+        return Err((
+            key,
+            format!(
+                "is set by the sandbox layer itself and cannot be overridden; reserved names: {}",
+                RESERVED_ENV.join(", ")
+            ),
+        ));
+    }
+    bounded_string(key, value, MAX_ENV_VALUE_BYTES)
+}
+
+/// `healthPath`: optional ([`DEFAULT_HEALTH_PATH`]), checked by [`check_health_path`].
+fn parse_health_path(value: Option<&Value>) -> std::result::Result<String, Broken> {
+    match value {
+        None => Ok(DEFAULT_HEALTH_PATH.to_string()),
         Some(Value::String(s)) => {
             check_health_path(s).map_err(|rule| broken("healthPath", rule))?;
-            s.clone()
+            Ok(s.clone())
         }
-        Some(v) => {
-            return Err(broken(
-                "healthPath",
-                format!(
-                    "must be a string such as {DEFAULT_HEALTH_PATH} (omit it for that default), got {}",
-                    kind(v)
-                ),
-            ));
-        }
-    };
+        Some(v) => Err(broken(
+            "healthPath",
+            format!(
+                "must be a string such as {DEFAULT_HEALTH_PATH} (omit it for that default), got {}",
+                kind(v)
+            ),
+        )),
+    }
+}
 
-    let interpreter = match obj.get("interpreter") {
-        None => None,
-        Some(v) => Some(mounted_path("interpreter", v)?),
-    };
-
-    Ok(ParsedRuntime {
-        entry,
-        port,
-        args,
-        env,
-        health_path,
-        interpreter,
-    })
+/// `interpreter`: optional, a file path below [`MOUNT_POINT`].
+fn parse_interpreter(value: Option<&Value>) -> std::result::Result<Option<String>, Broken> {
+    value.map(|v| mounted_path("interpreter", v)).transpose()
 }
 
 /// Checks a path value and normalises it: absolute, below [`MOUNT_POINT`], naming a file, with

@@ -375,6 +375,68 @@ fn health_path_rules() {
     assert_eq!(parsed.health_path.len(), 1024);
 }
 
+// ---- one step per key ----
+
+#[test]
+fn each_key_step_defaults_when_absent() {
+    assert_eq!(check_known_keys(&Map::new()), Ok(()));
+    assert_eq!(parse_args(None), Ok(Vec::new()));
+    assert_eq!(parse_env(None), Ok(BTreeMap::new()));
+    assert_eq!(parse_health_path(None).unwrap(), DEFAULT_HEALTH_PATH);
+    assert_eq!(parse_interpreter(None), Ok(None));
+    assert_eq!(parse_entry(None).unwrap_err().0, "entry");
+    assert_eq!(parse_port(None).unwrap_err().0, "port");
+}
+
+#[test]
+fn each_key_step_names_its_own_key() {
+    let unknown = json!({ "port": 1, "b": 1, "a": 1 });
+    assert_eq!(
+        check_known_keys(unknown.as_object().unwrap())
+            .unwrap_err()
+            .0,
+        "a"
+    );
+    assert_eq!(
+        parse_entry(Some(&json!("/opt/po/./m.js"))).unwrap(),
+        "/opt/po/m.js"
+    );
+    assert_eq!(parse_port(Some(&json!(65535))), Ok(65535));
+    assert_eq!(
+        parse_port(Some(&json!(65536))).unwrap_err().1,
+        "must be a whole number from 1 to 65535: the port the server listens on, got 65536"
+    );
+    assert_eq!(parse_args(Some(&json!(["a", 1]))).unwrap_err().0, "args[1]");
+    assert_eq!(
+        parse_health_path(Some(&json!("x"))).unwrap_err().0,
+        "healthPath"
+    );
+    assert_eq!(
+        parse_interpreter(Some(&json!("/opt/po/bin/node"))),
+        Ok(Some("/opt/po/bin/node".to_string()))
+    );
+    assert_eq!(
+        parse_interpreter(Some(&json!(1))).unwrap_err().0,
+        "interpreter"
+    );
+}
+
+#[test]
+fn env_entry_checks_name_then_reservation_then_value() {
+    assert_eq!(parse_env_entry("FOO", &json!("v")), Ok("v".to_string()));
+    let (key, rule) = parse_env_entry("1X", &json!(1)).unwrap_err();
+    assert_eq!(key, "env.1X");
+    assert!(rule.contains("not a valid variable name"), "{rule}");
+    let (key, rule) = parse_env_entry("HOME", &json!(1)).unwrap_err();
+    assert_eq!(key, "env.HOME");
+    assert!(rule.contains("set by the sandbox layer"), "{rule}");
+    let (key, rule) = parse_env_entry("FOO", &json!(1)).unwrap_err();
+    assert_eq!(
+        (key.as_str(), rule.as_str()),
+        ("env.FOO", "must be a string, got a number")
+    );
+}
+
 // ---- versions ----
 
 #[test]

@@ -7,8 +7,8 @@ use std::time::{Duration, Instant};
 
 use bollard::Docker;
 use bollard::models::{
-    ContainerCreateBody, HostConfig, Mount, MountType, PortBinding, ResourcesUlimits,
-    RestartPolicy, RestartPolicyNameEnum, VolumeCreateRequest,
+    ContainerConfig, ContainerCreateBody, ContainerInspectResponse, HostConfig, Mount, MountType,
+    PortBinding, ResourcesUlimits, RestartPolicy, RestartPolicyNameEnum, VolumeCreateRequest,
 };
 use bollard::query_parameters::{
     CreateContainerOptionsBuilder, InspectContainerOptions, ListContainersOptionsBuilder,
@@ -96,6 +96,11 @@ pub async fn inspect(
         Err(e) if is_status(&e, 404) => return Ok(None),
         Err(e) => return Err(engine_err(format!("inspect container {id_or_name}"))(e)),
     };
+    Ok(Some(live_container(info, container_port)))
+}
+
+/// Reads what the layer needs from inspect data; `container_port` picks the published port.
+fn live_container(info: ContainerInspectResponse, container_port: Option<u16>) -> LiveContainer {
     let hc = info.host_config.clone().unwrap_or_default();
     let config = info.config.clone().unwrap_or_default();
     let labels = config.labels.clone().unwrap_or_default();
@@ -105,9 +110,31 @@ pub async fn inspect(
         .and_then(|s| s.status.as_ref())
         .map(enum_str)
         .unwrap_or_default();
+    let host_port = published_host_port(&info, container_port);
+    let posture = live_posture(&info, &hc, &config, &labels);
+    LiveContainer {
+        id: info.id.unwrap_or_default(),
+        name: info
+            .name
+            .unwrap_or_default()
+            .trim_start_matches('/')
+            .to_string(),
+        image: config.image.unwrap_or_default(),
+        state,
+        host_port,
+        labels,
+        created: info.created.map(|c| c.to_string()),
+        posture,
+    }
+}
+
+/// The host port published for `container_port` (or for any port when `None`).
+fn published_host_port(
+    info: &ContainerInspectResponse,
+    container_port: Option<u16>,
+) -> Option<u16> {
     let port_key = container_port.map(|p| format!("{p}/tcp"));
-    let host_port = info
-        .network_settings
+    info.network_settings
         .as_ref()
         .and_then(|n| n.ports.as_ref())
         .and_then(|ports| {
@@ -118,15 +145,54 @@ pub async fn inspect(
             bindings
                 .iter()
                 .find_map(|b| b.host_port.as_ref().and_then(|p| p.parse::<u16>().ok()))
-        });
+        })
+}
+
+/// What adoption checks, from the host config, the config and the mounts.
+fn live_posture(
+    info: &ContainerInspectResponse,
+    hc: &HostConfig,
+    config: &ContainerConfig,
+    labels: &HashMap<String, String>,
+) -> LivePosture {
+    LivePosture {
+        cap_drop: hc.cap_drop.clone().unwrap_or_default(),
+        cap_add: hc.cap_add.clone().unwrap_or_default(),
+        privileged: hc.privileged.unwrap_or(false),
+        security_opt: hc.security_opt.clone().unwrap_or_default(),
+        pids_limit: hc.pids_limit,
+        user: config.user.clone().unwrap_or_default(),
+        namespaces: [
+            ("network", hc.network_mode.clone()),
+            ("pid", hc.pid_mode.clone()),
+            ("ipc", hc.ipc_mode.clone()),
+            ("user", hc.userns_mode.clone()),
+            ("uts", hc.uts_mode.clone()),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.unwrap_or_default()))
+        .collect(),
+        mounts: live_mounts(info),
+        ports: port_bindings(hc),
+        devices: hc.devices.as_ref().map_or(0, Vec::len),
+        spec_hash: labels.get(LABEL_SPEC_HASH).cloned(),
+    }
+}
+
+/// `HostConfig.PortBindings` as (container port spec, host ip), one per binding.
+fn port_bindings(hc: &HostConfig) -> Vec<(String, String)> {
     let mut ports = Vec::new();
     for (port, bindings) in hc.port_bindings.clone().unwrap_or_default() {
         for b in bindings.unwrap_or_default() {
             ports.push((port.clone(), b.host_ip.unwrap_or_default()));
         }
     }
-    let mounts = info
-        .mounts
+    ports
+}
+
+/// `Mounts` as (type, volume name or source, destination, read-write).
+fn live_mounts(info: &ContainerInspectResponse) -> Vec<(String, String, String, bool)> {
+    info.mounts
         .clone()
         .unwrap_or_default()
         .into_iter()
@@ -144,43 +210,7 @@ pub async fn inspect(
                 m.rw.unwrap_or(true),
             )
         })
-        .collect();
-    let posture = LivePosture {
-        cap_drop: hc.cap_drop.clone().unwrap_or_default(),
-        cap_add: hc.cap_add.clone().unwrap_or_default(),
-        privileged: hc.privileged.unwrap_or(false),
-        security_opt: hc.security_opt.clone().unwrap_or_default(),
-        pids_limit: hc.pids_limit,
-        user: config.user.clone().unwrap_or_default(),
-        namespaces: [
-            ("network", hc.network_mode.clone()),
-            ("pid", hc.pid_mode.clone()),
-            ("ipc", hc.ipc_mode.clone()),
-            ("user", hc.userns_mode.clone()),
-            ("uts", hc.uts_mode.clone()),
-        ]
-        .into_iter()
-        .map(|(k, v)| (k.to_string(), v.unwrap_or_default()))
-        .collect(),
-        mounts,
-        ports,
-        devices: hc.devices.as_ref().map_or(0, Vec::len),
-        spec_hash: labels.get(LABEL_SPEC_HASH).cloned(),
-    };
-    Ok(Some(LiveContainer {
-        id: info.id.unwrap_or_default(),
-        name: info
-            .name
-            .unwrap_or_default()
-            .trim_start_matches('/')
-            .to_string(),
-        image: config.image.unwrap_or_default(),
-        state,
-        host_port,
-        labels,
-        created: info.created.map(|c| c.to_string()),
-        posture,
-    }))
+        .collect()
 }
 
 /// Creates the named volumes of a spec, labelled; existing ones are kept as they are.
@@ -523,5 +553,103 @@ mod tests {
                 .iter()
                 .all(|l| l.soft == l.hard && l.soft.unwrap() > 0)
         );
+    }
+
+    /// Inspect data as an engine sends it.
+    fn inspected() -> ContainerInspectResponse {
+        serde_json::from_value(serde_json::json!({
+            "Id": "abc123",
+            "Name": "/po-o-w",
+            "Created": "2025-01-02T03:04:05Z",
+            "State": { "Status": "running" },
+            "Config": {
+                "Image": "po-sandbox:x",
+                "User": "1000:1000",
+                "Labels": { "po.spec-hash": "h", "po.owner": "o" }
+            },
+            "HostConfig": {
+                "CapDrop": ["ALL"],
+                "SecurityOpt": ["no-new-privileges"],
+                "PidsLimit": 2048,
+                "NetworkMode": "bridge",
+                "PidMode": "host",
+                "PortBindings": { "7300/tcp": [{ "HostIp": "127.0.0.1", "HostPort": "" }] },
+                "Devices": [{ "PathOnHost": "/dev/fuse" }]
+            },
+            "Mounts": [
+                { "Type": "volume", "Name": "po-o-w-home", "Source": "/var/lib/x", "Destination": "/po-home", "RW": true },
+                { "Type": "bind", "Source": "/opt/bundle", "Destination": "/opt/po", "RW": false }
+            ],
+            "NetworkSettings": {
+                "Ports": {
+                    "22/tcp": null,
+                    "7300/tcp": [{ "HostIp": "127.0.0.1", "HostPort": "49153" }]
+                }
+            }
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn inspect_data_reads_as_a_live_container() {
+        let c = live_container(inspected(), Some(7300));
+        assert_eq!(
+            (
+                c.id.as_str(),
+                c.name.as_str(),
+                c.image.as_str(),
+                c.state.as_str()
+            ),
+            ("abc123", "po-o-w", "po-sandbox:x", "running")
+        );
+        assert!(c.running());
+        assert_eq!(c.host_port, Some(49153));
+        assert_eq!(c.labels["po.owner"], "o");
+        assert!(c.created.is_some());
+        let p = &c.posture;
+        assert_eq!(p.cap_drop, ["ALL"]);
+        assert!(p.cap_add.is_empty() && !p.privileged);
+        assert_eq!(p.pids_limit, Some(2048));
+        assert_eq!(p.user, "1000:1000");
+        assert_eq!(p.spec_hash.as_deref(), Some("h"));
+        assert_eq!(p.devices, 1);
+        assert_eq!(
+            p.namespaces[..2],
+            [
+                ("network".to_string(), "bridge".to_string()),
+                ("pid".to_string(), "host".to_string())
+            ]
+        );
+        assert_eq!(p.namespaces.len(), 5);
+    }
+
+    #[test]
+    fn mounts_and_ports_read_as_posture_tuples() {
+        let info = inspected();
+        assert_eq!(
+            live_mounts(&info),
+            [
+                (
+                    "volume".into(),
+                    "po-o-w-home".into(),
+                    "/po-home".into(),
+                    true
+                ),
+                ("bind".into(), "/opt/bundle".into(), "/opt/po".into(), false)
+            ]
+        );
+        let hc = info.host_config.clone().unwrap();
+        assert_eq!(
+            port_bindings(&hc),
+            [("7300/tcp".to_string(), "127.0.0.1".to_string())]
+        );
+        assert_eq!(published_host_port(&info, Some(7300)), Some(49153));
+        assert_eq!(published_host_port(&info, Some(22)), None);
+        assert_eq!(published_host_port(&info, Some(1)), None);
+        let empty = ContainerInspectResponse::default();
+        assert_eq!(published_host_port(&empty, None), None);
+        assert!(live_mounts(&empty).is_empty() && port_bindings(&HostConfig::default()).is_empty());
+        let c = live_container(empty, None);
+        assert_eq!((c.state.as_str(), c.posture.devices), ("", 0));
     }
 }

@@ -204,13 +204,37 @@ pub fn inherited_env(host: &HashMap<String, String>) -> BTreeMap<String, String>
 pub fn build(input: &SpecInput) -> ContainerSpec {
     let ws = input.workspace;
     let p = crate::sandbox::workspace::sandbox_dir(input.po_home, &ws.id);
-    let p_str = p.to_string_lossy().to_string();
     let ws_path = ws.path.to_string_lossy().to_string();
+    let own = layer_env(input, &p.to_string_lossy());
+    let mut spec = ContainerSpec {
+        name: container_name(input.owner, &ws.id),
+        image: input.image.to_string(),
+        labels: BTreeMap::new(),
+        env: BTreeMap::new(),
+        cmd: input.bundle.command(),
+        working_dir: ws_path.clone(),
+        user: input.user.to_string(),
+        binds: binds(input, &p),
+        volumes: volume_names(input.owner, &ws.id).to_vec(),
+        container_port: input.bundle.server.port,
+        pids_limit: input.pids_limit,
+        extra_hosts: input.extra_hosts.to_vec(),
+        spec_hash: String::new(),
+    };
+    set_env_and_hash(&mut spec, own, input.host_env);
+    spec.labels = labels(input, &spec.spec_hash, ws_path);
+    spec
+}
 
+/// The workspace, the bundle (read-only), P, the token file (read-only), the seed files that
+/// exist (read-only, inside P), then the extra binds.
+fn binds(input: &SpecInput, p: &Path) -> Vec<Bind> {
+    let ws = input.workspace;
+    let p_str = p.to_string_lossy().to_string();
     let mut binds = vec![
         Bind {
             source: ws.path.clone(),
-            target: ws_path.clone(),
+            target: ws.path.to_string_lossy().to_string(),
             read_only: false,
         },
         Bind {
@@ -219,7 +243,7 @@ pub fn build(input: &SpecInput) -> ContainerSpec {
             read_only: true,
         },
         Bind {
-            source: p.clone(),
+            source: p.to_path_buf(),
             target: p_str.clone(),
             read_only: false,
         },
@@ -237,15 +261,19 @@ pub fn build(input: &SpecInput) -> ContainerSpec {
         });
     }
     binds.extend(input.extra_binds.iter().cloned());
+    binds
+}
 
+/// The variables the layer decides: the bundle's, then the fixed ones, then the extra ones.
+fn layer_env(input: &SpecInput, p_str: &str) -> BTreeMap<String, String> {
     // Fixed variables last, so neither the host nor the bundle can override them.
     let mut own = BTreeMap::new();
     for (k, v) in &input.bundle.server.env {
         own.insert(k.clone(), v.clone());
     }
     own.insert("PO_SANDBOX".into(), "1".into());
-    own.insert("PO_HOME".into(), p_str.clone());
-    own.insert("PO_WORKSPACE".into(), ws.id.clone());
+    own.insert("PO_HOME".into(), p_str.to_string());
+    own.insert("PO_WORKSPACE".into(), input.workspace.id.clone());
     own.insert("PO_SANDBOX_TOKEN_FILE".into(), TOKEN_PATH.into());
     own.insert("HOME".into(), HOME_DIR.into());
     own.insert("XDG_CACHE_HOME".into(), format!("{RUNTIME_DIR}/cache"));
@@ -254,41 +282,38 @@ pub fn build(input: &SpecInput) -> ContainerSpec {
     for (k, v) in input.extra_env {
         own.insert(k.clone(), v.clone());
     }
+    own
+}
 
-    let mut spec = ContainerSpec {
-        name: container_name(input.owner, &ws.id),
-        image: input.image.to_string(),
-        labels: BTreeMap::new(),
-        env: BTreeMap::new(),
-        cmd: input.bundle.command(),
-        working_dir: ws_path.clone(),
-        user: input.user.to_string(),
-        binds,
-        volumes: volume_names(input.owner, &ws.id).to_vec(),
-        container_port: input.bundle.server.port,
-        pids_limit: input.pids_limit,
-        extra_hosts: input.extra_hosts.to_vec(),
-        spec_hash: String::new(),
-    };
+/// Hashes the spec with the layer's variables but the per-grant ones, then sets its
+/// environment: what the host may pass on, overridden by the layer's.
+fn set_env_and_hash(
+    spec: &mut ContainerSpec,
+    own: BTreeMap<String, String>,
+    host_env: &HashMap<String, String>,
+) {
     // The hash covers what the layer decides, not what a terminal happens to export.
     spec.env = own.clone();
     spec.env.retain(|k, _| !is_per_grant(k));
-    spec.spec_hash = hash(&spec);
-    let mut env = inherited_env(input.host_env);
+    spec.spec_hash = hash(spec);
+    let mut env = inherited_env(host_env);
     env.extend(own);
     spec.env = env;
-    spec.labels = BTreeMap::from([
+}
+
+/// The ownership, identity and drift labels.
+fn labels(input: &SpecInput, spec_hash: &str, ws_path: String) -> BTreeMap<String, String> {
+    BTreeMap::from([
         (LABEL_OWNER.to_string(), input.owner.to_string()),
-        (LABEL_WORKSPACE.to_string(), ws.id.clone()),
+        (LABEL_WORKSPACE.to_string(), input.workspace.id.clone()),
         (LABEL_SANDBOX.to_string(), "1".to_string()),
         (
             LABEL_IMAGE_DIGEST.to_string(),
             input.image_digest.to_string(),
         ),
-        (LABEL_SPEC_HASH.to_string(), spec.spec_hash.clone()),
+        (LABEL_SPEC_HASH.to_string(), spec_hash.to_string()),
         (LABEL_WORKSPACE_PATH.to_string(), ws_path),
-    ]);
-    spec
+    ])
 }
 
 /// Variables whose values change with every grant (tokens) stay out of the hash.
@@ -394,8 +419,31 @@ fn drops_all_capabilities(cap_drop: &[String]) -> bool {
             .all(|d| dropped.iter().any(|c| c == d))
 }
 
+/// One posture rule: `Err` names the drift.
+type PostureCheck = fn(&ContainerSpec, &LivePosture) -> Result<(), String>;
+
+/// The posture rules, in the order drift is reported.
+const POSTURE_CHECKS: [PostureCheck; 9] = [
+    check_capabilities,
+    check_privileges,
+    check_pids_limit,
+    check_user,
+    check_namespaces,
+    check_devices,
+    check_mounts,
+    check_ports,
+    check_spec_hash,
+];
+
 /// Checks a live container against the spec's security posture. `Err` names the first drift.
 pub fn check_posture(spec: &ContainerSpec, live: &LivePosture) -> Result<(), String> {
+    POSTURE_CHECKS
+        .iter()
+        .try_for_each(|check| check(spec, live))
+}
+
+/// All capabilities dropped, none added.
+fn check_capabilities(_: &ContainerSpec, live: &LivePosture) -> Result<(), String> {
     if !drops_all_capabilities(&live.cap_drop) {
         return Err("it does not drop all capabilities (CapDrop lacks ALL)".into());
     }
@@ -405,6 +453,11 @@ pub fn check_posture(spec: &ContainerSpec, live: &LivePosture) -> Result<(), Str
             live.cap_add.join(", ")
         ));
     }
+    Ok(())
+}
+
+/// Not privileged, and no new privileges.
+fn check_privileges(_: &ContainerSpec, live: &LivePosture) -> Result<(), String> {
     if live.privileged {
         return Err("it runs privileged".into());
     }
@@ -413,49 +466,75 @@ pub fn check_posture(spec: &ContainerSpec, live: &LivePosture) -> Result<(), Str
     }) {
         return Err("it allows new privileges (no no-new-privileges)".into());
     }
+    Ok(())
+}
+
+/// A pid limit, no higher than the spec's.
+fn check_pids_limit(spec: &ContainerSpec, live: &LivePosture) -> Result<(), String> {
     match live.pids_limit {
-        Some(n) if n > 0 && n <= spec.pids_limit => {}
-        other => {
-            return Err(format!(
-                "its pid limit is {other:?}, not at most {}",
-                spec.pids_limit
-            ));
-        }
+        Some(n) if n > 0 && n <= spec.pids_limit => Ok(()),
+        other => Err(format!(
+            "its pid limit is {other:?}, not at most {}",
+            spec.pids_limit
+        )),
     }
+}
+
+fn check_user(spec: &ContainerSpec, live: &LivePosture) -> Result<(), String> {
     if live.user != spec.user {
         return Err(format!(
             "it runs as user {:?}, not {}",
             live.user, spec.user
         ));
     }
+    Ok(())
+}
+
+/// No namespace shared with the host.
+fn check_namespaces(_: &ContainerSpec, live: &LivePosture) -> Result<(), String> {
     for (what, mode) in &live.namespaces {
         if mode == "host" {
             return Err(format!("it shares the host's {what} namespace"));
         }
     }
+    Ok(())
+}
+
+fn check_devices(_: &ContainerSpec, live: &LivePosture) -> Result<(), String> {
     if live.devices > 0 {
         return Err("it has host devices".into());
     }
+    Ok(())
+}
+
+/// Every mount is one of the spec's, and none is writable where the spec has it read-only.
+fn check_mounts(spec: &ContainerSpec, live: &LivePosture) -> Result<(), String> {
     for (kind, source, dest, rw) in &live.mounts {
-        let allowed = match kind.as_str() {
-            "volume" => spec
-                .volumes
-                .iter()
-                .any(|v| &v.name == source && &v.target == dest),
-            "bind" => spec.binds.iter().any(|b| {
-                b.source.to_string_lossy() == source.as_str()
-                    && &b.target == dest
-                    && (!*rw || !b.read_only)
-            }),
-            _ => false,
-        };
-        if !allowed {
+        if !mount_allowed(spec, kind, source, dest, *rw) {
             return Err(format!(
                 "it mounts {source} at {dest} ({kind}, {}), which the spec does not allow",
                 if *rw { "rw" } else { "ro" }
             ));
         }
     }
+    Ok(())
+}
+
+fn mount_allowed(spec: &ContainerSpec, kind: &str, source: &str, dest: &str, rw: bool) -> bool {
+    match kind {
+        "volume" => spec
+            .volumes
+            .iter()
+            .any(|v| v.name == source && v.target == dest),
+        "bind" => spec.binds.iter().any(|b| {
+            b.source.to_string_lossy() == source && b.target == dest && (!rw || !b.read_only)
+        }),
+        _ => false,
+    }
+}
+
+/// The spec's port only, on 127.0.0.1 only, and published.
+fn check_ports(spec: &ContainerSpec, live: &LivePosture) -> Result<(), String> {
     for (port, ip) in &live.ports {
         if port != &format!("{}/tcp", spec.container_port) {
             return Err(format!(
@@ -473,6 +552,11 @@ pub fn check_posture(spec: &ContainerSpec, live: &LivePosture) -> Result<(), Str
     if live.ports.is_empty() {
         return Err("it publishes no port".into());
     }
+    Ok(())
+}
+
+/// The `po.spec-hash` label matches this hub's spec.
+fn check_spec_hash(spec: &ContainerSpec, live: &LivePosture) -> Result<(), String> {
     if live.spec_hash.as_deref() != Some(spec.spec_hash.as_str()) {
         return Err(
             "its spec changed (image, runtime bundle, mounts or settings differ from this hub's)"

@@ -162,3 +162,63 @@ fn macos_marks_everything_vm() {
     }));
     assert!(!list.iter().any(|c| c.source == "rootless"));
 }
+
+/// Runs one engine's step alone on `h`.
+fn step(h: &HostEnv, engine: EngineKind, f: fn(&mut Places)) -> Vec<Candidate> {
+    let mut out = Vec::new();
+    f(&mut Places {
+        host: h,
+        engine,
+        out: &mut out,
+    });
+    out
+}
+
+#[test]
+fn places_in_home_need_an_absolute_home() {
+    for vars in [&[][..], &[("HOME", "home/u")][..]] {
+        let h = host(vars);
+        let list = step(&h, EngineKind::Docker, |p| p.push_in_home(&DOCKER_IN_HOME));
+        assert!(list.is_empty(), "{list:?}");
+    }
+    let h = host(&[("HOME", "/home/u")]);
+    let list = step(&h, EngineKind::Podman, |p| {
+        p.push_in_home(&PODMAN_MACHINE_IN_HOME)
+    });
+    assert_eq!(list.len(), 3);
+    assert!(
+        list.iter()
+            .all(|c| c.vm && !c.rootless && c.source == "Podman machine")
+    );
+    assert_eq!(
+        list[0].endpoint,
+        Endpoint::Unix("/home/u/.local/share/containers/podman/machine/podman.sock".into())
+    );
+}
+
+#[test]
+fn nerdctl_and_finch_steps_add_native_sockets_on_linux_only() {
+    let mut h = host(&[("XDG_RUNTIME_DIR", "/run/user/7")]);
+    let nerdctl = step(&h, EngineKind::Nerdctl, nerdctl_places);
+    assert_eq!(
+        nerdctl
+            .iter()
+            .map(|c| (c.source, c.rootless))
+            .collect::<Vec<_>>(),
+        [("containerd", false), ("rootless containerd", true)]
+    );
+    assert_eq!(
+        nerdctl[1].endpoint,
+        Endpoint::Unix("/run/user/7/containerd-rootless/containerd.sock".into())
+    );
+    let finch = step(&h, EngineKind::Finch, finch_places);
+    assert_eq!(
+        finch.iter().map(|c| c.vm).collect::<Vec<_>>(),
+        [true, false]
+    );
+    h.os = HostOs::MacOs;
+    assert_eq!(step(&h, EngineKind::Nerdctl, nerdctl_places).len(), 1);
+    let finch = step(&h, EngineKind::Finch, finch_places);
+    assert_eq!(finch.len(), 1);
+    assert!(finch[0].vm);
+}

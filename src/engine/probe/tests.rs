@@ -118,11 +118,10 @@ async fn http_server_that_is_not_an_engine_fails_plainly() {
     assert_eq!(outcome.code(), "failed", "{outcome:?}");
 }
 
-#[tokio::test]
-async fn old_api_is_too_old() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("docker.sock");
-    let listener = tokio::net::UnixListener::bind(&path).unwrap();
+/// A socket at `path` that answers every HTTP request with 200: `version` to `/version`, `info`
+/// to `/info`, and `OK` to anything else (the ping).
+fn fake_engine(path: &std::path::Path, version: &'static str, info: &'static str) {
+    let listener = tokio::net::UnixListener::bind(path).unwrap();
     tokio::spawn(async move {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
         while let Ok((mut s, _)) = listener.accept().await {
@@ -137,7 +136,9 @@ async fn old_api_is_too_old() {
                     }
                     let req = String::from_utf8_lossy(&buf[..n]).to_string();
                     let body = if req.contains("/version") {
-                        r#"{"Version":"18.09.0","ApiVersion":"1.39"}"#
+                        version
+                    } else if req.contains("/info") {
+                        info
                     } else {
                         "OK"
                     };
@@ -152,6 +153,13 @@ async fn old_api_is_too_old() {
             });
         }
     });
+}
+
+#[tokio::test]
+async fn old_api_is_too_old() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("docker.sock");
+    fake_engine(&path, r#"{"Version":"18.09.0","ApiVersion":"1.39"}"#, "{}");
     let outcome = probe(&candidate(Endpoint::Unix(path)), &host(), ANSWER).await;
     assert_eq!(
         outcome,
@@ -160,6 +168,81 @@ async fn old_api_is_too_old() {
             engine_version: "18.09.0".into()
         }
     );
+}
+
+#[tokio::test]
+async fn a_podman_engine_answers_with_its_facts() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("podman.sock");
+    fake_engine(
+        &path,
+        r#"{"Version":"4.3.1","ApiVersion":"1.41","Components":[{"Name":"Podman Engine","Version":"4.3.1"}]}"#,
+        r#"{"OperatingSystem":"debian","OSType":"linux","Architecture":"x86_64","Name":"Colima","SecurityOptions":["name=seccomp","name=rootless"]}"#,
+    );
+    let mut h = host();
+    h.os = HostOs::Linux;
+    let outcome = probe(&candidate(Endpoint::Unix(path)), &h, ANSWER).await;
+    assert_eq!(
+        outcome,
+        Outcome::Available(EngineFacts {
+            engine: EngineKind::Podman,
+            engine_version: "4.3.1".into(),
+            api_version: "1.41".into(),
+            os: "debian".into(),
+            os_type: "linux".into(),
+            arch: "x86_64".into(),
+            vm: true,
+            rootless: true,
+            host_name: "Colima".into(),
+        })
+    );
+}
+
+#[test]
+fn the_older_api_of_server_and_client_is_spoken() {
+    let ours = bollard::API_DEFAULT_VERSION;
+    let spoken = |v: ClientVersion| (v.major_version, v.minor_version);
+    assert_eq!(spoken(negotiate((1, 41))), (1, 41));
+    assert_eq!(
+        spoken(negotiate((1, 999))),
+        (ours.major_version, ours.minor_version)
+    );
+    assert_eq!(
+        spoken(negotiate((2, 0))),
+        (ours.major_version, ours.minor_version)
+    );
+}
+
+#[test]
+fn podman_vm_and_rootless_are_read_from_the_answers() {
+    let version = |json: &str| -> SystemVersion { serde_json::from_str(json).unwrap() };
+    assert!(!is_podman(&version(r#"{"Version":"28.0.1"}"#)));
+    assert!(is_podman(&version(
+        r#"{"Platform":{"Name":"linux/amd64/debian-12 PODMAN"}}"#
+    )));
+    let mut h = host();
+    h.os = HostOs::Linux;
+    let c = candidate(Endpoint::Unix("/s".into()));
+    assert!(!runs_in_vm(&c, &h, "Debian GNU/Linux 12", "box"));
+    assert!(runs_in_vm(&c, &h, "Docker Desktop", "box"));
+    assert!(runs_in_vm(&c, &h, "", "OrbStack"));
+    assert!(!runs_in_vm(&c, &h, "", "orbstack-2"));
+    h.os = HostOs::MacOs;
+    assert!(runs_in_vm(&c, &h, "", "box"));
+    let info = |json: &str| -> SystemInfo { serde_json::from_str(json).unwrap() };
+    assert!(!runs_rootless(
+        &c,
+        &info(r#"{"SecurityOptions":["name=seccomp"]}"#)
+    ));
+    assert!(runs_rootless(
+        &c,
+        &info(r#"{"SecurityOptions":["name=rootless"]}"#)
+    ));
+    let rootless_place = Candidate {
+        rootless: true,
+        ..c
+    };
+    assert!(runs_rootless(&rootless_place, &info("{}")));
 }
 
 #[tokio::test]

@@ -217,3 +217,53 @@ fn report_serialises_in_camel_case() {
     assert_eq!(json["reasonCode"], "ENGINE_NOT_INSTALLED");
     assert_eq!(json["candidates"][0]["outcome"], "not-found");
 }
+
+#[test]
+fn reason_texts_are_exact() {
+    let docker = c(EngineKind::Docker, "/var/run/docker.sock", "rootful");
+    let podman = c(EngineKind::Podman, "/p.sock", "Podman machine");
+    assert_eq!(
+        api_too_old(&docker, "9", "1.2"),
+        "Docker 9 at unix:///var/run/docker.sock serves Engine API 1.2; po-sandbox needs 1.41 or newer. Upgrade to Docker 20.10+ or Podman 3+."
+    );
+    assert_eq!(
+        hung(&podman, "info", 7),
+        "Podman at unix:///p.sock accepted a connection but did not answer info within 7 ms: the engine is hung. Restart it, or raise PO_SANDBOX_ENGINE_TIMEOUT_MS if it is only slow."
+    );
+    let mut h = host();
+    h.uid = 42;
+    assert!(permission_denied(&h, &docker).starts_with(
+        "Docker's socket unix:///var/run/docker.sock exists but this user (uid 42) may not use it."
+    ));
+    assert_eq!(
+        not_an_engine(&podman, "d"),
+        "unix:///p.sock (Podman machine) does not behave like a Docker or Podman engine: d. Point CONTAINER_HOST at an engine's socket."
+    );
+    assert_eq!(
+        stopped(&podman),
+        "Podman's socket unix:///p.sock exists but nothing answers: the engine is stopped. To fix, start it: podman machine start."
+    );
+    assert_eq!(
+        not_a_socket(&podman, "a folder"),
+        "unix:///p.sock is a folder, not the engine's socket. Remove it and restart the engine (start it: podman machine start)."
+    );
+}
+
+#[test]
+fn not_installed_lists_only_docker_api_places() {
+    let all = vec![
+        (
+            c(EngineKind::Docker, "/var/run/docker.sock", "rootful"),
+            Outcome::NotFound,
+        ),
+        (c(EngineKind::Finch, "/f.sock", "Finch"), Outcome::NotFound),
+        (
+            c(EngineKind::Podman, "/p.sock", "rootful"),
+            Outcome::NotFound,
+        ),
+    ];
+    assert_eq!(
+        not_installed(&host(), &all),
+        "No container engine is running here: no engine socket at unix:///var/run/docker.sock, unix:///p.sock. Install Docker (Debian: sudo apt-get install docker.io) or Podman and start it, or set DOCKER_HOST to a running engine."
+    );
+}

@@ -25,14 +25,25 @@ fn ws() -> Workspace {
 }
 
 fn spec_with(host_env: &[(&str, &str)], seeds: &[&str]) -> ContainerSpec {
-    let b = bundle();
-    let w = ws();
-    let host: HashMap<String, String> = host_env
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect();
-    let extra = BTreeMap::new();
-    build(&SpecInput {
+    with_input(host_env, seeds, &[], build)
+}
+
+/// Runs `f` on a spec input over the test bundle and workspace, with `extra_env` as the grant.
+fn with_input<T>(
+    host_env: &[(&str, &str)],
+    seeds: &[&str],
+    extra_env: &[(&str, &str)],
+    f: impl FnOnce(&SpecInput) -> T,
+) -> T {
+    let (b, w) = (bundle(), ws());
+    let pairs = |vars: &[(&str, &str)]| {
+        vars.iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect::<Vec<_>>()
+    };
+    let host: HashMap<String, String> = pairs(host_env).into_iter().collect();
+    let extra: BTreeMap<String, String> = pairs(extra_env).into_iter().collect();
+    f(&SpecInput {
         owner: "hub1",
         workspace: &w,
         po_home: Path::new("/home/u/.po"),
@@ -300,4 +311,91 @@ fn every_drift_is_named() {
         let reason = check_posture(&s, &live).unwrap_err();
         assert!(reason.contains(needle), "{needle}: {reason}");
     }
+}
+
+#[test]
+fn binds_come_in_a_fixed_order() {
+    let p = Path::new("/home/u/.po/sandboxes/acme");
+    let binds = with_input(&[], &["config.yaml"], &[], |input| binds(input, p));
+    let targets: Vec<(&str, bool)> = binds
+        .iter()
+        .map(|b| (b.target.as_str(), b.read_only))
+        .collect();
+    assert_eq!(
+        targets,
+        [
+            ("/src/acme", false),
+            ("/opt/po", true),
+            ("/home/u/.po/sandboxes/acme", false),
+            (TOKEN_PATH, true),
+            ("/home/u/.po/sandboxes/acme/config.yaml", true),
+        ]
+    );
+    assert_eq!(binds[4].source, Path::new("/home/u/.po/config.yaml"));
+}
+
+#[test]
+fn layer_env_lets_the_grant_but_not_the_bundle_override_fixed_variables() {
+    let env = with_input(
+        &[],
+        &[],
+        &[("PO_BROKER_SOCKET", "/s"), ("HOME", "/g")],
+        |input| layer_env(input, "/p"),
+    );
+    assert_eq!(env["NODE_ENV"], "production");
+    assert_eq!(env["PO_HOME"], "/p");
+    assert_eq!(env["PO_WORKSPACE"], "acme");
+    assert_eq!(env["PO_BROKER_SOCKET"], "/s");
+    assert_eq!(env["HOME"], "/g");
+}
+
+#[test]
+fn per_grant_variables_stay_out_of_the_hash_but_reach_the_container() {
+    let a = with_input(&[], &[], &[("PO_BROKER_TOKEN", "one")], build);
+    let b = with_input(&[], &[], &[("PO_BROKER_TOKEN", "two")], build);
+    assert_eq!(a.spec_hash, b.spec_hash);
+    assert_eq!(b.env["PO_BROKER_TOKEN"], "two");
+    let c = with_input(&[], &[], &[("PO_MODE", "x")], build);
+    assert_ne!(a.spec_hash, c.spec_hash);
+    assert_eq!(c.labels[LABEL_SPEC_HASH], c.spec_hash);
+    assert_eq!(c.labels[LABEL_WORKSPACE_PATH], "/src/acme");
+    assert_eq!(c.labels[LABEL_IMAGE_DIGEST], "abc");
+}
+
+#[test]
+fn mount_allowed_matches_kind_source_target_and_write_access() {
+    let s = spec_with(&[], &[]);
+    let vol = &s.volumes[0];
+    assert!(mount_allowed(&s, "volume", &vol.name, &vol.target, true));
+    assert!(!mount_allowed(&s, "volume", &vol.name, GIT_DIR, true));
+    assert!(!mount_allowed(&s, "bind", &vol.name, &vol.target, true));
+    let ro = s.binds.iter().find(|b| b.read_only).unwrap();
+    let src = ro.source.to_string_lossy();
+    assert!(mount_allowed(&s, "bind", &src, &ro.target, false));
+    assert!(!mount_allowed(&s, "bind", &src, &ro.target, true));
+    assert!(!mount_allowed(&s, "tmpfs", "", "/tmp", true));
+}
+
+#[test]
+fn the_first_posture_check_that_fails_is_reported() {
+    let s = spec_with(&[], &[]);
+    let mut live = live_of(&s);
+    live.spec_hash = None;
+    live.ports.clear();
+    live.devices = 1;
+    live.privileged = true;
+    assert_eq!(check_posture(&s, &live).unwrap_err(), "it runs privileged");
+    live.privileged = false;
+    assert_eq!(check_devices(&s, &live).unwrap_err(), "it has host devices");
+    assert_eq!(check_posture(&s, &live).unwrap_err(), "it has host devices");
+    live.devices = 0;
+    assert_eq!(
+        check_posture(&s, &live).unwrap_err(),
+        "it publishes no port"
+    );
+    assert_eq!(
+        check_pids_limit(&s, &live_of(&s)),
+        Ok(()),
+        "the spec's own limit passes"
+    );
 }
