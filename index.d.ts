@@ -641,7 +641,7 @@ export interface SandboxState {
   contained: boolean
   /** The workspace id (`PO_WORKSPACE`). */
   workspace?: string
-  /** Providers whose calls go through the broker (`PO_BROKER_PROVIDERS`). */
+  /** Providers whose calls go through the broker (`PO_BROKER_PROVIDERS`, valid names only). */
   brokeredProviders: Array<string>
   /**
    * The broker route (`PO_BROKER_SOCKET` or `PO_BROKER_ADDRESS`), when exactly one valid

@@ -73,6 +73,19 @@ pub struct DoctorOptions {
     pub recipe: ImageRecipe,
 }
 
+impl DoctorOptions {
+    /// What the doctor checks for the provider's options (the same Po home, bundle, recipe
+    /// and engine).
+    pub fn of(options: crate::provider::ProviderOptions) -> DoctorOptions {
+        DoctorOptions {
+            detect: options.detect,
+            po_home: options.po_home,
+            runtime_version: options.runtime_version,
+            recipe: options.recipe,
+        }
+    }
+}
+
 /// Everything `po-sandbox doctor` found.
 #[napi(object, object_from_js = false)]
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]

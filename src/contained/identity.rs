@@ -38,24 +38,28 @@ impl BrokerRoute {
 }
 
 /// What the environment says about this process.
+#[napi_derive::napi(object, object_from_js = false)]
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct SandboxState {
-    /// Inside a sandbox container (`PO_SANDBOX=1`).
+    /// Runs inside a sandbox container (`PO_SANDBOX=1`).
     pub contained: bool,
     /// The workspace id (`PO_WORKSPACE`).
     pub workspace: Option<String>,
-    /// Providers routed through the broker (only those with valid names).
+    /// Providers whose calls go through the broker (`PO_BROKER_PROVIDERS`, valid names only).
     pub brokered_providers: Vec<String>,
-    /// The broker route, when exactly one valid route is set.
+    /// The broker route (`PO_BROKER_SOCKET` or `PO_BROKER_ADDRESS`), when exactly one valid
+    /// route is set.
     pub route: Option<BrokerRoute>,
-    /// Variables that are malformed or contradict each other, in words.
+    /// Providers are re-pointed at the broker: a route and at least one provider.
+    pub brokered: bool,
+    /// Malformed or contradictory variables, in words (never thrown).
     pub problems: Vec<String>,
 }
 
 impl SandboxState {
     /// Providers are re-pointed only with both a provider list and a route.
     pub fn brokered(&self) -> bool {
-        self.route.is_some() && !self.brokered_providers.is_empty()
+        self.brokered
     }
 }
 
@@ -154,6 +158,7 @@ pub fn read_state(env: &HashMap<String, String>) -> SandboxState {
             "A broker route is set but {PROVIDERS_VAR} is not, so no provider is brokered."
         ));
     }
+    s.brokered = s.route.is_some() && !s.brokered_providers.is_empty();
     s
 }
 

@@ -41,16 +41,12 @@ impl BrokerBridge {
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
             .take();
-        promise(
-            env,
-            async move {
-                if let Some(bridge) = bridge {
-                    bridge.close().await;
-                }
-                Ok(())
-            },
-            |()| (),
-        )
+        promise(env, async move {
+            if let Some(bridge) = bridge {
+                bridge.close().await;
+            }
+            Ok(())
+        })
     }
 }
 
@@ -64,10 +60,11 @@ pub fn start_broker_bridge<'env>(
     route: String,
 ) -> napi::Result<PromiseRaw<'env, BrokerBridge>> {
     let socket = PathBuf::from(route);
-    promise(env, async move { Bridge::start(&socket).await }, |bridge| {
-        BrokerBridge {
+    promise(env, async move {
+        let bridge = Bridge::start(&socket).await?;
+        Ok(BrokerBridge {
             port: bridge.port(),
             inner: Mutex::new(Some(bridge)),
-        }
+        })
     })
 }

@@ -9,11 +9,10 @@ use napi::bindgen_prelude::{FromNapiValue, Function, PromiseRaw, Unknown};
 use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
 use napi_derive::napi;
 
-use super::errors::{coded, env_vars, object_arg, promise};
+use super::errors::{coded, env_vars, object_arg, promise, required_arg};
 use crate::broker::server::{
     AuditEvent, Broker, BrokerOptions, GrantRequest, GrantRoute, RouteKind,
 };
-use crate::error::Error;
 use crate::host::{HostEnv, UserIds};
 
 /// Options of `startCredentialBroker`.
@@ -159,23 +158,18 @@ pub fn start_credential_broker<'env>(
         Ok(dir) => dir,
         // A bad value rejects (a mistyped one throws, as everywhere).
         Err(e) => {
-            return promise(env, async move { Err(e) }, |inner| CredentialBroker {
-                inner,
-            });
+            return promise(env, async move { Err(e) });
         }
     };
-    promise(
-        env,
-        async move {
-            Broker::start(BrokerOptions {
-                host_env,
-                socket_dir,
-                tcp,
-            })
-            .await
-        },
-        |inner| CredentialBroker { inner },
-    )
+    promise(env, async move {
+        Broker::start(BrokerOptions {
+            host_env,
+            socket_dir,
+            tcp,
+        })
+        .await
+        .map(|inner| CredentialBroker { inner })
+    })
 }
 
 #[napi]
@@ -197,15 +191,8 @@ impl CredentialBroker {
     /// `<PROVIDER>_BASE_URL`) or `BROKER_FAILED`.
     #[napi(ts_args_type = "options: GrantOptions")]
     pub fn grant(&self, env: &Env, options: Unknown) -> napi::Result<BrokerGrant> {
-        let o: GrantOptions = object_arg(env, Some(options), "options")?.ok_or_else(|| {
-            coded(
-                env,
-                &Error::OptionsInvalid {
-                    option: "options".into(),
-                    reason: "expected { workspace, ... }".into(),
-                },
-            )
-        })?;
+        let o: GrantOptions =
+            required_arg(env, Some(options), "options", "expected { workspace, ... }")?;
         let transport =
             RouteKind::parse(o.transport.as_deref(), "transport").map_err(|e| coded(env, &e))?;
         let owner = o
@@ -278,17 +265,8 @@ impl CredentialBroker {
             // SAFETY: the value belongs to this env and is alive for this call.
             unsafe { String::from_napi_value(env.raw(), grant.raw()) }?
         } else {
-            object_arg::<GrantRef>(&env, Some(grant), "grant")?
-                .ok_or_else(|| {
-                    coded(
-                        &env,
-                        &Error::OptionsInvalid {
-                            option: "grant".into(),
-                            reason: "expected a grant from grant() or its id, got nothing".into(),
-                        },
-                    )
-                })?
-                .id
+            let expected = "expected a grant from grant() or its id, got nothing";
+            required_arg::<GrantRef>(&env, Some(grant), "grant", expected)?.id
         };
         Ok(self.inner.revoke(&id))
     }
@@ -297,14 +275,10 @@ impl CredentialBroker {
     #[napi(ts_return_type = "Promise<void>")]
     pub fn close<'env>(&self, env: &'env Env) -> napi::Result<PromiseRaw<'env, ()>> {
         let broker = self.inner.clone();
-        promise(
-            env,
-            async move {
-                broker.close().await;
-                Ok(())
-            },
-            |()| (),
-        )
+        promise(env, async move {
+            broker.close().await;
+            Ok(())
+        })
     }
 
     /// Calls `callback` with an audit event for every request.

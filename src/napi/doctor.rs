@@ -61,15 +61,8 @@ pub fn doctor<'env>(
     };
     let host = HostEnv::from_vars(env_vars(vars));
     let resolved = ProviderOptions::resolve(raw, host.clone()).map_err(|e| coded(env, &e))?;
-    let options = crate::doctor::DoctorOptions {
-        detect: resolved.detect,
-        po_home: resolved.po_home,
-        runtime_version: resolved.runtime_version,
-        recipe: resolved.recipe,
-    };
-    promise(
-        env,
-        async move { crate::doctor::doctor(&host, &node_version, options).await },
-        |r| r,
-    )
+    let options = crate::doctor::DoctorOptions::of(resolved);
+    promise(env, async move {
+        crate::doctor::doctor(&host, &node_version, options).await
+    })
 }

@@ -60,11 +60,7 @@ pub fn check_engine<'env>(
     options: Option<Unknown>,
 ) -> napi::Result<PromiseRaw<'env, EngineReport>> {
     let (host, detect) = split(env, options)?;
-    promise(
-        env,
-        async move { core::detect(&host, &detect).await },
-        |r| r,
-    )
+    promise(env, async move { core::detect(&host, &detect).await })
 }
 
 /// Lists the places engine detection would try, in order, without any I/O. Throws

@@ -3,7 +3,11 @@
 
 use std::collections::HashMap;
 
-use napi::bindgen_prelude::{FromNapiValue, JsObjectValue, JsValue, Object, Unknown};
+use std::future::Future;
+
+use napi::bindgen_prelude::{
+    FromNapiValue, JsObjectValue, JsValue, Object, PromiseRaw, ToNapiValue, Unknown,
+};
 use napi::{Env, JsError, ValueType};
 
 use crate::error::Error as CoreError;
@@ -39,26 +43,16 @@ fn cause_chain(err: &CoreError) -> Option<napi::Error> {
     })
 }
 
-/// Runs a core future on the addon's runtime; resolves with `convert(value)` or rejects with a
-/// coded error.
-pub fn promise<'env, T, V, F, C>(
-    env: &'env Env,
-    fut: F,
-    convert: C,
-) -> napi::Result<napi::bindgen_prelude::PromiseRaw<'env, V>>
+/// Runs a core future on the addon's runtime; resolves with its value or rejects with a coded
+/// error.
+pub fn promise<'env, V, F>(env: &'env Env, fut: F) -> napi::Result<PromiseRaw<'env, V>>
 where
-    T: Send + 'static,
-    V: napi::bindgen_prelude::ToNapiValue + 'static,
-    F: std::future::Future<Output = crate::error::Result<T>> + Send + 'static,
-    C: FnOnce(T) -> V + 'static,
+    V: ToNapiValue + Send + 'static,
+    F: Future<Output = crate::error::Result<V>> + Send + 'static,
 {
-    env.spawn_future_with_callback(
-        async move { Ok(fut.await) },
-        move |env, result| match result {
-            Ok(value) => Ok(convert(value)),
-            Err(e) => Err(coded(env, &e)),
-        },
-    )
+    env.spawn_future_with_callback(async move { Ok(fut.await) }, |env, result| {
+        result.map_err(|e| coded(env, &e))
+    })
 }
 
 /// A JS environment object (`process.env` or a plain record) as core variables; `undefined`
@@ -71,6 +65,23 @@ pub fn env_vars(env: Option<HashMap<String, Option<String>>>) -> HashMap<String,
             .collect(),
         None => std::env::vars().collect(),
     }
+}
+
+/// A required object argument: as [`object_arg`], and `undefined` or `null` is an
+/// `OPTIONS_INVALID` error naming it and saying what was `expected`.
+pub fn required_arg<T: FromNapiValue>(
+    env: &Env,
+    value: Option<Unknown>,
+    name: &str,
+    expected: &str,
+) -> napi::Result<T> {
+    object_arg(env, value, name)?.ok_or_else(|| {
+        let e = CoreError::OptionsInvalid {
+            option: name.into(),
+            reason: expected.into(),
+        };
+        coded(env, &e)
+    })
 }
 
 /// An optional object argument: `undefined` or `null` is `None`, an object is converted, and

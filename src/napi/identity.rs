@@ -7,25 +7,7 @@ use napi::bindgen_prelude::Unknown;
 use napi_derive::napi;
 
 use super::errors::{env_vars, object_arg};
-use crate::contained::identity::{self as core, BrokerRoute};
-
-/// What the environment says about this process.
-#[napi(object)]
-pub struct SandboxState {
-    /// Runs inside a sandbox container (`PO_SANDBOX=1`).
-    pub contained: bool,
-    /// The workspace id (`PO_WORKSPACE`).
-    pub workspace: Option<String>,
-    /// Providers whose calls go through the broker (`PO_BROKER_PROVIDERS`).
-    pub brokered_providers: Vec<String>,
-    /// The broker route (`PO_BROKER_SOCKET` or `PO_BROKER_ADDRESS`), when exactly one valid
-    /// route is set.
-    pub route: Option<BrokerRoute>,
-    /// Providers are re-pointed at the broker: a route and at least one provider.
-    pub brokered: bool,
-    /// Malformed or contradictory variables, in words (never thrown).
-    pub problems: Vec<String>,
-}
+use crate::contained::identity::{self as core, SandboxState};
 
 /// Reports sandbox state from the environment it is given: whether this process is contained,
 /// its workspace, and its brokered providers and route. Never throws on odd variables; they
@@ -60,15 +42,7 @@ impl DefaultSandboxExtensionService {
     /// The full state.
     #[napi]
     pub fn state(&self) -> SandboxState {
-        let s = &self.state;
-        SandboxState {
-            contained: s.contained,
-            workspace: s.workspace.clone(),
-            brokered_providers: s.brokered_providers.clone(),
-            route: s.route.clone(),
-            brokered: s.brokered(),
-            problems: s.problems.clone(),
-        }
+        self.state.clone()
     }
 
     /// The text `/po-sandbox` shows a person.

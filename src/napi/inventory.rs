@@ -56,7 +56,7 @@ pub fn list_sandbox_containers<'env>(
     options: Option<Unknown>,
 ) -> napi::Result<PromiseRaw<'env, Vec<SandboxRow>>> {
     let q = query(env, options)?;
-    promise(env, q.list(), |rows| rows)
+    promise(env, q.list())
 }
 
 /// Stops and removes this owner's container for `workspace`, or all of them with `all: true`;
@@ -72,5 +72,5 @@ pub fn stop_sandbox_containers<'env>(
 ) -> napi::Result<PromiseRaw<'env, Vec<String>>> {
     let q = query(env, options)?;
     q.check_stop().map_err(|e| coded(env, &e))?;
-    promise(env, q.stop(), |v| v)
+    promise(env, q.stop())
 }

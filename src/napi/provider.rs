@@ -10,10 +10,11 @@ use napi::bindgen_prelude::{
 };
 use napi_derive::napi;
 
-use super::errors::{coded, env_vars, object_arg, promise};
+use super::errors::{coded, env_vars, object_arg, promise, required_arg};
 use super::events::subscribe;
 use crate::events::Event;
 use crate::host::HostEnv;
+use crate::provider::image_job::{ImageJob, ImageResult};
 use crate::provider::{self as core, Provider, ProviderOptions, ProviderStatus, RawOptions};
 use crate::sandbox::service::WorkspaceContainer;
 
@@ -135,7 +136,7 @@ impl ContainerSandboxProvider {
     #[napi(ts_return_type = "Promise<ProviderStatus>")]
     pub fn ready<'env>(&self, env: &'env Env) -> napi::Result<PromiseRaw<'env, ProviderStatus>> {
         let provider = self.provider.clone();
-        promise(env, async move { Ok(provider.ready().await) }, |s| s)
+        promise(env, async move { Ok(provider.ready().await) })
     }
 
     /// A clean user stop: stops and removes every container of this hub (volumes are kept).
@@ -146,7 +147,7 @@ impl ContainerSandboxProvider {
         env: &'env Env,
     ) -> napi::Result<PromiseRaw<'env, Vec<String>>> {
         let provider = self.provider.clone();
-        promise(env, async move { provider.clean_stop().await }, |v| v)
+        promise(env, async move { provider.clean_stop().await })
     }
 
     /// Calls `callback` with every lifecycle event: `{ type: 'engine' | 'runtime' | 'image' |
@@ -180,23 +181,13 @@ impl WorkspaceContainers {
         workspace: Unknown,
     ) -> napi::Result<PromiseRaw<'env, WorkspaceContainer>> {
         let arg: WorkspaceRef =
-            object_arg(env, Some(workspace), "workspace")?.ok_or_else(|| {
-                coded(
-                    env,
-                    &crate::error::Error::OptionsInvalid {
-                        option: "workspace".into(),
-                        reason: "expected { id, path }".into(),
-                    },
-                )
-            })?;
+            required_arg(env, Some(workspace), "workspace", "expected { id, path }")?;
         let ws =
             crate::sandbox::workspace::resolve(&arg.id, &arg.path).map_err(|e| coded(env, &e))?;
         let provider = self.provider.clone();
-        promise(
-            env,
-            async move { provider.service_for_start().await?.start(ws).await },
-            |c| c,
-        )
+        promise(env, async move {
+            provider.service_for_start().await?.start(ws).await
+        })
     }
 
     /// Adopts the workspace's running container; `null` when there is none (or it drifted:
@@ -210,17 +201,13 @@ impl WorkspaceContainers {
     ) -> napi::Result<PromiseRaw<'env, Option<WorkspaceContainer>>> {
         crate::sandbox::workspace::check_id(&workspace_id).map_err(|e| coded(env, &e))?;
         let provider = self.provider.clone();
-        promise(
-            env,
-            async move {
-                provider
-                    .service_for_start()
-                    .await?
-                    .adopt(&workspace_id, path.as_deref())
-                    .await
-            },
-            |c| c,
-        )
+        promise(env, async move {
+            provider
+                .service_for_start()
+                .await?
+                .adopt(&workspace_id, path.as_deref())
+                .await
+        })
     }
 
     /// Switches the sandbox off for a workspace: stops and removes its container, keeps its
@@ -233,18 +220,16 @@ impl WorkspaceContainers {
     ) -> napi::Result<PromiseRaw<'env, bool>> {
         crate::sandbox::workspace::check_id(&workspace_id).map_err(|e| coded(env, &e))?;
         let provider = self.provider.clone();
-        promise(
-            env,
-            async move { provider.service().await?.stop(&workspace_id).await },
-            |b| b,
-        )
+        promise(env, async move {
+            provider.service().await?.stop(&workspace_id).await
+        })
     }
 
     /// Stops and removes every container of this hub. Resolves with the workspace ids.
     #[napi(ts_return_type = "Promise<string[]>")]
     pub fn stop_all<'env>(&self, env: &'env Env) -> napi::Result<PromiseRaw<'env, Vec<String>>> {
         let provider = self.provider.clone();
-        promise(env, async move { provider.stop_all().await }, |v| v)
+        promise(env, async move { provider.stop_all().await })
     }
 
     /// Same as `stopAll`: the clean-stop hook.
@@ -254,7 +239,7 @@ impl WorkspaceContainers {
         env: &'env Env,
     ) -> napi::Result<PromiseRaw<'env, Vec<String>>> {
         let provider = self.provider.clone();
-        promise(env, async move { provider.clean_stop().await }, |v| v)
+        promise(env, async move { provider.clean_stop().await })
     }
 
     /// This hub's containers, any state.
@@ -264,11 +249,7 @@ impl WorkspaceContainers {
         env: &'env Env,
     ) -> napi::Result<PromiseRaw<'env, Vec<WorkspaceContainer>>> {
         let provider = self.provider.clone();
-        promise(
-            env,
-            async move { provider.service().await?.list().await },
-            |v| v,
-        )
+        promise(env, async move { provider.service().await?.list().await })
     }
 
     /// Calls `callback` with every lifecycle event.
@@ -381,17 +362,6 @@ pub struct ImageOptions {
     pub env: Option<HashMap<String, Option<String>>>,
 }
 
-/// The image `ensureSandboxImage` made sure of.
-#[napi(object)]
-pub struct ImageResult {
-    /// `po-sandbox:<digest>`.
-    pub tag: String,
-    /// The full sha256 digest of the recipe.
-    pub digest: String,
-    /// This call built it (it was missing).
-    pub built: bool,
-}
-
 /// Builds the sandbox image once if it is missing (what the provider does at start-up), with
 /// progress to `onEvent` (`type: 'image'` events). Rejects with `IMAGE_BUILD_FAILED` carrying
 /// the failing step's output tail, or `ENGINE_UNAVAILABLE`.
@@ -417,26 +387,10 @@ pub fn ensure_sandbox_image<'env>(
         ),
         None => (RawOptions::default(), None),
     };
-    let host = HostEnv::from_vars(env_vars(vars));
-    crate::provider::refuse_nesting(&host).map_err(|e| coded(env, &e))?;
-    let resolved = ProviderOptions::resolve(raw, host.clone()).map_err(|e| coded(env, &e))?;
+    let job = ImageJob::new(HostEnv::from_vars(env_vars(vars)), raw).map_err(|e| coded(env, &e))?;
     let events = crate::events::EventBus::default();
     if let Some(cb) = on_event {
         subscribe(&events, cb)?;
     }
-    let recipe = resolved.recipe;
-    promise(
-        env,
-        async move {
-            let (docker, _) = crate::engine::connect(&host, &resolved.detect).await?;
-            let built = crate::image::ensure(&docker, &recipe, &events).await?
-                == crate::image::Provenance::Built;
-            Ok(ImageResult {
-                tag: recipe.tag(),
-                digest: recipe.digest(),
-                built,
-            })
-        },
-        |r| r,
-    )
+    promise(env, job.run(events))
 }

@@ -17,6 +17,7 @@ use crate::runtime_bundle as runtime;
 use crate::sandbox::service::{BrokerWiring, ServiceConfig, WorkspaceContainers};
 use crate::sandbox::workspace;
 
+pub(crate) mod image_job;
 pub(crate) mod inventory;
 mod options;
 mod status;
