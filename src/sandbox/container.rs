@@ -65,20 +65,26 @@ fn enum_str<T: serde::Serialize>(v: &T) -> String {
         .unwrap_or_default()
 }
 
-/// Lists the ids of containers (any state) carrying every `label=value`.
-pub async fn list_ids(docker: &Docker, labels: &[(&str, &str)]) -> Result<Vec<String>> {
-    let filters: HashMap<&str, Vec<String>> = HashMap::from([(
-        "label",
-        labels.iter().map(|(k, v)| format!("{k}={v}")).collect(),
-    )]);
+/// Lists containers (any state) carrying every `label=value`.
+pub async fn list_labelled(
+    docker: &Docker,
+    labels: Vec<String>,
+) -> Result<Vec<bollard::models::ContainerSummary>> {
+    let filters: HashMap<&str, Vec<String>> = HashMap::from([("label", labels)]);
     let options = ListContainersOptionsBuilder::new()
         .all(true)
         .filters(&filters)
         .build();
-    let list = docker
+    docker
         .list_containers(Some(options))
         .await
-        .map_err(engine_err("list containers"))?;
+        .map_err(engine_err("list containers"))
+}
+
+/// Lists the ids of containers (any state) carrying every `label=value`.
+pub async fn list_ids(docker: &Docker, labels: &[(&str, &str)]) -> Result<Vec<String>> {
+    let labels = labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    let list = list_labelled(docker, labels).await?;
     Ok(list.into_iter().filter_map(|c| c.id).collect())
 }
 

@@ -1,13 +1,11 @@
 //! Every sandbox container on the engine, across hubs: what `po-sandbox ls` shows and
 //! `po-sandbox stop` acts on. One label-filtered list call.
 
-use std::collections::HashMap;
 use std::path::Path;
 
 use bollard::Docker;
-use bollard::query_parameters::ListContainersOptionsBuilder;
 
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::sandbox::container;
 use crate::sandbox::spec::{
     self, LABEL_OWNER, LABEL_SANDBOX, LABEL_WORKSPACE, LABEL_WORKSPACE_PATH,
@@ -44,18 +42,7 @@ pub async fn list(docker: &Docker, owner: Option<&str>) -> Result<Vec<SandboxRow
     if let Some(o) = owner {
         labels.push(format!("{LABEL_OWNER}={o}"));
     }
-    let filters: HashMap<&str, Vec<String>> = HashMap::from([("label", labels)]);
-    let options = ListContainersOptionsBuilder::new()
-        .all(true)
-        .filters(&filters)
-        .build();
-    let list = docker
-        .list_containers(Some(options))
-        .await
-        .map_err(|source| Error::EngineRequest {
-            operation: "list containers".into(),
-            source,
-        })?;
+    let list = container::list_labelled(docker, labels).await?;
     let mut rows: Vec<SandboxRow> = list
         .into_iter()
         .map(|c| {
