@@ -50,14 +50,14 @@ pub struct SandboxState {
     /// The broker route (`PO_BROKER_SOCKET` or `PO_BROKER_ADDRESS`), when exactly one valid
     /// route is set.
     pub route: Option<BrokerRoute>,
-    /// Providers are re-pointed at the broker: a route and at least one provider.
+    /// Providers are re-pointed at the broker: a route, at least one provider, no problem.
     pub brokered: bool,
     /// Malformed or contradictory variables, in words (never thrown).
     pub problems: Vec<String>,
 }
 
 impl SandboxState {
-    /// Providers are re-pointed only with both a provider list and a route.
+    /// Providers are re-pointed only with a provider list, a route and no problem.
     pub fn brokered(&self) -> bool {
         self.brokered
     }
@@ -158,7 +158,8 @@ pub fn read_state(env: &HashMap<String, String>) -> SandboxState {
             "A broker route is set but {PROVIDERS_VAR} is not, so no provider is brokered."
         ));
     }
-    s.brokered = s.route.is_some() && !s.brokered_providers.is_empty();
+    // Half-right variables re-point nothing: a person fixes them first (`/po-sandbox` says how).
+    s.brokered = s.route.is_some() && !s.brokered_providers.is_empty() && s.problems.is_empty();
     s
 }
 

@@ -37,6 +37,14 @@ impl Endpoint {
             .strip_prefix("tcp://")
             .or_else(|| uri.strip_prefix("http://"))
         {
+            if let Some((_, host)) = rest.rsplit_once('@') {
+                // Never echo the user info: it may hold a password.
+                let scheme = &uri[..uri.len() - rest.len()];
+                return Endpoint::Unsupported {
+                    uri: format!("{scheme}***@{host}"),
+                    why: "malformed: an engine endpoint carries no user or password (user:password@); use tcp://HOST:PORT, like tcp://127.0.0.1:2375".into(),
+                };
+            }
             if tls {
                 return unsupported(
                     "TLS to a remote engine (DOCKER_TLS_VERIFY) is not supported yet; forward the remote socket to a local one (ssh -L /tmp/engine.sock:/var/run/docker.sock host) and point DOCKER_HOST at unix:///tmp/engine.sock",
@@ -138,6 +146,38 @@ mod tests {
     }
 
     #[test]
+    fn user_info_is_malformed_and_never_echoed() {
+        for (uri, tls, shown) in [
+            (
+                "tcp://user:pw@127.0.0.1:2375",
+                false,
+                "tcp://***@127.0.0.1:2375",
+            ),
+            (
+                "http://user:pw@engine:2375/",
+                false,
+                "http://***@engine:2375/",
+            ),
+            ("tcp://a:b@c:d@host:2375", true, "tcp://***@host:2375"),
+        ] {
+            let e = Endpoint::parse(uri, tls);
+            let Endpoint::Unsupported {
+                uri: ref seen,
+                ref why,
+            } = e
+            else {
+                panic!("{uri}: {e:?}")
+            };
+            assert_eq!(seen, shown);
+            assert!(why.starts_with("malformed:"), "{why}");
+            assert!(
+                !format!("{e}{why}").contains("pw") && !e.to_string().contains(":b@"),
+                "{e}"
+            );
+        }
+    }
+
+    #[test]
     fn refuses_what_it_cannot_use() {
         for (uri, tls) in [
             ("unix://relative.sock", false),
@@ -149,6 +189,7 @@ mod tests {
             ("npipe:////./pipe/docker_engine", false),
             ("docker.sock", false),
             ("", false),
+            ("tcp://user:pw@127.0.0.1:2375", false),
         ] {
             match Endpoint::parse(uri, tls) {
                 Endpoint::Unsupported { why, .. } => assert!(!why.is_empty(), "{uri}"),

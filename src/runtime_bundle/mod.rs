@@ -50,6 +50,10 @@ pub const RESERVED_ENV: [&str; 8] = [
     "HOME",
 ];
 
+/// Every variable with this prefix is the broker's, set by the layer (today
+/// `PO_BROKER_PROVIDERS`, `PO_BROKER_SOCKET`, `PO_BROKER_ADDRESS`).
+pub const RESERVED_ENV_PREFIX: &str = "PO_BROKER_";
+
 /// The most `args` items, so that a command line stays well within exec limits.
 pub const MAX_ARGS: usize = 64;
 /// The most bytes in one `args` item.
@@ -444,11 +448,11 @@ fn parse_env_entry(name: &str, value: &Value) -> std::result::Result<String, Bro
                 .into(),
         ));
     }
-    if RESERVED_ENV.contains(&name) {
+    if RESERVED_ENV.contains(&name) || name.starts_with(RESERVED_ENV_PREFIX) {
         return Err((
             key,
             format!(
-                "is set by the sandbox layer itself and cannot be overridden; reserved names: {}",
+                "is set by the sandbox layer itself and cannot be overridden; reserved names: {}, {RESERVED_ENV_PREFIX}*",
                 RESERVED_ENV.join(", ")
             ),
         ));

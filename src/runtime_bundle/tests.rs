@@ -339,9 +339,23 @@ fn reserved_env_names_are_refused() {
         "PO_BROKER_SOCKET",
         "PO_BROKER_ADDRESS",
         "HOME",
+        "PO_BROKER_",
+        "PO_BROKER_TOKEN",
+        "PO_BROKER_ANYTHING_ELSE",
     ] {
         let msg = bad("env", json!({ name: "x" }), &format!("env.{name}"));
         assert!(msg.contains("set by the sandbox layer"), "{msg}");
+        assert!(msg.contains("PO_BROKER_*"), "{msg}");
+    }
+    // Only the exact prefix: other names that merely contain it are the bundle's.
+    for name in ["PO_BROKERX", "MY_PO_BROKER_X", "po_broker_x"] {
+        let env = json!({ name: "x" });
+        let parsed = parse_value(with("env", Some(env))).unwrap();
+        assert_eq!(
+            parsed.env.get(name).map(String::as_str),
+            Some("x"),
+            "{name}"
+        );
     }
 }
 

@@ -111,6 +111,23 @@ fn contradictions_and_malformations_are_problems_not_errors() {
         (&[("PO_BROKER_SOCKET", "/a.sock")], "is not, so no provider"),
         (&[("PO_SANDBOX", "yes")], "not understood"),
         (&[("PO_SANDBOX", "1")], "PO_WORKSPACE is not set"),
+        // A usable route and provider list, but another variable is wrong: not brokered.
+        (
+            &[
+                ("PO_SANDBOX", "yes"),
+                ("PO_BROKER_PROVIDERS", "openai"),
+                ("PO_BROKER_SOCKET", "/a.sock"),
+            ],
+            "not understood",
+        ),
+        (
+            &[
+                ("PO_SANDBOX", "1"),
+                ("PO_BROKER_PROVIDERS", "openai,Open AI!"),
+                ("PO_BROKER_SOCKET", "/a.sock"),
+            ],
+            "not a provider id",
+        ),
     ];
     for (vars, needle) in cases {
         let s = read_state(&env(vars));
