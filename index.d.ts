@@ -648,7 +648,7 @@ export interface SandboxState {
    * route is set.
    */
   route?: BrokerRouteInfo
-  /** Providers are re-pointed at the broker: a route and at least one provider. */
+  /** Providers are re-pointed at the broker: a route, at least one provider, no problem. */
   brokered: boolean
   /** Malformed or contradictory variables, in words (never thrown). */
   problems: Array<string>
