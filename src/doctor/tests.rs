@@ -1,0 +1,183 @@
+use super::*;
+
+#[test]
+fn node_versions() {
+    assert!(check_node("v24.0.0").ok);
+    assert!(check_node("v25.1.2").ok);
+    assert!(!check_node("v20.20.2").ok);
+    assert!(!check_node("").ok);
+    assert!(!check_node("banana").ok);
+}
+
+fn report(engine_ok: bool, runtime_ok: bool) -> DoctorReport {
+    let engine = EngineReport {
+        available: engine_ok,
+        reason: (!engine_ok).then(|| "No container engine is running here.".into()),
+        reason_code: (!engine_ok).then(|| "ENGINE_NOT_INSTALLED".into()),
+        ..Default::default()
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let runtime = if runtime_ok {
+        RuntimeCheck {
+            ok: true,
+            root: "/r".into(),
+            version: Some("1.0.0".into()),
+            reason: None,
+            code: None,
+        }
+    } else {
+        check_runtime(dir.path(), None)
+    };
+    let image = ImageCheck {
+        tag: "po-sandbox:x".into(),
+        base: "b".into(),
+        variant: "full".into(),
+        present: None,
+        base_present: None,
+    };
+    let node = check_node("v24.3.0");
+    let ok = node.ok && engine_ok && runtime_ok;
+    DoctorReport {
+        ok,
+        node,
+        engine,
+        runtime,
+        image,
+        text: String::new(),
+    }
+}
+
+#[test]
+fn render_names_each_reason_and_the_verdict() {
+    let text = render(&report(false, false));
+    assert!(
+        text.contains("ENGINE_NOT_INSTALLED") && text.contains("No container engine"),
+        "{text}"
+    );
+    assert!(
+        text.contains("RUNTIME_NOT_INSTALLED") && text.contains("container-runtime"),
+        "{text}"
+    );
+    assert!(
+        text.contains("not ready") && text.contains("install the runtime bundle"),
+        "{text}"
+    );
+    let mut r = report(true, true);
+    r.node = check_node("v20.1.0");
+    r.ok = false;
+    assert!(render(&r).contains("too old, needs Node.js 24 or newer"));
+    assert!(render(&report(true, true)).contains("ready: the sandbox layer can run here"));
+}
+
+#[test]
+fn a_remote_engine_is_named_and_not_ready() {
+    let mut r = report(true, true);
+    r.engine.remote = true;
+    r.engine.endpoint = Some("tcp://10.0.0.5:2375".into());
+    r.engine.host_name = Some("buildbox".into());
+    r.ok = false;
+    let text = render(&r);
+    assert!(
+        text.contains("not usable here (remote): The engine at tcp://10.0.0.5:2375 runs on another machine (buildbox)"),
+        "{text}"
+    );
+    assert!(
+        text.contains("not ready: use an engine on this machine"),
+        "{text}"
+    );
+}
+
+#[test]
+fn node_and_candidate_sections_are_exact() {
+    assert_eq!(
+        node_section(&check_node("v24.3.0")),
+        "Node.js   v24.3.0: ok\n\n"
+    );
+    assert_eq!(
+        node_section(&check_node("")),
+        "Node.js   unknown: too old, needs Node.js 24 or newer\n\n"
+    );
+    let c = |engine: &str, outcome: &str| CandidateReport {
+        engine: engine.into(),
+        endpoint: "unix:///s".into(),
+        source: "rootful".into(),
+        outcome: outcome.into(),
+        detail: "d".into(),
+    };
+    assert_eq!(
+        candidates_section(&[
+            c("docker", "available"),
+            c("podman", "not-found"),
+            c("finch", "stopped")
+        ]),
+        "Engine candidates, in the order tried:\n  [ok] docker   unix:///s (rootful): d\n  [--] podman   unix:///s (rootful): d\n  [!!] finch    unix:///s (rootful): d\n\n"
+    );
+}
+
+#[test]
+fn engine_and_runtime_sections_are_exact() {
+    let mut e = EngineReport {
+        available: true,
+        engine: Some("docker".into()),
+        engine_version: Some("28.1".into()),
+        endpoint: Some("unix:///var/run/docker.sock".into()),
+        api_version: Some("1.47".into()),
+        os: Some("Debian".into()),
+        os_type: Some("linux".into()),
+        arch: Some("x86_64".into()),
+        vm: true,
+        rootless: true,
+        ..Default::default()
+    };
+    assert_eq!(
+        engine_section(&e),
+        "Engine    docker 28.1 at unix:///var/run/docker.sock\n          API 1.47, Debian linux/x86_64, in a VM, rootless\n"
+    );
+    e.remote = true;
+    assert!(engine_section(&e).ends_with(&format!(
+        "rootless\n          not usable here (remote): {}\n",
+        engine::remote_reason(&e)
+    )));
+    let rt = report(true, true).runtime;
+    assert_eq!(runtime_section(&rt), "Runtime   1.0.0 in /r: ok\n");
+}
+
+#[test]
+fn image_presence_covers_each_case() {
+    let mut im = report(true, true).image;
+    assert_eq!(image_presence(&im), "unknown (no engine)");
+    im.present = Some(true);
+    assert_eq!(
+        image_section(&im),
+        "Image     po-sandbox:x (full recipe on b): present\n"
+    );
+    im.present = Some(false);
+    im.base_present = Some(true);
+    assert_eq!(
+        image_presence(&im),
+        "not built yet; built from b at first start"
+    );
+    im.base_present = Some(false);
+    assert!(image_presence(&im).starts_with("not built yet, and its base b is not on the engine"));
+}
+
+#[test]
+fn not_ready_actions_follow_the_checks_in_order() {
+    let mut r = report(false, false);
+    r.node = check_node("v1");
+    assert_eq!(
+        not_ready_actions(&r),
+        [
+            "install Node.js 24 or newer",
+            "make a container engine reachable (see Engine above)",
+            "install the runtime bundle (see Runtime above)"
+        ]
+    );
+    let mut r = report(true, true);
+    assert!(not_ready_actions(&r).is_empty());
+    r.engine.remote = true;
+    assert_eq!(
+        not_ready_actions(&r),
+        ["use an engine on this machine (see Engine above)"]
+    );
+}

@@ -1,0 +1,174 @@
+use super::*;
+use crate::sandbox::spec::{Bind, VolumeMount};
+use std::collections::BTreeMap;
+
+fn spec(extra_hosts: Vec<String>) -> ContainerSpec {
+    ContainerSpec {
+        name: "po-o-w".into(),
+        image: "po-sandbox:x".into(),
+        labels: BTreeMap::from([("po.owner".to_string(), "o".to_string())]),
+        env: BTreeMap::from([("PO_SANDBOX".to_string(), "1".to_string())]),
+        cmd: vec!["node".into(), "/opt/po/s.js".into()],
+        working_dir: "/w".into(),
+        user: "1000:1000".into(),
+        binds: vec![Bind {
+            source: "/opt/bundle".into(),
+            target: "/opt/po".into(),
+            read_only: true,
+        }],
+        volumes: vec![VolumeMount {
+            name: "po-o-w-home".into(),
+            target: "/po-home".into(),
+        }],
+        container_port: 7300,
+        pids_limit: 2048,
+        extra_hosts,
+        spec_hash: "h".into(),
+    }
+}
+
+#[test]
+fn the_engine_body_carries_the_hardening() {
+    let body = create_body(&spec(vec![]), false);
+    let hc = body.host_config.unwrap();
+    assert_eq!(hc.cap_drop.unwrap(), ["ALL"]);
+    assert_eq!(hc.security_opt.unwrap(), ["no-new-privileges"]);
+    assert_eq!(hc.pids_limit, Some(2048));
+    assert_eq!(hc.privileged, Some(false));
+    assert!(hc.ulimits.is_none() && hc.extra_hosts.is_none());
+    assert_eq!(hc.init, Some(true));
+    let ports = hc.port_bindings.unwrap();
+    let bindings = ports["7300/tcp"].clone().unwrap();
+    assert_eq!(bindings.len(), 1);
+    assert_eq!(bindings[0].host_ip.as_deref(), Some("127.0.0.1"));
+    let mounts = hc.mounts.unwrap();
+    assert_eq!(mounts.len(), 2);
+    assert_eq!(mounts[0].read_only, Some(true));
+    assert_eq!(body.user.as_deref(), Some("1000:1000"));
+    assert_eq!(body.entrypoint, Some(vec![]));
+}
+
+#[test]
+fn vm_engines_get_the_gateway_host_and_podman_its_ulimits() {
+    let body = create_body(
+        &spec(vec!["host.docker.internal:host-gateway".into()]),
+        true,
+    );
+    let hc = body.host_config.unwrap();
+    assert_eq!(
+        hc.extra_hosts.unwrap(),
+        ["host.docker.internal:host-gateway"]
+    );
+    assert_eq!(hc.init, None, "Podman's init is often not installed");
+    let limits = hc.ulimits.unwrap();
+    assert_eq!(
+        limits
+            .iter()
+            .map(|l| l.name.clone().unwrap())
+            .collect::<Vec<_>>(),
+        ["nofile", "nproc"]
+    );
+    assert!(
+        limits
+            .iter()
+            .all(|l| l.soft == l.hard && l.soft.unwrap() > 0)
+    );
+}
+
+/// Inspect data as an engine sends it.
+fn inspected() -> ContainerInspectResponse {
+    serde_json::from_value(serde_json::json!({
+        "Id": "abc123",
+        "Name": "/po-o-w",
+        "Created": "2025-01-02T03:04:05Z",
+        "State": { "Status": "running" },
+        "Config": {
+            "Image": "po-sandbox:x",
+            "User": "1000:1000",
+            "Labels": { "po.spec-hash": "h", "po.owner": "o" }
+        },
+        "HostConfig": {
+            "CapDrop": ["ALL"],
+            "SecurityOpt": ["no-new-privileges"],
+            "PidsLimit": 2048,
+            "NetworkMode": "bridge",
+            "PidMode": "host",
+            "PortBindings": { "7300/tcp": [{ "HostIp": "127.0.0.1", "HostPort": "" }] },
+            "Devices": [{ "PathOnHost": "/dev/fuse" }]
+        },
+        "Mounts": [
+            { "Type": "volume", "Name": "po-o-w-home", "Source": "/var/lib/x", "Destination": "/po-home", "RW": true },
+            { "Type": "bind", "Source": "/opt/bundle", "Destination": "/opt/po", "RW": false }
+        ],
+        "NetworkSettings": {
+            "Ports": {
+                "22/tcp": null,
+                "7300/tcp": [{ "HostIp": "127.0.0.1", "HostPort": "49153" }]
+            }
+        }
+    }))
+    .unwrap()
+}
+
+#[test]
+fn inspect_data_reads_as_a_live_container() {
+    let c = live_container(inspected(), Some(7300));
+    assert_eq!(
+        (
+            c.id.as_str(),
+            c.name.as_str(),
+            c.image.as_str(),
+            c.state.as_str()
+        ),
+        ("abc123", "po-o-w", "po-sandbox:x", "running")
+    );
+    assert!(c.running());
+    assert_eq!(c.host_port, Some(49153));
+    assert_eq!(c.labels["po.owner"], "o");
+    assert!(c.created.is_some());
+    let p = &c.posture;
+    assert_eq!(p.cap_drop, ["ALL"]);
+    assert!(p.cap_add.is_empty() && !p.privileged);
+    assert_eq!(p.pids_limit, Some(2048));
+    assert_eq!(p.user, "1000:1000");
+    assert_eq!(p.spec_hash.as_deref(), Some("h"));
+    assert_eq!(p.devices, 1);
+    assert_eq!(
+        p.namespaces[..2],
+        [
+            ("network".to_string(), "bridge".to_string()),
+            ("pid".to_string(), "host".to_string())
+        ]
+    );
+    assert_eq!(p.namespaces.len(), 5);
+}
+
+#[test]
+fn mounts_and_ports_read_as_posture_tuples() {
+    let info = inspected();
+    assert_eq!(
+        live_mounts(&info),
+        [
+            (
+                "volume".into(),
+                "po-o-w-home".into(),
+                "/po-home".into(),
+                true
+            ),
+            ("bind".into(), "/opt/bundle".into(), "/opt/po".into(), false)
+        ]
+    );
+    let hc = info.host_config.clone().unwrap();
+    assert_eq!(
+        port_bindings(&hc),
+        [("7300/tcp".to_string(), "127.0.0.1".to_string())]
+    );
+    assert_eq!(published_host_port(&info, Some(7300)), Some(49153));
+    assert_eq!(published_host_port(&info, Some(22)), None);
+    assert_eq!(published_host_port(&info, Some(1)), None);
+    let empty = ContainerInspectResponse::default();
+    assert_eq!(published_host_port(&empty, None), None);
+    assert!(live_mounts(&empty).is_empty() && port_bindings(&HostConfig::default()).is_empty());
+    let c = live_container(empty, None);
+    assert_eq!((c.state.as_str(), c.posture.devices), ("", 0));
+}
