@@ -32,7 +32,10 @@ bash scripts/build-test-base-image.sh
 step "rust: fmt, clippy, unit tests"
 cargo fmt --check
 cargo clippy --release --all-targets -- -D warnings
-cargo test --release
+# Unit tests in the dev profile: compiling the dependencies unoptimised and the crate's test
+# harness takes 2m33s from cold here, against 3m57s for an optimised harness on top of the
+# release dependencies the addon build already made (measured on a clean clone, 2 cores).
+cargo test
 
 step "types: tsc --noEmit --strict"
 npx tsc --noEmit --strict --target es2022 --module nodenext --moduleResolution nodenext index.d.ts __test__/api.types.ts
