@@ -140,6 +140,42 @@ test('a failed engine request keeps the engine error as err.cause; an unavailabl
   })
 })
 
+test('a hung engine: a call it never answers settles as ENGINE_TIMEOUT naming the operation, within the call bound', async (t) => {
+  const dir = tempDir(t)
+  const sock = path.join(dir, 'docker.sock')
+  // Probes fine, then accepts the container listing and never answers it (a frozen dockerd).
+  let listings = 0
+  await socketServer(t, sock, (s) => {
+    s.on('data', (chunk) => {
+      const head = chunk.toString()
+      if (head.includes('/containers/json')) {
+        listings += 1
+        return
+      }
+      const body = head.includes('/version') ? JSON.stringify({ Version: '20.10.24', ApiVersion: '1.41', Os: 'linux' }) : head.includes('/info') ? '{}' : 'OK'
+      s.write(`HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\n\r\n${body}`)
+    })
+  })
+  const env = isolatedEnv(dir, { DOCKER_HOST: `unix://${sock}`, PO_SANDBOX_ENGINE: 'docker', PO_SANDBOX_ENGINE_CALL_TIMEOUT_MS: '1000' })
+  const started = Date.now()
+  await assert.rejects(listSandboxContainers({ env }), (err) => {
+    assert.equal(err.code, 'ENGINE_TIMEOUT')
+    assert.match(err.message, /^The container engine did not answer in time to list containers \(bound: 1000 ms, PO_SANDBOX_ENGINE_CALL_TIMEOUT_MS\); it may be hung/)
+    return true
+  })
+  const elapsed = Date.now() - started
+  assert.equal(listings, 1, 'the listing reached the engine')
+  assert.ok(elapsed >= 900, `settled after ${elapsed} ms, before the bound`)
+  assert.ok(elapsed < 20000, `took ${elapsed} ms`)
+  // A bad bound is a coded error before any engine I/O.
+  assert.throws(() => listSandboxContainers({ env: { ...env, PO_SANDBOX_ENGINE_CALL_TIMEOUT_MS: '500' } }), (err) => {
+    assert.equal(err.code, 'OPTIONS_INVALID')
+    assert.match(err.message, /PO_SANDBOX_ENGINE_CALL_TIMEOUT_MS: '500' is not a whole number of milliseconds between 1000 and 600000/)
+    return true
+  })
+  assert.equal(listings, 1)
+})
+
 test('a TCP DOCKER_HOST with nothing listening is stopped; ssh:// is unsupported', async (t) => {
   const dir = tempDir(t)
   const server = net.createServer()

@@ -167,7 +167,10 @@ pub async fn doctor(
         base_present: None,
     };
     if engine.available
-        && let Ok(docker) = engine::connect_reported(&engine)
+        && let Ok(docker) = engine::connect_reported(
+            &engine,
+            engine::call_timeout(host).unwrap_or(engine::DEFAULT_CALL_TIMEOUT),
+        )
     {
         image.present = Some(docker.inspect_image(&image.tag).await.is_ok());
         image.base_present = Some(docker.inspect_image(&recipe.base).await.is_ok());

@@ -38,6 +38,12 @@ pub enum Error {
         source: bollard::errors::Error,
     },
 
+    /// The engine accepted a request but did not answer it within the call bound: it is hung.
+    #[error(
+        "The container engine did not answer in time to {operation} (bound: {waited_ms} ms, PO_SANDBOX_ENGINE_CALL_TIMEOUT_MS); it may be hung: restart it (for Docker: systemctl restart docker), or raise the bound for a slow engine."
+    )]
+    EngineTimeout { operation: String, waited_ms: u64 },
+
     /// No `container-runtime.json` where it must be.
     #[error(
         "The container runtime is not installed: {path} does not exist. Install the Linux Po runtime bundle there (its container-runtime.json names the server entry and port)."
@@ -113,6 +119,7 @@ impl Error {
             Error::OptionsInvalid { .. } => "OPTIONS_INVALID",
             Error::EngineUnavailable { .. } => "ENGINE_UNAVAILABLE",
             Error::EngineRequest { .. } => "ENGINE_REQUEST_FAILED",
+            Error::EngineTimeout { .. } => "ENGINE_TIMEOUT",
             Error::RuntimeNotInstalled { .. } => "RUNTIME_NOT_INSTALLED",
             Error::RuntimeInvalid { .. } => "RUNTIME_INVALID",
             Error::ImageBuildFailed { .. } => "IMAGE_BUILD_FAILED",
@@ -169,6 +176,25 @@ impl Error {
         Arc::try_unwrap(shared).unwrap_or_else(Error::Shared)
     }
 
+    /// An engine request that failed: `ENGINE_TIMEOUT` when the client's bound fired (the bound
+    /// is bollard's per-client timeout, read back from the client), else `ENGINE_REQUEST_FAILED`.
+    pub fn engine(
+        docker: &bollard::Docker,
+        operation: impl Into<String>,
+        source: bollard::errors::Error,
+    ) -> Error {
+        match source {
+            bollard::errors::Error::RequestTimeoutError => Error::EngineTimeout {
+                operation: operation.into(),
+                waited_ms: docker.timeout().as_millis() as u64,
+            },
+            source => Error::EngineRequest {
+                operation: operation.into(),
+                source,
+            },
+        }
+    }
+
     /// `CONTAINER_FAILED` without an underlying error.
     pub fn container(workspace: impl Into<String>, reason: impl Into<String>) -> Error {
         Error::ContainerFailed {
@@ -218,6 +244,37 @@ mod tests {
     use std::error::Error as _;
 
     use super::*;
+
+    #[test]
+    fn an_engine_call_that_timed_out_is_engine_timeout_naming_the_operation_and_bound() {
+        // A client that never connects: only its bound is read.
+        let docker = bollard::Docker::connect_with_http(
+            "tcp://127.0.0.1:1",
+            7,
+            bollard::API_DEFAULT_VERSION,
+        )
+        .unwrap();
+        let e = Error::engine(
+            &docker,
+            "list containers",
+            bollard::errors::Error::RequestTimeoutError,
+        );
+        assert_eq!(e.code(), "ENGINE_TIMEOUT");
+        assert!(
+            e.to_string().starts_with(
+                "The container engine did not answer in time to list containers (bound: 7000 ms"
+            ),
+            "{e}"
+        );
+        let other = Error::engine(
+            &docker,
+            "start container x",
+            bollard::errors::Error::IOError {
+                err: std::io::Error::other("gone"),
+            },
+        );
+        assert_eq!(other.code(), "ENGINE_REQUEST_FAILED");
+    }
 
     #[test]
     fn an_engine_request_keeps_the_engine_error_as_its_source() {

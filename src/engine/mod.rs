@@ -25,6 +25,13 @@ pub const ENGINE_VAR: &str = "PO_SANDBOX_ENGINE";
 pub const TIMEOUT_VAR: &str = "PO_SANDBOX_ENGINE_TIMEOUT_MS";
 /// Default bound on each of connect, ping, version and info.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_millis(3000);
+/// The variable that bounds every engine call after detection, in milliseconds.
+pub const CALL_TIMEOUT_VAR: &str = "PO_SANDBOX_ENGINE_CALL_TIMEOUT_MS";
+/// Default bound on one engine call (until the engine starts answering; a build's or a log's
+/// stream is not cut once it flows). Generous: a stop waits up to 10 s, a busy engine creates
+/// slowly; a hung engine is reported as `ENGINE_TIMEOUT` instead of waiting minutes.
+pub const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(30);
+
 /// The oldest Engine API the layer accepts (Docker 20.10, Podman 3+ report 1.41 or newer).
 pub const MIN_API_VERSION: (u32, u32) = (1, 41);
 
@@ -90,9 +97,26 @@ pub async fn detect(host: &HostEnv, options: &DetectOptions) -> Result<EngineRep
     Ok(report::summarise(host, probed, timeout))
 }
 
-/// A client for the engine a report found, speaking its negotiated API, with a generous
-/// per-request bound (stops wait up to 10 s; creates can be slow on a busy engine).
-pub fn connect_reported(report: &EngineReport) -> Result<bollard::Docker> {
+/// The bound on each engine call: `PO_SANDBOX_ENGINE_CALL_TIMEOUT_MS` (whole seconds from 1000
+/// to 600000 ms, rounded up to the second the client counts in) or [`DEFAULT_CALL_TIMEOUT`].
+pub fn call_timeout(host: &HostEnv) -> Result<Duration> {
+    match host.var(CALL_TIMEOUT_VAR) {
+        None => Ok(DEFAULT_CALL_TIMEOUT),
+        Some(raw) => match raw.trim().parse::<u64>() {
+            Ok(ms) if (1000..=600_000).contains(&ms) => Ok(Duration::from_secs(ms.div_ceil(1000))),
+            _ => Err(crate::error::Error::OptionsInvalid {
+                option: CALL_TIMEOUT_VAR.into(),
+                reason: format!(
+                    "'{raw}' is not a whole number of milliseconds between 1000 and 600000; unset it to use 30000"
+                ),
+            }),
+        },
+    }
+}
+
+/// A client for the engine a report found, speaking its negotiated API, each call bounded by
+/// `call_timeout` (see [`call_timeout`]).
+pub fn connect_reported(report: &EngineReport, call_timeout: Duration) -> Result<bollard::Docker> {
     let unavailable = |reason: String| crate::error::Error::EngineUnavailable {
         reason,
         reason_code: None,
@@ -112,12 +136,7 @@ pub fn connect_reported(report: &EngineReport) -> Result<bollard::Docker> {
         major_version: major as usize,
         minor_version: minor as usize,
     };
-    probe::connect(
-        &Endpoint::parse(endpoint, false),
-        Duration::from_secs(118),
-        &version,
-    )
-    .map_err(unavailable)
+    probe::client(&Endpoint::parse(endpoint, false), call_timeout, &version).map_err(unavailable)
 }
 
 /// `ENGINE_UNAVAILABLE` for a report that found no usable engine: its reason and reason code.
@@ -134,10 +153,38 @@ pub async fn connect(
     host: &HostEnv,
     options: &DetectOptions,
 ) -> Result<(bollard::Docker, EngineReport)> {
+    let call_timeout = call_timeout(host)?;
     let report = detect(host, options).await?;
     if !report.available {
         return Err(unavailable(&report));
     }
-    let docker = connect_reported(&report)?;
+    let docker = connect_reported(&report, call_timeout)?;
     Ok((docker, report))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn host(vars: &[(&str, &str)]) -> HostEnv {
+        HostEnv::from_vars(
+            vars.iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        )
+    }
+
+    #[test]
+    fn call_timeout_default_range_and_rounding() {
+        assert_eq!(call_timeout(&host(&[])).unwrap(), DEFAULT_CALL_TIMEOUT);
+        let t = |v: &str| call_timeout(&host(&[(CALL_TIMEOUT_VAR, v)]));
+        assert_eq!(t("1000").unwrap(), Duration::from_secs(1));
+        assert_eq!(t("1500").unwrap(), Duration::from_secs(2));
+        assert_eq!(t(" 600000 ").unwrap(), Duration::from_secs(600));
+        for bad in ["999", "600001", "0", "-5", "1e4", "soon"] {
+            let e = t(bad).unwrap_err();
+            assert_eq!(e.code(), "OPTIONS_INVALID", "{bad}");
+            assert!(e.to_string().contains(CALL_TIMEOUT_VAR), "{e}");
+        }
+    }
 }

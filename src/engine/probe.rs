@@ -184,14 +184,14 @@ async fn probe_without_api(candidate: &Candidate, host: &HostEnv) -> Outcome {
     }
 }
 
-/// Connects a bollard client to an endpoint, speaking `version` of the Engine API.
-pub fn connect(
+/// A bollard client for an endpoint, speaking `version` of the Engine API, each request
+/// bounded by `timeout` (whole seconds, at least one).
+pub fn client(
     endpoint: &Endpoint,
     timeout: Duration,
     version: &ClientVersion,
 ) -> Result<Docker, String> {
-    // bollard's own per-request bound is in whole seconds; ours (tokio) is tighter and fires first.
-    let secs = timeout.as_secs() + 2;
+    let secs = timeout.as_secs().max(1);
     match endpoint {
         Endpoint::Unix(path) => Docker::connect_with_unix(&path.to_string_lossy(), secs, version)
             .map_err(|e| e.to_string()),
@@ -199,6 +199,20 @@ pub fn connect(
             .map_err(|e| e.to_string()),
         Endpoint::Unsupported { why, .. } => Err(why.clone()),
     }
+}
+
+/// Connects a bollard client for probing: bollard's own per-request bound (whole seconds) is
+/// looser than the probe's tokio bound, which fires first.
+pub fn connect(
+    endpoint: &Endpoint,
+    timeout: Duration,
+    version: &ClientVersion,
+) -> Result<Docker, String> {
+    client(
+        endpoint,
+        Duration::from_secs(timeout.as_secs() + 2),
+        version,
+    )
 }
 
 /// Parses `"1.41"` into `(1, 41)`.

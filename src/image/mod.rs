@@ -255,10 +255,11 @@ async fn is_cached(docker: &Docker, tag: &str) -> Result<bool> {
         Err(bollard::errors::Error::DockerResponseServerError {
             status_code: 404, ..
         }) => Ok(false),
-        Err(source) => Err(Error::EngineRequest {
-            operation: format!("inspect image {tag}"),
+        Err(source) => Err(Error::engine(
+            docker,
+            format!("inspect image {tag}"),
             source,
-        }),
+        )),
     }
 }
 

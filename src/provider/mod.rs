@@ -233,7 +233,7 @@ impl Provider {
             s.engine = report.engine.clone();
             s.endpoint = report.endpoint.clone();
         });
-        let docker = engine::connect_reported(&report)?;
+        let docker = engine::connect_reported(&report, engine::call_timeout(&o.host)?)?;
         Ok((report, docker))
     }
 

@@ -221,6 +221,7 @@ fn detect(
     if let Some(name) = engine.as_deref() {
         engine::candidates(host, Some(name))?;
     }
+    engine::call_timeout(host)?;
     Ok(DetectOptions {
         engine,
         timeout,

@@ -49,9 +49,12 @@ impl LiveContainer {
     }
 }
 
-fn engine_err(operation: impl Into<String>) -> impl FnOnce(bollard::errors::Error) -> Error {
+fn engine_err(
+    docker: &Docker,
+    operation: impl Into<String>,
+) -> impl FnOnce(bollard::errors::Error) -> Error {
     let operation = operation.into();
-    move |source| Error::EngineRequest { operation, source }
+    move |source| Error::engine(docker, operation, source)
 }
 
 fn is_status(e: &bollard::errors::Error, code: u16) -> bool {
@@ -78,7 +81,7 @@ pub async fn list_labelled(
     docker
         .list_containers(Some(options))
         .await
-        .map_err(engine_err("list containers"))
+        .map_err(engine_err(docker, "list containers"))
 }
 
 /// Lists the ids of containers (any state) carrying every `label=value`.
@@ -100,7 +103,12 @@ pub async fn inspect(
     {
         Ok(i) => i,
         Err(e) if is_status(&e, 404) => return Ok(None),
-        Err(e) => return Err(engine_err(format!("inspect container {id_or_name}"))(e)),
+        Err(e) => {
+            return Err(engine_err(
+                docker,
+                format!("inspect container {id_or_name}"),
+            )(e));
+        }
     };
     Ok(Some(live_container(info, container_port)))
 }
@@ -236,7 +244,7 @@ pub async fn ensure_volumes(docker: &Docker, spec: &ContainerSpec) -> Result<()>
         docker
             .create_volume(request)
             .await
-            .map_err(engine_err(format!("create volume {}", v.name)))?;
+            .map_err(engine_err(docker, format!("create volume {}", v.name)))?;
     }
     Ok(())
 }
@@ -352,7 +360,10 @@ pub async fn create(docker: &Docker, spec: &ContainerSpec, podman: bool) -> Resu
     {
         Ok(r) => Ok(Created::New(r.id)),
         Err(e) if is_status(&e, 409) => Ok(Created::NameTaken),
-        Err(e) => Err(engine_err(format!("create container {}", spec.name))(e)),
+        Err(e) => Err(engine_err(
+            docker,
+            format!("create container {}", spec.name),
+        )(e)),
     }
 }
 
@@ -364,7 +375,7 @@ pub async fn start(docker: &Docker, id: &str) -> Result<()> {
     {
         Ok(()) => Ok(()),
         Err(e) if is_status(&e, 304) => Ok(()),
-        Err(e) => Err(engine_err(format!("start container {id}"))(e)),
+        Err(e) => Err(engine_err(docker, format!("start container {id}"))(e)),
     }
 }
 
@@ -376,7 +387,7 @@ pub async fn stop_and_remove(docker: &Docker, id: &str) -> Result<()> {
     {
         Ok(()) => {}
         Err(e) if is_status(&e, 304) || is_status(&e, 404) => {}
-        Err(e) => return Err(engine_err(format!("stop container {id}"))(e)),
+        Err(e) => return Err(engine_err(docker, format!("stop container {id}"))(e)),
     }
     match docker
         .remove_container(
@@ -394,7 +405,7 @@ pub async fn stop_and_remove(docker: &Docker, id: &str) -> Result<()> {
         Err(e) if is_status(&e, 404) => Ok(()),
         // Another stop is already removing it.
         Err(e) if is_status(&e, 409) => Ok(()),
-        Err(e) => Err(engine_err(format!("remove container {id}"))(e)),
+        Err(e) => Err(engine_err(docker, format!("remove container {id}"))(e)),
     }
 }
 

@@ -812,23 +812,8 @@ impl WorkspaceContainers {
 
     /// One list call: this owner's container ids grouped by workspace.
     pub async fn ids_by_workspace(&self) -> Result<HashMap<String, Vec<String>>> {
-        let filters: HashMap<&str, Vec<String>> = HashMap::from([(
-            "label",
-            vec![format!("{LABEL_OWNER}={}", self.inner.config.owner)],
-        )]);
-        let options = bollard::query_parameters::ListContainersOptionsBuilder::new()
-            .all(true)
-            .filters(&filters)
-            .build();
-        let list = self
-            .inner
-            .docker
-            .list_containers(Some(options))
-            .await
-            .map_err(|source| Error::EngineRequest {
-                operation: "list containers".into(),
-                source,
-            })?;
+        let owner = format!("{LABEL_OWNER}={}", self.inner.config.owner);
+        let list = container::list_labelled(&self.inner.docker, vec![owner]).await?;
         let mut map: HashMap<String, Vec<String>> = HashMap::new();
         for c in list {
             if let (Some(id), Some(ws)) =
@@ -841,7 +826,6 @@ impl WorkspaceContainers {
     }
 }
 
-/// The short form of a container id, as the engine's CLI shows it.
 /// What `create` made so far, undone together when a later step fails: nothing half-done
 /// (no container, token file or broker grant of a container that does not run).
 struct Rollback<'a> {
@@ -895,6 +879,7 @@ fn container_failed(workspace: &str, reason: String) -> Error {
     Error::container(workspace, reason)
 }
 
+/// The short form of a container id, as the engine's CLI shows it.
 fn short_id(id: &str) -> &str {
     &id[..12.min(id.len())]
 }
