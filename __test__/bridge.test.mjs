@@ -231,3 +231,21 @@ test('bad routes reject with OPTIONS_INVALID', async (t) => {
     }, route)
   }
 })
+
+test('brokerOrigin: the bridge for a socket route, the target for a tcp route; bad input is OPTIONS_INVALID', () => {
+  const { brokerOrigin } = addon
+  assert.equal(brokerOrigin({ kind: 'socket', target: '/run/po-broker/broker.sock' }, 41234), 'http://127.0.0.1:41234')
+  assert.equal(brokerOrigin({ kind: 'tcp', target: 'host.docker.internal:40001' }), 'http://host.docker.internal:40001')
+  for (const [route, port, says] of [
+    [{ kind: 'pipe', target: 'x' }, 1, /^Invalid option route: the kind must be 'socket' or 'tcp', not "pipe"$/],
+    [{ kind: 'socket', target: '/s' }, undefined, /^Invalid option bridgePort: /],
+    [{ kind: 'socket', target: '/s' }, 70000, /^Invalid option bridgePort: must be a TCP port 1-65535$/],
+    [{ kind: 'tcp', target: 'no-port' }, undefined, /^Invalid option route: a tcp route's target must be HOST:PORT/],
+  ]) {
+    assert.throws(() => brokerOrigin(route, port), (err) => {
+      assert.equal(err.code, 'OPTIONS_INVALID')
+      assert.match(err.message, says)
+      return true
+    })
+  }
+})

@@ -99,7 +99,7 @@ test('doctor with PO_SANDBOX_ENGINE=bogus: exit 1 with the coded error', async (
 })
 
 test('usage errors exit 2 and print the usage', async () => {
-  for (const args of [['frobnicate'], ['doctor', '--timeout-ms', 'soon'], ['doctor', '--nope'], ['stop'], ['stop', 'a', 'b'], ['ls', 'x']]) {
+  for (const args of [['frobnicate'], ['doctor', '--timeout-ms', 'soon'], ['doctor', '--nope'], ['stop'], ['stop', 'a', 'b'], ['ls', 'x'], ['doctor', '--'], ['stop', '-'], ['doctor', '--json=yes']]) {
     const r = await run(process.execPath, [bin, ...args])
     assert.equal(r.code, 2, args.join(' '))
     assert.match(r.stderr, /Usage: po-sandbox/)

@@ -54,10 +54,12 @@ function parse(argv) {
   const opts = { command: undefined, args: [], json: false, all: false }
   for (const token of tokens) {
     if (token.kind === 'positional') {
+      if (token.value === '-') fail("unknown option '-'")
       if (opts.command === undefined) opts.command = token.value
       else opts.args.push(token.value)
       continue
     }
+    if (token.kind === 'option-terminator') fail("unknown option '--'")
     if (token.kind !== 'option') continue
     const type = Object.hasOwn(OPTIONS, token.name) ? OPTIONS[token.name].type : undefined
     if (type === undefined || (type === 'boolean' && token.value !== undefined)) fail(`unknown option '${token.rawName}${token.inlineValue ? `=${token.value}` : ''}'`)

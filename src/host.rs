@@ -93,7 +93,7 @@ impl HostEnv {
     /// naming `option` otherwise), else `$XDG_RUNTIME_DIR/po-broker`, else
     /// `<tmpdir>/po-broker-<uid>`.
     pub fn broker_socket_dir(&self, given: Option<&str>, option: &str) -> Result<PathBuf> {
-        match given.filter(|s| !s.is_empty()) {
+        match given {
             Some(d) if d.starts_with('/') => Ok(PathBuf::from(d)),
             Some(d) => Err(Error::OptionsInvalid {
                 option: option.into(),

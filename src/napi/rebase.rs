@@ -2,10 +2,10 @@
 //! credential broker.
 
 use napi::Env;
+use napi::bindgen_prelude::{JsObjectValue, Object};
 use napi_derive::napi;
 
 use super::errors::coded;
-use crate::contained::identity::BrokerRoute;
 use crate::contained::rebase::{self, Refusal};
 
 fn invalid(env: &Env, refusal: Refusal) -> napi::Error {
@@ -36,10 +36,10 @@ pub fn brokered_base_url(
 /// `http://127.0.0.1:<bridgePort>` for a `socket` route (`bridgePort` required), `http://<target>`
 /// for a `tcp` route. Throws `OPTIONS_INVALID` on a socket route without a bridge port, a `tcp`
 /// target that is not `host:port`, or another kind.
-#[napi]
+#[napi(ts_args_type = "route: BrokerRouteInfo, bridgePort?: number | undefined | null")]
 pub fn broker_origin(
     env: &Env,
-    route: BrokerRoute,
+    route: Object<'_>,
     bridge_port: Option<u32>,
 ) -> napi::Result<String> {
     let port = match bridge_port {
@@ -57,5 +57,8 @@ pub fn broker_origin(
             }
         },
     };
-    rebase::broker_origin(route.kind.as_str(), &route.target, port).map_err(|e| invalid(env, e))
+    // Read as plain strings (not a RouteKind) so an unknown kind is OPTIONS_INVALID.
+    let kind: String = route.get_named_property("kind")?;
+    let target: String = route.get_named_property("target")?;
+    rebase::broker_origin(&kind, &target, port).map_err(|e| invalid(env, e))
 }

@@ -262,8 +262,10 @@ impl ProviderOptions {
             DEFAULT_CONCURRENCY as f64,
         )? as usize;
         let detect = detect(raw.engine, raw.engine_timeout_ms, &host)?;
-        let broker_socket_dir =
-            host.broker_socket_dir(raw.broker_socket_dir.as_deref(), "brokerSocketDir")?;
+        let broker_socket_dir = host.broker_socket_dir(
+            raw.broker_socket_dir.as_deref().filter(|d| !d.is_empty()),
+            "brokerSocketDir",
+        )?;
         Ok(ProviderOptions {
             broker: raw.broker.unwrap_or(true),
             broker_socket_dir,

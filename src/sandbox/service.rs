@@ -659,9 +659,10 @@ impl WorkspaceContainers {
         replaced_reason: Option<String>,
     ) -> Result<WorkspaceContainer> {
         let docker = &self.inner.docker;
-        container::start(docker, id)
-            .await
-            .map_err(|e| container_failed(&ws.id, e.to_string()))?;
+        container::start(docker, id).await.map_err(|e| match e {
+            e @ Error::EngineTimeout { .. } => e,
+            e => container_failed(&ws.id, e.to_string()),
+        })?;
         let live = container::inspect(docker, id, Some(spec.container_port))
             .await?
             .ok_or_else(|| container_failed(&ws.id, "it vanished right after it started".into()))?;
@@ -673,9 +674,11 @@ impl WorkspaceContainers {
         );
         // Unhealthy: the error carries its logs, and the rollback removes it.
         self.wait_ready(&ws.id, spec, &live).await?;
-        let live = container::inspect(docker, id, Some(spec.container_port))
-            .await?
-            .unwrap_or(live);
+        // It answers: a failed re-read (for the port) keeps the first one rather than undo it.
+        let live = match container::inspect(docker, id, Some(spec.container_port)).await {
+            Ok(Some(newer)) => newer,
+            _ => live,
+        };
         self.inner
             .events
             .workspace(&ws.id, WorkspaceChange::Ready, Some(id), None);
