@@ -227,9 +227,13 @@ mod tests {
             "Invalid option socketDir: \"rel\" is not an absolute path"
         );
         let relative_xdg = host(&[("XDG_RUNTIME_DIR", "run")]);
-        let dir = relative_xdg
-            .broker_socket_dir(Some(""), "socketDir")
-            .unwrap();
+        // An empty value is not "unset": it is refused like any relative path.
+        assert!(
+            relative_xdg
+                .broker_socket_dir(Some(""), "socketDir")
+                .is_err()
+        );
+        let dir = relative_xdg.broker_socket_dir(None, "socketDir").unwrap();
         assert_eq!(
             dir,
             std::env::temp_dir().join(format!("po-broker-{}", relative_xdg.uid))
