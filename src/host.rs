@@ -131,6 +131,18 @@ fn is_executable(p: &Path) -> bool {
     }
 }
 
+#[cfg(test)]
+impl HostEnv {
+    /// A host with exactly these variables (and this process's user and OS), for tests.
+    pub fn with_vars(vars: &[(&str, &str)]) -> HostEnv {
+        HostEnv::from_vars(
+            vars.iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        )
+    }
+}
+
 /// A numeric `uid:gid`, as containers run and sockets are owned.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct UserIds {
@@ -166,14 +178,6 @@ impl std::fmt::Display for UserIds {
 mod tests {
     use super::*;
 
-    fn host(vars: &[(&str, &str)]) -> HostEnv {
-        HostEnv::from_vars(
-            vars.iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect(),
-        )
-    }
-
     #[test]
     fn user_ids_parse_only_numeric_pairs() {
         assert_eq!(
@@ -203,16 +207,16 @@ mod tests {
 
     #[test]
     fn contained_only_with_sandbox_one() {
-        assert!(host(&[("PO_SANDBOX", "1")]).contained());
-        assert!(host(&[("PO_SANDBOX", " 1 ")]).contained());
-        assert!(!host(&[("PO_SANDBOX", "0")]).contained());
-        assert!(!host(&[("PO_SANDBOX", "")]).contained());
-        assert!(!host(&[]).contained());
+        assert!(HostEnv::with_vars(&[("PO_SANDBOX", "1")]).contained());
+        assert!(HostEnv::with_vars(&[("PO_SANDBOX", " 1 ")]).contained());
+        assert!(!HostEnv::with_vars(&[("PO_SANDBOX", "0")]).contained());
+        assert!(!HostEnv::with_vars(&[("PO_SANDBOX", "")]).contained());
+        assert!(!HostEnv::with_vars(&[]).contained());
     }
 
     #[test]
     fn broker_socket_dir_default_and_given() {
-        let h = host(&[("XDG_RUNTIME_DIR", "/run/user/7")]);
+        let h = HostEnv::with_vars(&[("XDG_RUNTIME_DIR", "/run/user/7")]);
         assert_eq!(
             h.broker_socket_dir(None, "socketDir").unwrap(),
             PathBuf::from("/run/user/7/po-broker")
@@ -226,7 +230,7 @@ mod tests {
             e.to_string(),
             "Invalid option socketDir: \"rel\" is not an absolute path"
         );
-        let relative_xdg = host(&[("XDG_RUNTIME_DIR", "run")]);
+        let relative_xdg = HostEnv::with_vars(&[("XDG_RUNTIME_DIR", "run")]);
         // An empty value is not "unset": it is refused like any relative path.
         assert!(
             relative_xdg

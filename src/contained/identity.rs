@@ -56,13 +56,6 @@ pub struct SandboxState {
     pub problems: Vec<String>,
 }
 
-impl SandboxState {
-    /// Providers are re-pointed only with a provider list, a route and no problem.
-    pub fn brokered(&self) -> bool {
-        self.brokered
-    }
-}
-
 fn get<'a>(env: &'a HashMap<String, String>, name: &str) -> Option<&'a str> {
     env.get(name).map(String::as_str)
 }
@@ -177,7 +170,7 @@ pub fn report(s: &SandboxState) -> String {
         out.push_str("This session runs directly on the host, not in a sandbox container.");
     }
     out.push('\n');
-    if s.brokered() {
+    if s.brokered {
         let route = match s.route.as_ref() {
             Some(BrokerRoute {
                 kind: RouteKind::Socket,

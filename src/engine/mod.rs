@@ -166,18 +166,13 @@ pub async fn connect(
 mod tests {
     use super::*;
 
-    fn host(vars: &[(&str, &str)]) -> HostEnv {
-        HostEnv::from_vars(
-            vars.iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect(),
-        )
-    }
-
     #[test]
     fn call_timeout_default_range_and_rounding() {
-        assert_eq!(call_timeout(&host(&[])).unwrap(), DEFAULT_CALL_TIMEOUT);
-        let t = |v: &str| call_timeout(&host(&[(CALL_TIMEOUT_VAR, v)]));
+        assert_eq!(
+            call_timeout(&HostEnv::with_vars(&[])).unwrap(),
+            DEFAULT_CALL_TIMEOUT
+        );
+        let t = |v: &str| call_timeout(&HostEnv::with_vars(&[(CALL_TIMEOUT_VAR, v)]));
         assert_eq!(t("1000").unwrap(), Duration::from_secs(1));
         assert_eq!(t("1500").unwrap(), Duration::from_secs(2));
         assert_eq!(t(" 600000 ").unwrap(), Duration::from_secs(600));

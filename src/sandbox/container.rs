@@ -61,7 +61,8 @@ fn is_status(e: &bollard::errors::Error, code: u16) -> bool {
     matches!(e, bollard::errors::Error::DockerResponseServerError { status_code, .. } if *status_code == code)
 }
 
-fn enum_str<T: serde::Serialize>(v: &T) -> String {
+/// An engine enum (`running`, `exited`…) as the engine spells it.
+pub fn enum_str<T: serde::Serialize>(v: &T) -> String {
     serde_json::to_value(v)
         .ok()
         .and_then(|v| v.as_str().map(str::to_string))

@@ -59,15 +59,7 @@ pub async fn list(docker: &Docker, owner: Option<&str>) -> Result<Vec<SandboxRow
                     .map(|n| n.trim_start_matches('/').to_string())
                     .unwrap_or_default(),
                 container_id: c.id.unwrap_or_default(),
-                state: c
-                    .state
-                    .map(|s| {
-                        serde_json::to_value(s)
-                            .ok()
-                            .and_then(|v| v.as_str().map(str::to_string))
-                            .unwrap_or_default()
-                    })
-                    .unwrap_or_default(),
+                state: c.state.map(|s| container::enum_str(&s)).unwrap_or_default(),
                 status: c.status.unwrap_or_default(),
                 host_port: c
                     .ports

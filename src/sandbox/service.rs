@@ -605,7 +605,7 @@ impl WorkspaceContainers {
         }
         match container::create(docker, spec, self.inner.config.podman).await? {
             Created::New(id) => Ok(Creation::New(id)),
-            Created::NameTaken => Err(container_failed(
+            Created::NameTaken => Err(Error::container(
                 &ws.id,
                 format!(
                     "the name {} stays taken by another container; remove it (docker rm -f {})",
@@ -661,11 +661,11 @@ impl WorkspaceContainers {
         let docker = &self.inner.docker;
         container::start(docker, id).await.map_err(|e| match e {
             e @ Error::EngineTimeout { .. } => e,
-            e => container_failed(&ws.id, e.to_string()),
+            e => Error::container(&ws.id, e.to_string()),
         })?;
         let live = container::inspect(docker, id, Some(spec.container_port))
             .await?
-            .ok_or_else(|| container_failed(&ws.id, "it vanished right after it started".into()))?;
+            .ok_or_else(|| Error::container(&ws.id, "it vanished right after it started"))?;
         self.inner.events.workspace(
             &ws.id,
             WorkspaceChange::Created,
@@ -876,10 +876,6 @@ enum Creation {
     New(String),
     /// Another process's container that satisfies the spec.
     Adopt(Box<LiveContainer>),
-}
-
-fn container_failed(workspace: &str, reason: String) -> Error {
-    Error::container(workspace, reason)
 }
 
 /// The short form of a container id, as the engine's CLI shows it.

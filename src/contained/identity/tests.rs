@@ -23,7 +23,7 @@ fn contained_with_workspace_and_socket_route() {
         ("PO_BROKER_PROVIDERS", "anthropic, openai,anthropic"),
         ("PO_BROKER_SOCKET", "/run/po-broker/broker.sock"),
     ]));
-    assert!(s.contained && s.brokered());
+    assert!(s.contained && s.brokered);
     assert_eq!(s.workspace.as_deref(), Some("acme"));
     assert_eq!(s.brokered_providers, ["anthropic", "openai"]);
     assert_eq!(
@@ -131,7 +131,7 @@ fn contradictions_and_malformations_are_problems_not_errors() {
     ];
     for (vars, needle) in cases {
         let s = read_state(&env(vars));
-        assert!(!s.brokered(), "{vars:?}");
+        assert!(!s.brokered, "{vars:?}");
         assert!(
             s.problems.iter().any(|p| p.contains(needle)),
             "{vars:?}: {:?}",

@@ -1,11 +1,7 @@
 use super::*;
 
 fn host(vars: &[(&str, &str)]) -> HostEnv {
-    let mut h = HostEnv::from_vars(
-        vars.iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect(),
-    );
+    let mut h = HostEnv::with_vars(vars);
     h.os = HostOs::Linux;
     h.uid = 1000;
     h

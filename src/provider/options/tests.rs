@@ -1,15 +1,6 @@
-use std::collections::HashMap;
 use std::path::Path;
 
 use super::*;
-
-fn host(vars: &[(&str, &str)]) -> HostEnv {
-    HostEnv::from_vars(
-        vars.iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect::<HashMap<_, _>>(),
-    )
-}
 
 fn code_and_message<T: std::fmt::Debug>(r: Result<T>) -> (&'static str, String) {
     let e = r.unwrap_err();
@@ -18,7 +9,7 @@ fn code_and_message<T: std::fmt::Debug>(r: Result<T>) -> (&'static str, String) 
 
 #[test]
 fn defaults_from_a_plain_host() {
-    let h = host(&[("HOME", "/home/u"), ("XDG_RUNTIME_DIR", "/run/user/5")]);
+    let h = HostEnv::with_vars(&[("HOME", "/home/u"), ("XDG_RUNTIME_DIR", "/run/user/5")]);
     let o = ProviderOptions::resolve(RawOptions::default(), h.clone()).unwrap();
     assert_eq!(o.po_home, Path::new("/home/u/.po"));
     assert_eq!(o.owner, default_owner(Path::new("/home/u/.po")));
@@ -40,22 +31,22 @@ fn defaults_from_a_plain_host() {
 #[test]
 fn po_home_must_be_given_or_derivable_and_absolute() {
     assert_eq!(
-        code_and_message(po_home(None, &host(&[]))),
+        code_and_message(po_home(None, &HostEnv::with_vars(&[]))),
         (
             "OPTIONS_INVALID",
             "Invalid option poHome: not given and HOME is not set; pass the Po home folder".into()
         )
     );
     assert_eq!(
-        po_home(Some(String::new()), &host(&[("HOME", "/h")])).unwrap(),
+        po_home(Some(String::new()), &HostEnv::with_vars(&[("HOME", "/h")])).unwrap(),
         Path::new("/h/.po")
     );
     assert_eq!(
-        code_and_message(po_home(Some("rel/po".into()), &host(&[]))).0,
+        code_and_message(po_home(Some("rel/po".into()), &HostEnv::with_vars(&[]))).0,
         "OPTIONS_INVALID"
     );
     assert_eq!(
-        code_and_message(po_home(Some("/a/../b".into()), &host(&[]))).0,
+        code_and_message(po_home(Some("/a/../b".into()), &HostEnv::with_vars(&[]))).0,
         "OPTIONS_INVALID"
     );
 }
@@ -135,7 +126,7 @@ fn runtime_version_is_a_plain_folder_name() {
 
 #[test]
 fn user_default_depends_on_the_os() {
-    let mut h = host(&[]);
+    let mut h = HostEnv::with_vars(&[]);
     h.os = HostOs::MacOs;
     assert_eq!(
         user(None, &h).unwrap(),
@@ -182,7 +173,7 @@ fn whole_numbers_in_range() {
 
 #[test]
 fn resolve_reports_the_first_bad_option_by_name() {
-    let h = host(&[("HOME", "/h")]);
+    let h = HostEnv::with_vars(&[("HOME", "/h")]);
     let bad = |raw: RawOptions| code_and_message(ProviderOptions::resolve(raw, h.clone())).1;
     assert!(
         bad(RawOptions {
@@ -237,8 +228,8 @@ fn resolve_reports_the_first_bad_option_by_name() {
 
 #[test]
 fn registration_only_on_an_uncontained_global_scope() {
-    let plain = host(&[]);
-    let contained = host(&[("PO_SANDBOX", "1")]);
+    let plain = HostEnv::with_vars(&[]);
+    let contained = HostEnv::with_vars(&[("PO_SANDBOX", "1")]);
     assert!(registers(Some("global"), false, &plain));
     assert!(!registers(Some("workspace"), false, &plain));
     assert!(!registers(Some("session"), false, &plain));
