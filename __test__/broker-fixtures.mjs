@@ -21,13 +21,16 @@ export const forgedToken = (prefix = 'sk-ant-api03-') => `${prefix}${hex(32)}`
 
 /**
  * A fake upstream on 127.0.0.1:0 that records every request (`requests`: method, url, headers,
- * rawHeaders, body) and counts every TCP connection (`connections`). `handler(req, res, rec)`
- * answers once the body is read; default: 200 `{"ok":true}`. Closed when the test ends.
+ * rawHeaders, body) and counts every TCP connection (`connections`) and every request node's
+ * parser refuses or that asks to CONNECT (`refused`: a forwarded request with an unknown method
+ * or broken framing never reaches `requests`). `handler(req, res, rec)` answers once the body is
+ * read; default: 200 `{"ok":true}`. Closed when the test ends.
  */
 export async function fakeUpstream(t, handler) {
   const requests = []
   const sockets = new Set()
   let connections = 0
+  let refused = 0
   const server = http.createServer((req, res) => {
     const chunks = []
     req.on('data', (c) => chunks.push(c))
@@ -50,6 +53,14 @@ export async function fakeUpstream(t, handler) {
     sockets.add(s)
     s.on('close', () => sockets.delete(s))
   })
+  server.on('clientError', (err, s) => {
+    if (String(err.code).startsWith('HPE_')) refused++
+    s.destroy()
+  })
+  server.on('connect', (req, s) => {
+    refused++
+    s.destroy()
+  })
   await new Promise((resolve, reject) => server.listen(0, '127.0.0.1', resolve).once('error', reject))
   const { port } = server.address()
   t.after(() => {
@@ -61,6 +72,7 @@ export async function fakeUpstream(t, handler) {
     origin: `http://127.0.0.1:${port}`,
     requests,
     get connections() { return connections },
+    get refused() { return refused },
   }
 }
 
