@@ -248,7 +248,9 @@ test('400 and 404: tokens outside the auth header, two auth headers, absolute-fo
       ],
     }
   })
-  assert.ok(audit.some((e) => e.path === MESSAGES && /outside the auth header/.test(e.error ?? '')), 'a query refusal is audited without its query')
+  // Refused before the token check, a request is audited by its provider segment only.
+  assert.ok(audit.some((e) => e.path === '/anthropic/…' && /outside the auth header/.test(e.error ?? '')), 'a query refusal is audited by its provider segment')
+  assert.ok(audit.every((e) => e.status !== 400 || !e.path.includes('/v1/')), 'no refused path is audited in full')
 })
 
 test('400: Content-Length together with Transfer-Encoding: chunked is refused, in either order', async (t) => {

@@ -1,6 +1,19 @@
 //! The host-side credential broker: grants, the curated provider routes, and the request path
 //! that swaps a per-grant token for the real key.
+//!
+//! - [`server`]: the broker's state, its connections and the request path.
+//! - [`request`]: the request rules, each a pure step with a typed refusal.
+//! - [`framing`]: the connection's bytes followed request by request.
+//! - [`forward`]: the key swap, the upstream call and the streamed answer.
+//! - [`grant`]: choosing providers, minting tokens, opening a route.
+//! - [`routes`]: the providers the broker carries; [`secret`]: keys and tokens in memory;
+//!   [`socket`]: a grant's Unix socket.
 
+pub(crate) mod forward;
+pub(crate) mod framing;
+pub(crate) mod grant;
+pub(crate) mod request;
 pub(crate) mod routes;
 pub(crate) mod secret;
 pub(crate) mod server;
+pub(crate) mod socket;

@@ -1,3 +1,11 @@
+use std::collections::HashMap;
+use std::path::Path;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use super::*;
+use crate::broker::grant::{GrantRequest, GrantRoute, RouteKind};
+
 /// A broker for a test: `env` as the host's, sockets under `dir`.
 async fn broker_in(dir: &Path, env: HashMap<String, String>, tcp: bool) -> Broker {
     Broker::start(BrokerOptions {
@@ -22,71 +30,6 @@ fn socket_grant_request() -> GrantRequest {
         socket_folder: None,
     }
 }
-use super::*;
-
-#[test]
-fn percent_decoding() {
-    assert_eq!(percent_decode(b"a%2Db+c%zz%4"), b"a-b c%zz%4");
-}
-
-#[test]
-fn sniffer_flags_content_length_with_transfer_encoding() {
-    let (mut s, flag) = Sniffed::new(());
-    s.observe(b"POST /x HTTP/1.1\r\nHost: a\r\nContent-Length: 3\r\n\r\nabc");
-    assert!(!flag.load(Ordering::SeqCst));
-    s.observe(b"POST /x HTTP/1.1\r\nTransfer-Encoding: chunked\r\nCon");
-    s.observe(b"tent-Length: 5\r\n\r\n0\r\n\r\n");
-    assert!(flag.load(Ordering::SeqCst));
-}
-
-#[test]
-fn dot_segments() {
-    assert!(has_dot_segment("/openai/../x"));
-    assert!(has_dot_segment("/openai/%2e%2e/x"));
-    assert!(has_dot_segment("/openai/./x"));
-    assert!(!has_dot_segment("/openai/v1/chat.completions"));
-}
-
-#[test]
-fn derived_tokens_are_stable_per_secret_and_provider() {
-    let route = routes::find("openai").unwrap();
-    let s1 = Secret::new("secret-one");
-    let a = derived_token(route, "sk-real", &s1, "openai");
-    let b = derived_token(route, "sk-real", &s1, "openai");
-    let c = derived_token(route, "sk-real", &Secret::new("secret-two"), "openai");
-    assert_eq!(a, b);
-    assert_ne!(a, c);
-    assert!(a.expose().starts_with("sk-") && a.expose().len() >= 3 + 64);
-    let anthropic = routes::find("anthropic").unwrap();
-    assert!(
-        !derived_token(anthropic, "sk-ant-api03-x", &s1, "anthropic")
-            .expose()
-            .contains("sk-ant-oat")
-    );
-    assert!(
-        derived_token(anthropic, "sk-ant-oat01-x", &s1, "anthropic")
-            .expose()
-            .starts_with("sk-ant-oat01-")
-    );
-}
-
-#[test]
-fn hop_by_hop_and_connection_named_headers_are_dropped() {
-    let mut from = HeaderMap::new();
-    from.insert(
-        "connection",
-        HeaderValue::from_static("x-private, keep-alive"),
-    );
-    from.insert("x-private", HeaderValue::from_static("1"));
-    from.insert("proxy-authorization", HeaderValue::from_static("Basic x"));
-    from.insert("transfer-encoding", HeaderValue::from_static("chunked"));
-    from.insert("content-type", HeaderValue::from_static("application/json"));
-    let mut to = HeaderMap::new();
-    copy_headers(&from, &mut to);
-    assert_eq!(to.len(), 1);
-    assert!(to.contains_key("content-type"));
-}
-
 #[tokio::test]
 async fn disabled_broker_grants_nothing_and_withholds_every_key() {
     let env = HashMap::from([
@@ -160,6 +103,7 @@ async fn revoking_an_older_grant_spares_the_socket_and_tokens_of_its_successor()
     assert!(tokio::net::UnixStream::connect(&socket).await.is_ok());
     let tokens = b.inner.tokens.read().unwrap();
     let entry = tokens
+        .by_hash
         .get(&hash(new.env["OPENAI_API_KEY"].expose()))
         .expect("the successor's token was removed");
     assert_eq!(entry.grant, new.id);
@@ -168,55 +112,124 @@ async fn revoking_an_older_grant_spares_the_socket_and_tokens_of_its_successor()
     assert!(!socket.exists() && !b.grant_live(&new.id));
 }
 
-/// A body that yields `frames` at the given delays (from the previous one), then ends.
-struct Paced {
-    frames: std::collections::VecDeque<Duration>,
-    sleep: Option<std::pin::Pin<Box<tokio::time::Sleep>>>,
-}
-
-impl Body for Paced {
-    type Data = Bytes;
-    type Error = std::convert::Infallible;
-
-    fn poll_frame(
-        mut self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<Option<std::result::Result<Frame<Bytes>, Self::Error>>> {
-        use std::task::Poll;
-        let Some(delay) = self.frames.front().copied() else {
-            return Poll::Ready(None);
-        };
-        let sleep = self
-            .sleep
-            .get_or_insert_with(|| Box::pin(tokio::time::sleep(delay)));
-        match sleep.as_mut().poll(cx) {
-            Poll::Ready(()) => {
-                self.frames.pop_front();
-                self.sleep = None;
-                Poll::Ready(Some(Ok(Frame::data(Bytes::from_static(b"x")))))
-            }
-            Poll::Pending => Poll::Pending,
-        }
+/// The socket path of a socket grant.
+fn socket_of(grant: &Grant) -> PathBuf {
+    match &grant.route {
+        Some(GrantRoute::Socket { host_socket, .. }) => host_socket.clone(),
+        other => panic!("a socket grant with route {other:?}"),
     }
 }
 
+/// Reads until the broker closes the connection (or 2 s pass): what it sent.
+async fn read_to_close(stream: &mut tokio::net::UnixStream) -> Option<Vec<u8>> {
+    let mut got = Vec::new();
+    match tokio::time::timeout(Duration::from_secs(2), stream.read_to_end(&mut got)).await {
+        Ok(_) => Some(got),
+        Err(_) => None,
+    }
+}
+
+#[tokio::test]
+async fn one_grant_cannot_take_another_grants_connections() {
+    let env = HashMap::from([("OPENAI_API_KEY".to_string(), "sk-real".to_string())]);
+    let dir = tempfile::tempdir().unwrap();
+    let b = broker_in(dir.path(), env, false).await;
+    let greedy = socket_of(&b.grant(socket_grant_request()).unwrap());
+    let other = socket_of(&b.grant(socket_grant_request()).unwrap());
+    let mut held = Vec::new();
+    for _ in 0..PER_GRANT_CONNECTIONS {
+        held.push(tokio::net::UnixStream::connect(&greedy).await.unwrap());
+    }
+    // Over its share: accepted by the kernel, closed unanswered by the broker.
+    let mut over = tokio::net::UnixStream::connect(&greedy).await.unwrap();
+    let _ = over
+        .write_all(b"GET /openai/v1/models HTTP/1.1\r\nHost: x\r\n\r\n")
+        .await;
+    assert_eq!(
+        read_to_close(&mut over).await,
+        Some(vec![]),
+        "the 65th connection is closed"
+    );
+    // Another grant is served (401: no credentials, but answered).
+    let mut fine = tokio::net::UnixStream::connect(&other).await.unwrap();
+    fine.write_all(b"GET /openai/v1/models HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        .await
+        .unwrap();
+    let answer = read_to_close(&mut fine).await.expect("an answer");
+    assert!(
+        answer.starts_with(b"HTTP/1.1 401"),
+        "{}",
+        String::from_utf8_lossy(&answer)
+    );
+    // Its connections closed, the greedy grant is served again.
+    drop(held);
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let mut again = tokio::net::UnixStream::connect(&greedy).await.unwrap();
+    again
+        .write_all(b"GET /openai/v1/models HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        .await
+        .unwrap();
+    let answer = read_to_close(&mut again).await.expect("an answer");
+    assert!(answer.starts_with(b"HTTP/1.1 401"));
+    b.close().await;
+}
+
 #[tokio::test(start_paused = true)]
-async fn a_body_quiet_for_the_idle_bound_fails_and_a_slow_but_steady_one_does_not() {
-    let limit = IDLE_TIMEOUT;
-    // Frames 300 s apart: slower than anything real, still inside the bound.
-    let steady = Paced {
-        frames: [limit - Duration::from_secs(30); 4].into(),
-        sleep: None,
-    };
-    let collected = Idle::new(steady, limit).collect().await.unwrap();
-    assert_eq!(collected.to_bytes().len(), 4);
-    // One frame, then silence longer than the bound.
-    let quiet = Paced {
-        frames: [Duration::from_secs(1), limit + Duration::from_secs(1)].into(),
-        sleep: None,
-    };
+async fn a_head_that_trickles_in_is_cut_at_the_head_deadline() {
+    let env = HashMap::from([("OPENAI_API_KEY".to_string(), "sk-real".to_string())]);
+    let dir = tempfile::tempdir().unwrap();
+    let b = broker_in(dir.path(), env, false).await;
+    let socket = socket_of(&b.grant(socket_grant_request()).unwrap());
     let started = tokio::time::Instant::now();
-    let err = Idle::new(quiet, limit).collect().await.unwrap_err();
-    assert_eq!(err.to_string(), "nothing was sent for 330 s");
-    assert_eq!(started.elapsed(), Duration::from_secs(1) + limit);
+    let mut slow = tokio::net::UnixStream::connect(&socket).await.unwrap();
+    slow.write_all(b"GET /openai/v1/models HTTP/1.1\r\nHo")
+        .await
+        .unwrap();
+    let mut got = Vec::new();
+    slow.read_to_end(&mut got).await.unwrap();
+    let waited = started.elapsed();
+    assert!(
+        waited >= HEAD_TIMEOUT && waited < HEAD_TIMEOUT + Duration::from_secs(2),
+        "cut after {waited:?}"
+    );
+    // An idle keep-alive connection is cut the same way, never at the 330 s stream bound.
+    let started = tokio::time::Instant::now();
+    let mut idle = tokio::net::UnixStream::connect(&socket).await.unwrap();
+    idle.write_all(b"GET /openai/v1/models HTTP/1.1\r\nHost: x\r\n\r\n")
+        .await
+        .unwrap();
+    let mut got = Vec::new();
+    idle.read_to_end(&mut got).await.unwrap();
+    assert!(got.starts_with(b"HTTP/1.1 401"));
+    assert!(started.elapsed() < HEAD_TIMEOUT + Duration::from_secs(2));
+    b.close().await;
+}
+
+#[tokio::test]
+async fn a_framing_fault_refuses_every_request_on_the_connection_and_closes_it() {
+    let env = HashMap::from([("OPENAI_API_KEY".to_string(), "sk-real".to_string())]);
+    let dir = tempfile::tempdir().unwrap();
+    let b = broker_in(dir.path(), env, false).await;
+    let socket = socket_of(&b.grant(socket_grant_request()).unwrap());
+    let audit = Arc::new(Mutex::new(Vec::new()));
+    let sink = audit.clone();
+    b.on_audit(Arc::new(move |e: &AuditEvent| {
+        sink.lock().unwrap().push(e.clone())
+    }));
+    let mut s = tokio::net::UnixStream::connect(&socket).await.unwrap();
+    // hyper accepts bare LF and keeps only Transfer-Encoding; the broker refuses.
+    s.write_all(b"POST /openai/v1/x HTTP/1.1\nHost: x\nContent-Length: 5\nTransfer-Encoding: chunked\n\n0\r\n\r\n")
+        .await
+        .unwrap();
+    let answer = read_to_close(&mut s).await.expect("answered and closed");
+    let text = String::from_utf8_lossy(&answer);
+    assert!(text.starts_with("HTTP/1.1 400"), "{text}");
+    assert!(
+        text.to_ascii_lowercase().contains("connection: close"),
+        "{text}"
+    );
+    let events = audit.lock().unwrap().clone();
+    assert_eq!(events.len(), 1);
+    assert_eq!(events[0].path, "/openai/…");
+    b.close().await;
 }

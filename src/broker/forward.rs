@@ -1,0 +1,377 @@
+//! Forwarding an admitted request: the real key in place of the token, the provider's fixed
+//! upstream, and the answer streamed back frame by frame with no header carrying the key.
+
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http_body_util::combinators::BoxBody;
+use http_body_util::{BodyExt, Full};
+use hyper::body::{Body, Frame, Incoming};
+use hyper::header::{HeaderName, HeaderValue};
+use hyper::{HeaderMap, Request, Response, StatusCode};
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
+
+use super::request::AUTH_HEADERS;
+use super::routes::{self, AuthScheme, ProviderRoute};
+use super::secret::Secret;
+use super::server::{AuditEvent, Broker, IDLE_TIMEOUT};
+use crate::error::{Error, Result};
+
+/// Never forwarded either way.
+const HOP_BY_HOP: [&str; 9] = [
+    "connection",
+    "keep-alive",
+    "proxy-authenticate",
+    "proxy-authorization",
+    "proxy-connection",
+    "te",
+    "trailer",
+    "transfer-encoding",
+    "upgrade",
+];
+
+pub type HttpsClient =
+    Client<hyper_rustls::HttpsConnector<HttpConnector>, BoxBody<Bytes, BoxError>>;
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+pub type ResponseBody = BoxBody<Bytes, BoxError>;
+
+pub fn https_client() -> Result<HttpsClient> {
+    let mut http = HttpConnector::new();
+    http.enforce_http(false);
+    http.set_nodelay(true);
+    http.set_connect_timeout(Some(Duration::from_secs(30)));
+    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+    let builder = hyper_rustls::HttpsConnectorBuilder::new();
+    let tls = match builder.with_provider_and_native_roots(provider.clone()) {
+        Ok(b) => b,
+        Err(_) => hyper_rustls::HttpsConnectorBuilder::new()
+            .with_provider_and_webpki_roots(provider)
+            .map_err(|e| Error::broker_caused("no TLS set-up", e))?,
+    };
+    let connector = tls.https_or_http().enable_http1().wrap_connector(http);
+    Ok(Client::builder(TokioExecutor::new())
+        .pool_idle_timeout(Duration::from_secs(90))
+        .build(connector))
+}
+
+/// A request that passed every rule: its provider, the path after the provider segment, its
+/// query, the scheme its token came in, the token, and the grant.
+pub struct Admitted {
+    pub route: &'static ProviderRoute,
+    pub rest: String,
+    /// `?query` or empty.
+    pub query: String,
+    pub scheme: AuthScheme,
+    pub token: Secret,
+}
+
+/// Why forwarding failed: the status and the message (no key, no token).
+pub struct Failure(pub StatusCode, pub String);
+
+impl Broker {
+    /// Sends the request upstream with the real key and streams the answer back; audits it
+    /// when the answer ends.
+    pub(super) async fn forward(
+        &self,
+        req: Request<Incoming>,
+        admitted: Admitted,
+        mut event: AuditEvent,
+        started: Instant,
+    ) -> std::result::Result<Response<ResponseBody>, (AuditEvent, Failure)> {
+        let route = admitted.route;
+        let env = &self.inner.host_env;
+        let (Some((_, key)), Ok(upstream)) =
+            (routes::host_key(route, env), routes::upstream(route, env))
+        else {
+            let why = format!("the host has no usable {} configuration", route.id);
+            return Err((event, Failure(StatusCode::BAD_GATEWAY, why)));
+        };
+        let key = Secret::new(key);
+        let uri = format!(
+            "{}{}{}",
+            upstream.origin(),
+            upstream.target(&admitted.rest),
+            admitted.query
+        );
+        let (parts, body) = req.into_parts();
+        let mut out = Request::builder().method(parts.method).uri(uri);
+        let out_headers = out.headers_mut().expect("a fresh builder has headers");
+        copy_headers(&parts.headers, out_headers);
+        for h in AUTH_HEADERS {
+            out_headers.remove(h);
+        }
+        out_headers.remove(hyper::header::HOST);
+        if let Ok(v) = HeaderValue::from_str(&upstream.authority()) {
+            out_headers.insert(hyper::header::HOST, v);
+        }
+        let Ok(mut value) = HeaderValue::from_str(&admitted.scheme.encode(key.expose())) else {
+            let why = "the host key is not a valid header value".to_string();
+            return Err((event, Failure(StatusCode::BAD_GATEWAY, why)));
+        };
+        value.set_sensitive(true);
+        out_headers.insert(HeaderName::from_static(admitted.scheme.header()), value);
+        // A client that stalls its upload for longer than the idle bound ends the request;
+        // trailers are never forwarded (no rule could vouch for them before the head left).
+        let body = Idle::new(body, IDLE_TIMEOUT).without_trailers();
+        let out = match out.body(body.boxed()) {
+            Ok(r) => r,
+            Err(e) => {
+                let why = format!("cannot forward: {e}");
+                return Err((event, Failure(StatusCode::BAD_REQUEST, why)));
+            }
+        };
+        let response =
+            match tokio::time::timeout(IDLE_TIMEOUT, self.inner.client.request(out)).await {
+                Ok(Ok(r)) => r,
+                Err(_) => {
+                    let why = format!(
+                        "{} upstream {} sent no answer within {} s",
+                        route.id,
+                        upstream.origin(),
+                        IDLE_TIMEOUT.as_secs()
+                    );
+                    return Err((event, Failure(StatusCode::GATEWAY_TIMEOUT, why)));
+                }
+                Ok(Err(e)) => {
+                    let why = format!(
+                        "{} upstream {} did not answer: {}",
+                        route.id,
+                        upstream.origin(),
+                        redact(&e.to_string(), &key, &admitted.token)
+                    );
+                    return Err((event, Failure(StatusCode::BAD_GATEWAY, why)));
+                }
+            };
+        // Redirects are passed on, never followed; no header may carry the real key back.
+        let (parts, body) = response.into_parts();
+        let mut back = Response::builder().status(parts.status);
+        let back_headers = back.headers_mut().expect("a fresh builder has headers");
+        copy_headers(&parts.headers, back_headers);
+        drop_echoes(back_headers, key.expose());
+        event.status = parts.status.as_u16();
+        let body = AuditedBody {
+            // An upstream that goes quiet mid-stream for longer than the idle bound ends it.
+            inner: Idle::new(body, IDLE_TIMEOUT),
+            bytes: 0,
+            broker: self.clone(),
+            event: Some(event),
+            started,
+        };
+        Ok(back
+            .body(BodyExt::boxed(body))
+            .unwrap_or_else(|_| plain(StatusCode::BAD_GATEWAY, "bad upstream response")))
+    }
+}
+
+/// Copies every end-to-end header: hop-by-hop ones and those `Connection` names are dropped.
+pub fn copy_headers(from: &HeaderMap, to: &mut HeaderMap) {
+    let named_by_connection: Vec<String> = from
+        .get_all(hyper::header::CONNECTION)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(',').map(|s| s.trim().to_ascii_lowercase()))
+        .collect();
+    for (name, value) in from {
+        let n = name.as_str();
+        if HOP_BY_HOP.contains(&n) || named_by_connection.iter().any(|c| c == n) {
+            continue;
+        }
+        to.append(name.clone(), value.clone());
+    }
+}
+
+/// Drops each response header (one value of many, e.g. one `Set-Cookie`) whose name or value
+/// holds the key in any letter case.
+pub fn drop_echoes(headers: &mut HeaderMap, key: &str) {
+    let key = key.to_ascii_lowercase();
+    if key.is_empty() {
+        return;
+    }
+    let holds = |bytes: &[u8]| {
+        bytes
+            .to_ascii_lowercase()
+            .windows(key.len())
+            .any(|w| w == key.as_bytes())
+    };
+    let echoes =
+        |n: &HeaderName, v: &HeaderValue| holds(n.as_str().as_bytes()) || holds(v.as_bytes());
+    if !headers.iter().any(|(n, v)| echoes(n, v)) {
+        return;
+    }
+    let kept: Vec<(HeaderName, HeaderValue)> = headers
+        .iter()
+        .filter(|(n, v)| !echoes(n, v))
+        .map(|(n, v)| (n.clone(), v.clone()))
+        .collect();
+    headers.clear();
+    for (n, v) in kept {
+        headers.append(n, v);
+    }
+}
+
+fn redact(text: &str, key: &Secret, token: &Secret) -> String {
+    text.replace(key.expose(), "***")
+        .replace(token.expose(), "***")
+}
+
+/// The broker's own answer: JSON `{"error":{"type":"po_broker","message":…}}`.
+pub fn plain(status: StatusCode, message: &str) -> Response<ResponseBody> {
+    let body = format!(
+        "{{\"error\":{{\"type\":\"po_broker\",\"message\":{}}}}}\n",
+        serde_json::Value::String(message.to_string())
+    );
+    let mut r = Response::new(
+        Full::new(Bytes::from(body))
+            .map_err(|never| match never {})
+            .boxed(),
+    );
+    *r.status_mut() = status;
+    r.headers_mut().insert(
+        hyper::header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    r
+}
+
+/// A body that fails when its source sends nothing for `limit`: a stalled upload or a stream
+/// gone quiet must not hold one of the broker's connections for ever.
+pub struct Idle<B> {
+    inner: B,
+    limit: Duration,
+    deadline: std::pin::Pin<Box<tokio::time::Sleep>>,
+    trailers: bool,
+}
+
+impl<B> Idle<B> {
+    pub fn new(inner: B, limit: Duration) -> Self {
+        Idle {
+            inner,
+            limit,
+            deadline: Box::pin(tokio::time::sleep(limit)),
+            trailers: true,
+        }
+    }
+
+    /// Trailer frames are dropped.
+    pub fn without_trailers(mut self) -> Self {
+        self.trailers = false;
+        self
+    }
+}
+
+impl<B> Body for Idle<B>
+where
+    B: Body<Data = Bytes> + Unpin,
+    B::Error: Into<BoxError>,
+{
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<std::result::Result<Frame<Bytes>, BoxError>>> {
+        use std::task::Poll;
+        loop {
+            return match std::pin::Pin::new(&mut self.inner).poll_frame(cx) {
+                Poll::Ready(Some(Ok(frame))) if !self.trailers && frame.is_trailers() => continue,
+                Poll::Ready(Some(frame)) => {
+                    let next = tokio::time::Instant::now() + self.limit;
+                    self.deadline.as_mut().reset(next);
+                    Poll::Ready(Some(frame.map_err(Into::into)))
+                }
+                Poll::Ready(None) => Poll::Ready(None),
+                Poll::Pending => match self.deadline.as_mut().poll(cx) {
+                    Poll::Ready(()) => Poll::Ready(Some(Err(format!(
+                        "nothing was sent for {} s",
+                        self.limit.as_secs()
+                    )
+                    .into()))),
+                    Poll::Pending => Poll::Pending,
+                },
+            };
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+/// The upstream body, passed through frame by frame (so each SSE event leaves as it arrives),
+/// counting bytes and reporting the request when it ends.
+struct AuditedBody {
+    inner: Idle<Incoming>,
+    bytes: u64,
+    broker: Broker,
+    event: Option<AuditEvent>,
+    started: Instant,
+}
+
+impl AuditedBody {
+    fn finish(&mut self, error: Option<String>) {
+        if let Some(mut e) = self.event.take() {
+            e.bytes = self.bytes;
+            e.duration_ms = self.started.elapsed().as_millis() as u64;
+            e.error = error;
+            self.broker.audit(e);
+        }
+    }
+}
+
+impl Body for AuditedBody {
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<std::result::Result<Frame<Bytes>, BoxError>>> {
+        let polled = std::pin::Pin::new(&mut self.inner).poll_frame(cx);
+        match &polled {
+            std::task::Poll::Ready(Some(Ok(frame))) => {
+                if let Some(d) = frame.data_ref() {
+                    self.bytes += d.len() as u64;
+                }
+                // With a Content-Length the server stops polling after the last byte instead
+                // of asking for the end: that last byte is the end.
+                if self.inner.is_end_stream() {
+                    self.finish(None);
+                }
+            }
+            std::task::Poll::Ready(Some(Err(e))) => {
+                let why = format!("the upstream stream broke: {e}");
+                self.finish(Some(why));
+            }
+            std::task::Poll::Ready(None) => self.finish(None),
+            std::task::Poll::Pending => {}
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+impl Drop for AuditedBody {
+    /// Audits a request not audited yet (`finish` runs once): complete when the body is at its
+    /// end (an empty one, 204, 304 or HEAD, is never polled), else cut off by the client.
+    fn drop(&mut self) {
+        let cut = !self.inner.is_end_stream();
+        self.finish(cut.then(|| "the client went away before the end".into()));
+    }
+}
+
+#[cfg(test)]
+mod tests;

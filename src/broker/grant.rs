@@ -1,0 +1,410 @@
+//! Grants: choose the providers (pure), mint their tokens, open the route, register. A grant's
+//! tokens are in each provider's shape; its route is a socket of its own or the shared TCP port.
+
+use std::collections::{BTreeMap, HashMap};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use hmac::{Hmac, Mac};
+use sha2::Sha256;
+use tokio::sync::Semaphore;
+
+use super::request::TokenIndex;
+use super::routes::{self, ProviderRoute};
+use super::secret::Secret;
+use super::server::{Broker, DISABLE_VAR, GrantState, PER_GRANT_CONNECTIONS, TokenEntry, hash};
+use super::socket::{bind_socket, file_identity};
+use crate::error::{Error, Result};
+
+/// How a container on a VM engine reaches the host.
+pub const CONTAINER_HOST: &str = "host.docker.internal";
+
+/// How a container reaches the broker: the one route kind every layer shares (a grant's
+/// request, the grant's route, the container's `PO_BROKER_SOCKET` / `PO_BROKER_ADDRESS`).
+#[napi_derive::napi(string_enum = "lowercase")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RouteKind {
+    /// A Unix socket of its own, in a 0700 folder, bind-mounted (Linux, native engines).
+    Socket,
+    /// The broker's loopback TCP port, reached as `host.docker.internal` (VM engines).
+    Tcp,
+}
+
+impl RouteKind {
+    /// `socket` or `tcp`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RouteKind::Socket => "socket",
+            RouteKind::Tcp => "tcp",
+        }
+    }
+
+    /// Parses the `transport` option: absent is `socket`.
+    pub fn parse(value: Option<&str>, option: &str) -> Result<RouteKind> {
+        match value {
+            None | Some("socket") => Ok(RouteKind::Socket),
+            Some("tcp") => Ok(RouteKind::Tcp),
+            Some(other) => Err(Error::OptionsInvalid {
+                option: option.into(),
+                reason: format!("{other:?} is neither 'socket' nor 'tcp'"),
+            }),
+        }
+    }
+}
+
+/// What a grant is for.
+#[derive(Debug, Clone)]
+pub struct GrantRequest {
+    /// The workspace id (for audit).
+    pub workspace: String,
+    /// Providers to broker; `None`: every carried provider with a key on the host.
+    pub providers: Option<Vec<String>>,
+    /// The route.
+    pub transport: RouteKind,
+    /// `uid:gid` that must own the socket and its folder (the container's user).
+    pub owner: Option<(u32, u32)>,
+    /// The socket path inside the container, for `PO_BROKER_SOCKET` (the workspace service uses
+    /// `/run/po-broker/broker.sock`); default: the host path, for a process on the host.
+    pub container_socket: Option<String>,
+    /// The host name a TCP route is reached by (default [`CONTAINER_HOST`]).
+    pub container_host: Option<String>,
+    /// Derive tokens from this secret (a container's token file) instead of at random, so a
+    /// hub that adopts the container after a restart can honour them again.
+    pub secret: Option<Secret>,
+    /// A stable folder for the socket instead of a fresh one (its path must not change for an
+    /// adopted container).
+    pub socket_folder: Option<PathBuf>,
+}
+
+/// A grant's route, as set up.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum GrantRoute {
+    /// The grant's own socket: bind-mount `host_dir` so `container_socket` is the socket.
+    Socket {
+        host_socket: PathBuf,
+        host_dir: PathBuf,
+        container_socket: String,
+    },
+    /// The broker's TCP port.
+    Tcp {
+        address: SocketAddr,
+        container_address: String,
+    },
+}
+
+/// What a container gets.
+#[derive(Clone)]
+pub struct Grant {
+    /// The grant id (not a secret).
+    pub id: String,
+    /// The workspace.
+    pub workspace: String,
+    /// The providers brokered.
+    pub providers: Vec<String>,
+    /// The environment to hand the container: `PO_BROKER_PROVIDERS`, one route variable, and
+    /// each provider's key variable set to its token.
+    pub env: BTreeMap<String, Secret>,
+    /// The route (`None` when the broker is off).
+    pub route: Option<GrantRoute>,
+    /// Host credentials that stay on the host, with reasons.
+    pub withheld: Vec<(String, String)>,
+}
+
+impl std::fmt::Debug for Grant {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Grant")
+            .field("id", &self.id)
+            .field("workspace", &self.workspace)
+            .field("providers", &self.providers)
+            .field("env", &self.env.keys().collect::<Vec<_>>())
+            .field("route", &self.route)
+            .finish()
+    }
+}
+
+/// A provider chosen for a grant: its route, the host variable its key came from, the key.
+pub struct Chosen {
+    pub route: &'static ProviderRoute,
+    pub var: &'static str,
+    pub key: Secret,
+}
+
+/// Host credentials kept on the host: (variable, reason).
+pub type Withheld = Vec<(String, String)>;
+
+/// Which providers a grant carries: the asked ones (each must be carried; one without a key
+/// here is withheld with its reason), or every carried one with a key; each once. Every
+/// upstream must be valid host configuration. Also returns the withheld credentials.
+pub fn choose(
+    asked: Option<&[String]>,
+    env: &HashMap<String, String>,
+) -> Result<(Vec<Chosen>, Withheld)> {
+    let mut withheld = routes::withheld(env);
+    let mut chosen: Vec<Chosen> = Vec::new();
+    let candidates: Vec<&'static ProviderRoute> = match asked {
+        Some(list) => list
+            .iter()
+            .map(|name| {
+                routes::find(name).ok_or_else(|| Error::OptionsInvalid {
+                    option: "providers".into(),
+                    reason: format!(
+                        "{name:?} is not a provider the broker carries (see the README's list)"
+                    ),
+                })
+            })
+            .collect::<Result<_>>()?,
+        None => routes::providers().iter().collect(),
+    };
+    for route in candidates {
+        if chosen.iter().any(|c| c.route.id == route.id) {
+            continue;
+        }
+        match routes::host_key(route, env) {
+            Some((var, key)) => chosen.push(Chosen {
+                route,
+                var,
+                key: Secret::new(key),
+            }),
+            None if asked.is_some() => withheld.push((
+                route.key_vars[0].to_string(),
+                format!("no {} key is set on the host", route.id),
+            )),
+            None => {}
+        }
+    }
+    for c in &chosen {
+        routes::upstream(c.route, env)?;
+    }
+    withheld.sort();
+    withheld.dedup();
+    Ok((chosen, withheld))
+}
+
+/// With the broker off every host key is withheld, with the reason.
+pub fn withheld_when_off(env: &HashMap<String, String>) -> Withheld {
+    let mut withheld = routes::withheld(env);
+    for r in routes::providers() {
+        if let Some((var, _)) = routes::host_key(r, env) {
+            withheld.push((
+                var.to_string(),
+                format!("{DISABLE_VAR}=0 turns the credential broker off"),
+            ));
+        }
+    }
+    withheld.sort();
+    withheld.dedup();
+    withheld
+}
+
+/// The chosen providers' tokens (derived from `secret`, or random), the container's
+/// environment (`<KEY_VAR>` = token, `PO_BROKER_PROVIDERS`) and the token entries to register.
+/// Providers sharing one key variable share one token, good for each of them.
+pub fn mint(
+    grant: &str,
+    chosen: &[Chosen],
+    secret: Option<&Secret>,
+) -> Result<(BTreeMap<String, Secret>, Vec<TokenEntry>)> {
+    let mut env: BTreeMap<String, Secret> = BTreeMap::new();
+    let mut entries: Vec<TokenEntry> = Vec::new();
+    for c in chosen {
+        if let Some(token) = env.get(c.var) {
+            let entry = entries
+                .iter_mut()
+                .find(|e| e.token == *token)
+                .expect("every token in the env has its entry");
+            entry.providers.push(c.route);
+            continue;
+        }
+        let token = match secret {
+            Some(secret) => derived_token(c.route, c.key.expose(), secret, c.route.id),
+            None => Secret::new(routes::mint_token(c.route, c.key.expose())?),
+        };
+        env.insert(c.var.to_string(), token.clone());
+        entries.push(TokenEntry {
+            grant: grant.to_string(),
+            providers: vec![c.route],
+            token,
+        });
+    }
+    let providers: Vec<&str> = chosen.iter().map(|c| c.route.id).collect();
+    env.insert(
+        "PO_BROKER_PROVIDERS".into(),
+        Secret::new(providers.join(",")),
+    );
+    Ok((env, entries))
+}
+
+/// A token derived from a container's secret: the provider's prefix, then
+/// HMAC-SHA256(secret, provider) as hex. Stable for the container's life, unguessable without
+/// the secret (which stays in the host's 0600 token file and the container).
+pub fn derived_token(
+    route: &ProviderRoute,
+    real_key: &str,
+    secret: &Secret,
+    provider: &str,
+) -> Secret {
+    let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(secret.expose().as_bytes())
+        .expect("HMAC takes any key length");
+    mac.update(b"po-broker-token/1/");
+    mac.update(provider.as_bytes());
+    Secret::new(format!(
+        "{}{}",
+        route.token_shape.prefix(real_key),
+        hex::encode(mac.finalize().into_bytes())
+    ))
+}
+
+/// A route as opened: what the container is told, and what the broker keeps.
+struct OpenRoute {
+    route: GrantRoute,
+    /// The container's route variable and its value.
+    var: (&'static str, String),
+    socket_dir: Option<PathBuf>,
+    owns_dir: bool,
+    task: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl Broker {
+    /// Grants a container its credentials. Must run inside a Tokio runtime (the socket route
+    /// starts a listener). With the broker off, the grant carries nothing.
+    pub fn grant(&self, request: GrantRequest) -> Result<Grant> {
+        crate::sandbox::workspace::check_id(&request.workspace)?;
+        let env = &self.inner.host_env;
+        let id = format!(
+            "g{}-{}",
+            self.inner.next_id.fetch_add(1, Ordering::Relaxed),
+            &hex::encode(super::server::random_bytes()?)[..8]
+        );
+        if !self.inner.enabled {
+            // Off: nothing reaches the container, and every host key stays here.
+            return Ok(Grant {
+                id,
+                workspace: request.workspace,
+                providers: vec![],
+                env: BTreeMap::new(),
+                route: None,
+                withheld: withheld_when_off(env),
+            });
+        }
+        let (chosen, withheld) = choose(request.providers.as_deref(), env)?;
+        let (mut grant_env, entries) = mint(&id, &chosen, request.secret.as_ref())?;
+        let connections = Arc::new(Semaphore::new(PER_GRANT_CONNECTIONS));
+        let open = self.open_route(&request, &id, &connections)?;
+        grant_env.insert(open.var.0.into(), Secret::new(open.var.1.clone()));
+        let route = self.register(&id, &request.workspace, entries, open, connections);
+        Ok(Grant {
+            id,
+            workspace: request.workspace,
+            providers: chosen.iter().map(|c| c.route.id.to_string()).collect(),
+            env: grant_env,
+            route: Some(route),
+            withheld,
+        })
+    }
+
+    /// The TCP port (shared), or the grant's own socket with its listener.
+    fn open_route(
+        &self,
+        request: &GrantRequest,
+        id: &str,
+        connections: &Arc<Semaphore>,
+    ) -> Result<OpenRoute> {
+        match request.transport {
+            RouteKind::Tcp => {
+                let address = self.tcp_address().ok_or_else(|| {
+                    Error::broker("TCP grants need a broker started with tcp: true")
+                })?;
+                let host = request.container_host.as_deref().unwrap_or(CONTAINER_HOST);
+                let container_address = format!("{host}:{}", address.port());
+                Ok(OpenRoute {
+                    var: ("PO_BROKER_ADDRESS", container_address.clone()),
+                    route: GrantRoute::Tcp {
+                        address,
+                        container_address,
+                    },
+                    socket_dir: None,
+                    owns_dir: false,
+                    task: None,
+                })
+            }
+            RouteKind::Socket => {
+                let (dir, owns_dir) = match &request.socket_folder {
+                    Some(d) => (d.clone(), false),
+                    None => (self.inner.socket_dir.join(id), true),
+                };
+                let socket = dir.join("broker.sock");
+                let listener = bind_socket(&dir, &socket, request.owner)?;
+                // Without a container path the env is for a process on this host.
+                let container_socket = request
+                    .container_socket
+                    .clone()
+                    .unwrap_or_else(|| socket.display().to_string());
+                let this = self.clone();
+                let grant_id = id.to_string();
+                let connections = connections.clone();
+                let task =
+                    tokio::spawn(
+                        async move { this.serve_unix(listener, grant_id, connections).await },
+                    );
+                Ok(OpenRoute {
+                    var: ("PO_BROKER_SOCKET", container_socket.clone()),
+                    route: GrantRoute::Socket {
+                        host_socket: socket,
+                        host_dir: dir.clone(),
+                        container_socket,
+                    },
+                    socket_dir: Some(dir),
+                    owns_dir,
+                    task: Some(task),
+                })
+            }
+        }
+    }
+
+    /// Makes the grant's tokens live and records the grant; hands back its route.
+    fn register(
+        &self,
+        id: &str,
+        workspace: &str,
+        entries: Vec<TokenEntry>,
+        open: OpenRoute,
+        connections: Arc<Semaphore>,
+    ) -> GrantRoute {
+        let socket_file = match &open.route {
+            GrantRoute::Socket { host_socket, .. } => file_identity(host_socket),
+            GrantRoute::Tcp { .. } => None,
+        };
+        let hashes: Vec<[u8; 32]> = entries.iter().map(|e| hash(e.token.expose())).collect();
+        {
+            let mut tokens = self.inner.tokens.write().unwrap_or_else(|e| e.into_inner());
+            for entry in entries {
+                if let Some(key) = TokenIndex::key(entry.token.expose()) {
+                    tokens.index.insert(key);
+                }
+                tokens.by_hash.insert(hash(entry.token.expose()), entry);
+            }
+        }
+        self.inner
+            .grants
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(
+                id.to_string(),
+                GrantState {
+                    workspace: workspace.to_string(),
+                    hashes,
+                    socket_dir: open.socket_dir,
+                    socket_file,
+                    owns_dir: open.owns_dir,
+                    task: open.task,
+                    connections,
+                },
+            );
+        open.route
+    }
+}
+
+#[cfg(test)]
+mod tests;

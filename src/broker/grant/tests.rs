@@ -1,0 +1,114 @@
+use std::collections::HashMap;
+
+use super::*;
+
+fn env(pairs: &[(&str, &str)]) -> HashMap<String, String> {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+#[test]
+fn choose_takes_the_asked_providers_or_every_one_with_a_key() {
+    let host = env(&[
+        ("OPENAI_API_KEY", "sk-real"),
+        ("ANTHROPIC_API_KEY", "sk-ant-api03-x"),
+    ]);
+    let (all, _) = choose(None, &host).unwrap();
+    let ids: Vec<&str> = all.iter().map(|c| c.route.id).collect();
+    assert!(ids.contains(&"openai") && ids.contains(&"anthropic"));
+    let asked = vec![
+        "openai".to_string(),
+        "openai".to_string(),
+        "groq".to_string(),
+    ];
+    let (some, withheld) = choose(Some(&asked), &host).unwrap();
+    assert_eq!(
+        some.iter().map(|c| c.route.id).collect::<Vec<_>>(),
+        ["openai"]
+    );
+    assert!(
+        withheld
+            .iter()
+            .any(|(v, r)| v == "GROQ_API_KEY" && r.contains("no groq key"))
+    );
+    let bad = vec!["nope".to_string()];
+    let err = choose(Some(&bad), &host).err().unwrap();
+    assert!(err.to_string().contains("providers"), "{err}");
+    let broken = env(&[
+        ("OPENAI_API_KEY", "sk-real"),
+        ("OPENAI_BASE_URL", "http://10.0.0.1"),
+    ]);
+    assert!(
+        choose(None, &broken).is_err(),
+        "a non-loopback http base URL is refused"
+    );
+}
+
+#[test]
+fn withheld_when_off_names_every_key() {
+    let host = env(&[("OPENAI_API_KEY", "sk-real")]);
+    let w = withheld_when_off(&host);
+    assert!(
+        w.iter()
+            .any(|(v, r)| v == "OPENAI_API_KEY" && r.contains("PO_SANDBOX_BROKER=0"))
+    );
+}
+
+#[test]
+fn providers_sharing_a_key_variable_share_one_token_good_for_each() {
+    let shared: Vec<&'static ProviderRoute> = routes::providers()
+        .iter()
+        .filter(|r| r.key_vars.contains(&"MOONSHOT_API_KEY"))
+        .collect();
+    assert!(shared.len() >= 2, "two routes share MOONSHOT_API_KEY");
+    let chosen: Vec<Chosen> = shared
+        .iter()
+        .map(|r| Chosen {
+            route: r,
+            var: "MOONSHOT_API_KEY",
+            key: Secret::new("sk-moon"),
+        })
+        .collect();
+    let (env, entries) = mint("g1", &chosen, None).unwrap();
+    assert_eq!(entries.len(), 1);
+    assert_eq!(entries[0].providers.len(), shared.len());
+    assert_eq!(env["MOONSHOT_API_KEY"], entries[0].token);
+    assert!(env["PO_BROKER_PROVIDERS"].expose().contains(shared[1].id));
+}
+
+#[test]
+fn every_token_ends_in_a_64_hex_tail_the_index_can_find() {
+    let s = Secret::new("secret");
+    for route in routes::providers() {
+        let minted = routes::mint_token(route, "sk-ant-oat01-x").unwrap();
+        let derived = derived_token(route, "sk-real", &s, route.id);
+        for t in [minted.as_str(), derived.expose()] {
+            assert!(TokenIndex::key(t).is_some(), "{}", route.id);
+        }
+    }
+}
+
+#[test]
+fn derived_tokens_are_stable_per_secret_and_provider() {
+    let route = routes::find("openai").unwrap();
+    let s1 = Secret::new("secret-one");
+    let a = derived_token(route, "sk-real", &s1, "openai");
+    let b = derived_token(route, "sk-real", &s1, "openai");
+    let c = derived_token(route, "sk-real", &Secret::new("secret-two"), "openai");
+    assert_eq!(a, b);
+    assert_ne!(a, c);
+    assert!(a.expose().starts_with("sk-") && a.expose().len() >= 3 + 64);
+    let anthropic = routes::find("anthropic").unwrap();
+    assert!(
+        !derived_token(anthropic, "sk-ant-api03-x", &s1, "anthropic")
+            .expose()
+            .contains("sk-ant-oat")
+    );
+    assert!(
+        derived_token(anthropic, "sk-ant-oat01-x", &s1, "anthropic")
+            .expose()
+            .starts_with("sk-ant-oat01-")
+    );
+}
