@@ -95,32 +95,9 @@ impl Broker {
             upstream.target(&admitted.rest),
             admitted.query
         );
-        let (parts, body) = req.into_parts();
-        let mut out = Request::builder().method(parts.method).uri(uri);
-        let out_headers = out.headers_mut().expect("a fresh builder has headers");
-        copy_headers(&parts.headers, out_headers);
-        for h in AUTH_HEADERS {
-            out_headers.remove(h);
-        }
-        out_headers.remove(hyper::header::HOST);
-        if let Ok(v) = HeaderValue::from_str(&upstream.authority()) {
-            out_headers.insert(hyper::header::HOST, v);
-        }
-        let Ok(mut value) = HeaderValue::from_str(&admitted.scheme.encode(key.expose())) else {
-            let why = "the host key is not a valid header value".to_string();
-            return Err((event, Failure(StatusCode::BAD_GATEWAY, why)));
-        };
-        value.set_sensitive(true);
-        out_headers.insert(HeaderName::from_static(admitted.scheme.header()), value);
-        // A client that stalls its upload for longer than the idle bound ends the request;
-        // trailers are never forwarded (no rule could vouch for them before the head left).
-        let body = Idle::new(body, IDLE_TIMEOUT).without_trailers();
-        let out = match out.body(body.boxed()) {
-            Ok(r) => r,
-            Err(e) => {
-                let why = format!("cannot forward: {e}");
-                return Err((event, Failure(StatusCode::BAD_REQUEST, why)));
-            }
+        let out = match outgoing(req, uri, &upstream.authority(), admitted.scheme, &key) {
+            Ok(out) => out,
+            Err(failure) => return Err((event, failure)),
         };
         let response =
             match tokio::time::timeout(IDLE_TIMEOUT, self.inner.client.request(out)).await {
@@ -144,13 +121,24 @@ impl Broker {
                     return Err((event, Failure(StatusCode::BAD_GATEWAY, why)));
                 }
             };
-        // Redirects are passed on, never followed; no header may carry the real key back.
+        event.status = response.status().as_u16();
+        Ok(self.answer(response, &key, event, started))
+    }
+
+    /// The upstream's answer for the client: redirects passed on, never followed; no header
+    /// carrying the real key; the body streamed and audited when it ends.
+    fn answer(
+        &self,
+        response: Response<Incoming>,
+        key: &Secret,
+        event: AuditEvent,
+        started: Instant,
+    ) -> Response<ResponseBody> {
         let (parts, body) = response.into_parts();
         let mut back = Response::builder().status(parts.status);
         let back_headers = back.headers_mut().expect("a fresh builder has headers");
         copy_headers(&parts.headers, back_headers);
         drop_echoes(back_headers, key.expose());
-        event.status = parts.status.as_u16();
         let body = AuditedBody {
             // An upstream that goes quiet mid-stream for longer than the idle bound ends it.
             inner: Idle::new(body, IDLE_TIMEOUT),
@@ -159,10 +147,41 @@ impl Broker {
             event: Some(event),
             started,
         };
-        Ok(back
-            .body(BodyExt::boxed(body))
-            .unwrap_or_else(|_| plain(StatusCode::BAD_GATEWAY, "bad upstream response")))
+        back.body(BodyExt::boxed(body))
+            .unwrap_or_else(|_| plain(StatusCode::BAD_GATEWAY, "bad upstream response"))
     }
+}
+
+/// The request for the upstream: end-to-end headers only, its `Host`, the real key in the
+/// token's header (marked sensitive), the body bounded by the idle limit, trailers dropped (no
+/// rule could vouch for them before the head left).
+fn outgoing(
+    req: Request<Incoming>,
+    uri: String,
+    authority: &str,
+    scheme: AuthScheme,
+    key: &Secret,
+) -> std::result::Result<Request<BoxBody<Bytes, BoxError>>, Failure> {
+    let (parts, body) = req.into_parts();
+    let mut out = Request::builder().method(parts.method).uri(uri);
+    let headers = out.headers_mut().expect("a fresh builder has headers");
+    copy_headers(&parts.headers, headers);
+    for h in AUTH_HEADERS {
+        headers.remove(h);
+    }
+    headers.remove(hyper::header::HOST);
+    if let Ok(v) = HeaderValue::from_str(authority) {
+        headers.insert(hyper::header::HOST, v);
+    }
+    let Ok(mut value) = HeaderValue::from_str(&scheme.encode(key.expose())) else {
+        let why = "the host key is not a valid header value".to_string();
+        return Err(Failure(StatusCode::BAD_GATEWAY, why));
+    };
+    value.set_sensitive(true);
+    headers.insert(HeaderName::from_static(scheme.header()), value);
+    let body = Idle::new(body, IDLE_TIMEOUT).without_trailers();
+    out.body(body.boxed())
+        .map_err(|e| Failure(StatusCode::BAD_REQUEST, format!("cannot forward: {e}")))
 }
 
 /// Copies every end-to-end header: hop-by-hop ones and those `Connection` names are dropped.
