@@ -257,6 +257,12 @@ export interface ContainerProviderOptions {
    * `<tmpdir>/po-broker-<uid>`).
    */
   brokerSocketDir?: string
+  /**
+   * Paths of each workspace mounted read-only inside its container, relative to the
+   * workspace: the complete list (default `PO_SANDBOX_GUARDED_PATHS`, else `.git/hooks`,
+   * `.git/config`, `.git/info`, `.vscode`, `.idea`, `.envrc`, `.direnv`); `[]` guards none.
+   */
+  guardedPaths?: Array<string>
 }
 
 /** Options of `startCredentialBroker`. */
@@ -315,6 +321,10 @@ export interface DoctorReport {
   runtime: RuntimeCheck
   /** The sandbox image. */
   image: ImageCheck
+  /** The paths of each workspace mounted read-only (`guardedPaths`, `PO_SANDBOX_GUARDED_PATHS`). */
+  guardedPaths: Array<string>
+  /** What works but is weaker than it should be (an empty guarded-path list). */
+  warnings: Array<string>
   /** The report as a person reads it. */
   text: string
 }
@@ -650,6 +660,11 @@ export interface SandboxState {
   route?: BrokerRouteInfo
   /** Providers are re-pointed at the broker: a route, at least one provider, no problem. */
   brokered: boolean
+  /**
+   * Paths of the workspace mounted read-only here, because the host runs them later
+   * (`PO_SANDBOX_GUARDED_PATHS`: git hooks and config, editor tasks, `.envrc`).
+   */
+  guardedPaths: Array<string>
   /** Malformed or contradictory variables, in words (never thrown). */
   problems: Array<string>
 }

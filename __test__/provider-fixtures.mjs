@@ -8,7 +8,10 @@ import { mkdirSync, readFileSync, realpathSync, rmSync, writeFileSync } from 'no
 import os from 'node:os'
 import path from 'node:path'
 
-import { addon, dockerCli, root, run, tempDir, waitFor } from './helpers.mjs'
+import { after, before } from 'node:test'
+import assert from 'node:assert/strict'
+
+import { addon, dockerCli, requireDocker, root, run, tempDir, waitFor } from './helpers.mjs'
 
 export const TEST_BASE = 'po-sandbox-test-base:node24'
 export const RUNTIME_VERSION = '1.0.0'
@@ -288,4 +291,21 @@ export async function modelsUpstream(t) {
   await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve))
   t.after(() => new Promise((resolve) => server.close(resolve)))
   return { seen, origin: `http://127.0.0.1:${server.address().port}` }
+}
+
+/**
+ * A file's hooks for suites on real containers: the engine must answer and the local test base
+ * image be current before any test; the provider images built on it are removed after the file.
+ */
+export function useTestBaseImage() {
+  before(async () => {
+    await requireDocker()
+    const r = await run('bash', [path.join(root, 'scripts/build-test-base-image.sh')])
+    assert.equal(r.code, 0, `build-test-base-image.sh failed:\n${r.stderr}`)
+    assert.equal(r.stdout.trim().split('\n').pop(), TEST_BASE)
+  })
+  after(async () => {
+    const ids = (await run('docker', ['images', '-q', '--filter', `label=po.image-base=${TEST_BASE}`])).stdout.split(/\s+/).filter(Boolean)
+    if (ids.length) await run('docker', ['rmi', '-f', ...new Set(ids)])
+  })
 }

@@ -1,16 +1,16 @@
 // The container provider against the real Docker engine: what a workspace container is, how
 // hubs adopt, replace and race for containers, how start-up fails, and what stops remove.
 // Every test has its own Po home and owner, and removes its containers and volumes by label.
-import { after, before, test } from 'node:test'
+import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import os from 'node:os'
 import http from 'node:http'
 import { existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, statSync, symlinkSync, writeFileSync } from 'node:fs'
 import path from 'node:path'
 
-import { addon, dockerCli, requireDocker, root, run, tempDir, waitFor } from './helpers.mjs'
+import { addon, dockerCli, run, tempDir, waitFor } from './helpers.mjs'
 import {
-  FAKE_KEY, HOST_ONLY_PATH, RUNTIME_VERSION, SERVER_PORT, TEST_BASE,
+  FAKE_KEY, HOST_ONLY_PATH, RUNTIME_VERSION, SERVER_PORT, TEST_BASE, useTestBaseImage,
   baseOptions, brokerDirOf, brokerFolder, cleanupOwner, containersWith, fakeHost, getJson, hostEnv, inspect, isRunning,
   killHub, newOwner, openLayer, serverSource, sha256File, spawnHub, tempHome, tempWorkspace,
   modelsUpstream, volumesOf, writeBundle, writeHubChild,
@@ -19,17 +19,7 @@ import {
 const { registerSandboxLayer, ensureSandboxImage } = addon
 const uidGid = `${process.getuid()}:${process.getgid()}`
 
-before(async () => {
-  await requireDocker()
-  const r = await run('bash', [path.join(root, 'scripts/build-test-base-image.sh')])
-  assert.equal(r.code, 0, `build-test-base-image.sh failed:\n${r.stderr}`)
-  assert.equal(r.stdout.trim().split('\n').pop(), TEST_BASE)
-})
-
-after(async () => {
-  const ids = (await run('docker', ['images', '-q', '--filter', `label=po.image-base=${TEST_BASE}`])).stdout.split(/\s+/).filter(Boolean)
-  if (ids.length) await run('docker', ['rmi', '-f', ...new Set(ids)])
-})
+useTestBaseImage()
 
 /** A Po home with a bundle, an owner cleaned up by label, and a layer over them. */
 function setup(t, extra = {}) {
@@ -118,6 +108,8 @@ test('three workspaces come up as hardened containers with exactly the allowed m
       `volume|po-${owner}-${id}-git|/po-git|rw`,
       // The credential broker's socket folder for this workspace (its own, 0700).
       `bind|${brokerFolder(brokerDir, owner, id)}|/run/po-broker|rw`,
+      // The guarded paths, each read-only onto itself (no repository here: .git itself).
+      ...['.git', '.vscode', '.idea', '.envrc', '.direnv'].map((g) => `bind|${paths[id]}/${g}|${paths[id]}/${g}|ro`),
     ]
     assert.deepEqual(info.Mounts.map(mountKey).sort(), expected.sort())
     const allowedUnderHome = new Set([bundleDir, P, tokenFile, path.join(poHome, 'modes.yaml'), path.join(poHome, 'config.yaml')])

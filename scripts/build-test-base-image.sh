@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds the small local base image the test suites run on: Node.js 24 + a static busybox,
+# Builds the small local base image the test suites run on: Node.js 24 + a static busybox + git,
 # tagged po-sandbox-test-base:node24 (or the tag given as the first argument).
 #
 # Why: the tests must not depend on a container registry (none may be reachable), so instead of
@@ -9,6 +9,8 @@
 #   - /usr/local/bin/node, copied from node_modules/node/bin/node (the npm package `node`, 24.x,
 #     a devDependency: `npm install` in the project brings it);
 #   - the shared libraries node needs (from `ldd`), copied under the paths ldd shows;
+#   - Debian's git (/usr/bin/git, /usr/lib/git-core, its templates and their libraries), for the
+#     guarded-path tests that commit, branch and fetch inside a container;
 #   - /etc/passwd, /etc/group (root and node:1000), /etc/nsswitch.conf, /etc/hosts, /tmp (1777).
 #
 # Idempotent: the image carries the label po.test-base.digest=<sha256 of node binary + this
@@ -100,6 +102,31 @@ libs=$(LC_ALL=C ldd "$node_bin" | awk '/=> \//{print $3} /^[[:space:]]*\//{print
 [ -n "$libs" ] || die "ldd found no libraries for $node_bin"
 for lib in $libs; do
   [ -e "$lib" ] || die "library $lib (needed by node) is missing on this machine"
+  mkdir -p "$rootfs$(dirname "$lib")"
+  cp -L "$lib" "$rootfs$lib"
+done
+
+# Debian's git, its helpers and templates, and every library they load.
+if [ ! -x /usr/bin/git ] || [ ! -d /usr/lib/git-core ]; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    log "installing Debian's git (the test image carries it)"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq >&2 || die "'apt-get update' failed: Debian's git is needed"
+    apt-get install -y -qq git >/dev/null || die "'apt-get install git' failed: install it by hand"
+  fi
+  [ -x /usr/bin/git ] && [ -d /usr/lib/git-core ] \
+    || die "Debian's git (/usr/bin/git, /usr/lib/git-core) is missing: 'apt-get install git', as root"
+fi
+mkdir -p "$rootfs/usr/lib" "$rootfs/usr/share"
+cp /usr/bin/git "$rootfs/usr/bin/git"
+cp -a /usr/lib/git-core "$rootfs/usr/lib/git-core"
+[ -d /usr/share/git-core ] && cp -a /usr/share/git-core "$rootfs/usr/share/git-core"
+for f in /usr/bin/git $(find /usr/lib/git-core -type f -perm -u+x); do
+  # Scripts among the helpers are not dynamic executables: ldd fails on them.
+  { LC_ALL=C ldd "$f" 2>/dev/null || true; } | awk '/=> \//{print $3} /^[[:space:]]*\//{print $1}'
+done | sort -u | while read -r lib; do
+  [ -e "$rootfs$lib" ] && continue
+  [ -e "$lib" ] || die "library $lib (needed by git) is missing on this machine"
   mkdir -p "$rootfs$(dirname "$lib")"
   cp -L "$lib" "$rootfs$lib"
 done

@@ -71,6 +71,8 @@ pub struct DoctorOptions {
     pub runtime_version: Option<String>,
     /// The image recipe.
     pub recipe: ImageRecipe,
+    /// The guarded paths containers get.
+    pub guarded_paths: Vec<String>,
 }
 
 impl DoctorOptions {
@@ -82,6 +84,7 @@ impl DoctorOptions {
             po_home: options.po_home,
             runtime_version: options.runtime_version,
             recipe: options.recipe,
+            guarded_paths: options.guarded_paths,
         }
     }
 }
@@ -102,6 +105,10 @@ pub struct DoctorReport {
     pub runtime: RuntimeCheck,
     /// The sandbox image.
     pub image: ImageCheck,
+    /// The paths of each workspace mounted read-only (`guardedPaths`, `PO_SANDBOX_GUARDED_PATHS`).
+    pub guarded_paths: Vec<String>,
+    /// What works but is weaker than it should be (an empty guarded-path list).
+    pub warnings: Vec<String>,
     /// The report as a person reads it.
     pub text: String,
 }
@@ -176,12 +183,22 @@ pub async fn doctor(
         image.base_present = Some(docker.inspect_image(&recipe.base).await.is_ok());
     }
     let ok = node.ok && engine.available && !engine.remote && runtime.ok;
+    let mut warnings = Vec::new();
+    if options.guarded_paths.is_empty() {
+        warnings.push(format!(
+            "no guarded paths: a contained agent can write git hooks, .git/config, editor tasks \
+             and .envrc that this host runs later; unset {} (or guardedPaths) for the defaults",
+            crate::sandbox::guards::GUARDED_PATHS_VAR
+        ));
+    }
     let mut report = DoctorReport {
         ok,
         node,
         engine,
         runtime,
         image,
+        guarded_paths: options.guarded_paths,
+        warnings,
         text: String::new(),
     };
     report.text = render(&report);
@@ -196,6 +213,10 @@ pub fn render(r: &DoctorReport) -> String {
     out.push_str(&engine_section(&r.engine));
     out.push_str(&runtime_section(&r.runtime));
     out.push_str(&image_section(&r.image));
+    out.push_str(&guards_section(&r.guarded_paths));
+    for w in &r.warnings {
+        out.push_str(&format!("Warning   {w}\n"));
+    }
     out.push('\n');
     out.push_str(&result_section(r));
     out
@@ -292,6 +313,13 @@ fn image_section(im: &ImageCheck) -> String {
         im.base,
         image_presence(im)
     )
+}
+
+fn guards_section(guards: &[String]) -> String {
+    if guards.is_empty() {
+        return "Guarded   none (every workspace file is writable from inside)\n".to_string();
+    }
+    format!("Guarded   read-only inside: {}\n", guards.join(", "))
 }
 
 fn image_presence(im: &ImageCheck) -> String {

@@ -17,6 +17,8 @@ pub const PROVIDERS_VAR: &str = "PO_BROKER_PROVIDERS";
 pub const SOCKET_VAR: &str = "PO_BROKER_SOCKET";
 /// A TCP route to the broker (`host:port`).
 pub const ADDRESS_VAR: &str = "PO_BROKER_ADDRESS";
+/// Comma-separated paths mounted read-only over the workspace (what the host runs later).
+pub const GUARDS_VAR: &str = crate::sandbox::guards::GUARDED_PATHS_VAR;
 
 /// How brokered provider calls reach the host's credential broker.
 #[napi_derive::napi(object, js_name = "BrokerRouteInfo")]
@@ -52,6 +54,9 @@ pub struct SandboxState {
     pub route: Option<BrokerRoute>,
     /// Providers are re-pointed at the broker: a route, at least one provider, no problem.
     pub brokered: bool,
+    /// Paths of the workspace mounted read-only here, because the host runs them later
+    /// (`PO_SANDBOX_GUARDED_PATHS`: git hooks and config, editor tasks, `.envrc`).
+    pub guarded_paths: Vec<String>,
     /// Malformed or contradictory variables, in words (never thrown).
     pub problems: Vec<String>,
 }
@@ -74,6 +79,17 @@ fn valid_address(addr: &str) -> bool {
     };
     let host = host.trim_start_matches('[').trim_end_matches(']');
     !host.is_empty() && port.parse::<u16>().is_ok_and(|p| p > 0)
+}
+
+/// The guarded paths a container lists (`PO_SANDBOX_GUARDED_PATHS`).
+fn guarded_paths(env: &HashMap<String, String>) -> Vec<String> {
+    get(env, GUARDS_VAR)
+        .unwrap_or_default()
+        .split(',')
+        .map(str::trim)
+        .filter(|p| !p.is_empty())
+        .map(str::to_string)
+        .collect()
 }
 
 /// Reads the sandbox state from an environment.
@@ -151,6 +167,7 @@ pub fn read_state(env: &HashMap<String, String>) -> SandboxState {
             "A broker route is set but {PROVIDERS_VAR} is not, so no provider is brokered."
         ));
     }
+    s.guarded_paths = guarded_paths(env);
     // Half-right variables re-point nothing: a person fixes them first (`/po-sandbox` says how).
     s.brokered = s.route.is_some() && !s.brokered_providers.is_empty() && s.problems.is_empty();
     s
@@ -188,6 +205,18 @@ pub fn report(s: &SandboxState) -> String {
         ));
     } else {
         out.push_str("No providers are brokered: model calls use this session's own credentials.");
+    }
+    if s.contained {
+        if s.guarded_paths.is_empty() {
+            out.push_str(
+                "\nNo workspace paths are guarded: everything in the workspace is writable here.",
+            );
+        } else {
+            out.push_str(&format!(
+                "\nRead-only here, because the host runs them later: {}.",
+                s.guarded_paths.join(", ")
+            ));
+        }
     }
     if !s.problems.is_empty() {
         out.push_str("\nProblems:");

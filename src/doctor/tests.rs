@@ -43,8 +43,27 @@ fn report(engine_ok: bool, runtime_ok: bool) -> DoctorReport {
         engine,
         runtime,
         image,
+        guarded_paths: vec![".git/hooks".into()],
+        warnings: vec![],
         text: String::new(),
     }
+}
+
+#[test]
+fn render_lists_the_guarded_paths_and_warns_when_there_are_none() {
+    let text = render(&report(true, true));
+    assert!(
+        text.contains("Guarded   read-only inside: .git/hooks"),
+        "{text}"
+    );
+    let mut none = report(true, true);
+    none.guarded_paths.clear();
+    none.warnings.push("no guarded paths".into());
+    let text = render(&none);
+    assert!(
+        text.contains("Guarded   none") && text.contains("Warning   no guarded paths"),
+        "{text}"
+    );
 }
 
 #[test]

@@ -67,6 +67,10 @@ pub struct ContainerProviderOptions {
     /// Where per-container broker sockets go (default `$XDG_RUNTIME_DIR/po-broker`, else
     /// `<tmpdir>/po-broker-<uid>`).
     pub broker_socket_dir: Option<String>,
+    /// Paths of each workspace mounted read-only inside its container, relative to the
+    /// workspace: the complete list (default `PO_SANDBOX_GUARDED_PATHS`, else `.git/hooks`,
+    /// `.git/config`, `.git/info`, `.vscode`, `.idea`, `.envrc`, `.direnv`); `[]` guards none.
+    pub guarded_paths: Option<Vec<String>>,
 }
 
 /// A workspace to start: its id and folder.
@@ -282,6 +286,7 @@ fn raw_options(
         engine_timeout_ms: o.engine_timeout_ms,
         broker: o.broker,
         broker_socket_dir: o.broker_socket_dir,
+        guarded_paths: o.guarded_paths,
     };
     (raw, o.env)
 }

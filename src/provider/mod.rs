@@ -165,6 +165,7 @@ impl Provider {
                 image_digest: o.recipe.digest(),
                 user: o.user,
                 pids_limit: o.pids_limit,
+                guarded_paths: o.guarded_paths.clone(),
                 health_timeout: o.health_timeout,
                 host_env: o.host.vars().clone(),
                 podman: report.engine.as_deref() == Some("podman"),

@@ -46,6 +46,7 @@ pub struct RawOptions {
     pub engine_timeout_ms: Option<f64>,
     pub broker: Option<bool>,
     pub broker_socket_dir: Option<String>,
+    pub guarded_paths: Option<Vec<String>>,
 }
 
 /// Checked options.
@@ -67,6 +68,8 @@ pub struct ProviderOptions {
     pub broker: bool,
     /// Where per-container broker sockets go.
     pub broker_socket_dir: PathBuf,
+    /// Paths of each workspace mounted read-only (relative; empty: none).
+    pub guarded_paths: Vec<String>,
 }
 
 fn invalid(option: &str, reason: impl Into<String>) -> Error {
@@ -229,6 +232,19 @@ fn detect(
     })
 }
 
+/// `guardedPaths` (the complete list), else `PO_SANDBOX_GUARDED_PATHS`, else the defaults.
+fn guarded_paths(option: Option<Vec<String>>, host: &HostEnv) -> Result<Vec<String>> {
+    use crate::sandbox::guards;
+    match (option, host.vars().get(guards::GUARDED_PATHS_VAR)) {
+        (Some(list), _) => guards::from_option(&list),
+        (None, Some(value)) => guards::from_var(value),
+        (None, None) => Ok(guards::DEFAULT_GUARDED_PATHS
+            .iter()
+            .map(|p| p.to_string())
+            .collect()),
+    }
+}
+
 impl ProviderOptions {
     /// Checks everything that can be checked without I/O, one option at a time in the order
     /// of the README's table; the first bad one is the error.
@@ -266,7 +282,9 @@ impl ProviderOptions {
             raw.broker_socket_dir.as_deref().filter(|d| !d.is_empty()),
             "brokerSocketDir",
         )?;
+        let guarded_paths = guarded_paths(raw.guarded_paths, &host)?;
         Ok(ProviderOptions {
+            guarded_paths,
             broker: raw.broker.unwrap_or(true),
             broker_socket_dir,
             po_home,

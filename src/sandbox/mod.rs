@@ -3,6 +3,7 @@
 //! inventory of every container a Po home owns.
 
 pub(crate) mod container;
+pub(crate) mod guards;
 pub(crate) mod inventory;
 pub(crate) mod locks;
 pub(crate) mod service;

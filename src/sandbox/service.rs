@@ -15,6 +15,7 @@ use crate::events::{EventBus, WorkspaceChange};
 use crate::host::UserIds;
 use crate::runtime_bundle::RuntimeBundle;
 use crate::sandbox::container::{self, Created, LiveContainer};
+use crate::sandbox::guards;
 use crate::sandbox::spec::{
     self, ContainerSpec, LABEL_OWNER, LABEL_WORKSPACE, LABEL_WORKSPACE_PATH, SpecInput,
 };
@@ -38,6 +39,8 @@ pub struct ServiceConfig {
     pub user: UserIds,
     /// Pid limit.
     pub pids_limit: i64,
+    /// Guarded paths, relative to each workspace (mounted read-only).
+    pub guarded_paths: Vec<String>,
     /// How long to wait for the server's health answer.
     pub health_timeout: Duration,
     /// The host environment (for the allowlist).
@@ -195,6 +198,14 @@ impl WorkspaceContainers {
             ),
             None => (vec![], vec![]),
         };
+        let guards = guards::resolve(&ws.path, &c.guarded_paths);
+        let mut binds = binds;
+        binds.extend(guards::binds(&ws.path, &guards));
+        let mut extra_env = extra_env.clone();
+        extra_env.insert(
+            guards::GUARDED_PATHS_VAR.into(),
+            guards::listing(&ws.path, &guards),
+        );
         spec::build(&SpecInput {
             owner: &c.owner,
             workspace: ws,
@@ -206,7 +217,7 @@ impl WorkspaceContainers {
             pids_limit: c.pids_limit,
             seed_files: &seeds,
             host_env: &c.host_env,
-            extra_env,
+            extra_env: &extra_env,
             extra_binds: &binds,
             extra_hosts: &hosts,
         })
@@ -540,6 +551,11 @@ impl WorkspaceContainers {
         })?;
         if !removed.is_empty() {
             tracing::debug!(workspace = %ws.id, count = removed.len(), "stale locks removed");
+        }
+        let guards = guards::resolve(&ws.path, &self.inner.config.guarded_paths);
+        let made = guards::prepare(&ws.id, &ws.path, &guards)?;
+        if !made.is_empty() {
+            tracing::info!(workspace = %ws.id, placeholders = ?made, "guarded paths given empty placeholders");
         }
         Ok(())
     }

@@ -423,7 +423,7 @@ fn drops_all_capabilities(cap_drop: &[String]) -> bool {
 type PostureCheck = fn(&ContainerSpec, &LivePosture) -> Result<(), String>;
 
 /// The posture rules, in the order drift is reported.
-const POSTURE_CHECKS: [PostureCheck; 9] = [
+const POSTURE_CHECKS: [PostureCheck; 10] = [
     check_capabilities,
     check_privileges,
     check_pids_limit,
@@ -431,6 +431,7 @@ const POSTURE_CHECKS: [PostureCheck; 9] = [
     check_namespaces,
     check_devices,
     check_mounts,
+    check_guards,
     check_ports,
     check_spec_hash,
 ];
@@ -515,6 +516,22 @@ fn check_mounts(spec: &ContainerSpec, live: &LivePosture) -> Result<(), String> 
                 "it mounts {source} at {dest} ({kind}, {}), which the spec does not allow",
                 if *rw { "rw" } else { "ro" }
             ));
+        }
+    }
+    Ok(())
+}
+
+/// Every read-only mount of the spec (guarded paths, the bundle, the token file) is there, and
+/// read-only: a container without its guards is not adopted.
+fn check_guards(spec: &ContainerSpec, live: &LivePosture) -> Result<(), String> {
+    for b in spec.binds.iter().filter(|b| b.read_only) {
+        let source = b.source.to_string_lossy();
+        let there = live
+            .mounts
+            .iter()
+            .any(|(kind, s, d, rw)| kind == "bind" && *s == source && *d == b.target && !rw);
+        if !there {
+            return Err(format!("{} is not mounted read-only", b.target));
         }
     }
     Ok(())

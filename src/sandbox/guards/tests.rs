@@ -1,0 +1,182 @@
+use super::*;
+
+fn strings(v: &[&str]) -> Vec<String> {
+    v.iter().map(|s| s.to_string()).collect()
+}
+
+fn defaults() -> Vec<String> {
+    strings(&DEFAULT_GUARDED_PATHS)
+}
+
+#[test]
+fn entries_are_relative_paths_inside_the_workspace() {
+    let cases: &[(&str, Result<&str, &str>)] = &[
+        (".git/hooks", Ok(".git/hooks")),
+        ("./.vscode/", Ok(".vscode")),
+        ("a//b", Ok("a/b")),
+        (" .envrc ", Ok(".envrc")),
+        ("", Err("empty")),
+        (".", Err("the workspace itself")),
+        ("./", Err("the workspace itself")),
+        ("../x", Err("climbs")),
+        ("a/../../x", Err("climbs")),
+        ("/etc", Err("absolute")),
+        ("a,b", Err("character")),
+    ];
+    for (entry, want) in cases {
+        match (check_entry(entry), want) {
+            (Ok(got), Ok(w)) => assert_eq!(got, *w, "{entry:?}"),
+            (Err(got), Err(w)) => assert!(got.contains(w), "{entry:?}: {got}"),
+            (got, w) => panic!("{entry:?}: {got:?}, wanted {w:?}"),
+        }
+    }
+}
+
+#[test]
+fn the_variable_adds_removes_replaces_or_empties_the_list() {
+    let mut added = defaults();
+    added.push("tools/bin".into());
+    assert_eq!(from_var("+tools/bin").unwrap(), added);
+    let removed: Vec<String> = defaults().into_iter().filter(|p| p != ".idea").collect();
+    assert_eq!(from_var("-.idea").unwrap(), removed);
+    assert_eq!(
+        from_var(".git/hooks, .envrc").unwrap(),
+        strings(&[".git/hooks", ".envrc"])
+    );
+    assert_eq!(from_var("").unwrap(), Vec::<String>::new());
+    assert_eq!(from_var(" , ").unwrap(), Vec::<String>::new());
+    let err = from_var("+../up").unwrap_err();
+    assert_eq!(err.code(), "OPTIONS_INVALID");
+    assert!(err.to_string().contains(GUARDED_PATHS_VAR), "{err}");
+    let err = from_option(&strings(&["/abs"])).unwrap_err();
+    assert!(err.to_string().contains("guardedPaths"), "{err}");
+    assert_eq!(
+        from_option(&strings(&["a", "./a/"])).unwrap(),
+        strings(&["a"])
+    );
+}
+
+#[test]
+fn a_repository_folder_guards_its_entries_and_pins_git() {
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(ws.path().join(".git/hooks")).unwrap();
+    std::fs::write(ws.path().join(".git/HEAD"), "ref: refs/heads/main\n").unwrap();
+    let r = resolve(ws.path(), &defaults());
+    assert_eq!(r.guards, defaults());
+    assert_eq!(r.pins, strings(&[".git"]));
+    let b = binds(ws.path(), &r);
+    assert!(
+        b.iter()
+            .any(|b| b.target.ends_with("/.git") && !b.read_only)
+    );
+    assert!(b.iter().all(|b| b.source.to_string_lossy() == b.target));
+    assert_eq!(
+        b.iter().filter(|b| b.read_only).count(),
+        DEFAULT_GUARDED_PATHS.len()
+    );
+}
+
+#[test]
+fn without_a_repository_git_itself_is_guarded() {
+    let ws = tempfile::tempdir().unwrap();
+    let r = resolve(ws.path(), &defaults());
+    assert!(r.guards.contains(&".git".to_string()));
+    assert!(!r.guards.iter().any(|g| g.starts_with(".git/")));
+    assert!(r.pins.is_empty());
+    // Its placeholder (an empty folder) changes nothing: the next hub resolves the same guards.
+    prepare("w", ws.path(), &r).unwrap();
+    assert!(ws.path().join(".git").is_dir());
+    assert_eq!(resolve(ws.path(), &defaults()), r);
+}
+
+#[test]
+fn a_linked_worktree_guards_its_git_file_and_its_git_folders_inside_the_workspace() {
+    let ws = tempfile::tempdir().unwrap();
+    let ws = std::fs::canonicalize(ws.path()).unwrap();
+    // The git folder inside the workspace, with a common folder inside it too.
+    std::fs::create_dir_all(ws.join("meta/main/worktrees/w")).unwrap();
+    std::fs::write(ws.join("meta/main/worktrees/w/commondir"), "../..\n").unwrap();
+    std::fs::write(ws.join(".git"), "gitdir: meta/main/worktrees/w\n").unwrap();
+    let r = resolve(&ws, &strings(&[".git/hooks", ".git/config"]));
+    assert_eq!(
+        r.guards,
+        strings(&[
+            ".git",
+            "meta/main/worktrees/w/hooks",
+            "meta/main/hooks",
+            "meta/main/worktrees/w/config",
+            "meta/main/config",
+        ])
+    );
+    assert!(r.pins.contains(&"meta/main/worktrees/w".to_string()));
+    // A git folder outside the workspace is not mounted: only the .git file is guarded.
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::write(
+        ws.join(".git"),
+        format!("gitdir: {}\n", outside.path().display()),
+    )
+    .unwrap();
+    let r = resolve(&ws, &strings(&[".git/hooks"]));
+    assert_eq!(r.guards, strings(&[".git"]));
+}
+
+#[test]
+fn a_guard_inside_another_is_covered_by_it() {
+    let ws = tempfile::tempdir().unwrap();
+    let r = resolve(ws.path(), &strings(&["a", "a/b/c", "x/y"]));
+    assert_eq!(r.guards, strings(&["a", "x/y"]));
+    assert_eq!(r.pins, strings(&["x"]));
+}
+
+#[test]
+fn missing_guards_get_empty_placeholders_and_files_are_excluded_from_git() {
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(ws.path().join(".git/info")).unwrap();
+    std::fs::write(ws.path().join(".git/config"), "[core]\n").unwrap();
+    std::fs::write(ws.path().join(".git/HEAD"), "ref: refs/heads/main\n").unwrap();
+    let r = resolve(ws.path(), &defaults());
+    let made = prepare("w", ws.path(), &r).unwrap();
+    for dir in [".git/hooks", ".vscode", ".idea", ".direnv"] {
+        let p = ws.path().join(dir);
+        assert!(
+            p.is_dir() && std::fs::read_dir(&p).unwrap().next().is_none(),
+            "{dir}"
+        );
+    }
+    assert_eq!(std::fs::read(ws.path().join(".envrc")).unwrap(), b"");
+    assert_eq!(
+        std::fs::read_to_string(ws.path().join(".git/config")).unwrap(),
+        "[core]\n"
+    );
+    assert_eq!(made.len(), 5);
+    let exclude = std::fs::read_to_string(ws.path().join(".git/info/exclude")).unwrap();
+    assert!(exclude.lines().any(|l| l == "/.envrc"), "{exclude}");
+    // Again: nothing new, the exclude line is not repeated.
+    assert!(prepare("w", ws.path(), &r).unwrap().is_empty());
+    let again = std::fs::read_to_string(ws.path().join(".git/info/exclude")).unwrap();
+    assert_eq!(again, exclude);
+}
+
+#[test]
+fn a_guard_through_a_symbolic_link_is_refused_and_nothing_is_made() {
+    let ws = tempfile::tempdir().unwrap();
+    let elsewhere = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(ws.path().join(".git")).unwrap();
+    // The guard itself a link, and a parent of a guard a link.
+    std::os::unix::fs::symlink(elsewhere.path(), ws.path().join(".vscode")).unwrap();
+    let r = resolve(ws.path(), &strings(&[".vscode"]));
+    let err = prepare("w", ws.path(), &r).unwrap_err();
+    assert_eq!(err.code(), "WORKSPACE_INVALID");
+    assert!(err.to_string().contains("symbolic link"), "{err}");
+    std::os::unix::fs::symlink(elsewhere.path(), ws.path().join("tools")).unwrap();
+    let r = resolve(ws.path(), &strings(&["tools/hooks"]));
+    let err = prepare("w", ws.path(), &r).unwrap_err();
+    assert!(err.to_string().contains("tools"), "{err}");
+    assert!(
+        std::fs::read_dir(elsewhere.path())
+            .unwrap()
+            .next()
+            .is_none(),
+        "nothing made outside"
+    );
+}
