@@ -522,6 +522,16 @@ export interface ProviderStatus {
   reason?: string
   /** `ENGINE_UNAVAILABLE`, `RUNTIME_NOT_INSTALLED`, `RUNTIME_INVALID`, `IMAGE_BUILD_FAILED`… */
   code?: string
+  /**
+   * The engine answered the last call (false after a call it did not answer, until it
+   * answers again: the provider probes it every 2 s meanwhile and recovers by itself).
+   */
+  engineAnswering: boolean
+  /**
+   * Why the engine is taken as not answering (`ENGINE_TIMEOUT` or a connection failure), and
+   * what to do.
+   */
+  engineProblem?: string
   /** The engine in use (`docker` / `podman`) and its endpoint. */
   engine?: string
   endpoint?: string

@@ -190,7 +190,8 @@ impl WorkspaceContainers {
             crate::sandbox::workspace::resolve(&arg.id, &arg.path).map_err(|e| coded(env, &e))?;
         let provider = self.provider.clone();
         promise(env, async move {
-            provider.service_for_start().await?.start(ws).await
+            let call = async { provider.service_for_start().await?.start(ws).await };
+            provider.watched(call).await
         })
     }
 
@@ -206,11 +207,11 @@ impl WorkspaceContainers {
         crate::sandbox::workspace::check_id(&workspace_id).map_err(|e| coded(env, &e))?;
         let provider = self.provider.clone();
         promise(env, async move {
-            provider
-                .service_for_start()
-                .await?
-                .adopt(&workspace_id, path.as_deref())
-                .await
+            let call = async {
+                let service = provider.service_for_start().await?;
+                service.adopt(&workspace_id, path.as_deref()).await
+            };
+            provider.watched(call).await
         })
     }
 
@@ -225,7 +226,8 @@ impl WorkspaceContainers {
         crate::sandbox::workspace::check_id(&workspace_id).map_err(|e| coded(env, &e))?;
         let provider = self.provider.clone();
         promise(env, async move {
-            provider.service().await?.stop(&workspace_id).await
+            let call = async { provider.service().await?.stop(&workspace_id).await };
+            provider.watched(call).await
         })
     }
 
@@ -233,7 +235,10 @@ impl WorkspaceContainers {
     #[napi(ts_return_type = "Promise<string[]>")]
     pub fn stop_all<'env>(&self, env: &'env Env) -> napi::Result<PromiseRaw<'env, Vec<String>>> {
         let provider = self.provider.clone();
-        promise(env, async move { provider.stop_all().await })
+        promise(
+            env,
+            async move { provider.watched(provider.stop_all()).await },
+        )
     }
 
     /// Same as `stopAll`: the clean-stop hook.
@@ -253,7 +258,10 @@ impl WorkspaceContainers {
         env: &'env Env,
     ) -> napi::Result<PromiseRaw<'env, Vec<WorkspaceContainer>>> {
         let provider = self.provider.clone();
-        promise(env, async move { provider.service().await?.list().await })
+        promise(env, async move {
+            let call = async { provider.service().await?.list().await };
+            provider.watched(call).await
+        })
     }
 
     /// Calls `callback` with every lifecycle event.

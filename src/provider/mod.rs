@@ -41,7 +41,12 @@ pub struct Provider {
     starting_workspaces: tokio::sync::Mutex<()>,
     /// Set by a stop of every container: workspaces not yet started are skipped.
     stopping: std::sync::atomic::AtomicBool,
+    /// A probe of an engine that stopped answering is running.
+    probing: std::sync::atomic::AtomicBool,
 }
+
+/// How often an engine that stopped answering is probed.
+const ENGINE_PROBE_EVERY: Duration = Duration::from_secs(2);
 
 /// A failed start-up is tried again by a later call only when the last attempt is this old,
 /// so a caller polling `list()` against a stopped engine does not probe it on every call.
@@ -69,6 +74,8 @@ impl Provider {
             state: ProviderState::Starting,
             reason: None,
             code: None,
+            engine_answering: true,
+            engine_problem: None,
             engine: None,
             endpoint: None,
             runtime_version: None,
@@ -86,6 +93,7 @@ impl Provider {
             retry: tokio::sync::Mutex::new(None),
             starting_workspaces: tokio::sync::Mutex::new(()),
             stopping: std::sync::atomic::AtomicBool::new(false),
+            probing: std::sync::atomic::AtomicBool::new(false),
         })
     }
 
@@ -435,6 +443,70 @@ impl Provider {
         service.stop_all().await
     }
 
+    /// Runs a call on the service and watches what it says about the engine: a call the engine
+    /// did not answer marks it as not answering (status and an `engine` event) and starts a
+    /// probe that clears the mark once it answers; any answered call clears it too.
+    pub async fn watched<T>(
+        self: &Arc<Self>,
+        call: impl std::future::Future<Output = Result<T>>,
+    ) -> Result<T> {
+        let result = call.await;
+        match &result {
+            Err(e) if engine_not_answering(e) => self.engine_lost(e),
+            // An answer, even an error, is the engine answering.
+            _ => self.engine_back(),
+        }
+        result
+    }
+
+    fn engine_lost(self: &Arc<Self>, e: &Error) {
+        let problem = format!(
+            "{e} The provider probes the engine every {} s and recovers when it answers.",
+            ENGINE_PROBE_EVERY.as_secs()
+        );
+        let mut changed = false;
+        self.update(|s| {
+            changed = s.engine_answering;
+            s.engine_answering = false;
+            s.engine_problem = Some(problem.clone());
+        });
+        if changed {
+            tracing::warn!(error = %e, "the container engine stopped answering");
+            let status = self.status();
+            self.events.emit(Event::Engine {
+                available: false,
+                engine: status.engine,
+                endpoint: status.endpoint,
+                reason: Some(problem),
+                code: Some(e.code().into()),
+            });
+        }
+        if !self.probing.swap(true, std::sync::atomic::Ordering::SeqCst) {
+            let provider = Arc::downgrade(self);
+            tokio::spawn(probe_engine(provider));
+        }
+    }
+
+    fn engine_back(&self) {
+        let mut changed = false;
+        self.update(|s| {
+            changed = !s.engine_answering;
+            s.engine_answering = true;
+            s.engine_problem = None;
+        });
+        if changed {
+            tracing::info!("the container engine answers again");
+            let status = self.status();
+            self.events.emit(Event::Engine {
+                available: true,
+                engine: status.engine,
+                endpoint: status.endpoint,
+                reason: None,
+                code: None,
+            });
+        }
+    }
+
     /// The stored start-up outcome; `None` before start-up ran.
     fn stored(&self) -> Option<Result<WorkspaceContainers>> {
         let stored = self.service.lock().unwrap_or_else(|p| p.into_inner());
@@ -456,6 +528,42 @@ impl Provider {
             }
         });
         Ok(stopped)
+    }
+}
+
+/// The engine did not answer (a timeout, or no connection), as opposed to answering with an
+/// error.
+fn engine_not_answering(e: &Error) -> bool {
+    match e.unshared() {
+        Error::EngineTimeout { .. } | Error::EngineUnavailable { .. } => true,
+        Error::EngineRequest { source, .. } => !matches!(
+            source,
+            bollard::errors::Error::DockerResponseServerError { .. }
+                | bollard::errors::Error::JsonDataError { .. }
+                | bollard::errors::Error::JsonSerdeError { .. }
+        ),
+        _ => false,
+    }
+}
+
+/// Pings the engine every [`ENGINE_PROBE_EVERY`] until it answers (then clears the mark), the
+/// mark is cleared by a call, or the provider is gone.
+async fn probe_engine(provider: std::sync::Weak<Provider>) {
+    loop {
+        tokio::time::sleep(ENGINE_PROBE_EVERY).await;
+        let Some(p) = provider.upgrade() else { return };
+        let service = p.stored().and_then(|r| r.ok());
+        let answered = match &service {
+            Some(s) => s.ping().await,
+            None => false,
+        };
+        if answered {
+            p.engine_back();
+        }
+        if p.status().engine_answering || service.is_none() {
+            p.probing.store(false, std::sync::atomic::Ordering::SeqCst);
+            return;
+        }
     }
 }
 

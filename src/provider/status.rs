@@ -55,6 +55,12 @@ pub struct ProviderStatus {
     pub reason: Option<String>,
     /// `ENGINE_UNAVAILABLE`, `RUNTIME_NOT_INSTALLED`, `RUNTIME_INVALID`, `IMAGE_BUILD_FAILED`…
     pub code: Option<String>,
+    /// The engine answered the last call (false after a call it did not answer, until it
+    /// answers again: the provider probes it every 2 s meanwhile and recovers by itself).
+    pub engine_answering: bool,
+    /// Why the engine is taken as not answering (`ENGINE_TIMEOUT` or a connection failure), and
+    /// what to do.
+    pub engine_problem: Option<String>,
     /// The engine in use (`docker` / `podman`) and its endpoint.
     pub engine: Option<String>,
     pub endpoint: Option<String>,

@@ -805,6 +805,11 @@ impl WorkspaceContainers {
         }
     }
 
+    /// Whether the engine answers a ping (within the call bound).
+    pub async fn ping(&self) -> bool {
+        self.inner.docker.ping().await.is_ok()
+    }
+
     /// This owner's containers, any state.
     pub async fn list(&self) -> Result<Vec<WorkspaceContainer>> {
         let ids = container::list_ids(
