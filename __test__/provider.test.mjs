@@ -761,9 +761,11 @@ test('containers reach model providers through the credential broker: a token in
   assert.equal(seen.length, 2)
   assert.equal(seen[1].headers.authorization, `Bearer ${REAL}`)
 
-  // Stopping the workspace ends its grant and removes its socket folder.
+  // The first hub still serves the socket: the second only took part (one owner at a time).
+  // Stopping the workspace (from either hub) ends the grants; the hub that served the socket
+  // removes it.
   assert.equal(await again.layer.containers.stop('bw'), true)
-  assert.equal(existsSync(folder), false)
+  await waitFor(() => !existsSync(folder), 'the serving hub to remove the socket folder')
 })
 
 test('stopSandboxContainers (po-sandbox stop) also removes the broker socket a running hub granted; the hub re-grants on its next start', async (t) => {
@@ -800,4 +802,45 @@ test('with the broker off (PO_SANDBOX_BROKER=0) a container gets no route and no
   const info = inspect(c.containerId)
   assert.ok(!info.Config.Env.some((kv) => kv.startsWith('PO_BROKER_') || kv.startsWith('OPENAI_API_KEY=')), JSON.stringify(info.Config.Env))
   assert.ok(!info.Mounts.some((m) => m.Destination === '/run/po-broker'))
+})
+
+test('two hubs on one Po home: one serves the broker socket at a time; when it is killed the other takes over with no call, and a hub that did not serve never removes the socket', async (t) => {
+  const REAL = `sk-REAL-${'h'.repeat(40)}`
+  const { seen, origin } = await modelsUpstream(t)
+  const { poHome, owner } = setup(t)
+  const ws = tempWorkspace(t)
+  const env = hostEnv({ OPENAI_API_KEY: REAL, OPENAI_BASE_URL: origin })
+  const script = writeHubChild(t)
+  const payload = { options: baseOptions(poHome, owner, { env }), mode: 'wait', workspace: { id: 'two', path: ws } }
+  const first = spawnHub(t, script, payload)
+  const c = await first.result('container')
+  const folder = brokerFolder(brokerDirOf(owner), owner, 'two')
+  const socket = path.join(folder, 'broker.sock')
+  const bound = statSync(socket).ino
+  assert.equal((await getJson(c.url, '/call')).status, 200)
+
+  // The second hub adopts the container but leaves the socket to the first.
+  const second = spawnHub(t, script, payload)
+  const c2 = await second.result('container')
+  assert.equal(c2.containerId, c.containerId)
+  assert.equal(c2.adopted, true)
+  assert.equal(statSync(socket).ino, bound, 'the second hub replaced the socket the first serves')
+  // The second hub killed: nothing changes for the container.
+  await killHub(second)
+  assert.equal(statSync(socket).ino, bound)
+  const afterSecond = await getJson(c.url, '/call')
+  assert.equal(afterSecond.status, 200, JSON.stringify(afterSecond))
+
+  // The reverse: a third hub adopts, then the serving hub is killed; the third serves the
+  // container's broker within seconds, with no call to it.
+  const third = spawnHub(t, script, payload)
+  await third.result('container')
+  await killHub(first)
+  const served = await waitFor(async () => {
+    const r = await getJson(c.url, '/call').catch(() => null)
+    return r && r.status === 200 && r
+  }, 'the surviving hub to serve the broker socket', 10000)
+  assert.equal(served.status, 200)
+  assert.equal(seen.at(-1).headers.authorization, `Bearer ${REAL}`)
+  assert.notEqual(statSync(socket).ino, bound, 'the survivor bound its own socket')
 })

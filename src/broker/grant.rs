@@ -304,6 +304,37 @@ impl Broker {
         })
     }
 
+    /// What a grant would hand the container (its tokens, derived from `request.secret` or
+    /// random, `PO_BROKER_PROVIDERS` and the socket route variable), without opening a route
+    /// or making the tokens live here: for a container whose socket another hub serves.
+    pub fn unbound_grant(&self, request: GrantRequest) -> Result<Grant> {
+        crate::sandbox::workspace::check_id(&request.workspace)?;
+        let env = &self.inner.host_env;
+        if !self.inner.enabled {
+            return Ok(Grant {
+                id: "unbound".into(),
+                workspace: request.workspace,
+                providers: vec![],
+                env: BTreeMap::new(),
+                route: None,
+                withheld: withheld_when_off(env),
+            });
+        }
+        let (chosen, withheld) = choose(request.providers.as_deref(), env)?;
+        let (mut grant_env, _) = mint("unbound", &chosen, request.secret.as_ref())?;
+        if let Some(socket) = &request.container_socket {
+            grant_env.insert("PO_BROKER_SOCKET".into(), Secret::new(socket.clone()));
+        }
+        Ok(Grant {
+            id: "unbound".into(),
+            workspace: request.workspace,
+            providers: chosen.iter().map(|c| c.route.id.to_string()).collect(),
+            env: grant_env,
+            route: None,
+            withheld,
+        })
+    }
+
     /// The TCP port (shared), or the grant's own socket with its listener.
     fn open_route(
         &self,

@@ -70,6 +70,18 @@ impl HostLock {
     }
 }
 
+impl HostLock {
+    /// Takes the lock when nobody holds it; `None` when another holder does.
+    pub fn try_acquire(path: &Path) -> std::io::Result<Option<HostLock>> {
+        let file = open_lock_file(path)?;
+        match file.try_lock() {
+            Ok(()) => Ok(Some(HostLock { _file: file })),
+            Err(TryLockError::WouldBlock) => Ok(None),
+            Err(TryLockError::Error(e)) => Err(e),
+        }
+    }
+}
+
 /// Opens (creating when missing) a lock file owner-only, in an owner-only folder.
 fn open_lock_file(path: &Path) -> std::io::Result<File> {
     let mut dirs = std::fs::DirBuilder::new();
@@ -91,6 +103,16 @@ fn open_lock_file(path: &Path) -> std::io::Result<File> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn try_acquire_says_none_while_another_holds_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("b/w.lock");
+        let first = HostLock::try_acquire(&path).unwrap().expect("free");
+        assert!(HostLock::try_acquire(&path).unwrap().is_none());
+        drop(first);
+        assert!(HostLock::try_acquire(&path).unwrap().is_some());
+    }
 
     #[tokio::test]
     async fn host_lock_is_exclusive_until_dropped() {

@@ -117,7 +117,21 @@ struct Inner {
     inflight: SingleFlight<String, Result<WorkspaceContainer, Arc<Error>>>,
     /// Live broker grants by workspace, with the token-file content each was derived from.
     grants: Mutex<HashMap<String, (crate::broker::server::Grant, Secret)>>,
+    /// Socket routes: per workspace, the lock that makes this hub the one serving the
+    /// container's broker socket among hubs sharing the socket folder (when held), and the
+    /// watch that takes over when the holder exits and re-grants when the token file changes.
+    broker_owners: Mutex<HashMap<String, BrokerOwner>>,
 }
+
+/// This hub's part in serving one workspace's broker socket.
+struct BrokerOwner {
+    lock: Option<crate::sandbox::locks::HostLock>,
+    watch: tokio::task::JoinHandle<()>,
+}
+
+/// How often a hub that does not serve a workspace's broker socket checks whether the one that
+/// does is gone, and the one that does whether the token file changed.
+const BROKER_WATCH_EVERY: Duration = Duration::from_secs(1);
 
 /// The workspace containers of one hub (owner). Cheap to clone.
 #[derive(Clone)]
@@ -154,6 +168,33 @@ fn write_token_file(path: &Path) -> std::io::Result<()> {
     std::fs::rename(&tmp, path)
 }
 
+/// Keeps one workspace's broker socket served while this hub has it: every
+/// [`BROKER_WATCH_EVERY`], re-runs the grant, which takes the socket over when the hub that
+/// served it is gone (its lock is free), and re-grants when the token file changed (another hub
+/// made a new container). Ends when the token file is gone (the workspace was stopped), when
+/// the workspace is revoked here, or when the service is gone.
+async fn watch_broker(inner: std::sync::Weak<Inner>, workspace_id: String) {
+    loop {
+        tokio::time::sleep(BROKER_WATCH_EVERY).await;
+        let Some(inner) = inner.upgrade() else { return };
+        let this = WorkspaceContainers { inner };
+        let token = spec::token_file(
+            &this.inner.config.po_home,
+            &this.inner.config.owner,
+            &workspace_id,
+        );
+        if !token.exists() {
+            // The workspace was stopped (by any hub): this hub's part ends, and the socket it
+            // served goes with it.
+            this.revoke_for(&workspace_id);
+            return;
+        }
+        if let Err(e) = this.grant_for(&workspace_id) {
+            tracing::debug!(workspace = %workspace_id, error = %e, "broker watch: no grant");
+        }
+    }
+}
+
 impl WorkspaceContainers {
     /// A service over one engine and configuration.
     pub fn new(docker: Docker, config: ServiceConfig, events: EventBus) -> Self {
@@ -164,6 +205,7 @@ impl WorkspaceContainers {
                 events,
                 inflight: SingleFlight::default(),
                 grants: Mutex::new(HashMap::new()),
+                broker_owners: Mutex::new(HashMap::new()),
             }),
         }
     }
@@ -261,6 +303,12 @@ impl WorkspaceContainers {
             secret: Some(secret.clone()),
             socket_folder: Some(w.socket_folder(&c.owner, workspace_id)),
         };
+        if w.transport == RouteKind::Socket && !self.serves_broker(workspace_id)? {
+            // Another hub on this socket folder serves the container: its tokens are the same
+            // (from the same token file); this hub takes over when that one is gone.
+            let grant = w.broker.unbound_grant(request)?;
+            return Ok((!grant.providers.is_empty()).then_some(grant));
+        }
         let grant = w.broker.grant(request)?;
         if grant.providers.is_empty() {
             // No key on the host that the broker carries: nothing to hand the container.
@@ -305,6 +353,42 @@ impl WorkspaceContainers {
         Ok(())
     }
 
+    /// Whether this hub serves the workspace's broker socket: it holds the workspace's broker
+    /// lock, or takes it now. Either way a watch runs from then on (see [`BrokerOwner`]).
+    fn serves_broker(&self, workspace_id: &str) -> Result<bool> {
+        let Some(w) = &self.inner.config.broker else {
+            return Ok(false);
+        };
+        let mut owners = self
+            .inner
+            .broker_owners
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        if let Some(o) = owners.get(workspace_id)
+            && o.lock.is_some()
+        {
+            return Ok(true);
+        }
+        let folder = w.socket_folder(&self.inner.config.owner, workspace_id);
+        let path = folder.with_extension("lock");
+        let lock = crate::sandbox::locks::HostLock::try_acquire(&path).map_err(|e| {
+            let doing = format!("cannot open its broker lock {}", path.display());
+            Error::container_caused(workspace_id, doing, e)
+        })?;
+        let serves = lock.is_some();
+        match owners.get_mut(workspace_id) {
+            Some(o) => o.lock = lock,
+            None => {
+                let watch = tokio::spawn(watch_broker(
+                    Arc::downgrade(&self.inner),
+                    workspace_id.to_string(),
+                ));
+                owners.insert(workspace_id.to_string(), BrokerOwner { lock, watch });
+            }
+        }
+        Ok(serves)
+    }
+
     /// Ends a workspace's broker grant and removes its socket folder.
     fn revoke_for(&self, workspace_id: &str) {
         let id = self
@@ -319,9 +403,22 @@ impl WorkspaceContainers {
         if let Some((grant, _)) = id {
             w.broker.revoke(&grant.id);
         }
+        let mut owners = self
+            .inner
+            .broker_owners
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        let served = owners.get(workspace_id).is_some_and(|o| o.lock.is_some());
         let folder = w.socket_folder(&self.inner.config.owner, workspace_id);
-        let _ = std::fs::remove_file(folder.join("broker.sock"));
-        let _ = std::fs::remove_dir(&folder);
+        // A socket another hub serves is that hub's to remove; this hub's goes before its lock
+        // does, so a hub taking over never loses its fresh socket.
+        if served || !folder.with_extension("lock").exists() {
+            let _ = std::fs::remove_file(folder.join("broker.sock"));
+            let _ = std::fs::remove_dir(&folder);
+        }
+        if let Some(o) = owners.remove(workspace_id) {
+            o.watch.abort();
+        }
     }
 
     fn report(
