@@ -46,6 +46,7 @@ pub struct RawOptions {
     pub engine_timeout_ms: Option<f64>,
     pub broker: Option<bool>,
     pub broker_socket_dir: Option<String>,
+    pub demo_runtime: Option<bool>,
 }
 
 /// Checked options.
@@ -67,6 +68,8 @@ pub struct ProviderOptions {
     pub broker: bool,
     /// Where per-container broker sockets go.
     pub broker_socket_dir: PathBuf,
+    /// Use the embedded demo runtime bundle when Po's is not installed.
+    pub demo_runtime: bool,
 }
 
 fn invalid(option: &str, reason: impl Into<String>) -> Error {
@@ -268,6 +271,7 @@ impl ProviderOptions {
         )?;
         Ok(ProviderOptions {
             broker: raw.broker.unwrap_or(true),
+            demo_runtime: raw.demo_runtime.unwrap_or(false),
             broker_socket_dir,
             po_home,
             owner,
