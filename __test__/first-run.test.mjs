@@ -2,11 +2,11 @@
 // `po-sandbox up` / `exec` / `down` on a folder (exit codes, stdin/stdout/stderr, a TTY session
 // through a pseudo-terminal, the broker's environment with no real key, a brokered call during
 // `exec` reaching a fake upstream on 127.0.0.1 with the real key), and `po-sandbox demo` (what
-// `npm start` runs) leaving nothing behind.
+// `npm start` runs) leaving nothing behind; the real pi run through `exec`.
 import { test, before } from 'node:test'
 import assert from 'node:assert/strict'
 import { randomBytes } from 'node:crypto'
-import { mkdirSync, realpathSync } from 'node:fs'
+import { cpSync, mkdirSync, readdirSync, realpathSync } from 'node:fs'
 import path from 'node:path'
 
 import { addon, dockerCli, requireDocker, root, run, tempDir } from './helpers.mjs'
@@ -164,6 +164,45 @@ test('up, exec and down on a folder: the demo bundle, exit codes, streams, a TTY
   const twice = await po(['down', folder, '--po-home', poHome])
   assert.equal(twice.code, 0)
   assert.match(twice.stdout, /nothing to stop/)
+})
+
+test('exec runs the real pi inside the sandbox: its model call reaches a fake upstream with the real key, the container only ever held a token', async (t) => {
+  const { folder, poHome, ws } = sandboxFolder(t, 'pi-project')
+  // pi and this package inside the workspace folder (the demo image has neither): pi's bundle
+  // and jiti, its extension loader; the package is what pi loads as its extension (its manifest, the extension,
+  // index.js and the built addon).
+  const piRoot = path.join(root, 'node_modules', '@earendil-works', 'pi-coding-agent')
+  cpSync(path.join(piRoot, 'package.json'), path.join(folder, 'pi', 'package.json'))
+  cpSync(path.join(piRoot, 'dist', 'bundle'), path.join(folder, 'pi', 'dist', 'bundle'), { recursive: true })
+  // Its one runtime dependency outside the bundle: the extension loader.
+  cpSync(path.join(root, 'node_modules', 'jiti'), path.join(folder, 'pi', 'node_modules', 'jiti'), { recursive: true })
+  for (const f of ['package.json', 'index.js', 'extensions', ...readdirSync(root).filter((n) => n.endsWith('.node'))]) {
+    cpSync(path.join(root, f), path.join(folder, 'pkg', f), { recursive: true })
+  }
+  const upstream = await startUpstream({ name: 'pi-upstream', t })
+  const realKey = `sk-ant-api03-${randomBytes(24).toString('hex')}`
+  const env = cliEnv({ ANTHROPIC_API_KEY: realKey, ANTHROPIC_BASE_URL: upstream.origin })
+  const started = await po(['up', folder, '--po-home', poHome, ...IMAGE, '--json'], { env })
+  assert.equal(started.code, 0, started.stderr)
+  const containerId = JSON.parse(started.stdout).container.containerId
+
+  const piArgs = ['env', 'PI_CODING_AGENT_DIR=/po-home/agent', 'PI_OFFLINE=1', 'PI_SKIP_VERSION_CHECK=1', 'PI_TELEMETRY=0',
+    'node', 'pi/dist/bundle/cli.js', '-p', '--no-session', '--extension', 'pkg', '--provider', 'anthropic', '--model', 'claude-haiku-4-5', 'ping']
+  const r = await po(['exec', folder, '--po-home', poHome, '--', ...piArgs], { env })
+  assert.equal(r.code, 0, `pi in the sandbox failed:\nstdout: ${r.stdout}\nstderr: ${r.stderr}`)
+  assert.match(r.stdout, /pong from pi-upstream/)
+
+  const seen = upstream.requests.filter((q) => q.api === 'anthropic-messages')
+  assert.ok(seen.length >= 1, JSON.stringify(upstream.requests))
+  const inspected = JSON.parse(dockerCli(['inspect', containerId]))[0]
+  const token = inspected.Config.Env.find((kv) => kv.startsWith('ANTHROPIC_API_KEY='))?.split('=')[1]
+  assert.ok(token && token !== realKey)
+  assert.ok(!inspected.Config.Env.some((kv) => kv.includes(realKey)), 'the real key is in the container')
+  for (const q of seen) {
+    assert.equal(q.headers['x-api-key'], realKey)
+    assert.ok(!JSON.stringify(q).includes(token), 'the upstream saw the token')
+  }
+  assert.equal(ws.id, JSON.parse(started.stdout).workspace.id)
 })
 
 test('po-sandbox demo (npm start): doctor, a contained demo sandbox answering, then nothing left', async () => {
