@@ -4,6 +4,7 @@
 // `exec` reaching a fake upstream on 127.0.0.1 with the real key), and `po-sandbox demo` (what
 // `npm start` runs) leaving nothing behind; the real pi run through `exec`.
 import { test, before } from 'node:test'
+import { spawn } from 'node:child_process'
 import assert from 'node:assert/strict'
 import { randomBytes } from 'node:crypto'
 import { cpSync, mkdirSync, readdirSync, realpathSync } from 'node:fs'
@@ -164,6 +165,54 @@ test('up, exec and down on a folder: the demo bundle, exit codes, streams, a TTY
   const twice = await po(['down', folder, '--po-home', poHome])
   assert.equal(twice.code, 0)
   assert.match(twice.stdout, /nothing to stop/)
+})
+
+/** The CLI inside util-linux `script`'s pseudo-terminal of `rows` x `cols`; resolves when it ends.
+ * `onOutput(text, write)` sees the output so far and may type into the terminal. */
+function inTerminal(args, { env, rows, cols, onOutput = () => {} }) {
+  const quoted = [process.execPath, cli, ...args].map((a) => `'${a.replace(/'/g, "'\\''")}'`).join(' ')
+  const child = spawn('script', ['-q', '-e', '-c', `stty rows ${rows} cols ${cols}; exec ${quoted}`, '/dev/null'], { env, stdio: ['pipe', 'pipe', 'pipe'] })
+  let stdout = ''
+  let stderr = ''
+  child.stdout.on('data', (d) => { stdout += d; onOutput(stdout, (text) => child.stdin.write(text)) })
+  child.stderr.on('data', (d) => { stderr += d })
+  return new Promise((resolve, reject) => {
+    child.once('error', reject)
+    child.once('close', (code) => { child.stdin.destroy(); resolve({ code, stdout, stderr }) })
+  })
+}
+
+test('exec with a terminal: the size of the terminal inside, Ctrl-C interrupts the command, its code comes back', async (t) => {
+  const { folder, poHome } = sandboxFolder(t, 'tty-project')
+  const started = await po(['up', folder, '--po-home', poHome, ...IMAGE, '--json'])
+  assert.equal(started.code, 0, started.stderr)
+
+  // The size is set before any input reaches the command: it reads a line first.
+  let entered = false
+  const sized = await inTerminal(['exec', folder, '--po-home', poHome, '--', 'sh', '-c', 'echo ready; read line; stty size'], {
+    env: cliEnv(),
+    rows: 33,
+    cols: 101,
+    onOutput: (text, write) => {
+      if (!entered && text.includes('ready')) { entered = true; write('\r') }
+    },
+  })
+  assert.equal(sized.code, 0, `${sized.stdout}\n${sized.stderr}`)
+  assert.match(sized.stdout, /^33 101\r?$/m)
+
+  // Ctrl-C typed once the command runs: the shell inside gets SIGINT (exit 130), not po-sandbox.
+  let typed = false
+  const interrupted = await inTerminal(['exec', folder, '--po-home', poHome, '--', 'sh', '-c', 'echo waiting; sleep 60; echo not-interrupted'], {
+    env: cliEnv(),
+    rows: 24,
+    cols: 80,
+    onOutput: (text, write) => {
+      if (!typed && text.includes('waiting')) { typed = true; write('\x03') }
+    },
+  })
+  assert.ok(typed, interrupted.stdout)
+  assert.equal(interrupted.code, 130, `${interrupted.stdout}\n${interrupted.stderr}`)
+  assert.doesNotMatch(interrupted.stdout, /not-interrupted/)
 })
 
 test('exec runs the real pi inside the sandbox: its model call reaches a fake upstream with the real key, the container only ever held a token', async (t) => {

@@ -98,6 +98,10 @@ pub async fn run(
         return Err(Error::container(workspace, "the exec started detached"));
     };
     let _raw = req.tty.then(terminal::RawMode::enter).flatten();
+    if req.tty {
+        // Before any input is passed on, so what the command reads comes after its size is set.
+        terminal::resize(docker, &exec.id).await;
+    }
     let resizer = req
         .tty
         .then(|| tokio::spawn(terminal::follow_size(docker.clone(), exec.id.clone())));
@@ -229,24 +233,23 @@ mod terminal {
             })
     }
 
-    /// Gives the exec this terminal's size now and after every SIGWINCH.
+    /// Gives the exec this terminal's size (best effort: a failed resize leaves the old size).
+    pub async fn resize(docker: &Docker, exec_id: &str) {
+        if let Some((height, width)) = size() {
+            let _ = docker
+                .resize_exec(exec_id, ResizeExecOptions { height, width })
+                .await;
+        }
+    }
+
+    /// Gives the exec this terminal's size after every SIGWINCH.
     pub async fn follow_size(docker: Docker, exec_id: String) {
         use tokio::signal::unix::{SignalKind, signal};
-        let mut changes = signal(SignalKind::window_change()).ok();
-        loop {
-            if let Some((height, width)) = size() {
-                let _ = docker
-                    .resize_exec(&exec_id, ResizeExecOptions { height, width })
-                    .await;
-            }
-            match changes.as_mut() {
-                Some(s) => {
-                    if s.recv().await.is_none() {
-                        return;
-                    }
-                }
-                None => return,
-            }
+        let Ok(mut changes) = signal(SignalKind::window_change()) else {
+            return;
+        };
+        while changes.recv().await.is_some() {
+            resize(&docker, &exec_id).await;
         }
     }
 }
