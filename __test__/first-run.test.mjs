@@ -215,6 +215,34 @@ test('exec with a terminal: the size of the terminal inside, Ctrl-C interrupts t
   assert.doesNotMatch(interrupted.stdout, /not-interrupted/)
 })
 
+test('up shows the image build as step lines on a terminal, and nothing but JSON with --json', async (t) => {
+  // Fresh tags of the test base: each gives a new image digest, so each up builds.
+  const plain = async (kind, json) => {
+    const base = `po-sandbox-test-base:progress-${kind}-${process.pid}`
+    const { folder, poHome, ws } = sandboxFolder(t, `progress-${kind}`)
+    dockerCli(['tag', TEST_BASE, base])
+    let image
+    t.after(async () => {
+      // The container first: an image in use cannot be removed.
+      await addon.stopSandboxContainers({ poHome, workspace: ws.id, removeVolumes: true })
+      await run('docker', ['rmi', '-f', base, ...(image ? [image] : [])])
+    })
+    const r = await inTerminal(['up', folder, '--po-home', poHome, '--base-image', base, '--image-variant', 'minimal', ...(json ? ['--json'] : [])], { env: cliEnv(), rows: 24, cols: 120 })
+    assert.equal(r.code, 0, `${r.stdout}\n${r.stderr}`)
+    image = r.stdout.match(/po-sandbox:[0-9a-f]{24}/)?.[0]
+    assert.ok(image, r.stdout)
+    return r.stdout
+  }
+  const text = await plain('text', false)
+  assert.match(text, /Building the sandbox image po-sandbox:[0-9a-f]{24} \(once; later runs reuse it\)/)
+  assert.match(text, /^ {2}Step 1\/\d+ : FROM /m)
+  assert.match(text, /^Built po-sandbox:/m)
+  assert.match(text, /Sandbox started for/)
+  const json = await plain('json', true)
+  // The terminal shows stdout and stderr together: only the JSON object is there.
+  assert.equal(JSON.parse(json).ok, true)
+})
+
 test('exec runs the real pi inside the sandbox: its model call reaches a fake upstream with the real key, the container only ever held a token', async (t) => {
   const { folder, poHome, ws } = sandboxFolder(t, 'pi-project')
   // pi and this package inside the workspace folder (the demo image has neither): pi's bundle
