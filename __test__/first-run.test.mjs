@@ -292,7 +292,30 @@ test('po-sandbox demo (npm start): doctor, a contained demo sandbox answering, t
   assert.ok(id, r.stdout)
   assert.equal(dockerCli(['ps', '-aq', '--filter', `label=po.workspace=${id}`]), '')
   assert.equal(dockerCli(['volume', 'ls', '-q', '--filter', `label=po.workspace=${id}`]), '')
-  const folder = r.stdout.match(/for (\/\S+)\.\.\.$/m)?.[1]
+  const folder = r.stdout.match(/for (\/\S+) \(workspace \S+\)\.\.\.$/m)?.[1]
   assert.ok(folder, r.stdout)
+  assert.throws(() => realpathSync(path.dirname(folder)), 'the throw-away folder is removed')
+})
+
+test('po-sandbox demo interrupted with Ctrl-C (SIGINT) while the sandbox starts: exit 130, nothing left', async () => {
+  const child = spawn(process.execPath, [cli, 'demo'], { env: cliEnv(), stdio: ['ignore', 'pipe', 'pipe'] })
+  let stdout = ''
+  let stderr = ''
+  let id
+  let sent = false
+  child.stdout.on('data', (d) => {
+    stdout += d
+    id ??= stdout.match(/\(workspace (\S+)\)\.\.\.$/m)?.[1]
+    // Twice: a second Ctrl-C does not cut the clean-up short.
+    if (id && !sent) { sent = true; child.kill('SIGINT'); child.kill('SIGINT') }
+  })
+  child.stderr.on('data', (d) => { stderr += d })
+  const code = await new Promise((resolve) => child.once('close', resolve))
+  assert.ok(id, stdout)
+  assert.equal(code, 130, `${stdout}\n${stderr}`)
+  assert.match(stderr, /Interrupted: removing the throw-away sandbox/)
+  assert.equal(dockerCli(['ps', '-aq', '--filter', `label=po.workspace=${id}`]), '')
+  assert.equal(dockerCli(['volume', 'ls', '-q', '--filter', `label=po.workspace=${id}`]), '')
+  const folder = stdout.match(/for (\/\S+) \(workspace/)?.[1]
   assert.throws(() => realpathSync(path.dirname(folder)), 'the throw-away folder is removed')
 })

@@ -2,7 +2,7 @@
 // The folder commands of po-sandbox: `up`, `down`, `exec` and `demo` (what `npm start` runs).
 // Thin: they call the same provider Po's hub uses (registerSandboxLayer) and print.
 
-const { mkdtempSync, rmSync } = require('node:fs')
+const { mkdirSync, mkdtempSync, rmSync } = require('node:fs')
 const os = require('node:os')
 const path = require('node:path')
 const tty = require('node:tty')
@@ -131,20 +131,41 @@ async function demo(addon, opts) {
   // nothing of a real Po home is touched.
   const scratch = mkdtempSync(path.join(os.tmpdir(), 'po-sandbox-demo-'))
   const folder = path.join(scratch, 'demo-workspace')
-  require('node:fs').mkdirSync(folder)
+  mkdirSync(folder)
   const demoOpts = { ...opts, ...base, poHome: path.join(scratch, 'po-home'), json: false }
   const ws = addon.workspaceForFolder(folder)
+  let starting
+  let cleaning
+  // Once, also when Ctrl-C comes first: after the start settles, so nothing it creates stays.
+  const cleanUp = () => (cleaning ??= (async () => {
+    await starting?.catch(() => {})
+    try {
+      await down(addon, demoOpts, ws, true)
+    } finally {
+      rmSync(scratch, { recursive: true, force: true })
+    }
+  })())
+  let interrupting = false
+  // A second Ctrl-C while cleaning up does not cut the clean-up short.
+  const interrupted = () => {
+    if (interrupting) return
+    interrupting = true
+    process.stderr.write('\nInterrupted: removing the throw-away sandbox...\n')
+    cleanUp().finally(() => process.exit(130))
+  }
+  process.on('SIGINT', interrupted)
   try {
-    process.stdout.write(`\nBringing up a throw-away sandbox for ${folder}...\n`)
-    const { container } = await up(addon, demoOpts, ws)
+    process.stdout.write(`\nBringing up a throw-away sandbox for ${folder} (workspace ${ws.id})...\n`)
+    starting = up(addon, demoOpts, ws)
+    const { container } = await starting
     const status = await demoStatus(container.url)
     if (status.contained !== true || status.workspace !== ws.id || status.bundle !== 'demo') {
       throw coded('CONTAINER_FAILED', `The demo server does not report a contained demo sandbox for ${ws.id}: ${JSON.stringify({ contained: status.contained, workspace: status.workspace, bundle: status.bundle })}`)
     }
     process.stdout.write(containedText(status))
   } finally {
-    await down(addon, demoOpts, ws, true)
-    rmSync(scratch, { recursive: true, force: true })
+    await cleanUp()
+    process.removeListener('SIGINT', interrupted)
   }
   process.stdout.write('\nThe sandbox layer works on this machine.\n')
   return 0
