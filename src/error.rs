@@ -344,6 +344,20 @@ mod tests {
     }
 
     #[test]
+    fn sandbox_not_running_names_the_workspace_and_says_to_run_up() {
+        let e = Error::SandboxNotRunning {
+            workspace: "app-0123456789ab".into(),
+            folder: "/home/ann/app".into(),
+        };
+        assert_eq!(e.code(), "SANDBOX_NOT_RUNNING");
+        assert_eq!(
+            e.to_string(),
+            "The sandbox of workspace 'app-0123456789ab' is not running: start it with `po-sandbox up /home/ann/app` first."
+        );
+        assert_eq!(Error::Shared(Arc::new(e)).code(), "SANDBOX_NOT_RUNNING");
+    }
+
+    #[test]
     fn a_shared_error_reads_and_codes_as_the_error_itself() {
         let e = Error::EngineUnavailable {
             reason: "Docker is not running".into(),
