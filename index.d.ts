@@ -117,6 +117,17 @@ export declare class WorkspaceContainers {
    * volumes. Resolves `false` when it had none.
    */
   stop(workspaceId: string): Promise<boolean>
+  /**
+   * Runs `command` in the workspace's running container, attached to this process's own
+   * stdin, stdout and stderr (what `po-sandbox exec` does): in the workspace folder, as the
+   * container's user, with its environment (the broker grant's tokens, never a key). The
+   * container is adopted first, so this process serves its broker grant while the command
+   * runs. `tty: true` (stdin is a terminal) allocates a TTY, puts this terminal in raw mode
+   * and follows its size. Resolves with the command's exit code. Rejects with
+   * `SANDBOX_NOT_RUNNING` when the workspace has no running container; throws
+   * `OPTIONS_INVALID` for an empty command, `WORKSPACE_INVALID` for a bad id.
+   */
+  exec(workspaceId: string, command: Array<string>, options?: ExecOptions | undefined | null): Promise<number>
   /** Stops and removes every container of this hub. Resolves with the workspace ids. */
   stopAll(): Promise<string[]>
   /** Same as `stopAll`: the clean-stop hook. */
@@ -216,6 +227,29 @@ export interface BrokerRouteInfo {
  */
 export declare function checkEngine(options?: EngineCheckOptions | undefined | null): Promise<EngineReport>
 
+/**
+ * A container's security posture as the engine reports it (its live inspect data), for a
+ * person to read (`po-sandbox up`).
+ */
+export interface ContainerPosture {
+  /** The `uid:gid` it runs as. */
+  user: string
+  /** Every capability is dropped and none added. */
+  noCapabilities: boolean
+  /** It runs privileged. */
+  privileged: boolean
+  /** `no-new-privileges` is set. */
+  noNewPrivileges: boolean
+  /** Its pid limit, when it has one. */
+  pidsLimit?: number
+  /** Its network mode (`bridge`, a network's name…). */
+  networkMode: string
+  /** Its mounts. */
+  mounts: Array<MountFact>
+  /** Its published ports, as `<host ip> -> <container port>`. */
+  published: Array<string>
+}
+
 /** Options of the container provider. */
 export interface ContainerProviderOptions {
   /** The Po home on the host (default `~/.po`). Must be absolute. */
@@ -263,6 +297,12 @@ export interface ContainerProviderOptions {
    * `.git/config`, `.git/info`, `.vscode`, `.idea`, `.envrc`, `.direnv`); `[]` guards none.
    */
   guardedPaths?: Array<string>
+  /**
+   * When Po's runtime bundle is not installed (and no `runtimeVersion` is named), use the
+   * package's embedded demo bundle (a small status server; version `demo`) instead of
+   * failing with `RUNTIME_NOT_INSTALLED` (default false; `po-sandbox up` sets it).
+   */
+  demoRuntime?: boolean
 }
 
 /** Options of `startCredentialBroker`. */
@@ -304,6 +344,11 @@ export interface DoctorOptions {
   baseImage?: string
   /** `full` or `minimal` (default `PO_SANDBOX_IMAGE_VARIANT`, else `full`). */
   imageVariant?: 'full' | 'minimal'
+  /**
+   * A missing runtime bundle is fine: the embedded demo bundle stands in (as for
+   * `po-sandbox up`; default false).
+   */
+  demoRuntime?: boolean
 }
 
 /** Everything `po-sandbox doctor` found. */
@@ -431,6 +476,22 @@ export interface EngineReport {
  */
 export declare function ensureSandboxImage(options?: ImageOptions | undefined | null, onEvent?: ((event: Extract<SandboxEvent, { type: 'image' }>) => void) | undefined | null): Promise<ImageResult>
 
+/** How `WorkspaceContainers.exec` runs a command. */
+export interface ExecOptions {
+  /** The workspace folder (default: the one the container was started for). */
+  path?: string
+  /** Allocate a TTY: set it when this process's stdin is a terminal (default false). */
+  tty?: boolean
+}
+
+/** A folder as a workspace: its stable id and canonical path. */
+export interface FolderWorkspace {
+  /** `<folder name>-<12 hex digits of sha256(path)>`: the same folder always gets it. */
+  id: string
+  /** The folder, canonical (links resolved). */
+  path: string
+}
+
 /** What a grant is for. */
 export interface GrantOptions {
   /** The workspace id. */
@@ -501,6 +562,18 @@ export interface ImageResult {
  * Rejects with `ENGINE_UNAVAILABLE` when no engine answers.
  */
 export declare function listSandboxContainers(options?: SandboxQuery | undefined | null): Promise<SandboxContainerRow[]>
+
+/** A mount as the engine reports it. */
+export interface MountFact {
+  /** `bind`, `volume` or `tmpfs`. */
+  kind: string
+  /** The host path, or the volume's name. */
+  source: string
+  /** Where it is inside the container. */
+  target: string
+  /** Mounted read-only. */
+  readOnly: boolean
+}
 
 /** The Node.js check. */
 export interface NodeCheck {
@@ -592,6 +665,10 @@ export interface SandboxContainerRow {
   /** Host port on 127.0.0.1. */
   hostPort?: number
   image: string
+  /** The base its image was built on (the image's `po.image-base` label), when known. */
+  imageBase?: string
+  /** Its image's recipe variant (`full` or `minimal`, the `po.image-variant` label). */
+  imageVariant?: string
   /** Unix seconds. */
   created: number
 }
@@ -649,6 +726,11 @@ export interface SandboxQuery {
   workspace?: string
   /** `stopSandboxContainers`: every container of this owner (required when no workspace). */
   all?: boolean
+  /**
+   * `stopSandboxContainers`: also remove the volumes (home, caches, git) of what it stops,
+   * and those of the workspace when its container was already gone (default false: kept).
+   */
+  removeVolumes?: boolean
   /** Only this engine. */
   engine?: string
   /** The environment to read instead of `process.env`. */
@@ -695,7 +777,7 @@ export declare function startCredentialBroker(options?: CredentialBrokerOptions 
 
 /**
  * Stops and removes this owner's container for `workspace`, or all of them with `all: true`;
- * volumes are kept. Resolves with the workspace ids stopped. Throws `OPTIONS_INVALID` when
+ * volumes are kept unless `removeVolumes`. Resolves with the workspace ids stopped. Throws `OPTIONS_INVALID` when
  * neither is given.
  */
 export declare function stopSandboxContainers(options: SandboxQuery): Promise<string[]>
@@ -730,7 +812,16 @@ export interface WorkspaceContainer {
   /** Why an earlier container was replaced instead of adopted. */
   replacedReason?: string
   created?: string
+  /** Its security posture, as the engine reports it. */
+  posture: ContainerPosture
 }
+
+/**
+ * The workspace `po-sandbox up [dir]` uses for a folder: a stable id from the folder's
+ * canonical path (its name, cleaned, and 12 hex digits of the path's sha256) and that path.
+ * Throws `WORKSPACE_INVALID` when the folder does not exist or is not a folder.
+ */
+export declare function workspaceForFolder(folder: string): FolderWorkspace
 
 /** A workspace the hub knows. */
 export interface WorkspaceOption {

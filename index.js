@@ -855,4 +855,5 @@ module.exports.startBrokerBridge = nativeBinding.startBrokerBridge
 module.exports.startCredentialBroker = nativeBinding.startCredentialBroker
 module.exports.stopSandboxContainers = nativeBinding.stopSandboxContainers
 module.exports.WorkspaceChange = nativeBinding.WorkspaceChange
+module.exports.workspaceForFolder = nativeBinding.workspaceForFolder
 module.exports.WorkspacePhase = nativeBinding.WorkspacePhase

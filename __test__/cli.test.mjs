@@ -109,9 +109,9 @@ test('usage errors exit 2 and print the usage', async () => {
   assert.match(help.stdout, /doctor/)
 })
 
-test('npm start runs the doctor', () => {
+test('npm start runs the demo (doctor, then up, check and down of a throw-away sandbox; first-run.test.mjs runs it)', () => {
   const pkg = JSON.parse(readFileSync(path.join(root, 'package.json'), 'utf8'))
-  assert.equal(pkg.scripts.start, 'node bin/po-sandbox.js doctor')
+  assert.equal(pkg.scripts.start, 'node bin/po-sandbox.js demo')
   assert.equal(pkg.bin['po-sandbox'], 'bin/po-sandbox.js')
 })
 

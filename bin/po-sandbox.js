@@ -14,6 +14,18 @@ Commands:
   ls                    List this hub's sandbox containers (--all: every hub's).
   stop <workspace>      Stop and remove a workspace's container (volumes are kept).
   stop --all            Stop and remove every container of this hub.
+  up [dir]              Bring up (or adopt) the sandbox of a folder (default: the current one)
+                        and print its URL and security posture. Uses Po's runtime bundle, or
+                        the embedded demo bundle when Po's is not installed.
+  down [dir]            Stop and remove the folder's sandbox container (volumes are kept).
+  exec [dir] -- <command...>
+                        Run a command in the folder's running sandbox, in the folder, as the
+                        container's user, with brokered credentials; interactive (a TTY) when
+                        stdin is a terminal. Exits with the command's exit code (125 when
+                        po-sandbox itself fails).
+  demo                  What 'npm start' runs: the doctor, then 'up' of a throw-away folder on
+                        the demo bundle, a check that it answers and reports it is contained,
+                        then 'down'. Exits 0 when the layer works here.
   help                  Show this text.
 
 Options:
@@ -24,8 +36,8 @@ Options:
   --engine <name>       Use only this engine: docker, podman, nerdctl or finch.
   --timeout-ms <ms>     doctor: bound each engine step (connect, ping, version, info); default 3000.
   --runtime-version <v> doctor: check this runtime bundle version folder.
-  --base-image <ref>    doctor: the image recipe's base.
-  --image-variant <v>   doctor: full or minimal.
+  --base-image <ref>    doctor, up, exec, demo: the image recipe's base.
+  --image-variant <v>   doctor, up, exec, demo: full or minimal.
 `
 
 // Every option this command knows; `--name value` and `--name=value` alike.
@@ -48,10 +60,13 @@ function fail(message) {
 }
 
 function parse(argv) {
+  // `exec`'s command is everything after the first `--`, taken as it is.
+  const split = argv.indexOf('--')
+  const head = split < 0 ? argv : argv.slice(0, split)
   // Not strict: the tokens are checked here, in order, so a refusal names the argument in this
   // command's words and exits 2 with the usage.
-  const { tokens } = parseArgs({ args: argv, options: OPTIONS, strict: false, allowPositionals: true, tokens: true })
-  const opts = { command: undefined, args: [], json: false, all: false }
+  const { tokens } = parseArgs({ args: head, options: OPTIONS, strict: false, allowPositionals: true, tokens: true })
+  const opts = { command: undefined, args: [], json: false, all: false, rest: split < 0 ? undefined : argv.slice(split + 1) }
   for (const token of tokens) {
     if (token.kind === 'positional') {
       if (token.value === '-') fail("unknown option '-'")
@@ -94,15 +109,25 @@ function table(rows, all) {
   return [head, ...body].map((cols) => cols.map((c, i) => String(c).padEnd(widths[i])).join('  ').trimEnd()).join('\n') + '\n'
 }
 
+/** Exits 2 with the usage when the arguments do not fit the command. */
+function checkUsage(opts) {
+  const { command, args } = opts
+  if (!['doctor', 'ls', 'stop', 'up', 'down', 'exec', 'demo'].includes(command)) fail(`unknown command '${command}'`)
+  if (opts.rest !== undefined && command !== 'exec') fail("unknown option '--'")
+  if (command === 'exec' && (opts.rest === undefined || opts.rest.length === 0)) fail('exec needs a command after --, as in: po-sandbox exec [dir] -- ls -la')
+  const folderCommand = ['up', 'down', 'exec'].includes(command)
+  if (folderCommand && args.length > 1) fail(`${command} takes at most one folder, not '${args[1]}'`)
+  if (!folderCommand && command !== 'stop' && args.length > 0) fail(`unexpected argument '${args[0]}'`)
+  if (command === 'stop' && (args.length > 1 || (args.length === 0) === !opts.all)) fail('stop needs one workspace id, or --all')
+}
+
 async function main() {
   const opts = parse(process.argv.slice(2))
   if (opts.command === undefined || opts.command === 'help') {
     process.stdout.write(USAGE)
     return 0
   }
-  if (!['doctor', 'ls', 'stop'].includes(opts.command)) fail(`unknown command '${opts.command}'`)
-  if (opts.command !== 'stop' && opts.args.length > 0) fail(`unexpected argument '${opts.args[0]}'`)
-  if (opts.command === 'stop' && (opts.args.length > 1 || (opts.args.length === 0) === !opts.all)) fail('stop needs one workspace id, or --all')
+  checkUsage(opts)
   let addon
   try {
     addon = require('../index.js')
@@ -111,6 +136,7 @@ async function main() {
     return 1
   }
   const common = { poHome: opts.poHome, engine: opts.engine }
+  if (['up', 'down', 'exec', 'demo'].includes(opts.command)) return folderCommand(addon, opts)
   try {
     if (opts.command === 'doctor') {
       const report = await addon.doctor(process.version, { ...common, timeoutMs: opts.timeoutMs, runtimeVersion: opts.runtimeVersion, baseImage: opts.baseImage, imageVariant: opts.imageVariant })
@@ -133,5 +159,8 @@ async function main() {
     return 1
   }
 }
+
+// up, down, exec and demo (what `npm start` runs) live in their own module.
+const { folderCommand } = require('./sandbox-commands.js')
 
 main().then((code) => { process.exitCode = code })

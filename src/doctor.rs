@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use napi_derive::napi;
 
 use crate::engine::{self, CandidateReport, DetectOptions, EngineReport};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::host::HostEnv;
 use crate::image::ImageRecipe;
 use crate::runtime_bundle as runtime;
@@ -73,6 +73,8 @@ pub struct DoctorOptions {
     pub recipe: ImageRecipe,
     /// The guarded paths containers get.
     pub guarded_paths: Vec<String>,
+    /// The embedded demo bundle stands in when Po's is not installed.
+    pub demo_runtime: bool,
 }
 
 impl DoctorOptions {
@@ -85,6 +87,7 @@ impl DoctorOptions {
             runtime_version: options.runtime_version,
             recipe: options.recipe,
             guarded_paths: options.guarded_paths,
+            demo_runtime: options.demo_runtime,
         }
     }
 }
@@ -128,10 +131,18 @@ pub fn check_node(version: &str) -> NodeCheck {
     }
 }
 
-/// Checks the runtime bundle (file I/O only).
-pub fn check_runtime(po_home: &std::path::Path, version: Option<&str>) -> RuntimeCheck {
+/// Checks the runtime bundle (file I/O only). With `demo`, a missing bundle is fine: the
+/// embedded demo bundle stands in (version `demo`, the reason saying why).
+pub fn check_runtime(po_home: &std::path::Path, version: Option<&str>, demo: bool) -> RuntimeCheck {
     let root = runtime::runtime_root(po_home).display().to_string();
     match runtime::locate(po_home, version) {
+        Err(e @ Error::RuntimeNotInstalled { .. }) if demo && version.is_none() => RuntimeCheck {
+            ok: true,
+            root,
+            version: Some(runtime::demo::DEMO_VERSION.into()),
+            reason: Some(format!("{e} The embedded demo bundle is used instead.")),
+            code: None,
+        },
         Ok(b) => RuntimeCheck {
             ok: true,
             root,
@@ -164,7 +175,11 @@ pub async fn doctor(
     )
     .await?;
     let node = check_node(node_version);
-    let runtime = check_runtime(&options.po_home, options.runtime_version.as_deref());
+    let runtime = check_runtime(
+        &options.po_home,
+        options.runtime_version.as_deref(),
+        options.demo_runtime,
+    );
     let recipe = &options.recipe;
     let mut image = ImageCheck {
         tag: recipe.tag(),
@@ -289,7 +304,12 @@ fn engine_section(e: &EngineReport) -> String {
 
 /// The bundle version in use, or why there is none.
 fn runtime_section(rt: &RuntimeCheck) -> String {
-    if rt.ok {
+    if rt.ok && rt.version.as_deref() == Some(runtime::demo::DEMO_VERSION) {
+        format!(
+            "Runtime   the embedded demo bundle: ok (Po's runtime bundle is not installed in {})\n",
+            rt.root
+        )
+    } else if rt.ok {
         format!(
             "Runtime   {} in {}: ok\n",
             rt.version.as_deref().unwrap_or(""),

@@ -99,6 +99,12 @@ pub enum Error {
         source: Option<Cause>,
     },
 
+    /// A command was to run in a workspace's sandbox, but it has no running container.
+    #[error(
+        "The sandbox of workspace '{workspace}' is not running: start it with `po-sandbox up {folder}` first."
+    )]
+    SandboxNotRunning { workspace: String, folder: String },
+
     /// Called inside a sandbox container, where containers must not nest.
     #[error(
         "Refusing to manage containers from inside a sandbox container (PO_SANDBOX=1): sandboxes do not nest. Run this on the host."
@@ -127,6 +133,7 @@ impl Error {
             Error::ContainerFailed { .. } => "CONTAINER_FAILED",
             Error::ContainerUnhealthy { .. } => "CONTAINER_UNHEALTHY",
             Error::BrokerFailed { .. } => "BROKER_FAILED",
+            Error::SandboxNotRunning { .. } => "SANDBOX_NOT_RUNNING",
             Error::NestingRefused => "NESTING_REFUSED",
             Error::Shared(_) => unreachable!("unshared() sees through Shared"),
         }
@@ -334,6 +341,20 @@ mod tests {
             e.message_with_causes(),
             "The credential broker failed: listen\nCaused by: no port"
         );
+    }
+
+    #[test]
+    fn sandbox_not_running_names_the_workspace_and_says_to_run_up() {
+        let e = Error::SandboxNotRunning {
+            workspace: "app-0123456789ab".into(),
+            folder: "/home/ann/app".into(),
+        };
+        assert_eq!(e.code(), "SANDBOX_NOT_RUNNING");
+        assert_eq!(
+            e.to_string(),
+            "The sandbox of workspace 'app-0123456789ab' is not running: start it with `po-sandbox up /home/ann/app` first."
+        );
+        assert_eq!(Error::Shared(Arc::new(e)).code(), "SANDBOX_NOT_RUNNING");
     }
 
     #[test]

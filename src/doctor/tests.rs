@@ -26,7 +26,7 @@ fn report(engine_ok: bool, runtime_ok: bool) -> DoctorReport {
             code: None,
         }
     } else {
-        check_runtime(dir.path(), None)
+        check_runtime(dir.path(), None, false)
     };
     let image = ImageCheck {
         tag: "po-sandbox:x".into(),
@@ -199,4 +199,27 @@ fn not_ready_actions_follow_the_checks_in_order() {
         not_ready_actions(&r),
         ["use an engine on this machine (see Engine above)"]
     );
+}
+
+#[test]
+fn a_missing_bundle_is_fine_with_the_demo_and_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases: [(Option<&str>, bool, bool, Option<&str>); 3] = [
+        (None, false, false, None),
+        (None, true, true, Some("demo")),
+        // A named version is never replaced by the demo.
+        (Some("1.0.0"), true, false, None),
+    ];
+    for (version, demo, ok, shown) in cases {
+        let rt = check_runtime(dir.path(), version, demo);
+        assert_eq!(rt.ok, ok, "{version:?} {demo}");
+        assert_eq!(rt.version.as_deref(), shown);
+    }
+    let rt = check_runtime(dir.path(), None, true);
+    assert!(rt.reason.as_deref().unwrap().contains("demo bundle"));
+    let text = runtime_section(&rt);
+    assert!(text.contains("demo bundle: ok"), "{text}");
+    assert!(text.contains("not installed"), "{text}");
+    // Nothing is written by the check.
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
 }

@@ -29,6 +29,9 @@ pub struct DoctorOptions {
     /// `full` or `minimal` (default `PO_SANDBOX_IMAGE_VARIANT`, else `full`).
     #[napi(ts_type = "'full' | 'minimal'")]
     pub image_variant: Option<String>,
+    /// A missing runtime bundle is fine: the embedded demo bundle stands in (as for
+    /// `po-sandbox up`; default false).
+    pub demo_runtime: Option<bool>,
 }
 
 /// Checks whether the layer can run here: the Node.js version (`nodeVersion`, e.g.
@@ -53,6 +56,7 @@ pub fn doctor<'env>(
                 image_variant: o.image_variant,
                 engine: o.engine,
                 engine_timeout_ms: o.timeout_ms,
+                demo_runtime: o.demo_runtime,
                 ..Default::default()
             },
             o.env,

@@ -25,6 +25,9 @@ pub struct SandboxQuery {
     pub workspace: Option<String>,
     /// `stopSandboxContainers`: every container of this owner (required when no workspace).
     pub all: Option<bool>,
+    /// `stopSandboxContainers`: also remove the volumes (home, caches, git) of what it stops,
+    /// and those of the workspace when its container was already gone (default false: kept).
+    pub remove_volumes: Option<bool>,
     /// Only this engine.
     pub engine: Option<String>,
     /// The environment to read instead of `process.env`.
@@ -41,6 +44,7 @@ fn query(env: &Env, q: Option<Unknown>) -> napi::Result<Query> {
         all_owners: q.all_owners.unwrap_or(false),
         workspace: q.workspace,
         all: q.all.unwrap_or(false),
+        remove_volumes: q.remove_volumes.unwrap_or(false),
     };
     Query::new(host, options).map_err(|e| coded(env, &e))
 }
@@ -60,7 +64,7 @@ pub fn list_sandbox_containers<'env>(
 }
 
 /// Stops and removes this owner's container for `workspace`, or all of them with `all: true`;
-/// volumes are kept. Resolves with the workspace ids stopped. Throws `OPTIONS_INVALID` when
+/// volumes are kept unless `removeVolumes`. Resolves with the workspace ids stopped. Throws `OPTIONS_INVALID` when
 /// neither is given.
 #[napi(
     ts_args_type = "options: SandboxQuery",

@@ -71,6 +71,10 @@ pub struct ContainerProviderOptions {
     /// workspace: the complete list (default `PO_SANDBOX_GUARDED_PATHS`, else `.git/hooks`,
     /// `.git/config`, `.git/info`, `.vscode`, `.idea`, `.envrc`, `.direnv`); `[]` guards none.
     pub guarded_paths: Option<Vec<String>>,
+    /// When Po's runtime bundle is not installed (and no `runtimeVersion` is named), use the
+    /// package's embedded demo bundle (a small status server; version `demo`) instead of
+    /// failing with `RUNTIME_NOT_INSTALLED` (default false; `po-sandbox up` sets it).
+    pub demo_runtime: Option<bool>,
 }
 
 /// A workspace to start: its id and folder.
@@ -80,6 +84,36 @@ pub struct WorkspaceRef {
     pub id: String,
     /// Its folder: absolute, existing.
     pub path: String,
+}
+
+/// How `WorkspaceContainers.exec` runs a command.
+#[napi(object)]
+pub struct ExecOptions {
+    /// The workspace folder (default: the one the container was started for).
+    pub path: Option<String>,
+    /// Allocate a TTY: set it when this process's stdin is a terminal (default false).
+    pub tty: Option<bool>,
+}
+
+/// A folder as a workspace: its stable id and canonical path.
+#[napi(object)]
+pub struct FolderWorkspace {
+    /// `<folder name>-<12 hex digits of sha256(path)>`: the same folder always gets it.
+    pub id: String,
+    /// The folder, canonical (links resolved).
+    pub path: String,
+}
+
+/// The workspace `po-sandbox up [dir]` uses for a folder: a stable id from the folder's
+/// canonical path (its name, cleaned, and 12 hex digits of the path's sha256) and that path.
+/// Throws `WORKSPACE_INVALID` when the folder does not exist or is not a folder.
+#[napi]
+pub fn workspace_for_folder(env: &Env, folder: String) -> napi::Result<FolderWorkspace> {
+    let ws = crate::sandbox::workspace::for_folder(&folder).map_err(|e| coded(env, &e))?;
+    Ok(FolderWorkspace {
+        id: ws.id,
+        path: ws.path.to_string_lossy().into_owned(),
+    })
 }
 
 /// What a host says about itself (`po/sandbox-identity`).
@@ -231,6 +265,35 @@ impl WorkspaceContainers {
         })
     }
 
+    /// Runs `command` in the workspace's running container, attached to this process's own
+    /// stdin, stdout and stderr (what `po-sandbox exec` does): in the workspace folder, as the
+    /// container's user, with its environment (the broker grant's tokens, never a key). The
+    /// container is adopted first, so this process serves its broker grant while the command
+    /// runs. `tty: true` (stdin is a terminal) allocates a TTY, puts this terminal in raw mode
+    /// and follows its size. Resolves with the command's exit code. Rejects with
+    /// `SANDBOX_NOT_RUNNING` when the workspace has no running container; throws
+    /// `OPTIONS_INVALID` for an empty command, `WORKSPACE_INVALID` for a bad id.
+    #[napi(ts_return_type = "Promise<number>")]
+    pub fn exec<'env>(
+        &self,
+        env: &'env Env,
+        workspace_id: String,
+        command: Vec<String>,
+        options: Option<ExecOptions>,
+    ) -> napi::Result<PromiseRaw<'env, i64>> {
+        crate::sandbox::workspace::check_id(&workspace_id).map_err(|e| coded(env, &e))?;
+        crate::sandbox::exec::check_command(&command).map_err(|e| coded(env, &e))?;
+        let (path, tty) = options.map_or((None, false), |o| (o.path, o.tty.unwrap_or(false)));
+        let provider = self.provider.clone();
+        promise(env, async move {
+            provider
+                .service_for_start()
+                .await?
+                .exec(&workspace_id, path.as_deref(), command, tty)
+                .await
+        })
+    }
+
     /// Stops and removes every container of this hub. Resolves with the workspace ids.
     #[napi(ts_return_type = "Promise<string[]>")]
     pub fn stop_all<'env>(&self, env: &'env Env) -> napi::Result<PromiseRaw<'env, Vec<String>>> {
@@ -295,6 +358,7 @@ fn raw_options(
         broker: o.broker,
         broker_socket_dir: o.broker_socket_dir,
         guarded_paths: o.guarded_paths,
+        demo_runtime: o.demo_runtime,
     };
     (raw, o.env)
 }

@@ -22,6 +22,8 @@ pub struct QueryOptions {
     pub workspace: Option<String>,
     /// Every container of this owner (`stop`; required when no workspace).
     pub all: bool,
+    /// Also remove the volumes (`stop`).
+    pub remove_volumes: bool,
 }
 
 /// A checked query.
@@ -31,6 +33,7 @@ pub struct Query {
     all_owners: bool,
     workspace: Option<String>,
     all: bool,
+    remove_volumes: bool,
 }
 
 impl Query {
@@ -54,6 +57,7 @@ impl Query {
             all_owners: q.all_owners,
             workspace: q.workspace,
             all: q.all,
+            remove_volumes: q.remove_volumes,
         })
     }
 
@@ -77,7 +81,7 @@ impl Query {
     }
 
     /// Stops and removes the workspace's container, or every container of this owner;
-    /// volumes are kept. The workspace ids stopped.
+    /// volumes are kept unless `remove_volumes`. The workspace ids stopped.
     pub async fn stop(self) -> Result<Vec<String>> {
         self.check_stop()?;
         let (docker, _) = engine::connect(&self.host, &self.options.detect).await?;
@@ -86,6 +90,7 @@ impl Query {
             &self.options.po_home,
             &self.options.owner,
             self.workspace.as_deref(),
+            self.remove_volumes,
         )
         .await
     }

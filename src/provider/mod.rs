@@ -249,7 +249,11 @@ impl Provider {
     /// 2. Runtime bundle: located and valid.
     fn check_runtime(&self) -> Result<runtime::RuntimeBundle> {
         let o = &self.options;
-        let bundle = match runtime::locate(&o.po_home, o.runtime_version.as_deref()) {
+        let bundle = match runtime::demo::locate_or_demo(
+            &o.po_home,
+            o.runtime_version.as_deref(),
+            o.demo_runtime,
+        ) {
             Ok(b) => b,
             Err(e) => {
                 self.events.emit(Event::Runtime {

@@ -47,6 +47,7 @@ pub struct RawOptions {
     pub broker: Option<bool>,
     pub broker_socket_dir: Option<String>,
     pub guarded_paths: Option<Vec<String>>,
+    pub demo_runtime: Option<bool>,
 }
 
 /// Checked options.
@@ -70,6 +71,8 @@ pub struct ProviderOptions {
     pub broker_socket_dir: PathBuf,
     /// Paths of each workspace mounted read-only (relative; empty: none).
     pub guarded_paths: Vec<String>,
+    /// Use the embedded demo runtime bundle when Po's is not installed.
+    pub demo_runtime: bool,
 }
 
 fn invalid(option: &str, reason: impl Into<String>) -> Error {
@@ -286,6 +289,7 @@ impl ProviderOptions {
         Ok(ProviderOptions {
             guarded_paths,
             broker: raw.broker.unwrap_or(true),
+            demo_runtime: raw.demo_runtime.unwrap_or(false),
             broker_socket_dir,
             po_home,
             owner,

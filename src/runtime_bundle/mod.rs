@@ -647,5 +647,7 @@ fn shown_key(s: &str) -> String {
     }
 }
 
+pub(crate) mod demo;
+
 #[cfg(test)]
 mod tests;

@@ -250,6 +250,44 @@ pub async fn ensure_volumes(docker: &Docker, spec: &ContainerSpec) -> Result<()>
     Ok(())
 }
 
+/// Removes the volumes labelled with this owner (and workspace, when given); gone already is
+/// fine. Returns their names.
+pub async fn remove_volumes(
+    docker: &Docker,
+    owner: &str,
+    workspace: Option<&str>,
+) -> Result<Vec<String>> {
+    let mut labels = vec![format!("po.owner={owner}")];
+    if let Some(w) = workspace {
+        labels.push(format!("po.workspace={w}"));
+    }
+    let filters = HashMap::from([("label".to_string(), labels)]);
+    let listed = docker
+        .list_volumes(Some(
+            bollard::query_parameters::ListVolumesOptionsBuilder::new()
+                .filters(&filters)
+                .build(),
+        ))
+        .await
+        .map_err(engine_err(docker, "list volumes"))?;
+    let mut removed = Vec::new();
+    for v in listed.volumes.unwrap_or_default() {
+        match docker
+            .remove_volume(
+                &v.name,
+                None::<bollard::query_parameters::RemoveVolumeOptions>,
+            )
+            .await
+        {
+            Ok(()) => removed.push(v.name),
+            Err(e) if is_status(&e, 404) => {}
+            Err(e) => return Err(engine_err(docker, format!("remove volume {}", v.name))(e)),
+        }
+    }
+    removed.sort();
+    Ok(removed)
+}
+
 /// What a create attempt found.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Created {

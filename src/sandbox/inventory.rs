@@ -28,6 +28,10 @@ pub struct SandboxRow {
     /// Host port on 127.0.0.1.
     pub host_port: Option<u16>,
     pub image: String,
+    /// The base its image was built on (the image's `po.image-base` label), when known.
+    pub image_base: Option<String>,
+    /// Its image's recipe variant (`full` or `minimal`, the `po.image-variant` label).
+    pub image_variant: Option<String>,
     /// Unix seconds.
     pub created: i64,
     /// The host folder bind-mounted as its broker socket folder, when it has one.
@@ -68,6 +72,8 @@ pub async fn list(docker: &Docker, owner: Option<&str>) -> Result<Vec<SandboxRow
                     .find(|p| p.ip.as_deref() == Some("127.0.0.1"))
                     .and_then(|p| p.public_port),
                 image: c.image.unwrap_or_default(),
+                image_base: labels.get("po.image-base").cloned(),
+                image_variant: labels.get("po.image-variant").cloned(),
                 created: c.created.unwrap_or_default(),
                 broker_folder: c
                     .mounts
@@ -84,13 +90,15 @@ pub async fn list(docker: &Docker, owner: Option<&str>) -> Result<Vec<SandboxRow
     Ok(rows)
 }
 
-/// Stops and removes this owner's containers (one workspace's, or all), keeping volumes and
-/// removing their token files. Returns the workspace ids stopped.
+/// Stops and removes this owner's containers (one workspace's, or all), removing their token
+/// files; their volumes too with `remove_volumes`, else they are kept. Returns the workspace
+/// ids stopped.
 pub async fn stop(
     docker: &Docker,
     po_home: &Path,
     owner: &str,
     workspace: Option<&str>,
+    remove_volumes: bool,
 ) -> Result<Vec<String>> {
     if let Some(w) = workspace {
         crate::sandbox::workspace::check_id(w)?;
@@ -111,6 +119,9 @@ pub async fn stop(
         stopped.push(row.workspace_id);
     }
     stopped.dedup();
+    if remove_volumes {
+        container::remove_volumes(docker, owner, workspace).await?;
+    }
     Ok(stopped)
 }
 

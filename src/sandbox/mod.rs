@@ -1,8 +1,10 @@
-//! One workspace's container: its id and paths, the spec (pure), the engine operations on it,
+//! One workspace's container: its id and paths, the spec (pure), the engine operations on it, a
+//! command run in it (exec),
 //! the `po/workspace-containers` service that adopts or creates it, host locks, and the
 //! inventory of every container a Po home owns.
 
 pub(crate) mod container;
+pub(crate) mod exec;
 pub(crate) mod guards;
 pub(crate) mod inventory;
 pub(crate) mod locks;

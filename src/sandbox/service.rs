@@ -15,9 +15,11 @@ use crate::events::{EventBus, WorkspaceChange};
 use crate::host::UserIds;
 use crate::runtime_bundle::RuntimeBundle;
 use crate::sandbox::container::{self, Created, LiveContainer};
+use crate::sandbox::exec;
 use crate::sandbox::guards;
 use crate::sandbox::spec::{
-    self, ContainerSpec, LABEL_OWNER, LABEL_WORKSPACE, LABEL_WORKSPACE_PATH, SpecInput,
+    self, ContainerPosture, ContainerSpec, LABEL_OWNER, LABEL_WORKSPACE, LABEL_WORKSPACE_PATH,
+    SpecInput,
 };
 use crate::sandbox::workspace::{self, Workspace};
 use crate::single_flight::SingleFlight;
@@ -107,6 +109,8 @@ pub struct WorkspaceContainer {
     /// Why an earlier container was replaced instead of adopted.
     pub replaced_reason: Option<String>,
     pub created: Option<String>,
+    /// Its security posture, as the engine reports it.
+    pub posture: ContainerPosture,
 }
 
 struct Inner {
@@ -448,6 +452,7 @@ impl WorkspaceContainers {
             adopted,
             replaced_reason,
             created: live.created.clone(),
+            posture: ContainerPosture::from(&live.posture),
         }
     }
 
@@ -837,6 +842,34 @@ impl WorkspaceContainers {
             }
         }
         Ok(None)
+    }
+
+    /// Runs a command in the workspace's running container, attached to this process's standard
+    /// streams, in the workspace folder, as the container's user, with its environment. The
+    /// container is adopted first (posture checked, its broker grant served by this process
+    /// while the command runs). `SANDBOX_NOT_RUNNING` when it has none. Resolves with the exit
+    /// code.
+    pub async fn exec(
+        &self,
+        id: &str,
+        path: Option<&str>,
+        command: Vec<String>,
+        tty: bool,
+    ) -> Result<i64> {
+        workspace::check_id(id)?;
+        exec::check_command(&command)?;
+        let not_running = || Error::SandboxNotRunning {
+            workspace: id.to_string(),
+            folder: path.unwrap_or("<folder>").to_string(),
+        };
+        let container = self.adopt(id, path).await?.ok_or_else(not_running)?;
+        let working_dir = container.workspace_path.clone().ok_or_else(not_running)?;
+        let request = exec::ExecRequest {
+            command,
+            tty,
+            working_dir,
+        };
+        exec::run(&self.inner.docker, &container.container_id, id, request).await
     }
 
     /// Switches the sandbox off for one workspace: stops and removes its container, keeps its

@@ -419,6 +419,86 @@ fn drops_all_capabilities(cap_drop: &[String]) -> bool {
             .all(|d| dropped.iter().any(|c| c == d))
 }
 
+/// A mount as the engine reports it.
+#[napi_derive::napi(object, object_from_js = false)]
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MountFact {
+    /// `bind`, `volume` or `tmpfs`.
+    pub kind: String,
+    /// The host path, or the volume's name.
+    pub source: String,
+    /// Where it is inside the container.
+    pub target: String,
+    /// Mounted read-only.
+    pub read_only: bool,
+}
+
+/// A container's security posture as the engine reports it (its live inspect data), for a
+/// person to read (`po-sandbox up`).
+#[napi_derive::napi(object, object_from_js = false)]
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ContainerPosture {
+    /// The `uid:gid` it runs as.
+    pub user: String,
+    /// Every capability is dropped and none added.
+    pub no_capabilities: bool,
+    /// It runs privileged.
+    pub privileged: bool,
+    /// `no-new-privileges` is set.
+    pub no_new_privileges: bool,
+    /// Its pid limit, when it has one.
+    pub pids_limit: Option<i64>,
+    /// Its network mode (`bridge`, a network's name…).
+    pub network_mode: String,
+    /// Its mounts.
+    pub mounts: Vec<MountFact>,
+    /// Its published ports, as `<host ip> -> <container port>`.
+    pub published: Vec<String>,
+}
+
+impl From<&LivePosture> for ContainerPosture {
+    fn from(live: &LivePosture) -> Self {
+        ContainerPosture {
+            user: live.user.clone(),
+            no_capabilities: check_capabilities_of(live),
+            privileged: live.privileged,
+            no_new_privileges: has_no_new_privileges(live),
+            pids_limit: live.pids_limit,
+            network_mode: live
+                .namespaces
+                .iter()
+                .find(|(k, _)| k == "network")
+                .map(|(_, v)| v.clone())
+                .unwrap_or_default(),
+            mounts: live
+                .mounts
+                .iter()
+                .map(|(kind, source, target, rw)| MountFact {
+                    kind: kind.clone(),
+                    source: source.clone(),
+                    target: target.clone(),
+                    read_only: !rw,
+                })
+                .collect(),
+            published: live
+                .ports
+                .iter()
+                .map(|(port, ip)| format!("{ip} -> {port}"))
+                .collect(),
+        }
+    }
+}
+
+fn check_capabilities_of(live: &LivePosture) -> bool {
+    drops_all_capabilities(&live.cap_drop) && live.cap_add.is_empty()
+}
+
+fn has_no_new_privileges(live: &LivePosture) -> bool {
+    live.security_opt.iter().any(|o| {
+        o == "no-new-privileges" || o == "no-new-privileges:true" || o == "no-new-privileges=true"
+    })
+}
+
 /// One posture rule: `Err` names the drift.
 type PostureCheck = fn(&ContainerSpec, &LivePosture) -> Result<(), String>;
 
@@ -462,9 +542,7 @@ fn check_privileges(_: &ContainerSpec, live: &LivePosture) -> Result<(), String>
     if live.privileged {
         return Err("it runs privileged".into());
     }
-    if !live.security_opt.iter().any(|o| {
-        o == "no-new-privileges" || o == "no-new-privileges:true" || o == "no-new-privileges=true"
-    }) {
+    if !has_no_new_privileges(live) {
         return Err("it allows new privileges (no no-new-privileges)".into());
     }
     Ok(())

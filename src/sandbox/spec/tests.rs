@@ -399,3 +399,38 @@ fn the_first_posture_check_that_fails_is_reported() {
         "the spec's own limit passes"
     );
 }
+
+#[test]
+fn the_posture_summary_reads_the_live_data() {
+    let s = spec_with(&[], &[]);
+    let base = live_of(&s);
+    let summary = ContainerPosture::from(&base);
+    assert!(summary.no_capabilities && summary.no_new_privileges && !summary.privileged);
+    assert_eq!(summary.user, s.user);
+    assert_eq!(summary.pids_limit, Some(s.pids_limit));
+    assert_eq!(summary.network_mode, "bridge");
+    assert_eq!(summary.published, ["127.0.0.1 -> 7300/tcp"]);
+    assert_eq!(summary.mounts.len(), base.mounts.len());
+    let bundle = summary
+        .mounts
+        .iter()
+        .find(|m| m.target == "/opt/po")
+        .expect("the bundle mount");
+    assert!(bundle.read_only);
+    type Drift = (fn(&mut LivePosture), fn(&ContainerPosture) -> bool);
+    let drifts: [Drift; 5] = [
+        (|l| l.cap_drop.clear(), |p| !p.no_capabilities),
+        (
+            |l| l.cap_add = vec!["NET_ADMIN".into()],
+            |p| !p.no_capabilities,
+        ),
+        (|l| l.security_opt.clear(), |p| !p.no_new_privileges),
+        (|l| l.privileged = true, |p| p.privileged),
+        (|l| l.pids_limit = None, |p| p.pids_limit.is_none()),
+    ];
+    for (i, (drift, shows)) in drifts.into_iter().enumerate() {
+        let mut live = base.clone();
+        drift(&mut live);
+        assert!(shows(&ContainerPosture::from(&live)), "drift {i}");
+    }
+}

@@ -1,0 +1,325 @@
+// First run and standalone use, against the real Docker engine and the local test base image:
+// `po-sandbox up` / `exec` / `down` on a folder (exit codes, stdin/stdout/stderr, a TTY session
+// through a pseudo-terminal, the broker's environment with no real key, a brokered call during
+// `exec` reaching a fake upstream on 127.0.0.1 with the real key), and `po-sandbox demo` (what
+// `npm start` runs) leaving nothing behind; the real pi run through `exec`.
+import { test, before } from 'node:test'
+import { spawn } from 'node:child_process'
+import assert from 'node:assert/strict'
+import { randomBytes } from 'node:crypto'
+import { cpSync, mkdirSync, readdirSync, realpathSync } from 'node:fs'
+import path from 'node:path'
+
+import { addon, dockerCli, requireDocker, root, run, tempDir } from './helpers.mjs'
+import { startUpstream } from './upstreams.mjs'
+
+const cli = path.join(root, 'bin', 'po-sandbox.js')
+const TEST_BASE = 'po-sandbox-test-base:node24'
+const IMAGE = ['--base-image', TEST_BASE, '--image-variant', 'minimal']
+
+before(async () => {
+  await requireDocker()
+  const r = await run('bash', [path.join(root, 'scripts/build-test-base-image.sh')])
+  assert.equal(r.code, 0, `build-test-base-image.sh failed:\n${r.stderr}`)
+})
+
+/** A clean environment for the CLI: no PO_SANDBOX, this Node on PATH, `extra` added. */
+function cliEnv(extra = {}) {
+  const env = { ...process.env, ...extra }
+  for (const k of ['PO_SANDBOX', 'PO_WORKSPACE', 'PO_BROKER_PROVIDERS', 'PO_BROKER_SOCKET', 'PO_BROKER_ADDRESS', 'ANTHROPIC_API_KEY', 'ANTHROPIC_BASE_URL']) if (!(k in extra)) delete env[k]
+  return env
+}
+
+function po(args, { env, input } = {}) {
+  return run(process.execPath, [cli, ...args], { env: env ?? cliEnv(), input })
+}
+
+/** A folder and a Po home; the folder's sandbox (container and volumes) is removed at the end. */
+function sandboxFolder(t, name = 'project') {
+  const dir = tempDir(t, 'po-first-run-')
+  const folder = path.join(dir, name)
+  mkdirSync(folder)
+  const poHome = path.join(dir, 'po-home')
+  const ws = addon.workspaceForFolder(folder)
+  t.after(() => addon.stopSandboxContainers({ poHome, workspace: ws.id, removeVolumes: true }))
+  return { folder, poHome, ws }
+}
+
+test('workspaceForFolder: a stable id from the folder, a coded error for a missing one', (t) => {
+  const dir = tempDir(t)
+  const a = addon.workspaceForFolder(dir)
+  assert.deepEqual(addon.workspaceForFolder(`${dir}/`), a)
+  assert.equal(a.path, realpathSync(dir))
+  assert.match(a.id, /^po-sandbox-test-[A-Za-z0-9]+-[0-9a-f]{12}$/)
+  assert.throws(() => addon.workspaceForFolder(path.join(dir, 'missing')), (e) => e.code === 'WORKSPACE_INVALID' && e.message.includes('missing'))
+})
+
+test('usage errors exit 2 before anything runs; a missing folder is WORKSPACE_INVALID', async (t) => {
+  for (const args of [['exec'], ['exec', '.', '--'], ['up', 'a', 'b'], ['down', '--', 'x'], ['ls', '--', 'x']]) {
+    const r = await po(args)
+    assert.equal(r.code, 2, `${args.join(' ')}: ${r.stderr}`)
+    assert.match(r.stderr, /Usage: po-sandbox/)
+  }
+  const missing = path.join(tempDir(t), 'nope')
+  const r = await po(['up', missing, '--json'])
+  assert.equal(r.code, 1)
+  assert.equal(JSON.parse(r.stdout).error.code, 'WORKSPACE_INVALID')
+  const e = await po(['exec', missing, '--', 'true'])
+  assert.equal(e.code, 125, e.stderr)
+  assert.match(e.stderr, /WORKSPACE_INVALID/)
+})
+
+test('up, exec and down on a folder: the demo bundle, exit codes, streams, a TTY, brokered credentials', async (t) => {
+  const { folder, poHome, ws } = sandboxFolder(t)
+  const upstream = await startUpstream({ name: 'first-run', t })
+  const realKey = `sk-ant-api03-${randomBytes(24).toString('hex')}`
+  const env = cliEnv({ ANTHROPIC_API_KEY: realKey, ANTHROPIC_BASE_URL: upstream.origin })
+  const common = ['--po-home', poHome, ...IMAGE]
+  // After up, exec finds the running container's recipe by itself (no image options).
+  const home = ['--po-home', poHome]
+
+  // A command before up: a coded error saying to run up.
+  const early = await po(['exec', folder, ...common, '--', 'true'], { env })
+  assert.equal(early.code, 125)
+  assert.match(early.stderr, /SANDBOX_NOT_RUNNING/)
+  assert.ok(early.stderr.includes(`po-sandbox up ${folder}`), early.stderr)
+
+  // up --json: quiet (no progress), the demo bundle, a hardened container answering.
+  const first = await po(['up', folder, ...common, '--json'], { env })
+  assert.equal(first.code, 0, first.stderr)
+  assert.equal(first.stderr, '')
+  const out = JSON.parse(first.stdout)
+  assert.equal(out.demo, true)
+  assert.equal(out.workspace.id, ws.id)
+  const c = out.container
+  assert.equal(c.adopted, false)
+  assert.equal(c.posture.noCapabilities, true)
+  assert.equal(c.posture.noNewPrivileges, true)
+  assert.equal(c.posture.user, `${process.getuid()}:${process.getgid()}`)
+  assert.deepEqual(c.posture.published, ['127.0.0.1 -> 7300/tcp'])
+  const status = await (await fetch(`${c.url}/api/status`)).json()
+  assert.equal(status.contained, true)
+  assert.equal(status.bundle, 'demo')
+  assert.equal(status.workspace, ws.id)
+  assert.equal(status.workspacePath, ws.path)
+  assert.deepEqual(status.brokeredProviders, ['anthropic'])
+  assert.match(status.privileges.effectiveCapabilities, /^0+$/)
+  // The guarded paths, as mounted (no repository in this folder: .git itself).
+  assert.ok(status.guardedPaths.includes(`${ws.path}/.envrc`) && status.guardedPaths.includes(`${ws.path}/.git`), JSON.stringify(status.guardedPaths))
+  const html = await (await fetch(c.url)).text()
+  assert.match(html, /demo runtime bundle/)
+  assert.ok(html.includes(`${ws.path}/.envrc`), 'the status page lists the guarded paths')
+
+  // up again: adopted, and the text names the URL and posture.
+  const again = await po(['up', folder, ...common], { env })
+  assert.equal(again.code, 0, again.stderr)
+  assert.match(again.stdout, /adopted/)
+  assert.ok(again.stdout.includes(c.url), again.stdout)
+  assert.match(again.stdout, /all capabilities dropped; no-new-privileges/)
+  assert.match(again.stdout, /embedded demo bundle/)
+
+  // exec without a terminal: stdin in, stdout and stderr apart, the exit code out, in the folder.
+  const piped = await po(['exec', folder, ...home, '--', 'sh', '-c', 'pwd; id -u; cat; echo to-stderr >&2; exit 7'], { env, input: 'from-stdin\n' })
+  assert.equal(piped.code, 7, piped.stderr)
+  assert.equal(piped.stdout, `${ws.path}\n${process.getuid()}\nfrom-stdin\n`)
+  assert.equal(piped.stderr, 'to-stderr\n')
+
+  // The broker's environment: a token, never the key.
+  const envOut = await po(['exec', folder, ...home, '--', 'env'], { env })
+  assert.equal(envOut.code, 0, envOut.stderr)
+  assert.match(envOut.stdout, /^PO_SANDBOX=1$/m)
+  assert.match(envOut.stdout, /^PO_BROKER_PROVIDERS=anthropic$/m)
+  assert.match(envOut.stdout, /^PO_BROKER_SOCKET=\/run\/po-broker\//m)
+  const token = envOut.stdout.match(/^ANTHROPIC_API_KEY=(.*)$/m)?.[1]
+  assert.ok(token && token !== realKey, 'the container holds a token in the key variable')
+  assert.ok(!envOut.stdout.includes(realKey), 'the real key is inside the container')
+
+  // A call made inside during exec goes through this exec's broker to the fake upstream, which
+  // sees the real key and never the token.
+  const call = `const r=require('http').request({socketPath:process.env.PO_BROKER_SOCKET,path:'/anthropic/v1/messages',method:'POST',headers:{'x-api-key':process.env.ANTHROPIC_API_KEY,'content-type':'application/json','anthropic-version':'2023-06-01'}},(res)=>{let b='';res.on('data',(d)=>{b+=d});res.on('end',()=>{console.log('status '+res.statusCode);process.exit(res.statusCode===200?0:3)})});r.end(JSON.stringify({model:'claude-x',max_tokens:8,stream:true,messages:[{role:'user',content:'ping'}]}))`
+  const brokered = await po(['exec', folder, ...home, '--', 'node', '-e', call], { env })
+  assert.equal(brokered.code, 0, `${brokered.stdout}\n${brokered.stderr}`)
+  assert.match(brokered.stdout, /status 200/)
+  const seen = upstream.requests.filter((r) => r.path === '/v1/messages')
+  assert.equal(seen.length, 1)
+  assert.equal(seen[0].headers['x-api-key'], realKey)
+  assert.ok(!JSON.stringify(seen[0]).includes(token), 'the upstream saw the token')
+
+  // A TTY session through a pseudo-terminal (util-linux `script`): a terminal inside, input
+  // typed in, the exit code out.
+  const line = [process.execPath, cli, 'exec', folder, ...home, '--', 'sh', '-c', 'test -t 0 && test -t 1 && echo is-a-tty; read answer; echo "got:$answer"; exit 5']
+  const quoted = line.map((a) => `'${a.replace(/'/g, "'\\''")}'`).join(' ')
+  const session = await run('script', ['-q', '-e', '-c', quoted, '/dev/null'], { env, input: 'typed-in\n' })
+  assert.equal(session.code, 5, `${session.stdout}\n${session.stderr}`)
+  assert.match(session.stdout, /is-a-tty/)
+  assert.match(session.stdout, /got:typed-in/)
+
+  // Every exec adopted the very container up started: nothing was replaced.
+  assert.equal(dockerCli(['ps', '-q', '--no-trunc', '--filter', `label=po.workspace=${ws.id}`]), c.containerId)
+
+  // down: the container goes, its volumes stay; exec then says to run up.
+  const d = await po(['down', folder, '--po-home', poHome], { env })
+  assert.equal(d.code, 0, d.stderr)
+  assert.match(d.stdout, /volumes are kept/)
+  assert.equal(dockerCli(['ps', '-aq', '--filter', `label=po.workspace=${ws.id}`]), '')
+  assert.equal(dockerCli(['volume', 'ls', '-q', '--filter', `label=po.workspace=${ws.id}`]).split('\n').length, 3)
+  const after = await po(['exec', folder, ...home, '--', 'true'], { env })
+  assert.equal(after.code, 125)
+  assert.match(after.stderr, /SANDBOX_NOT_RUNNING/)
+  const twice = await po(['down', folder, '--po-home', poHome])
+  assert.equal(twice.code, 0)
+  assert.match(twice.stdout, /nothing to stop/)
+})
+
+/** The CLI inside util-linux `script`'s pseudo-terminal of `rows` x `cols`; resolves when it ends.
+ * `onOutput(text, write)` sees the output so far and may type into the terminal. */
+function inTerminal(args, { env, rows, cols, onOutput = () => {} }) {
+  const quoted = [process.execPath, cli, ...args].map((a) => `'${a.replace(/'/g, "'\\''")}'`).join(' ')
+  const child = spawn('script', ['-q', '-e', '-c', `stty rows ${rows} cols ${cols}; exec ${quoted}`, '/dev/null'], { env, stdio: ['pipe', 'pipe', 'pipe'] })
+  let stdout = ''
+  let stderr = ''
+  child.stdout.on('data', (d) => { stdout += d; onOutput(stdout, (text) => child.stdin.write(text)) })
+  child.stderr.on('data', (d) => { stderr += d })
+  return new Promise((resolve, reject) => {
+    child.once('error', reject)
+    child.once('close', (code) => { child.stdin.destroy(); resolve({ code, stdout, stderr }) })
+  })
+}
+
+test('exec with a terminal: the size of the terminal inside, Ctrl-C interrupts the command, its code comes back', async (t) => {
+  const { folder, poHome } = sandboxFolder(t, 'tty-project')
+  const started = await po(['up', folder, '--po-home', poHome, ...IMAGE, '--json'])
+  assert.equal(started.code, 0, started.stderr)
+
+  // The size is set before any input reaches the command: it reads a line first.
+  let entered = false
+  const sized = await inTerminal(['exec', folder, '--po-home', poHome, '--', 'sh', '-c', 'echo ready; read line; stty size'], {
+    env: cliEnv(),
+    rows: 33,
+    cols: 101,
+    onOutput: (text, write) => {
+      if (!entered && text.includes('ready')) { entered = true; write('\r') }
+    },
+  })
+  assert.equal(sized.code, 0, `${sized.stdout}\n${sized.stderr}`)
+  assert.match(sized.stdout, /^33 101\r?$/m)
+
+  // Ctrl-C typed once the command runs: the shell inside gets SIGINT (exit 130), not po-sandbox.
+  let typed = false
+  const interrupted = await inTerminal(['exec', folder, '--po-home', poHome, '--', 'sh', '-c', 'echo waiting; sleep 60; echo not-interrupted'], {
+    env: cliEnv(),
+    rows: 24,
+    cols: 80,
+    onOutput: (text, write) => {
+      if (!typed && text.includes('waiting')) { typed = true; write('\x03') }
+    },
+  })
+  assert.ok(typed, interrupted.stdout)
+  assert.equal(interrupted.code, 130, `${interrupted.stdout}\n${interrupted.stderr}`)
+  assert.doesNotMatch(interrupted.stdout, /not-interrupted/)
+})
+
+test('up shows the image build as step lines on a terminal, and nothing but JSON with --json', async (t) => {
+  // Fresh tags of the test base: each gives a new image digest, so each up builds.
+  const plain = async (kind, json) => {
+    const base = `po-sandbox-test-base:progress-${kind}-${process.pid}`
+    const { folder, poHome, ws } = sandboxFolder(t, `progress-${kind}`)
+    dockerCli(['tag', TEST_BASE, base])
+    let image
+    t.after(async () => {
+      // The container first: an image in use cannot be removed.
+      await addon.stopSandboxContainers({ poHome, workspace: ws.id, removeVolumes: true })
+      await run('docker', ['rmi', '-f', base, ...(image ? [image] : [])])
+    })
+    const r = await inTerminal(['up', folder, '--po-home', poHome, '--base-image', base, '--image-variant', 'minimal', ...(json ? ['--json'] : [])], { env: cliEnv(), rows: 24, cols: 120 })
+    assert.equal(r.code, 0, `${r.stdout}\n${r.stderr}`)
+    image = r.stdout.match(/po-sandbox:[0-9a-f]{24}/)?.[0]
+    assert.ok(image, r.stdout)
+    return r.stdout
+  }
+  const text = await plain('text', false)
+  assert.match(text, /Building the sandbox image po-sandbox:[0-9a-f]{24} \(once; later runs reuse it\)/)
+  assert.match(text, /^ {2}Step 1\/\d+ : FROM /m)
+  assert.match(text, /^Built po-sandbox:/m)
+  assert.match(text, /Sandbox started for/)
+  const json = await plain('json', true)
+  // The terminal shows stdout and stderr together: only the JSON object is there.
+  assert.equal(JSON.parse(json).ok, true)
+})
+
+test('exec runs the real pi inside the sandbox: its model call reaches a fake upstream with the real key, the container only ever held a token', async (t) => {
+  const { folder, poHome, ws } = sandboxFolder(t, 'pi-project')
+  // pi and this package inside the workspace folder (the demo image has neither): pi's bundle
+  // and jiti, its extension loader; the package is what pi loads as its extension (its manifest, the extension,
+  // index.js and the built addon).
+  const piRoot = path.join(root, 'node_modules', '@earendil-works', 'pi-coding-agent')
+  cpSync(path.join(piRoot, 'package.json'), path.join(folder, 'pi', 'package.json'))
+  cpSync(path.join(piRoot, 'dist', 'bundle'), path.join(folder, 'pi', 'dist', 'bundle'), { recursive: true })
+  // Its one runtime dependency outside the bundle: the extension loader.
+  cpSync(path.join(root, 'node_modules', 'jiti'), path.join(folder, 'pi', 'node_modules', 'jiti'), { recursive: true })
+  for (const f of ['package.json', 'index.js', 'extensions', ...readdirSync(root).filter((n) => n.endsWith('.node'))]) {
+    cpSync(path.join(root, f), path.join(folder, 'pkg', f), { recursive: true })
+  }
+  const upstream = await startUpstream({ name: 'pi-upstream', t })
+  const realKey = `sk-ant-api03-${randomBytes(24).toString('hex')}`
+  const env = cliEnv({ ANTHROPIC_API_KEY: realKey, ANTHROPIC_BASE_URL: upstream.origin })
+  const started = await po(['up', folder, '--po-home', poHome, ...IMAGE, '--json'], { env })
+  assert.equal(started.code, 0, started.stderr)
+  const containerId = JSON.parse(started.stdout).container.containerId
+
+  const piArgs = ['env', 'PI_CODING_AGENT_DIR=/po-home/agent', 'PI_OFFLINE=1', 'PI_SKIP_VERSION_CHECK=1', 'PI_TELEMETRY=0',
+    'node', 'pi/dist/bundle/cli.js', '-p', '--no-session', '--extension', 'pkg', '--provider', 'anthropic', '--model', 'claude-haiku-4-5', 'ping']
+  const r = await po(['exec', folder, '--po-home', poHome, '--', ...piArgs], { env })
+  assert.equal(r.code, 0, `pi in the sandbox failed:\nstdout: ${r.stdout}\nstderr: ${r.stderr}`)
+  assert.match(r.stdout, /pong from pi-upstream/)
+
+  const seen = upstream.requests.filter((q) => q.api === 'anthropic-messages')
+  assert.ok(seen.length >= 1, JSON.stringify(upstream.requests))
+  const inspected = JSON.parse(dockerCli(['inspect', containerId]))[0]
+  const token = inspected.Config.Env.find((kv) => kv.startsWith('ANTHROPIC_API_KEY='))?.split('=')[1]
+  assert.ok(token && token !== realKey)
+  assert.ok(!inspected.Config.Env.some((kv) => kv.includes(realKey)), 'the real key is in the container')
+  for (const q of seen) {
+    assert.equal(q.headers['x-api-key'], realKey)
+    assert.ok(!JSON.stringify(q).includes(token), 'the upstream saw the token')
+  }
+  assert.equal(ws.id, JSON.parse(started.stdout).workspace.id)
+})
+
+test('po-sandbox demo (npm start): doctor, a contained demo sandbox answering, then nothing left', async () => {
+  const r = await po(['demo'])
+  assert.equal(r.code, 0, `${r.stdout}\n${r.stderr}`)
+  assert.match(r.stdout, /Runtime {3}the embedded demo bundle: ok/)
+  assert.match(r.stdout, /Inside, the demo server reports: contained \(PO_SANDBOX=1\)/)
+  assert.match(r.stdout, /The sandbox layer works on this machine\./)
+  const id = r.stdout.match(/^ {2}Workspace {3}(\S+)$/m)?.[1]
+  assert.ok(id, r.stdout)
+  assert.equal(dockerCli(['ps', '-aq', '--filter', `label=po.workspace=${id}`]), '')
+  assert.equal(dockerCli(['volume', 'ls', '-q', '--filter', `label=po.workspace=${id}`]), '')
+  const folder = r.stdout.match(/for (\/\S+) \(workspace \S+\)\.\.\.$/m)?.[1]
+  assert.ok(folder, r.stdout)
+  assert.throws(() => realpathSync(path.dirname(folder)), 'the throw-away folder is removed')
+})
+
+test('po-sandbox demo interrupted with Ctrl-C (SIGINT) while the sandbox starts: exit 130, nothing left', async () => {
+  const child = spawn(process.execPath, [cli, 'demo'], { env: cliEnv(), stdio: ['ignore', 'pipe', 'pipe'] })
+  let stdout = ''
+  let stderr = ''
+  let id
+  let sent = false
+  child.stdout.on('data', (d) => {
+    stdout += d
+    id ??= stdout.match(/\(workspace (\S+)\)\.\.\.$/m)?.[1]
+    // Twice: a second Ctrl-C does not cut the clean-up short.
+    if (id && !sent) { sent = true; child.kill('SIGINT'); child.kill('SIGINT') }
+  })
+  child.stderr.on('data', (d) => { stderr += d })
+  const code = await new Promise((resolve) => child.once('close', resolve))
+  assert.ok(id, stdout)
+  assert.equal(code, 130, `${stdout}\n${stderr}`)
+  assert.match(stderr, /Interrupted: removing the throw-away sandbox/)
+  assert.equal(dockerCli(['ps', '-aq', '--filter', `label=po.workspace=${id}`]), '')
+  assert.equal(dockerCli(['volume', 'ls', '-q', '--filter', `label=po.workspace=${id}`]), '')
+  const folder = stdout.match(/for (\/\S+) \(workspace/)?.[1]
+  assert.throws(() => realpathSync(path.dirname(folder)), 'the throw-away folder is removed')
+})

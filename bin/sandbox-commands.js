@@ -1,0 +1,194 @@
+'use strict'
+// The folder commands of po-sandbox: `up`, `down`, `exec` and `demo` (what `npm start` runs).
+// Thin: they call the same provider Po's hub uses (registerSandboxLayer) and print.
+
+const { mkdirSync, mkdtempSync, rmSync } = require('node:fs')
+const os = require('node:os')
+const path = require('node:path')
+const tty = require('node:tty')
+
+/** The base image `npm test` builds where no registry can be reached. */
+const LOCAL_BASE = 'po-sandbox-test-base:node24'
+/** The exit code of `exec` when po-sandbox itself fails (as `docker exec` does). */
+const EXEC_FAILED = 125
+
+/** A Po host for the command line: the global scope, not contained, nothing to register into. */
+const CLI_HOST = { scope: 'global', identity: { contained: false }, registerSandboxProvider() {}, publishService() {} }
+
+function coded(code, message) {
+  return Object.assign(new Error(message), { code })
+}
+
+/** The container provider for the command line, on Po's bundle or the demo one. */
+function layerFor(addon, opts, extra = {}) {
+  const layer = addon.registerSandboxLayer(CLI_HOST, { poHome: opts.poHome, engine: opts.engine, baseImage: opts.baseImage, imageVariant: opts.imageVariant, demoRuntime: true, ...extra })
+  if (!layer) throw coded('NESTING_REFUSED', 'Refusing to manage containers from inside a sandbox container (PO_SANDBOX=1): sandboxes do not nest. Run this on the host.')
+  return layer
+}
+
+/** Image build progress as step lines on a terminal; nothing with --json or when piped. */
+function showProgress(layer, opts) {
+  if (opts.json || !process.stderr.isTTY) return
+  layer.provider.onEvent((e) => {
+    if (e.type !== 'image') return
+    if (e.phase === 'building') process.stderr.write(`Building the sandbox image ${e.tag} (once; later runs reuse it)...\n`)
+    else if (e.phase === 'progress' && /^Step \d+\/\d+/.test(e.message ?? '')) process.stderr.write(`  ${e.message.trim()}\n`)
+    else if (e.phase === 'built') process.stderr.write(`Built ${e.tag}.\n`)
+  })
+}
+
+function runtimeLine(version) {
+  return version === 'demo' ? "the embedded demo bundle (Po's runtime bundle is not installed)" : `Po's runtime bundle ${version}`
+}
+
+/** What `up` prints: the URL and the posture the engine reports. */
+function upText(ws, c, runtimeVersion, hints) {
+  const p = c.posture
+  const mounts = p.mounts.map((m) => `${m.target} (${m.readOnly ? 'ro' : 'rw'}${m.kind === 'volume' ? `, volume ${m.source}` : m.source !== m.target ? `, from ${m.source}` : ''})`)
+  const broker = p.mounts.some((m) => m.target === '/run/po-broker') ? 'brokered: the container holds per-session tokens, never a key' : 'no credentials'
+  return [
+    `Sandbox ${c.adopted ? 'adopted (already running)' : 'started'} for ${ws.path}`,
+    `  URL         ${c.url}`,
+    `  Workspace   ${ws.id}`,
+    `  Runtime     ${runtimeLine(runtimeVersion)}`,
+    `  Container   ${c.name} (${c.containerId.slice(0, 12)}), image ${c.image}`,
+    `  Posture     user ${p.user}; ${p.noCapabilities ? 'all capabilities dropped' : 'CAPABILITIES NOT ALL DROPPED'}; ${p.noNewPrivileges ? 'no-new-privileges' : 'NEW PRIVILEGES ALLOWED'}; ${p.privileged ? 'PRIVILEGED' : 'not privileged'}; pid limit ${p.pidsLimit ?? 'none'}; network ${p.networkMode}`,
+    `  Published   ${p.published.join(', ') || 'nothing'}`,
+    `  Credentials ${broker}`,
+    `  Mounts      ${mounts.join('\n              ')}`,
+    ...(hints ? ['', `Run a command in it: po-sandbox exec ${ws.path} -- <command...>`, `Stop it:             po-sandbox down ${ws.path}`] : []),
+    '',
+  ].join('\n')
+}
+
+async function up(addon, opts, ws) {
+  const layer = layerFor(addon, opts)
+  showProgress(layer, opts)
+  const c = await layer.containers.start({ id: ws.id, path: ws.path })
+  const runtimeVersion = layer.provider.status().runtimeVersion
+  if (opts.json) process.stdout.write(`${JSON.stringify({ ok: true, workspace: ws, runtimeVersion, demo: runtimeVersion === 'demo', container: c }, null, 2)}\n`)
+  else process.stdout.write(upText(ws, c, runtimeVersion, opts.command === 'up'))
+  return { layer, container: c }
+}
+
+async function down(addon, opts, ws, removeVolumes = false) {
+  const stopped = await addon.stopSandboxContainers({ poHome: opts.poHome, engine: opts.engine, workspace: ws.id, removeVolumes })
+  if (opts.json) process.stdout.write(`${JSON.stringify({ ok: true, workspace: ws, stopped: stopped.length > 0 }, null, 2)}\n`)
+  else if (stopped.length === 0) process.stdout.write(`The sandbox of ${ws.path} (workspace ${ws.id}) has no container: nothing to stop.\n`)
+  else process.stdout.write(`Stopped and removed the sandbox of ${ws.path} (workspace ${ws.id})${removeVolumes ? ', and its volumes' : '; its volumes are kept'}.\n`)
+}
+
+/** The recipe of the folder's running container, unless the command line names one: `exec`
+ * must not ask for another image (that would replace the sandbox). */
+async function runningRecipe(addon, opts, ws) {
+  const rows = await addon.listSandboxContainers({ poHome: opts.poHome, engine: opts.engine })
+  const row = rows.find((r) => r.workspaceId === ws.id && r.state === 'running')
+  if (!row) throw coded('SANDBOX_NOT_RUNNING', `The sandbox of workspace '${ws.id}' is not running: start it with \`po-sandbox up ${ws.path}\` first.`)
+  if (opts.baseImage || opts.imageVariant) return {}
+  return { baseImage: row.imageBase ?? undefined, imageVariant: row.imageVariant ?? undefined }
+}
+
+async function exec(addon, opts, ws) {
+  const layer = layerFor(addon, opts, await runningRecipe(addon, opts, ws))
+  const code = await layer.containers.exec(ws.id, opts.rest, { path: ws.path, tty: tty.isatty(0) })
+  return code < 0 ? EXEC_FAILED : code
+}
+
+/** The base for the demo: the one asked for; else the default when it is on the engine; else
+ * the local test base when that is; else the default (the build pulls it). */
+async function demoBase(addon, opts, report) {
+  if (opts.baseImage || report.image.basePresent !== false) return {}
+  const local = await addon.doctor(process.version, { engine: opts.engine, poHome: opts.poHome, baseImage: LOCAL_BASE, imageVariant: 'minimal', demoRuntime: true })
+  if (local.image.basePresent !== true) {
+    process.stdout.write(`\nThe base image ${report.image.base} is not on this engine: the build will try to pull it. Where no registry can be reached, build a local base first with 'bash scripts/build-test-base-image.sh' (as 'npm test' does) and run this again.\n`)
+    return {}
+  }
+  process.stdout.write(`\nThe base image ${report.image.base} is not on this engine (and this machine may reach no registry to pull it from): using the local base image ${LOCAL_BASE} that 'npm test' builds (scripts/build-test-base-image.sh), with the minimal recipe.\n`)
+  return { baseImage: LOCAL_BASE, imageVariant: 'minimal' }
+}
+
+/** Reads the demo server's own report of where it runs (what `/po-sandbox` reports, and more). */
+async function demoStatus(url) {
+  const health = await fetch(`${url}/api/health`)
+  if (!health.ok) throw coded('CONTAINER_UNHEALTHY', `The demo server at ${url} answered its health path with ${health.status}.`)
+  const res = await fetch(`${url}/api/status`)
+  if (!res.ok) throw coded('CONTAINER_UNHEALTHY', `The demo server at ${url} answered /api/status with ${res.status}.`)
+  return res.json()
+}
+
+function containedText(s) {
+  const caps = /^0+$/.test(s.privileges.effectiveCapabilities ?? '') ? 'no capabilities' : `capabilities ${s.privileges.effectiveCapabilities}`
+  return `Inside, the demo server reports: contained (PO_SANDBOX=1), workspace ${s.workspace}, uid ${s.user.uid}, ${caps}, no-new-privileges ${s.privileges.noNewPrivileges}, pid limit ${s.limits.pids}.\n`
+}
+
+/** `npm start`: doctor, then up / check / down of a throw-away folder on the demo bundle. */
+async function demo(addon, opts) {
+  const report = await addon.doctor(process.version, { engine: opts.engine, poHome: opts.poHome, baseImage: opts.baseImage, imageVariant: opts.imageVariant, demoRuntime: true })
+  process.stdout.write(report.text)
+  if (!report.ok) return 1
+  const base = await demoBase(addon, opts, report)
+  // A throw-away folder and Po home: the demo bundle is used even where Po's is installed, and
+  // nothing of a real Po home is touched.
+  const scratch = mkdtempSync(path.join(os.tmpdir(), 'po-sandbox-demo-'))
+  const folder = path.join(scratch, 'demo-workspace')
+  mkdirSync(folder)
+  const demoOpts = { ...opts, ...base, poHome: path.join(scratch, 'po-home'), json: false }
+  const ws = addon.workspaceForFolder(folder)
+  let starting
+  let cleaning
+  // Once, also when Ctrl-C comes first: after the start settles, so nothing it creates stays.
+  const cleanUp = () => (cleaning ??= (async () => {
+    await starting?.catch(() => {})
+    try {
+      await down(addon, demoOpts, ws, true)
+    } finally {
+      rmSync(scratch, { recursive: true, force: true })
+    }
+  })())
+  let interrupting = false
+  // A second Ctrl-C while cleaning up does not cut the clean-up short.
+  const interrupted = () => {
+    if (interrupting) return
+    interrupting = true
+    process.stderr.write('\nInterrupted: removing the throw-away sandbox...\n')
+    cleanUp().finally(() => process.exit(130))
+  }
+  process.on('SIGINT', interrupted)
+  try {
+    process.stdout.write(`\nBringing up a throw-away sandbox for ${folder} (workspace ${ws.id})...\n`)
+    starting = up(addon, demoOpts, ws)
+    const { container } = await starting
+    const status = await demoStatus(container.url)
+    if (status.contained !== true || status.workspace !== ws.id || status.bundle !== 'demo') {
+      throw coded('CONTAINER_FAILED', `The demo server does not report a contained demo sandbox for ${ws.id}: ${JSON.stringify({ contained: status.contained, workspace: status.workspace, bundle: status.bundle })}`)
+    }
+    process.stdout.write(containedText(status))
+  } finally {
+    await cleanUp()
+    process.removeListener('SIGINT', interrupted)
+  }
+  process.stdout.write('\nThe sandbox layer works on this machine.\n')
+  return 0
+}
+
+function report(err, opts, failed) {
+  if (opts.json) process.stdout.write(`${JSON.stringify({ ok: false, error: { code: err.code, message: err.message } }, null, 2)}\n`)
+  else process.stderr.write(`po-sandbox: ${err.message} [${err.code}]\n`)
+  return failed
+}
+
+/** Runs up, down, exec or demo; resolves with the exit code. */
+async function folderCommand(addon, opts) {
+  const failed = opts.command === 'exec' ? EXEC_FAILED : 1
+  try {
+    if (opts.command === 'demo') return await demo(addon, opts)
+    const ws = addon.workspaceForFolder(path.resolve(opts.args[0] ?? '.'))
+    if (opts.command === 'up') return (await up(addon, opts, ws), 0)
+    if (opts.command === 'down') return (await down(addon, opts, ws), 0)
+    return await exec(addon, opts, ws)
+  } catch (err) {
+    return report(err, opts, failed)
+  }
+}
+
+module.exports = { folderCommand }

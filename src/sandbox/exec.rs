@@ -1,0 +1,298 @@
+//! A command in a workspace's running container, wired to this process's own standard streams
+//! (`po-sandbox exec`): in the workspace folder, as the container's user, with the container's
+//! environment (the broker grant's variables included). With a TTY the terminal is put in raw
+//! mode (so Ctrl-C and the like reach the command) and resized with this one; without, stdin,
+//! stdout and stderr stay apart and stdin's end is passed on. Resolves with the exit code.
+
+use std::time::Duration;
+
+use bollard::Docker;
+use bollard::container::LogOutput;
+use bollard::exec::{StartExecOptions, StartExecResults};
+use bollard::models::ExecConfig;
+use futures_util::StreamExt;
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
+
+use crate::error::{Error, Result};
+
+/// The longest command line accepted (arguments and separators, in bytes).
+pub const MAX_COMMAND_BYTES: usize = 128 * 1024;
+
+/// What to run and how.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExecRequest {
+    /// The program and its arguments.
+    pub command: Vec<String>,
+    /// Allocate a TTY (stdin is a terminal).
+    pub tty: bool,
+    /// The folder to run in, inside the container.
+    pub working_dir: String,
+}
+
+/// Checks a command before any I/O: at least the program, no empty program, no NUL byte, at
+/// most [`MAX_COMMAND_BYTES`].
+pub fn check_command(command: &[String]) -> Result<()> {
+    let invalid = |reason: &str| {
+        Err(Error::OptionsInvalid {
+            option: "command".into(),
+            reason: reason.into(),
+        })
+    };
+    match command.first() {
+        None => invalid(
+            "it is empty; give the program to run and its arguments (po-sandbox exec [dir] -- <command…>)",
+        ),
+        Some(p) if p.is_empty() => invalid("the program name is empty; give the program to run"),
+        _ if command.iter().any(|a| a.contains('\0')) => {
+            invalid("an argument contains a NUL byte, which no command line can carry")
+        }
+        _ if command.iter().map(|a| a.len() + 1).sum::<usize>() > MAX_COMMAND_BYTES => {
+            invalid(&format!(
+                "it is longer than {MAX_COMMAND_BYTES} bytes; pass long input on stdin instead"
+            ))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// Runs the request in `container_id` attached to this process's stdin, stdout and stderr, and
+/// returns the command's exit code.
+pub async fn run(
+    docker: &Docker,
+    container_id: &str,
+    workspace: &str,
+    req: ExecRequest,
+) -> Result<i64> {
+    let failed = |doing: &str| {
+        let doing = format!(
+            "{doing} in container {}",
+            &container_id[..container_id.len().min(12)]
+        );
+        move |e: bollard::errors::Error| Error::container_caused(workspace, doing, e)
+    };
+    let config = ExecConfig {
+        attach_stdin: Some(true),
+        attach_stdout: Some(true),
+        attach_stderr: Some(true),
+        tty: Some(req.tty),
+        cmd: Some(req.command.clone()),
+        working_dir: Some(req.working_dir.clone()),
+        ..Default::default()
+    };
+    let exec = docker
+        .create_exec(container_id, config)
+        .await
+        .map_err(failed("create the exec"))?;
+    let started = docker
+        .start_exec(
+            &exec.id,
+            Some(StartExecOptions {
+                detach: false,
+                tty: req.tty,
+                output_capacity: None,
+            }),
+        )
+        .await
+        .map_err(failed("start the exec"))?;
+    let StartExecResults::Attached { output, input } = started else {
+        return Err(Error::container(workspace, "the exec started detached"));
+    };
+    let _raw = req.tty.then(terminal::RawMode::enter).flatten();
+    if req.tty {
+        // Before any input is passed on, so what the command reads comes after its size is set.
+        terminal::resize(docker, &exec.id).await;
+    }
+    let resizer = req
+        .tty
+        .then(|| tokio::spawn(terminal::follow_size(docker.clone(), exec.id.clone())));
+    let feeder = tokio::spawn(feed_stdin(tokio::io::stdin(), input));
+    let copied = copy_output(output).await;
+    feeder.abort();
+    if let Some(r) = resizer {
+        r.abort();
+    }
+    copied.map_err(|e| Error::container_caused(workspace, "copy the command's output", e))?;
+    exit_code(docker, &exec.id)
+        .await
+        .map_err(failed("inspect the exec"))
+}
+
+/// Copies `stdin` into the exec until it ends, then half-closes the exec's input so the
+/// command sees the end too.
+async fn feed_stdin(
+    mut stdin: impl AsyncRead + Unpin,
+    mut input: std::pin::Pin<Box<dyn AsyncWrite + Send>>,
+) {
+    let mut buf = vec![0u8; 16 * 1024];
+    loop {
+        let n = match tokio::io::AsyncReadExt::read(&mut stdin, &mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        if input.write_all(&buf[..n]).await.is_err() || input.flush().await.is_err() {
+            return;
+        }
+    }
+    let _ = input.shutdown().await;
+}
+
+/// Writes the exec's output to this process's stdout and stderr as it arrives.
+async fn copy_output(
+    mut output: std::pin::Pin<
+        Box<
+            dyn futures_util::Stream<Item = std::result::Result<LogOutput, bollard::errors::Error>>
+                + Send,
+        >,
+    >,
+) -> std::result::Result<(), bollard::errors::Error> {
+    let mut stdout = tokio::io::stdout();
+    let mut stderr = tokio::io::stderr();
+    while let Some(chunk) = output.next().await {
+        let written = match chunk? {
+            LogOutput::StdErr { message } => write_now(&mut stderr, &message).await,
+            LogOutput::StdOut { message } | LogOutput::Console { message } => {
+                write_now(&mut stdout, &message).await
+            }
+            LogOutput::StdIn { .. } => Ok(()),
+        };
+        // Our own stdout closed (a pipe's reader left): nothing more can be shown.
+        if written.is_err() {
+            break;
+        }
+    }
+    Ok(())
+}
+
+async fn write_now(to: &mut (impl AsyncWrite + Unpin), bytes: &[u8]) -> std::io::Result<()> {
+    to.write_all(bytes).await?;
+    to.flush().await
+}
+
+/// The exit code once the engine has recorded it (the output can end a moment before).
+async fn exit_code(
+    docker: &Docker,
+    exec_id: &str,
+) -> std::result::Result<i64, bollard::errors::Error> {
+    let mut pause = Duration::from_millis(5);
+    for _ in 0..40 {
+        let info = docker.inspect_exec(exec_id).await?;
+        if info.running != Some(true)
+            && let Some(code) = info.exit_code
+        {
+            return Ok(code);
+        }
+        tokio::time::sleep(pause).await;
+        pause = (pause * 2).min(Duration::from_millis(250));
+    }
+    // Still running after its output closed (it closed its streams and went on): report that.
+    Ok(-1)
+}
+
+/// The local terminal: raw mode while attached, and its size.
+mod terminal {
+    use bollard::Docker;
+    use bollard::exec::ResizeExecOptions;
+
+    /// The terminal's settings before raw mode; restored when dropped.
+    pub struct RawMode(libc::termios);
+
+    impl RawMode {
+        /// Puts stdin's terminal in raw mode; `None` when stdin is not a terminal.
+        pub fn enter() -> Option<RawMode> {
+            // SAFETY: termios is plain data; tcgetattr fills it or fails.
+            let mut saved: libc::termios = unsafe { std::mem::zeroed() };
+            if unsafe { libc::tcgetattr(libc::STDIN_FILENO, &mut saved) } != 0 {
+                return None;
+            }
+            let mut raw = saved;
+            // SAFETY: raw is a valid termios from tcgetattr.
+            unsafe { libc::cfmakeraw(&mut raw) };
+            if unsafe { libc::tcsetattr(libc::STDIN_FILENO, libc::TCSANOW, &raw) } != 0 {
+                return None;
+            }
+            Some(RawMode(saved))
+        }
+    }
+
+    impl Drop for RawMode {
+        fn drop(&mut self) {
+            // SAFETY: restores the settings read in `enter`.
+            unsafe { libc::tcsetattr(libc::STDIN_FILENO, libc::TCSANOW, &self.0) };
+        }
+    }
+
+    /// (rows, columns) of the terminal on stdout, else stdin.
+    pub fn size() -> Option<(u16, u16)> {
+        [libc::STDOUT_FILENO, libc::STDIN_FILENO]
+            .into_iter()
+            .find_map(|fd| {
+                // SAFETY: winsize is plain data; TIOCGWINSZ fills it or fails.
+                let mut ws: libc::winsize = unsafe { std::mem::zeroed() };
+                let ok = unsafe { libc::ioctl(fd, libc::TIOCGWINSZ, &mut ws) } == 0;
+                (ok && ws.ws_row > 0 && ws.ws_col > 0).then_some((ws.ws_row, ws.ws_col))
+            })
+    }
+
+    /// Gives the exec this terminal's size (best effort: a failed resize leaves the old size).
+    pub async fn resize(docker: &Docker, exec_id: &str) {
+        if let Some((height, width)) = size() {
+            let _ = docker
+                .resize_exec(exec_id, ResizeExecOptions { height, width })
+                .await;
+        }
+    }
+
+    /// Gives the exec this terminal's size after every SIGWINCH.
+    pub async fn follow_size(docker: Docker, exec_id: String) {
+        use tokio::signal::unix::{SignalKind, signal};
+        let Ok(mut changes) = signal(SignalKind::window_change()) else {
+            return;
+        };
+        while changes.recv().await.is_some() {
+            resize(&docker, &exec_id).await;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn commands_are_checked_before_any_io() {
+        let s = |v: &[&str]| v.iter().map(|a| a.to_string()).collect::<Vec<_>>();
+        let long = "x".repeat(MAX_COMMAND_BYTES);
+        let cases: Vec<(Vec<String>, Option<&str>)> = vec![
+            (s(&["ls", "-la"]), None),
+            (s(&["sh"]), None),
+            (s(&["echo", ""]), None),
+            (s(&[]), Some("empty")),
+            (s(&["", "x"]), Some("program name is empty")),
+            (s(&["echo", "a\0b"]), Some("NUL")),
+            (vec!["echo".into(), long], Some("longer than")),
+        ];
+        for (command, refused) in cases {
+            match (check_command(&command), refused) {
+                (Ok(()), None) => {}
+                (Err(e), Some(what)) => {
+                    assert_eq!(e.code(), "OPTIONS_INVALID");
+                    assert!(e.to_string().contains(what), "{e}");
+                    assert!(e.to_string().contains("command"), "{e}");
+                }
+                (got, want) => panic!("{command:?}: {got:?}, wanted refusal {want:?}"),
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn stdin_is_copied_then_half_closed() {
+        let (ours, mut theirs) = tokio::io::duplex(64);
+        let input: std::pin::Pin<Box<dyn AsyncWrite + Send>> = Box::pin(ours);
+        feed_stdin(&b"hello\nworld"[..], input).await;
+        let mut got = Vec::new();
+        tokio::io::AsyncReadExt::read_to_end(&mut theirs, &mut got)
+            .await
+            .unwrap();
+        assert_eq!(got, b"hello\nworld");
+    }
+}
