@@ -789,7 +789,7 @@ export interface WithheldCredential {
 }
 
 /** What happened to a workspace's container. */
-export type WorkspaceChange = 'starting' | 'adopted' | 'created' | 'replaced' | 'ready' | 'stopped' | 'removed' | 'failed'
+export type WorkspaceChange = 'starting' | 'adopted' | 'created' | 'replaced' | 'ready' | 'stopped' | 'removed' | 'failed' | 'died' | 'restarted' | 'oom' | 'unhealthy'
 
 /** One workspace's container. */
 export interface WorkspaceContainer {

@@ -7,9 +7,9 @@ import assert from 'node:assert/strict'
 import net from 'node:net'
 import path from 'node:path'
 
-import { tempDir, waitFor } from './helpers.mjs'
+import { run, tempDir, waitFor } from './helpers.mjs'
 import {
-  baseOptions, cleanupOwner, hostEnv, newOwner, openLayer, tempHome, tempWorkspace, useTestBaseImage, writeBundle,
+  baseOptions, cleanupOwner, hostEnv, inspect, newOwner, openLayer, tempHome, tempWorkspace, useTestBaseImage, writeBundle,
 } from './provider-fixtures.mjs'
 
 useTestBaseImage()
@@ -86,4 +86,40 @@ test('a frozen engine: calls settle with ENGINE_TIMEOUT within the bound, status
   assert.ok(events.some((e) => e.type === 'engine' && e.available === true && events.indexOf(e) > events.indexOf(lost[0])), 'an engine event says it answers again')
   const listed = await layer.containers.list()
   assert.deepEqual(listed.map((x) => [x.workspaceId, x.state]), [['w', 'running']])
+})
+
+test('a container whose server dies is restarted by the engine: died and restarted events with the reason, and status() follows its port with no call', async (t) => {
+  const poHome = tempHome(t)
+  const owner = newOwner()
+  cleanupOwner(t, owner)
+  writeBundle(poHome)
+  const ws = tempWorkspace(t)
+  const { layer, events } = openLayer(baseOptions(poHome, owner, { workspaces: [{ id: 'crash', path: ws }] }))
+  const status = await layer.provider.ready()
+  assert.equal(status.workspaces[0].state, 'running', JSON.stringify(status.workspaces))
+  const c = status.workspaces[0].container
+  // A crash: the server's process killed inside the container.
+  const killed = await run('docker', ['exec', c.containerId, 'sh', '-c', 'kill -9 $(pidof node)'])
+  assert.equal(killed.code, 0, killed.stderr)
+  const ofWorkspace = (state) => events.find((e) => e.type === 'workspace' && e.workspaceId === 'crash' && e.state === state)
+  await waitFor(() => ofWorkspace('restarted'), 'a restarted event', 20000)
+  const died = ofWorkspace('died')
+  assert.ok(died, JSON.stringify(events.filter((e) => e.type === 'workspace')))
+  assert.match(died.reason, /exited with code 137/)
+  assert.equal(died.containerId, c.containerId)
+  assert.ok(events.indexOf(died) < events.indexOf(ofWorkspace('restarted')))
+  // status() shows the port the engine publishes now, without any call to the provider.
+  const port = () => {
+    const bindings = Object.values(inspect(c.containerId).NetworkSettings.Ports ?? {}).flat().filter(Boolean)
+    return bindings.length ? Number(bindings[0].HostPort) : null
+  }
+  await waitFor(() => port() && layer.provider.status().workspaces[0].container.hostPort === port(), 'status() to show the current port', 10000)
+  // Docker's allocator hands out the next ephemeral port on a restart: the status really moved.
+  assert.notEqual(port(), c.hostPort, 'the restarted container kept its port, so this proves nothing')
+  assert.equal(layer.provider.status().workspaces[0].container.url, `http://127.0.0.1:${port()}`)
+  assert.equal(layer.provider.status().workspaces[0].container.state, 'running')
+  // A stop on request is not a death.
+  assert.equal(await layer.containers.stop('crash'), true)
+  await new Promise((resolve) => setTimeout(resolve, 1500))
+  assert.equal(events.filter((e) => e.type === 'workspace' && e.state === 'died').length, 1)
 })

@@ -3,12 +3,17 @@
 // po-sandbox: a fresh provider's start-up until every workspace is adopted (engine check,
 // runtime bundle, image check, one label-filtered list call, then per workspace an inspect and
 // a health answer), measured in-process.
-// Baseline: what a CLI-driven layer does for the same adoption: per workspace
-// `docker ps --filter label=po.owner=… --filter label=po.workspace=… -q` and `docker inspect`.
+// Baselines, measured in the same rounds:
+// - the Engine-API floor: the least any layer must do for the same adoption, straight over the
+//   engine's socket from Node: one label-filtered list, then for every workspace at once an
+//   inspect and a health answer from its published port (keep-alive agents, no checks);
+// - what a CLI-driven layer does: per workspace `docker ps --filter label=po.owner=… --filter
+//   label=po.workspace=… -q` and `docker inspect`.
 //
 // Usage: node bench/adopt.mjs [workspaces=20] [rounds=7]
 // Needs a running Docker engine and the local test base image (scripts/build-test-base-image.sh).
 import { execFileSync, execFile } from 'node:child_process'
+import http from 'node:http'
 import { mkdirSync, mkdtempSync, rmSync } from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
@@ -21,6 +26,42 @@ const run = promisify(execFile)
 const { registerSandboxLayer } = createRequire(import.meta.url)('../index.js')
 const N = Number(process.argv[2] ?? 20)
 const ROUNDS = Number(process.argv[3] ?? 7)
+
+const engineAgent = new http.Agent({ keepAlive: true, maxSockets: 64 })
+const healthAgent = new http.Agent({ keepAlive: true, maxSockets: 64 })
+
+/** GET over the engine's socket (DOCKER_HOST unix://… or /var/run/docker.sock), as JSON. */
+function engineGet(p) {
+  const socketPath = (process.env.DOCKER_HOST ?? 'unix:///var/run/docker.sock').replace(/^unix:\/\//, '')
+  return new Promise((resolve, reject) => {
+    http.get({ socketPath, path: p, agent: engineAgent }, (res) => {
+      let body = ''
+      res.on('data', (d) => { body += d })
+      res.on('end', () => (res.statusCode === 200 ? resolve(JSON.parse(body)) : reject(new Error(`${p}: ${res.statusCode}`))))
+    }).on('error', reject)
+  })
+}
+
+function healthOf(port, p) {
+  return new Promise((resolve, reject) => {
+    http.get({ host: '127.0.0.1', port, path: p, agent: healthAgent }, (res) => {
+      res.resume()
+      res.on('end', () => (res.statusCode === 200 ? resolve() : reject(new Error(`health ${res.statusCode}`))))
+    }).on('error', reject)
+  })
+}
+
+/** The floor: one list, then every inspect and health answer concurrently. */
+async function floor(owner, n) {
+  const filters = encodeURIComponent(JSON.stringify({ label: [`po.owner=${owner}`] }))
+  const list = await engineGet(`/containers/json?filters=${filters}`)
+  if (list.length !== n) throw new Error(`the floor listed ${list.length} containers, not ${n}`)
+  await Promise.all(list.map(async (c) => {
+    const info = await engineGet(`/containers/${c.Id}/json`)
+    const port = Number(Object.values(info.NetworkSettings.Ports).flat().filter(Boolean)[0].HostPort)
+    await healthOf(port, '/api/health')
+  }))
+}
 
 function percentile(sorted, p) {
   return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]
@@ -51,6 +92,7 @@ try {
   if (failed.length) throw new Error(`set-up failed: ${JSON.stringify(failed[0])}`)
 
   const ours = []
+  const api = []
   const cli = []
   for (let r = 0; r < ROUNDS; r++) {
     let t0 = performance.now()
@@ -60,6 +102,10 @@ try {
     if (s.workspaces.some((w) => !w.container?.adopted)) throw new Error('not every workspace was adopted')
 
     t0 = performance.now()
+    await floor(owner, N)
+    api.push(performance.now() - t0)
+
+    t0 = performance.now()
     for (const w of workspaces) {
       const { stdout } = await run('docker', ['ps', '-q', '--filter', `label=po.owner=${owner}`, '--filter', `label=po.workspace=${w.id}`])
       await run('docker', ['inspect', stdout.trim()])
@@ -67,11 +113,14 @@ try {
     cli.push(performance.now() - t0)
   }
   const a = summary(ours)
+  const f = summary(api)
   const b = summary(cli)
   const fmt = (x) => `${x.toFixed(1)} ms`
   console.log(`adopting ${N} running workspaces, ${ROUNDS} rounds`)
   console.log(`  po-sandbox (full provider start-up): p50 ${fmt(a.p50)}  p90 ${fmt(a.p90)}  min ${fmt(a.min)}  max ${fmt(a.max)}`)
+  console.log(`  Engine-API floor (list, then inspect + health each, concurrent): p50 ${fmt(f.p50)}  p90 ${fmt(f.p90)}  min ${fmt(f.min)}  max ${fmt(f.max)}`)
   console.log(`  docker CLI (ps + inspect per workspace): p50 ${fmt(b.p50)}  p90 ${fmt(b.p90)}  min ${fmt(b.min)}  max ${fmt(b.max)}`)
+  console.log(`  ratio (po-sandbox / floor, p50): ${(a.p50 / f.p50).toFixed(2)}x`)
   console.log(`  ratio (CLI / po-sandbox, p50): ${(b.p50 / a.p50).toFixed(1)}x`)
 } finally {
   await removeOwner(owner)

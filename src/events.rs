@@ -45,6 +45,14 @@ pub enum WorkspaceChange {
     Removed,
     /// Starting it failed.
     Failed,
+    /// Its process exited on its own (the engine's event; it is restarted by its policy).
+    Died,
+    /// The engine restarted it after it died (or after an engine restart).
+    Restarted,
+    /// The kernel killed a process in it for lack of memory.
+    Oom,
+    /// Its health check failed.
+    Unhealthy,
 }
 
 /// A lifecycle event (`SandboxEvent` in JS, a union discriminated by `type`).

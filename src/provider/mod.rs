@@ -31,7 +31,9 @@ pub(crate) use status::{ProviderState, ProviderStatus, WorkspacePhase, Workspace
 pub struct Provider {
     options: ProviderOptions,
     events: EventBus,
-    status: watch::Sender<ProviderStatus>,
+    status: Arc<watch::Sender<ProviderStatus>>,
+    /// The engine event feed of the current service (see [`crate::sandbox::feed`]).
+    feed: Mutex<Option<tokio::task::JoinHandle<()>>>,
     /// The start-up's outcome; a failure is shared by every caller that asks.
     service: Mutex<Option<std::result::Result<WorkspaceContainers, Arc<Error>>>>,
     /// Serialises start-up retries; holds when the last attempt ended.
@@ -88,7 +90,8 @@ impl Provider {
         Arc::new(Provider {
             options,
             events: EventBus::default(),
-            status: watch::channel(status).0,
+            status: Arc::new(watch::channel(status).0),
+            feed: Mutex::new(None),
             service: Mutex::new(None),
             retry: tokio::sync::Mutex::new(None),
             starting_workspaces: tokio::sync::Mutex::new(()),
@@ -182,6 +185,7 @@ impl Provider {
             self.events.clone(),
         );
         *self.service.lock().unwrap_or_else(|p| p.into_inner()) = Some(Ok(service.clone()));
+        self.follow_engine(&service);
         self.update(|s| {
             s.state = ProviderState::Ready;
             s.image_built = built;
@@ -447,6 +451,37 @@ impl Provider {
         service.stop_all().await
     }
 
+    /// Follows the engine's events for this owner: the status's containers stay current
+    /// (ports, state) without calls; died / restarted / OOM / unhealthy become workspace events.
+    fn follow_engine(&self, service: &WorkspaceContainers) {
+        let status = self.status.clone();
+        let on_change: crate::sandbox::feed::OnChange = Arc::new(move |id, now| {
+            status.send_if_modified(|s| {
+                let Some(w) = s.workspaces.iter_mut().find(|w| w.id == id) else {
+                    return false;
+                };
+                let Some(c) = w.container.as_mut() else {
+                    return false;
+                };
+                let before = (c.container_id.clone(), c.host_port, c.state.clone());
+                c.container_id = now.container_id.clone();
+                c.host_port = now.host_port;
+                c.url = now.url.clone();
+                c.state = now.state.clone();
+                before != (c.container_id.clone(), c.host_port, c.state.clone())
+            });
+        });
+        let task = tokio::spawn(crate::sandbox::feed::follow(service.clone(), on_change));
+        let previous = self
+            .feed
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .replace(task);
+        if let Some(p) = previous {
+            p.abort();
+        }
+    }
+
     /// Runs a call on the service and watches what it says about the engine: a call the engine
     /// did not answer marks it as not answering (status and an `engine` event) and starts a
     /// probe that clears the mark once it answers; any answered call clears it too.
@@ -532,6 +567,14 @@ impl Provider {
             }
         });
         Ok(stopped)
+    }
+}
+
+impl Drop for Provider {
+    fn drop(&mut self) {
+        if let Some(task) = self.feed.lock().unwrap_or_else(|p| p.into_inner()).take() {
+            task.abort();
+        }
     }
 }
 

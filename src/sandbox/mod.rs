@@ -5,6 +5,7 @@
 
 pub(crate) mod container;
 pub(crate) mod exec;
+pub(crate) mod feed;
 pub(crate) mod guards;
 pub(crate) mod inventory;
 pub(crate) mod locks;

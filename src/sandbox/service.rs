@@ -935,6 +935,28 @@ impl WorkspaceContainers {
         }
     }
 
+    /// This hub's owner id.
+    pub fn owner(&self) -> &str {
+        &self.inner.config.owner
+    }
+
+    /// The engine client.
+    pub fn docker(&self) -> &Docker {
+        &self.inner.docker
+    }
+
+    /// The event bus.
+    pub fn events(&self) -> &EventBus {
+        &self.inner.events
+    }
+
+    /// A container of this owner as it is now (by id or name); `None` when it is gone.
+    pub async fn current(&self, id: &str) -> Result<Option<WorkspaceContainer>> {
+        let port = Some(self.inner.config.bundle.server.port);
+        let live = container::inspect(&self.inner.docker, id, port).await?;
+        Ok(live.map(|l| self.report(&l, false, None)))
+    }
+
     /// Whether the engine answers a ping (within the call bound).
     pub async fn ping(&self) -> bool {
         self.inner.docker.ping().await.is_ok()

@@ -1,0 +1,201 @@
+//! The engine's event stream for this owner's containers. It keeps what the provider reports
+//! current without calls (a container restarted by its policy, or by an engine restart, comes
+//! back on a new host port) and reports died / restarted / OOM / unhealthy with the reason. The
+//! stream is re-opened when it ends (an engine restart ends it), after a resynchronising list.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use bollard::models::EventMessage;
+use bollard::query_parameters::EventsOptionsBuilder;
+use futures_util::StreamExt;
+
+use super::service::{WorkspaceContainer, WorkspaceContainers};
+use super::spec::{LABEL_OWNER, LABEL_WORKSPACE};
+use crate::events::WorkspaceChange;
+
+/// What an engine event means for one of this owner's workspaces.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Happening {
+    /// Its process exited (the code, when the engine says).
+    Died(Option<String>),
+    /// The kernel killed a process in it for lack of memory.
+    OutOfMemory,
+    /// It started (created by a hub, or restarted).
+    Started,
+    /// Its health check failed.
+    Unhealthy,
+}
+
+/// One event, read: the workspace, the container id, and what happened. `None` for events of
+/// other owners, of containers without a workspace label, and for actions that change nothing
+/// this layer reports.
+pub fn classify(msg: &EventMessage, owner: &str) -> Option<(String, String, Happening)> {
+    let actor = msg.actor.as_ref()?;
+    let attrs = actor.attributes.as_ref()?;
+    if attrs.get(LABEL_OWNER).map(String::as_str) != Some(owner) {
+        return None;
+    }
+    let workspace = attrs.get(LABEL_WORKSPACE)?.clone();
+    let id = actor.id.clone()?;
+    let happening = match msg.action.as_deref()? {
+        "die" => Happening::Died(attrs.get("exitCode").cloned()),
+        "oom" => Happening::OutOfMemory,
+        "start" => Happening::Started,
+        "health_status: unhealthy" => Happening::Unhealthy,
+        _ => return None,
+    };
+    Some((workspace, id, happening))
+}
+
+/// Called with a workspace's container as it is now, after any change.
+pub type OnChange = Arc<dyn Fn(&str, &WorkspaceContainer) + Send + Sync>;
+
+/// How long after a `die` the container is looked at: a stop on request removes it by then.
+const SETTLE: Duration = Duration::from_millis(500);
+
+/// Follows the engine's events for `service`'s owner until the task is dropped.
+pub async fn follow(service: WorkspaceContainers, on_change: OnChange) {
+    let mut pause = Duration::from_secs(1);
+    let mut died: HashSet<String> = HashSet::new();
+    loop {
+        // (Re)synchronise: one list gives every container as it is now.
+        match service.list().await {
+            Ok(all) => {
+                pause = Duration::from_secs(1);
+                for c in &all {
+                    on_change(&c.workspace_id, c);
+                }
+            }
+            Err(e) => {
+                tracing::debug!(error = %e, "engine events: cannot list, retrying");
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(Duration::from_secs(10));
+                continue;
+            }
+        }
+        let filters = HashMap::from([
+            ("type", vec!["container".to_string()]),
+            ("label", vec![format!("{LABEL_OWNER}={}", service.owner())]),
+        ]);
+        let options = EventsOptionsBuilder::new().filters(&filters).build();
+        let mut stream = service.docker().events(Some(options));
+        while let Some(item) = stream.next().await {
+            let msg = match item {
+                Ok(m) => m,
+                Err(e) => {
+                    tracing::debug!(error = %e, "engine events: the stream broke");
+                    break;
+                }
+            };
+            if let Some((ws, id, happening)) = classify(&msg, service.owner()) {
+                react(&service, &on_change, &mut died, &ws, &id, happening).await;
+            }
+        }
+        tracing::info!("engine events: the stream ended (engine restarted?); re-opening");
+        tokio::time::sleep(pause).await;
+    }
+}
+
+async fn react(
+    service: &WorkspaceContainers,
+    on_change: &OnChange,
+    died: &mut HashSet<String>,
+    ws: &str,
+    id: &str,
+    happening: Happening,
+) {
+    let events = service.events();
+    match happening {
+        Happening::Died(code) => {
+            tokio::time::sleep(SETTLE).await;
+            // Removed by then: a stop on request, not a death to report.
+            let Ok(Some(now)) = service.current(id).await else {
+                return;
+            };
+            died.insert(id.to_string());
+            let code = code.map_or_else(String::new, |c| format!(" with code {c}"));
+            let reason = format!(
+                "its process exited{code}; the engine restarts it (restart policy unless-stopped)"
+            );
+            events.workspace(ws, WorkspaceChange::Died, Some(id), Some(reason));
+            on_change(ws, &now);
+        }
+        Happening::OutOfMemory => {
+            let reason = "the kernel killed a process in it for lack of memory".to_string();
+            events.workspace(ws, WorkspaceChange::Oom, Some(id), Some(reason));
+        }
+        Happening::Started => {
+            if let Ok(Some(now)) = service.current(id).await {
+                if died.remove(id) {
+                    let port = now
+                        .host_port
+                        .map_or_else(String::new, |p| format!(", now on 127.0.0.1:{p}"));
+                    let reason = format!("restarted by the engine{port}");
+                    events.workspace(ws, WorkspaceChange::Restarted, Some(id), Some(reason));
+                }
+                on_change(ws, &now);
+            }
+        }
+        Happening::Unhealthy => {
+            let reason = "its health check failed".to_string();
+            events.workspace(ws, WorkspaceChange::Unhealthy, Some(id), Some(reason));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use bollard::models::EventActor;
+
+    use super::*;
+
+    fn msg(action: &str, attrs: &[(&str, &str)]) -> EventMessage {
+        EventMessage {
+            action: Some(action.into()),
+            actor: Some(EventActor {
+                id: Some("c1".into()),
+                attributes: Some(
+                    attrs
+                        .iter()
+                        .map(|(k, v)| (k.to_string(), v.to_string()))
+                        .collect(),
+                ),
+            }),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn events_of_this_owners_workspaces_are_read_and_others_ignored() {
+        let ours = [
+            (LABEL_OWNER, "o1"),
+            (LABEL_WORKSPACE, "w"),
+            ("exitCode", "137"),
+        ];
+        let cases: Vec<(EventMessage, Option<Happening>)> = vec![
+            (msg("die", &ours), Some(Happening::Died(Some("137".into())))),
+            (msg("oom", &ours), Some(Happening::OutOfMemory)),
+            (msg("start", &ours), Some(Happening::Started)),
+            (
+                msg("health_status: unhealthy", &ours),
+                Some(Happening::Unhealthy),
+            ),
+            (msg("health_status: healthy", &ours), None),
+            (msg("attach", &ours), None),
+            (
+                msg("die", &[(LABEL_OWNER, "o2"), (LABEL_WORKSPACE, "w")]),
+                None,
+            ),
+            (msg("die", &[(LABEL_OWNER, "o1")]), None),
+        ];
+        for (m, want) in cases {
+            let got = classify(&m, "o1").map(|(ws, id, h)| {
+                assert_eq!((ws.as_str(), id.as_str()), ("w", "c1"));
+                h
+            });
+            assert_eq!(got, want, "{:?}", m.action);
+        }
+    }
+}
