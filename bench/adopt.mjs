@@ -81,7 +81,7 @@ const workspaces = Array.from({ length: N }, (_, i) => {
   mkdirSync(dir, { recursive: true })
   return { id: `w${i}`, path: dir }
 })
-const options = { ...baseOptions(poHome, owner), env: { ...process.env }, workspaces, concurrency: 8 }
+const options = { ...baseOptions(poHome, owner), env: { ...process.env }, workspaces, concurrency: Number(process.env.BENCH_CONCURRENCY ?? 8) }
 delete options.env.PO_SANDBOX_LOG
 
 try {

@@ -146,6 +146,11 @@ impl Broker {
             .host_env
             .get(DISABLE_VAR)
             .is_none_or(|v| v.trim() != "0");
+        // Loading the system's root certificates is blocking file work: off the async threads,
+        // so what the caller runs meanwhile (the provider's image check) goes on.
+        let client = tokio::task::spawn_blocking(https_client)
+            .await
+            .map_err(|e| Error::broker_caused("the TLS set-up did not finish", e))??;
         let inner = Arc::new(Inner {
             enabled,
             host_env: options.host_env,
@@ -153,7 +158,7 @@ impl Broker {
             tokens: RwLock::new(Tokens::default()),
             grants: Mutex::new(HashMap::new()),
             tcp: Mutex::new(None),
-            client: https_client()?,
+            client,
             listeners: Mutex::new(Vec::new()),
             tcp_connections: Arc::new(Semaphore::new(MAX_TCP_CONNECTIONS)),
             next_id: AtomicU64::new(1),

@@ -229,7 +229,21 @@ async fn probe_api(candidate: &Candidate, host: &HostEnv, timeout: Duration) -> 
     if let Err(outcome) = ask("ping", timeout, docker.ping()).await {
         return outcome;
     }
-    let version = match ask("version", timeout, docker.version()).await {
+    // Version and info at once: info is asked at the oldest API this layer accepts, which
+    // every engine it accepts speaks, so it need not wait for the negotiation.
+    let oldest = ClientVersion {
+        major_version: super::MIN_API_VERSION.0 as usize,
+        minor_version: super::MIN_API_VERSION.1 as usize,
+    };
+    let for_info = match connect(&candidate.endpoint, timeout, &oldest) {
+        Ok(d) => d,
+        Err(e) => return Outcome::Failed(e),
+    };
+    let (version, info) = tokio::join!(
+        ask("version", timeout, docker.version()),
+        ask("info", timeout, for_info.info())
+    );
+    let version = match version {
         Ok(v) => v,
         Err(outcome) => return outcome,
     };
@@ -245,11 +259,7 @@ async fn probe_api(candidate: &Candidate, host: &HostEnv, timeout: Duration) -> 
         };
     }
     let negotiated = negotiate(server_api);
-    let docker = match connect(&candidate.endpoint, timeout, &negotiated) {
-        Ok(d) => d,
-        Err(e) => return Outcome::Failed(e),
-    };
-    let info = match ask("info", timeout, docker.info()).await {
+    let info = match info {
         Ok(i) => i,
         Err(outcome) => return outcome,
     };

@@ -163,8 +163,9 @@ impl Provider {
         self.begin_attempt();
         let (report, docker) = self.check_engine().await?;
         let bundle = self.check_runtime()?;
-        let built = self.ensure_image(&docker).await?;
-        let wiring = self.start_broker(&report).await?;
+        // The broker's start (TLS roots, listeners) overlaps the image check.
+        let (built, wiring) = tokio::join!(self.ensure_image(&docker), self.start_broker(&report));
+        let (built, wiring) = (built?, wiring?);
         let o = &self.options;
         let service = WorkspaceContainers::new(
             docker,

@@ -59,9 +59,17 @@ const SETTLE: Duration = Duration::from_millis(500);
 pub async fn follow(service: WorkspaceContainers, on_change: OnChange) {
     let mut pause = Duration::from_secs(1);
     let mut died: HashSet<String> = HashSet::new();
+    let mut first = true;
     loop {
-        // (Re)synchronise: one list gives every container as it is now.
-        match service.list().await {
+        // Resynchronise after a gap (not at first: start-up reports every container itself):
+        // one list gives every container as it is now.
+        let resync = if first {
+            Ok(Vec::new())
+        } else {
+            service.list().await
+        };
+        first = false;
+        match resync {
             Ok(all) => {
                 pause = Duration::from_secs(1);
                 for c in &all {
