@@ -198,6 +198,18 @@ pub fn withheld_when_off(env: &HashMap<String, String>) -> Withheld {
     withheld
 }
 
+/// A grant with the broker off: nothing reaches the container, every host key stays here.
+fn grant_when_off(id: String, workspace: String, env: &HashMap<String, String>) -> Grant {
+    Grant {
+        id,
+        workspace,
+        providers: vec![],
+        env: BTreeMap::new(),
+        route: None,
+        withheld: withheld_when_off(env),
+    }
+}
+
 /// The chosen providers' tokens (derived from `secret`, or random), the container's
 /// environment (`<KEY_VAR>` = token, `PO_BROKER_PROVIDERS`) and the token entries to register.
 /// Providers sharing one key variable share one token, good for each of them.
@@ -278,15 +290,7 @@ impl Broker {
             &hex::encode(super::server::random_bytes()?)[..8]
         );
         if !self.inner.enabled {
-            // Off: nothing reaches the container, and every host key stays here.
-            return Ok(Grant {
-                id,
-                workspace: request.workspace,
-                providers: vec![],
-                env: BTreeMap::new(),
-                route: None,
-                withheld: withheld_when_off(env),
-            });
+            return Ok(grant_when_off(id, request.workspace, env));
         }
         let (chosen, withheld) = choose(request.providers.as_deref(), env)?;
         let (mut grant_env, entries) = mint(&id, &chosen, request.secret.as_ref())?;
@@ -311,14 +315,7 @@ impl Broker {
         crate::sandbox::workspace::check_id(&request.workspace)?;
         let env = &self.inner.host_env;
         if !self.inner.enabled {
-            return Ok(Grant {
-                id: "unbound".into(),
-                workspace: request.workspace,
-                providers: vec![],
-                env: BTreeMap::new(),
-                route: None,
-                withheld: withheld_when_off(env),
-            });
+            return Ok(grant_when_off("unbound".into(), request.workspace, env));
         }
         let (chosen, withheld) = choose(request.providers.as_deref(), env)?;
         let (mut grant_env, _) = mint("unbound", &chosen, request.secret.as_ref())?;
