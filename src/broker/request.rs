@@ -165,17 +165,9 @@ pub fn target(uri: &Uri) -> Result<(), Refusal> {
 /// `\`, no `.`/`..` segment, also with each segment's `;parameters` stripped, and only printable
 /// ASCII.
 pub fn path(path: &str) -> Result<(), PathFault> {
-    let mut layers = vec![path.as_bytes().to_vec()];
-    loop {
-        let last = layers.last().expect("one layer at least");
-        let next = percent_decode(last);
-        if next == *last {
-            break;
-        }
-        if layers.len() > DECODE_DEPTH {
-            return Err(PathFault::NestedEncoding);
-        }
-        layers.push(next);
+    let (layers, deeper) = decodings(path.as_bytes(), DECODE_DEPTH + 1);
+    if deeper {
+        return Err(PathFault::NestedEncoding);
     }
     // Every layer is checked: an upstream may decode any number of times.
     for layer in &layers {
@@ -315,18 +307,8 @@ impl TokenIndex {
         if self.tails.is_empty() {
             return false;
         }
-        let mut layer = hay.to_vec();
-        for _ in 0..=DECODE_DEPTH {
-            if self.tail_in(&layer) {
-                return true;
-            }
-            let next = percent_decode(&layer);
-            if next == layer {
-                return false;
-            }
-            layer = next;
-        }
-        self.tail_in(&layer)
+        let (layers, _) = decodings(hay, DECODE_DEPTH + 2);
+        layers.iter().any(|layer| self.tail_in(layer))
     }
 
     /// Every run of 64 hex digits in `hay`, looked up.
@@ -344,6 +326,22 @@ impl TokenIndex {
                         .unwrap_or(false)
                 })
             })
+    }
+}
+
+/// `input`, then each percent-decoding of the one before, until nothing changes or there are
+/// `max` of them; also whether one more decoding would still change the last.
+fn decodings(input: &[u8], max: usize) -> (Vec<Vec<u8>>, bool) {
+    let mut layers = vec![input.to_vec()];
+    loop {
+        let next = percent_decode(layers.last().expect("one layer at least"));
+        if next == *layers.last().expect("one layer at least") {
+            return (layers, false);
+        }
+        if layers.len() == max {
+            return (layers, true);
+        }
+        layers.push(next);
     }
 }
 
