@@ -14,21 +14,30 @@ import {
 
 useTestBaseImage()
 
-/** A relay to dockerd's socket; `freeze()` holds every request byte until `thaw()`. */
+/** A relay to dockerd's socket. `freeze(match)` holds the request bytes of every connection
+ * whose next request line matches `match` (every request when none is given), as a hung
+ * dockerd holds them, until `thaw()`; `freezeReplies()` holds what the engine sends back. */
 async function freezableEngine(t, target = '/var/run/docker.sock') {
   const sock = path.join(tempDir(t, 'pef-'), 'engine.sock')
-  let frozen = false
+  let frozen = null
+  let repliesFrozen = false
   const held = []
   const sockets = new Set()
   const server = net.createServer((client) => {
     const upstream = net.connect(target)
+    let holding = false
     for (const s of [client, upstream]) {
       sockets.add(s)
       s.on('error', () => {})
       s.on('close', () => { sockets.delete(s); client.destroy(); upstream.destroy() })
     }
-    upstream.on('data', (d) => client.write(d))
-    client.on('data', (d) => (frozen ? held.push([upstream, d]) : upstream.write(d)))
+    upstream.on('data', (d) => (repliesFrozen ? held.push([client, d]) : client.write(d)))
+    client.on('data', (d) => {
+      // Once a request is held, so is everything after it on that connection.
+      holding ||= frozen !== null && frozen.test(d.subarray(0, 200).toString('latin1').split('\r\n')[0])
+      if (holding) held.push([upstream, d])
+      else upstream.write(d)
+    })
   })
   await new Promise((resolve, reject) => server.listen(sock, resolve).once('error', reject))
   t.after(() => {
@@ -37,10 +46,12 @@ async function freezableEngine(t, target = '/var/run/docker.sock') {
   })
   return {
     sock,
-    freeze() { frozen = true },
+    freeze(match = /./) { frozen = match },
+    freezeReplies() { repliesFrozen = true },
     thaw() {
-      frozen = false
-      for (const [u, d] of held.splice(0)) if (!u.destroyed) u.write(d)
+      frozen = null
+      repliesFrozen = false
+      for (const [s, d] of held.splice(0)) if (!s.destroyed) s.write(d)
     },
   }
 }
@@ -86,6 +97,67 @@ test('a frozen engine: calls settle with ENGINE_TIMEOUT within the bound, status
   assert.ok(events.some((e) => e.type === 'engine' && e.available === true && events.indexOf(e) > events.indexOf(lost[0])), 'an engine event says it answers again')
   const listed = await layer.containers.list()
   assert.deepEqual(listed.map((x) => [x.workspaceId, x.state]), [['w', 'running']])
+})
+
+test('engine calls are bounded by what they do: a read by PO_SANDBOX_ENGINE_CALL_TIMEOUT_MS, a create by PO_SANDBOX_ENGINE_CHANGE_TIMEOUT_MS, each named', async (t) => {
+  const engine = await freezableEngine(t)
+  const poHome = tempHome(t)
+  const owner = newOwner()
+  cleanupOwner(t, owner)
+  writeBundle(poHome)
+  const env = hostEnv({ DOCKER_HOST: `unix://${engine.sock}`, PO_SANDBOX_ENGINE_CALL_TIMEOUT_MS: '1000', PO_SANDBOX_ENGINE_CHANGE_TIMEOUT_MS: '4000' })
+  const { layer } = openLayer(baseOptions(poHome, owner, { engine: 'docker', env }))
+  assert.equal((await layer.provider.ready()).state, 'ready')
+
+  // Only container creation hangs: the list, inspects and volume calls before it answer.
+  engine.freeze(/^POST \/(v[\d.]+\/)?containers\/create/)
+  await assert.rejects(layer.containers.start({ id: 'slow', path: tempWorkspace(t) }), (err) => {
+    assert.equal(err.code, 'ENGINE_TIMEOUT', err.message)
+    assert.match(err.message, /in time to create container \S+ \(bound: 4000 ms, PO_SANDBOX_ENGINE_CHANGE_TIMEOUT_MS\)/)
+    return true
+  })
+  engine.thaw()
+  await waitFor(() => layer.provider.status().engineAnswering, 'the engine to answer again', 20000)
+
+  engine.freeze(/^GET \/(v[\d.]+\/)?containers\/json/)
+  await assert.rejects(layer.containers.list(), (err) => {
+    assert.equal(err.code, 'ENGINE_TIMEOUT', err.message)
+    assert.match(err.message, /in time to list containers \(bound: 1000 ms, PO_SANDBOX_ENGINE_CALL_TIMEOUT_MS\)/)
+    return true
+  })
+  engine.thaw()
+  // A bound given badly is refused by name before any call.
+  assert.throws(() => openLayer(baseOptions(poHome, owner, { engine: 'docker', env: { ...env, PO_SANDBOX_ENGINE_CHANGE_TIMEOUT_MS: 'soon' } })), (err) => {
+    assert.equal(err.code, 'OPTIONS_INVALID')
+    assert.match(err.message, /PO_SANDBOX_ENGINE_CHANGE_TIMEOUT_MS: 'soon' is not a whole number of milliseconds between 1000 and 600000/)
+    return true
+  })
+})
+
+test('an image build is bounded by its progress: a build whose output stops fails with IMAGE_BUILD_FAILED naming PO_SANDBOX_IMAGE_BUILD_IDLE_TIMEOUT_MS', async (t) => {
+  const engine = await freezableEngine(t)
+  const poHome = tempHome(t)
+  const owner = newOwner()
+  cleanupOwner(t, owner)
+  writeBundle(poHome)
+  // A fresh tag of the test base: a new image digest, so this start builds.
+  const base = `po-sandbox-test-base:idle-${process.pid}`
+  assert.equal((await run('docker', ['tag', 'po-sandbox-test-base:node24', base])).code, 0)
+  t.after(async () => {
+    const ids = (await run('docker', ['images', '-q', '--filter', `label=po.image-base=${base}`])).stdout.split(/\s+/).filter(Boolean)
+    await run('docker', ['rmi', '-f', base, ...new Set(ids)])
+  })
+  const env = hostEnv({ DOCKER_HOST: `unix://${engine.sock}`, PO_SANDBOX_IMAGE_BUILD_IDLE_TIMEOUT_MS: '2000' })
+  const { layer, events } = openLayer(baseOptions(poHome, owner, { engine: 'docker', env, baseImage: base }))
+  // The build's first output line: from then on, nothing the engine sends comes through.
+  await waitFor(() => events.some((e) => e.type === 'image' && e.phase === 'progress'), 'the build to start', 60000)
+  engine.freezeReplies()
+  const status = await layer.provider.ready()
+  engine.thaw()
+  assert.equal(status.state, 'unavailable', JSON.stringify(status))
+  assert.equal(status.code, 'IMAGE_BUILD_FAILED')
+  assert.match(status.reason, /sent no build output for 2000 ms \(PO_SANDBOX_IMAGE_BUILD_IDLE_TIMEOUT_MS\)/)
+  assert.ok(events.some((e) => e.type === 'image' && e.phase === 'failed'))
 })
 
 test('a container whose server dies is restarted by the engine: died and restarted events with the reason, and status() follows its port with no call', async (t) => {

@@ -40,9 +40,14 @@ pub enum Error {
 
     /// The engine accepted a request but did not answer it within the call bound: it is hung.
     #[error(
-        "The container engine did not answer in time to {operation} (bound: {waited_ms} ms, PO_SANDBOX_ENGINE_CALL_TIMEOUT_MS); it may be hung: restart it (for Docker: systemctl restart docker), or raise the bound for a slow engine."
+        "The container engine did not answer in time to {operation} (bound: {waited_ms} ms, {variable}); it may be hung: restart it (for Docker: systemctl restart docker), or raise the bound for a slow engine."
     )]
-    EngineTimeout { operation: String, waited_ms: u64 },
+    EngineTimeout {
+        operation: String,
+        waited_ms: u64,
+        /// The variable that sets this kind of call's bound.
+        variable: &'static str,
+    },
 
     /// No `container-runtime.json` where it must be.
     #[error(
@@ -190,15 +195,14 @@ impl Error {
         operation: impl Into<String>,
         source: bollard::errors::Error,
     ) -> Error {
+        let operation = operation.into();
         match source {
             bollard::errors::Error::RequestTimeoutError => Error::EngineTimeout {
-                operation: operation.into(),
+                variable: crate::engine::bound_variable(&operation),
+                operation,
                 waited_ms: docker.timeout().as_millis() as u64,
             },
-            source => Error::EngineRequest {
-                operation: operation.into(),
-                source,
-            },
+            source => Error::EngineRequest { operation, source },
         }
     }
 
@@ -269,9 +273,20 @@ mod tests {
         assert_eq!(e.code(), "ENGINE_TIMEOUT");
         assert!(
             e.to_string().starts_with(
-                "The container engine did not answer in time to list containers (bound: 7000 ms"
+                "The container engine did not answer in time to list containers (bound: 7000 ms, PO_SANDBOX_ENGINE_CALL_TIMEOUT_MS)"
             ),
             "{e}"
+        );
+        let change = Error::engine(
+            &docker,
+            "create container x",
+            bollard::errors::Error::RequestTimeoutError,
+        );
+        assert!(
+            change
+                .to_string()
+                .contains("(bound: 7000 ms, PO_SANDBOX_ENGINE_CHANGE_TIMEOUT_MS)"),
+            "{change}"
         );
         let other = Error::engine(
             &docker,

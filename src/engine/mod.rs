@@ -25,12 +25,45 @@ pub const ENGINE_VAR: &str = "PO_SANDBOX_ENGINE";
 pub const TIMEOUT_VAR: &str = "PO_SANDBOX_ENGINE_TIMEOUT_MS";
 /// Default bound on each of connect, ping, version and info.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_millis(3000);
-/// The variable that bounds every engine call after detection, in milliseconds.
+/// The variable that bounds every engine call that only reads (ping, version, info, list,
+/// inspect, a log tail), in milliseconds.
 pub const CALL_TIMEOUT_VAR: &str = "PO_SANDBOX_ENGINE_CALL_TIMEOUT_MS";
-/// Default bound on one engine call (until the engine starts answering; a build's or a log's
-/// stream is not cut once it flows). Generous: a stop waits up to 10 s, a busy engine creates
-/// slowly; a hung engine is reported as `ENGINE_TIMEOUT` instead of waiting minutes.
-pub const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(30);
+/// Default bound on a reading call: an engine that answers at all answers these in
+/// milliseconds; a hung one is reported as `ENGINE_TIMEOUT` after this.
+pub const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(10);
+/// The variable that bounds every engine call that changes something (create, start, remove,
+/// volumes, exec, the start of an image build), in milliseconds. A stop adds its grace.
+pub const CHANGE_TIMEOUT_VAR: &str = "PO_SANDBOX_ENGINE_CHANGE_TIMEOUT_MS";
+/// Default bound on a changing call: a busy engine creates and starts slowly.
+pub const DEFAULT_CHANGE_TIMEOUT: Duration = Duration::from_secs(30);
+/// The variable that bounds the gap between two progress messages of an image build, in
+/// milliseconds (a build is bounded by its progress, not by its length).
+pub const BUILD_IDLE_VAR: &str = "PO_SANDBOX_IMAGE_BUILD_IDLE_TIMEOUT_MS";
+/// Default longest silence of a build step (a quiet `npm install` on a slow network).
+pub const DEFAULT_BUILD_IDLE: Duration = Duration::from_secs(300);
+/// How long a stop lets the container's process exit before the engine kills it.
+pub const STOP_GRACE: Duration = Duration::from_secs(10);
+
+/// How long each kind of engine call may take, by what it does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Bounds {
+    /// Reading calls ([`CALL_TIMEOUT_VAR`]).
+    pub read: Duration,
+    /// Changing calls ([`CHANGE_TIMEOUT_VAR`]); a stop gets this plus [`STOP_GRACE`].
+    pub change: Duration,
+    /// The gap between two messages of an image build ([`BUILD_IDLE_VAR`]).
+    pub build_idle: Duration,
+}
+
+impl Default for Bounds {
+    fn default() -> Self {
+        Bounds {
+            read: DEFAULT_CALL_TIMEOUT,
+            change: DEFAULT_CHANGE_TIMEOUT,
+            build_idle: DEFAULT_BUILD_IDLE,
+        }
+    }
+}
 
 /// The oldest Engine API the layer accepts (Docker 20.10, Podman 3+ report 1.41 or newer).
 pub const MIN_API_VERSION: (u32, u32) = (1, 41);
@@ -97,21 +130,55 @@ pub async fn detect(host: &HostEnv, options: &DetectOptions) -> Result<EngineRep
     Ok(report::summarise(host, probed, timeout))
 }
 
-/// The bound on each engine call: `PO_SANDBOX_ENGINE_CALL_TIMEOUT_MS` (whole seconds from 1000
-/// to 600000 ms, rounded up to the second the client counts in) or [`DEFAULT_CALL_TIMEOUT`].
+/// The bound on each reading engine call: [`Bounds::read`].
 pub fn call_timeout(host: &HostEnv) -> Result<Duration> {
-    match host.var(CALL_TIMEOUT_VAR) {
-        None => Ok(DEFAULT_CALL_TIMEOUT),
-        Some(raw) => match raw.trim().parse::<u64>() {
-            Ok(ms) if (1000..=600_000).contains(&ms) => Ok(Duration::from_secs(ms.div_ceil(1000))),
-            _ => Err(crate::error::Error::OptionsInvalid {
-                option: CALL_TIMEOUT_VAR.into(),
-                reason: format!(
-                    "'{raw}' is not a whole number of milliseconds between 1000 and 600000; unset it to use 30000"
-                ),
-            }),
-        },
+    Ok(bounds(host)?.read)
+}
+
+/// The bounds of engine calls from [`CALL_TIMEOUT_VAR`], [`CHANGE_TIMEOUT_VAR`] and
+/// [`BUILD_IDLE_VAR`]: whole milliseconds from 1000 to 600000 (3600000 for the build), rounded
+/// up to the second the client counts in; `OPTIONS_INVALID` naming the variable otherwise.
+pub fn bounds(host: &HostEnv) -> Result<Bounds> {
+    let d = Bounds::default();
+    Ok(Bounds {
+        read: ms_var(host, CALL_TIMEOUT_VAR, 600_000, d.read)?,
+        change: ms_var(host, CHANGE_TIMEOUT_VAR, 600_000, d.change)?,
+        build_idle: ms_var(host, BUILD_IDLE_VAR, 3_600_000, d.build_idle)?,
+    })
+}
+
+fn ms_var(host: &HostEnv, var: &str, max: u64, default: Duration) -> Result<Duration> {
+    let Some(raw) = host.var(var) else {
+        return Ok(default);
+    };
+    match raw.trim().parse::<u64>() {
+        Ok(ms) if (1000..=max).contains(&ms) => Ok(Duration::from_secs(ms.div_ceil(1000))),
+        _ => Err(crate::error::Error::OptionsInvalid {
+            option: var.into(),
+            reason: format!(
+                "'{raw}' is not a whole number of milliseconds between 1000 and {max}; unset it to use {}",
+                default.as_millis()
+            ),
+        }),
     }
+}
+
+/// The variable whose bound an engine operation (as the layer names it: "list containers",
+/// "create container x"…) is held to: [`CHANGE_TIMEOUT_VAR`] for one that changes something,
+/// [`CALL_TIMEOUT_VAR`] for one that reads.
+pub fn bound_variable(operation: &str) -> &'static str {
+    const CHANGING: [&str; 7] = [
+        "create", "start", "stop", "remove", "build", "exec", "resize",
+    ];
+    match operation.split_whitespace().next() {
+        Some(verb) if CHANGING.contains(&verb) => CHANGE_TIMEOUT_VAR,
+        _ => CALL_TIMEOUT_VAR,
+    }
+}
+
+/// The client for changing calls: `docker` with the [`Bounds::change`] bound.
+pub fn for_changes(docker: &bollard::Docker, bounds: &Bounds) -> bollard::Docker {
+    docker.clone().with_timeout(bounds.change)
 }
 
 /// A client for the engine a report found, speaking its negotiated API, each call bounded by
@@ -180,6 +247,61 @@ mod tests {
             let e = t(bad).unwrap_err();
             assert_eq!(e.code(), "OPTIONS_INVALID", "{bad}");
             assert!(e.to_string().contains(CALL_TIMEOUT_VAR), "{e}");
+        }
+    }
+
+    #[test]
+    fn operations_name_their_bound() {
+        for op in [
+            "create container po-x",
+            "start container 1a2b",
+            "stop container 1a2b",
+            "remove container 1a2b",
+            "create volume v",
+            "remove volume v",
+        ] {
+            assert_eq!(bound_variable(op), CHANGE_TIMEOUT_VAR, "{op}");
+        }
+        for op in [
+            "list containers",
+            "inspect container po-x",
+            "list volumes",
+            "ping",
+            "",
+        ] {
+            assert_eq!(bound_variable(op), CALL_TIMEOUT_VAR, "{op}");
+        }
+    }
+
+    #[test]
+    fn bounds_by_kind_of_call() {
+        let b = |vars: &[(&str, &str)]| bounds(&HostEnv::with_vars(vars));
+        assert_eq!(
+            b(&[]).unwrap(),
+            Bounds {
+                read: Duration::from_secs(10),
+                change: Duration::from_secs(30),
+                build_idle: Duration::from_secs(300),
+            }
+        );
+        let set = b(&[
+            (CALL_TIMEOUT_VAR, "2000"),
+            (CHANGE_TIMEOUT_VAR, "45000"),
+            (BUILD_IDLE_VAR, "3600000"),
+        ])
+        .unwrap();
+        assert_eq!(set.read, Duration::from_secs(2));
+        assert_eq!(set.change, Duration::from_secs(45));
+        assert_eq!(set.build_idle, Duration::from_secs(3600));
+        for (var, bad) in [
+            (CHANGE_TIMEOUT_VAR, "600001"),
+            (CHANGE_TIMEOUT_VAR, "later"),
+            (BUILD_IDLE_VAR, "3600001"),
+            (BUILD_IDLE_VAR, "500"),
+        ] {
+            let e = b(&[(var, bad)]).unwrap_err();
+            assert_eq!(e.code(), "OPTIONS_INVALID", "{var}={bad}");
+            assert!(e.to_string().contains(var), "{e}");
         }
     }
 }

@@ -190,14 +190,16 @@ pub async fn ensure(
     docker: &Docker,
     recipe: &ImageRecipe,
     events: &EventBus,
+    bounds: &crate::engine::Bounds,
 ) -> Result<Provenance> {
     let build = builds().join(recipe.tag(), || {
         let docker = docker.clone();
+        let bounds = *bounds;
         let recipe = recipe.clone();
         let progress = EventBus::default();
         let bus = progress.clone();
         let build = async move {
-            ensure_uncached(&docker, &recipe, &bus)
+            ensure_uncached(&docker, &recipe, &bus, &bounds)
                 .await
                 .map_err(Arc::new)
         };
@@ -216,6 +218,7 @@ async fn ensure_uncached(
     docker: &Docker,
     recipe: &ImageRecipe,
     events: &EventBus,
+    bounds: &crate::engine::Bounds,
 ) -> Result<Provenance> {
     let tag = recipe.tag();
     events.image(ImagePhase::Checking, &tag, None);
@@ -232,7 +235,7 @@ async fn ensure_uncached(
             recipe.base
         )),
     );
-    match build(docker, recipe, &tag, events).await {
+    match build(docker, recipe, &tag, events, bounds).await {
         Ok(()) => {
             events.image(ImagePhase::Built, &tag, None);
             Ok(Provenance::Built)
@@ -333,12 +336,29 @@ impl BuildLog {
 }
 
 /// Runs the build, streaming every output line as a `progress` event, and checks the tag
-/// exists at the end.
-async fn build(docker: &Docker, recipe: &ImageRecipe, tag: &str, events: &EventBus) -> Result<()> {
+/// exists at the end. Its start gets the change bound; then each message must follow the one
+/// before within the build's idle bound, however long the build takes in all.
+async fn build(
+    docker: &Docker,
+    recipe: &ImageRecipe,
+    tag: &str,
+    events: &EventBus,
+    bounds: &crate::engine::Bounds,
+) -> Result<()> {
     let body = bollard::body_full(bytes::Bytes::from(recipe.context()));
-    let mut stream = docker.build_image(build_options(recipe, tag), None, Some(body));
+    let builder = crate::engine::for_changes(docker, bounds);
+    let mut stream = builder.build_image(build_options(recipe, tag), None, Some(body));
     let mut log = BuildLog::new();
-    while let Some(item) = stream.next().await {
+    loop {
+        let Ok(next) = tokio::time::timeout(bounds.build_idle, stream.next()).await else {
+            let idle = bounds.build_idle.as_millis();
+            let why = format!(
+                "the engine sent no build output for {idle} ms ({}); the build may be hung: restart the engine, or raise the bound for a slow step",
+                crate::engine::BUILD_IDLE_VAR
+            );
+            return Err(log.failed(recipe, tag, why));
+        };
+        let Some(item) = next else { break };
         let info = match item {
             Ok(info) => info,
             Err(bollard::errors::Error::DockerStreamError { error }) => {

@@ -41,7 +41,8 @@ impl ImageJob {
     pub async fn run(self, events: EventBus) -> Result<ImageResult> {
         let recipe = &self.options.recipe;
         let (docker, _) = engine::connect(&self.host, &self.options.detect).await?;
-        let built = image::ensure(&docker, recipe, &events).await? == Provenance::Built;
+        let bounds = engine::bounds(&self.host)?;
+        let built = image::ensure(&docker, recipe, &events, &bounds).await? == Provenance::Built;
         Ok(ImageResult {
             tag: recipe.tag(),
             digest: recipe.digest(),

@@ -86,7 +86,7 @@ impl Query {
         self.check_stop()?;
         let (docker, _) = engine::connect(&self.host, &self.options.detect).await?;
         inventory::stop(
-            &docker,
+            &engine::for_changes(&docker, &engine::bounds(&self.host)?),
             &self.options.po_home,
             &self.options.owner,
             self.workspace.as_deref(),

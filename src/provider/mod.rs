@@ -182,6 +182,7 @@ impl Provider {
                 host_env: o.host.vars().clone(),
                 podman: report.engine.as_deref() == Some("podman"),
                 broker: wiring,
+                bounds: engine::bounds(&o.host)?,
             },
             self.events.clone(),
         );
@@ -284,7 +285,8 @@ impl Provider {
     async fn ensure_image(&self, docker: &bollard::Docker) -> Result<bool> {
         let recipe = &self.options.recipe;
         self.update(|s| s.image = Some(recipe.tag()));
-        let provenance = image::ensure(docker, recipe, &self.events).await?;
+        let bounds = engine::bounds(&self.options.host)?;
+        let provenance = image::ensure(docker, recipe, &self.events, &bounds).await?;
         Ok(provenance == image::Provenance::Built)
     }
 

@@ -227,7 +227,7 @@ fn detect(
     if let Some(name) = engine.as_deref() {
         engine::candidates(host, Some(name))?;
     }
-    engine::call_timeout(host)?;
+    engine::bounds(host)?;
     Ok(DetectOptions {
         engine,
         timeout,

@@ -18,6 +18,7 @@ use bollard::query_parameters::{
 use futures_util::StreamExt;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
+use crate::engine::STOP_GRACE;
 use crate::error::{Error, Result};
 use crate::sandbox::spec::{ContainerSpec, LABEL_SPEC_HASH, LivePosture};
 
@@ -418,15 +419,22 @@ pub async fn start(docker: &Docker, id: &str) -> Result<()> {
     }
 }
 
-/// Stops (10 s grace) and removes a container, keeping its volumes. Gone already is fine.
+/// Stops ([`STOP_GRACE`] for the process to exit) and removes a container, keeping its
+/// volumes. Gone already is fine. `docker` is the client for changing calls: the stop may take
+/// its bound plus the grace.
 pub async fn stop_and_remove(docker: &Docker, id: &str) -> Result<()> {
-    match docker
-        .stop_container(id, Some(StopContainerOptionsBuilder::new().t(10).build()))
+    let grace = STOP_GRACE.as_secs() as i32;
+    let stopper = docker.clone().with_timeout(docker.timeout() + STOP_GRACE);
+    match stopper
+        .stop_container(
+            id,
+            Some(StopContainerOptionsBuilder::new().t(grace).build()),
+        )
         .await
     {
         Ok(()) => {}
         Err(e) if is_status(&e, 304) || is_status(&e, 404) => {}
-        Err(e) => return Err(engine_err(docker, format!("stop container {id}"))(e)),
+        Err(e) => return Err(engine_err(&stopper, format!("stop container {id}"))(e)),
     }
     match docker
         .remove_container(
@@ -457,8 +465,17 @@ pub async fn logs_tail(docker: &Docker, id: &str, lines: usize) -> String {
         .build();
     let mut out = String::new();
     let mut stream = docker.logs(id, Some(options));
-    while let Some(Ok(chunk)) = stream.next().await {
-        out.push_str(&String::from_utf8_lossy(&chunk.into_bytes()));
+    // A tail, not a follow: the whole read gets the client's (reading) bound.
+    let read = async {
+        while let Some(Ok(chunk)) = stream.next().await {
+            out.push_str(&String::from_utf8_lossy(&chunk.into_bytes()));
+        }
+    };
+    if tokio::time::timeout(docker.timeout(), read).await.is_err() {
+        return format!(
+            "(the engine did not send the logs within {} ms)",
+            docker.timeout().as_millis()
+        );
     }
     if out.trim().is_empty() {
         "(no output)".to_string()

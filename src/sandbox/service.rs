@@ -51,6 +51,8 @@ pub struct ServiceConfig {
     pub podman: bool,
     /// The credential broker, when it is on.
     pub broker: Option<BrokerWiring>,
+    /// How long engine calls may take, by kind (the service's client carries the read bound).
+    pub bounds: crate::engine::Bounds,
 }
 
 /// How containers reach the host's credential broker.
@@ -200,6 +202,11 @@ async fn watch_broker(inner: std::sync::Weak<Inner>, workspace_id: String) {
 }
 
 impl WorkspaceContainers {
+    /// The client for calls that change something: the service's, with the change bound.
+    fn changes(&self) -> Docker {
+        crate::engine::for_changes(&self.inner.docker, &self.inner.config.bounds)
+    }
+
     /// A service over one engine and configuration.
     pub fn new(docker: Docker, config: ServiceConfig, events: EventBus) -> Self {
         WorkspaceContainers {
@@ -342,7 +349,7 @@ impl WorkspaceContainers {
         live: &LiveContainer,
         why: &str,
     ) -> Result<()> {
-        container::stop_and_remove(&self.inner.docker, &live.id).await?;
+        container::stop_and_remove(&self.changes(), &live.id).await?;
         let reason = format!(
             "container {} held the name {} and {why}",
             short_id(&live.id),
@@ -535,7 +542,7 @@ impl WorkspaceContainers {
             };
             if !live.running() {
                 // A stopped leftover: it would block the deterministic name.
-                container::stop_and_remove(&self.inner.docker, &live.id).await?;
+                container::stop_and_remove(&self.changes(), &live.id).await?;
                 events.workspace(
                     &ws.id,
                     WorkspaceChange::Removed,
@@ -555,7 +562,7 @@ impl WorkspaceContainers {
                         Some(&live.id),
                         Some(reason.clone()),
                     );
-                    container::stop_and_remove(&self.inner.docker, &live.id).await?;
+                    container::stop_and_remove(&self.changes(), &live.id).await?;
                     replaced_reason = Some(reason);
                 }
             }
@@ -623,7 +630,7 @@ impl WorkspaceContainers {
         replaced_reason: Option<String>,
     ) -> Result<WorkspaceContainer> {
         self.prepare_sandbox_dir(ws)?;
-        container::ensure_volumes(&self.inner.docker, spec).await?;
+        container::ensure_volumes(&self.changes(), spec).await?;
         let mut made = Rollback::new(self, &ws.id);
         let result = self
             .create_steps(ws, spec, replaced_reason, &mut made)
@@ -710,7 +717,7 @@ impl WorkspaceContainers {
     /// start and hands it back for adoption when it satisfies the spec, or removes it (a
     /// leftover, or drifted) and tries again, at most three times.
     async fn create_or_adopt(&self, ws: &Workspace, spec: &ContainerSpec) -> Result<Creation> {
-        let docker = &self.inner.docker;
+        let docker = &self.changes();
         for _ in 0..2 {
             match container::create(docker, spec, self.inner.config.podman).await? {
                 Created::New(id) => return Ok(Creation::New(id)),
@@ -777,10 +784,12 @@ impl WorkspaceContainers {
         replaced_reason: Option<String>,
     ) -> Result<WorkspaceContainer> {
         let docker = &self.inner.docker;
-        container::start(docker, id).await.map_err(|e| match e {
-            e @ Error::EngineTimeout { .. } => e,
-            e => Error::container(&ws.id, e.to_string()),
-        })?;
+        container::start(&self.changes(), id)
+            .await
+            .map_err(|e| match e {
+                e @ Error::EngineTimeout { .. } => e,
+                e => Error::container(&ws.id, e.to_string()),
+            })?;
         let live = container::inspect(docker, id, Some(spec.container_port))
             .await?
             .ok_or_else(|| Error::container(&ws.id, "it vanished right after it started"))?;
@@ -831,7 +840,7 @@ impl WorkspaceContainers {
             match spec::check_posture(&spec, &live.posture) {
                 Ok(()) => return self.adopt_live(id, &spec, live, None).await.map(Some),
                 Err(reason) => {
-                    container::stop_and_remove(&self.inner.docker, &live.id).await?;
+                    container::stop_and_remove(&self.changes(), &live.id).await?;
                     self.inner.events.workspace(
                         id,
                         WorkspaceChange::Removed,
@@ -878,7 +887,7 @@ impl WorkspaceContainers {
         workspace::check_id(id)?;
         let ids = self.ids_of(id).await?;
         for cid in &ids {
-            container::stop_and_remove(&self.inner.docker, cid).await?;
+            container::stop_and_remove(&self.changes(), cid).await?;
             self.inner
                 .events
                 .workspace(id, WorkspaceChange::Stopped, Some(cid), None);
