@@ -5,6 +5,7 @@
 # before this runs, so the browser lands where every container looks for it.
 set -eu
 : "${CLOAKBROWSER_CACHE_DIR:?the Dockerfile sets CLOAKBROWSER_CACHE_DIR before this script}"
+echo "setup-full: CloakBrowser goes to $CLOAKBROWSER_CACHE_DIR"
 export DEBIAN_FRONTEND=noninteractive
 apt-get update
 apt-get install -y --no-install-recommends \
