@@ -139,7 +139,7 @@ fn providers(md: &mut String, s: &SandboxState) {
 
 fn network(md: &mut String, s: &SandboxState) {
     md.push_str("\n## Network\n\n");
-    md.push_str("This container has its own network namespace on the container engine's default bridge network. Outbound connections work as the engine allows them; Po does not restrict them. Only the server's one port is published, on the host's 127.0.0.1; nothing else listening in here is reachable from the host or the network.");
+    md.push_str("This container has its own network namespace on the container engine's default bridge network. Outbound connections work as the engine allows them; Po does not restrict them. Only the server's one port is published, on the host's 127.0.0.1; nothing else listening in here is published.");
     if s.route.as_ref().is_some_and(|r| r.kind == RouteKind::Tcp) {
         md.push_str(
             " The broker is reached over TCP (a VM engine): `host.docker.internal` is the host.",
@@ -153,7 +153,7 @@ fn limits(md: &mut String) {
     md.push_str("- No container engine: no Docker or Podman socket is mounted, and sandboxes do not nest. Do not try to start containers.\n");
     md.push_str("- No host paths beyond the mounts above: the host's home, its other projects and the rest of its `~/.po` are not here. A path outside them is this image's own file system, not the host's.\n");
     md.push_str("- No OAuth `/login`: subscription logins are not brokered, and keys stay on the host. For a provider that is not brokered, ask the user to grant it on the host rather than pasting a key here.\n");
-    md.push_str("- No privileges: a non-root user, every capability dropped, no-new-privileges and a process limit. System packages (`apt-get`, `sudo`) cannot be installed; install tools per project (npm, corepack) into the workspace or the home folder.\n");
+    md.push_str("- No privileges: every capability is dropped, with no-new-privileges and a process limit, so `sudo` and system package installs (`apt-get`) are not the way here; install tools per project (npm, corepack) into the workspace or the home folder.\n");
 }
 
 #[cfg(test)]
