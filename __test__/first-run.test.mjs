@@ -247,19 +247,8 @@ test('up shows the image build as step lines on a terminal, and nothing but JSON
   assert.equal(JSON.parse(json).ok, true)
 })
 
-test('exec runs the real pi inside the sandbox: its model call reaches a fake upstream with the real key, the container only ever held a token', async (t) => {
+test('exec -- pi runs the real pi inside the sandbox (copied in once): its model call reaches a fake upstream with the real key, the container only ever held a token', async (t) => {
   const { folder, poHome, ws } = sandboxFolder(t, 'pi-project')
-  // pi and this package inside the workspace folder (the demo image has neither): pi's bundle
-  // and jiti, its extension loader; the package is what pi loads as its extension (its manifest, the extension,
-  // index.js and the built addon).
-  const piRoot = path.join(root, 'node_modules', '@earendil-works', 'pi-coding-agent')
-  cpSync(path.join(piRoot, 'package.json'), path.join(folder, 'pi', 'package.json'))
-  cpSync(path.join(piRoot, 'dist', 'bundle'), path.join(folder, 'pi', 'dist', 'bundle'), { recursive: true })
-  // Its one runtime dependency outside the bundle: the extension loader.
-  cpSync(path.join(root, 'node_modules', 'jiti'), path.join(folder, 'pi', 'node_modules', 'jiti'), { recursive: true })
-  for (const f of ['package.json', 'index.js', 'extensions', ...readdirSync(root).filter((n) => n.endsWith('.node'))]) {
-    cpSync(path.join(root, f), path.join(folder, 'pkg', f), { recursive: true })
-  }
   const upstream = await startUpstream({ name: 'pi-upstream', t })
   const realKey = `sk-ant-api03-${randomBytes(24).toString('hex')}`
   const env = cliEnv({ ANTHROPIC_API_KEY: realKey, ANTHROPIC_BASE_URL: upstream.origin })
@@ -267,14 +256,26 @@ test('exec runs the real pi inside the sandbox: its model call reaches a fake up
   assert.equal(started.code, 0, started.stderr)
   const containerId = JSON.parse(started.stdout).container.containerId
 
-  const piArgs = ['env', 'PI_CODING_AGENT_DIR=/po-home/agent', 'PI_OFFLINE=1', 'PI_SKIP_VERSION_CHECK=1', 'PI_TELEMETRY=0',
-    'node', 'pi/dist/bundle/cli.js', '-p', '--no-session', '--extension', 'pkg', '--provider', 'anthropic', '--model', 'claude-haiku-4-5', 'ping']
-  const r = await po(['exec', folder, '--po-home', poHome, '--', ...piArgs], { env })
+  // The test image has no pi of its own: the host's is copied into the home volume, once.
+  const piArgs = ['pi', '-p', '--no-session', '--provider', 'anthropic', '--model', 'claude-haiku-4-5']
+  const r = await po(['exec', folder, '--po-home', poHome, '--', ...piArgs, 'ping'], { env })
   assert.equal(r.code, 0, `pi in the sandbox failed:\nstdout: ${r.stdout}\nstderr: ${r.stderr}`)
   assert.match(r.stdout, /pong from pi-upstream/)
+  assert.match(r.stderr, /Copying pi into the sandbox's home volume/)
+  const again = await po(['exec', folder, '--po-home', poHome, '--', ...piArgs, 'ping again'], { env })
+  assert.equal(again.code, 0, again.stderr)
+  assert.match(again.stdout, /pong from pi-upstream/)
+  assert.doesNotMatch(again.stderr, /Copying pi/, 'the second run reuses the copy')
+  // The copy belongs to the container's user (this uid), is whole, and holds no key.
+  const listed = dockerCli(['exec', containerId, 'sh', '-c', 'ls -d /po-home/.po-sandbox/pi/*/*; stat -c %u /po-home/.po-sandbox/pi/*/*/pi/package.json; ls /po-home/.po-sandbox/pi/*/ | grep -c tmp- || true'])
+  const [dir, owner, tmps] = listed.split('\n')
+  assert.match(dir, /^\/po-home\/\.po-sandbox\/pi\/[0-9a-f]{16}\/x86_64$/)
+  assert.equal(Number(owner), process.getuid())
+  assert.equal(tmps, '0')
+  assert.equal(dockerCli(['exec', containerId, 'sh', '-c', `grep -rl ${realKey} /po-home /tmp 2>/dev/null | wc -l`]), '0')
 
   const seen = upstream.requests.filter((q) => q.api === 'anthropic-messages')
-  assert.ok(seen.length >= 1, JSON.stringify(upstream.requests))
+  assert.ok(seen.length >= 2, JSON.stringify(upstream.requests))
   const inspected = JSON.parse(dockerCli(['inspect', containerId]))[0]
   const token = inspected.Config.Env.find((kv) => kv.startsWith('ANTHROPIC_API_KEY='))?.split('=')[1]
   assert.ok(token && token !== realKey)
@@ -286,14 +287,57 @@ test('exec runs the real pi inside the sandbox: its model call reaches a fake up
   assert.equal(ws.id, JSON.parse(started.stdout).workspace.id)
 })
 
+test('exec -- pi on a terminal: the interactive pi inside answers a typed prompt through the broker and quits with /quit', async (t) => {
+  const { folder, poHome } = sandboxFolder(t, 'pi-tty')
+  const upstream = await startUpstream({ name: 'pi-tty-upstream', t })
+  const env = cliEnv({ ANTHROPIC_API_KEY: `sk-ant-api03-${randomBytes(24).toString('hex')}`, ANTHROPIC_BASE_URL: upstream.origin })
+  const started = await po(['up', folder, '--po-home', poHome, ...IMAGE, '--json'], { env })
+  assert.equal(started.code, 0, started.stderr)
+  let step = 0
+  const session = await inTerminal(['exec', folder, '--po-home', poHome, '--', 'pi', '--no-session', '--provider', 'anthropic', '--model', 'claude-haiku-4-5'], {
+    env,
+    rows: 40,
+    cols: 120,
+    onOutput: (text, write) => {
+      // The TUI is up once it shows the model; the answer, then /quit.
+      if (step === 0 && /claude-haiku-4-5/.test(text)) { step = 1; setTimeout(() => write('ping\r'), 300) }
+      if (step === 1 && /pong from pi-tty-upstream/.test(text)) { step = 2; setTimeout(() => write('/quit\r'), 300) }
+    },
+  })
+  assert.equal(step, 2, `pi did not answer on the terminal:\n${session.stdout}\n${session.stderr}`)
+  assert.equal(session.code, 0, `${session.stdout}\n${session.stderr}`)
+  assert.ok(upstream.requests.some((q) => q.api === 'anthropic-messages'))
+})
+
+test('exec -- pi with no pi in the image and none on the host: PI_NOT_FOUND, exit 125, nothing copied', async (t) => {
+  const { folder, poHome } = sandboxFolder(t, 'no-pi')
+  // This package on its own (no node_modules beside it) and a PATH with only this Node.
+  const pkg = path.join(tempDir(t, 'po-no-pi-'), 'pkg')
+  for (const f of ['package.json', 'index.js', 'bin', 'extensions', ...readdirSync(root).filter((n) => n.endsWith('.node'))]) {
+    cpSync(path.join(root, f), path.join(pkg, f), { recursive: true })
+  }
+  const env = { ...cliEnv(), PATH: `${path.dirname(process.execPath)}:/usr/bin:/bin` }
+  const started = await po(['up', folder, '--po-home', poHome, ...IMAGE, '--json'], { env })
+  assert.equal(started.code, 0, started.stderr)
+  const r = await run(process.execPath, [path.join(pkg, 'bin', 'po-sandbox.js'), 'exec', folder, '--po-home', poHome, '--', 'pi', '-p', 'hi'], { env })
+  assert.equal(r.code, 125, r.stderr)
+  assert.match(r.stderr, /no `pi` and none is installed on this host.*npm install -g @earendil-works\/pi-coding-agent.*\[PI_NOT_FOUND\]/s)
+  const containerId = JSON.parse(started.stdout).container.containerId
+  assert.equal(dockerCli(['exec', containerId, 'sh', '-c', 'ls -A /po-home/.po-sandbox 2>/dev/null | wc -l']), '0')
+})
+
 test('po-sandbox demo (npm start): doctor, a contained demo sandbox answering, then nothing left', async () => {
   const r = await po(['demo'])
   assert.equal(r.code, 0, `${r.stdout}\n${r.stderr}`)
   assert.match(r.stdout, /Runtime {3}the embedded demo bundle: ok/)
   assert.match(r.stdout, /Inside, the demo server reports: contained \(PO_SANDBOX=1\)/)
+  // The real pi inside (the host's, copied in) runs its /po-sandbox: contained, this workspace.
+  const said = r.stdout.match(/^Inside, pi's \/po-sandbox says: This session runs inside a sandbox container, for workspace "(\S+)"\.$/m)
+  assert.ok(said, r.stdout)
   assert.match(r.stdout, /The sandbox layer works on this machine\./)
   const id = r.stdout.match(/^ {2}Workspace {3}(\S+)$/m)?.[1]
   assert.ok(id, r.stdout)
+  assert.equal(said[1], id)
   assert.equal(dockerCli(['ps', '-aq', '--filter', `label=po.workspace=${id}`]), '')
   assert.equal(dockerCli(['volume', 'ls', '-q', '--filter', `label=po.workspace=${id}`]), '')
   const folder = r.stdout.match(/for (\/\S+) \(workspace \S+\)\.\.\.$/m)?.[1]

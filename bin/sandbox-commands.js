@@ -7,6 +7,8 @@ const os = require('node:os')
 const path = require('node:path')
 const tty = require('node:tty')
 
+const { piCommand, poSandboxInPi } = require('./pi-in-sandbox.js')
+
 /** The base image `npm test` builds where no registry can be reached. */
 const LOCAL_BASE = 'po-sandbox-test-base:node24'
 /** The exit code of `exec` when po-sandbox itself fails (as `docker exec` does). */
@@ -90,7 +92,10 @@ async function runningRecipe(addon, opts, ws) {
 
 async function exec(addon, opts, ws) {
   const layer = layerFor(addon, opts, await runningRecipe(addon, opts, ws))
-  const code = await layer.containers.exec(ws.id, opts.rest, { path: ws.path, tty: tty.isatty(0) })
+  // `pi`: the image's own, else the host's copied in (bin/pi-in-sandbox.js).
+  const argv = process.argv.slice(2)
+  const command = opts.rest[0] === 'pi' ? await piCommand(opts.rest.slice(1), argv.slice(0, argv.indexOf('--'))) : opts.rest
+  const code = await layer.containers.exec(ws.id, command, { path: ws.path, tty: tty.isatty(0) })
   return code < 0 ? EXEC_FAILED : code
 }
 
@@ -119,6 +124,22 @@ async function demoStatus(url) {
 function containedText(s) {
   const caps = /^0+$/.test(s.privileges.effectiveCapabilities ?? '') ? 'no capabilities' : `capabilities ${s.privileges.effectiveCapabilities}`
   return `Inside, the demo server reports: contained (PO_SANDBOX=1), workspace ${s.workspace}, uid ${s.user.uid}, ${caps}, no-new-privileges ${s.privileges.noNewPrivileges}, pid limit ${s.limits.pids}.\n`
+}
+
+/** pi's own `/po-sandbox`, run by the real pi inside the demo sandbox; a line saying why not
+ * when this host has no pi to copy in. */
+async function piReport(opts, folder, ws) {
+  const head = ['exec', folder, '--po-home', opts.poHome]
+  for (const [flag, value] of [['--engine', opts.engine], ['--base-image', opts.baseImage], ['--image-variant', opts.imageVariant]]) if (value) head.push(flag, value)
+  let message
+  try {
+    message = await poSandboxInPi(head)
+  } catch (err) {
+    if (err.code === 'PI_NOT_FOUND') return `pi's /po-sandbox not run inside: ${err.message}\n`
+    throw err
+  }
+  if (!message.includes(`runs inside a sandbox container, for workspace "${ws.id}"`)) throw coded('CONTAINER_FAILED', `pi's /po-sandbox inside the demo sandbox does not say it is contained: ${message}`)
+  return `Inside, pi's /po-sandbox says: ${message.split('\n')[0]}\n`
 }
 
 /** `npm start`: doctor, then up / check / down of a throw-away folder on the demo bundle. */
@@ -163,6 +184,7 @@ async function demo(addon, opts) {
       throw coded('CONTAINER_FAILED', `The demo server does not report a contained demo sandbox for ${ws.id}: ${JSON.stringify({ contained: status.contained, workspace: status.workspace, bundle: status.bundle })}`)
     }
     process.stdout.write(containedText(status))
+    process.stdout.write(await piReport(demoOpts, folder, ws))
   } finally {
     await cleanUp()
     process.removeListener('SIGINT', interrupted)
