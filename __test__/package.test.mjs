@@ -111,6 +111,7 @@ test('npm pack --dry-run ships exactly the published files', async () => {
     'apiContracts.d.cts',
     'apiContracts.d.mts',
     'apiContracts.mjs',
+    'bin/pi-in-sandbox.js',
     'bin/po-sandbox.js',
     'bin/sandbox-commands.js',
     'extensions/server.js',
