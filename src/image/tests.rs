@@ -156,9 +156,13 @@ fn full_recipe_layers_set_the_browser_location_before_installing_it() {
             "ENV HOME=/po-home",
         ]
     );
-    // Every run-time variable points into the folder the setup script installs into.
+    // Every location among the run-time variables is in the folder the setup script installs
+    // into; the one flag turns updates off.
     for (name, value) in FULL_RUNTIME_ENV {
-        assert!(value.contains(CLOAK_DIR), "{name}={value}");
+        match name {
+            "CLOAKBROWSER_AUTO_UPDATE" => assert_eq!(value, "false"),
+            _ => assert!(value.contains(CLOAK_DIR), "{name}={value}"),
+        }
     }
     let setup = full
         .files()
