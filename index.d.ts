@@ -86,8 +86,9 @@ export declare class CredentialBroker {
  */
 export declare class DefaultSandboxExtensionService {
   /**
-   * Reads `PO_SANDBOX`, `PO_WORKSPACE`, `PO_BROKER_PROVIDERS`, `PO_BROKER_SOCKET` and
-   * `PO_BROKER_ADDRESS` from `env` (default: the process environment), once.
+   * Reads `PO_SANDBOX`, `PO_WORKSPACE`, `PO_BROKER_PROVIDERS`, `PO_BROKER_SOCKET`,
+   * `PO_BROKER_ADDRESS`, `PO_SANDBOX_GUARDED_PATHS`, and for the help skill `PO_HOME`, `HOME`
+   * and `PO_SANDBOX_TOKEN_FILE`, from `env` (default: the process environment), once.
    * Throws `OPTIONS_INVALID` when `env` is given but is not an object.
    */
   constructor(env?: Record<string, string | undefined | null> | undefined | null)
@@ -97,6 +98,14 @@ export declare class DefaultSandboxExtensionService {
   state(): SandboxState
   /** The text `/po-sandbox` shows a person. */
   report(): string
+  /**
+   * The help skill of a contained session: the `SKILL.md` of the pi skill `po-sandbox`
+   * (what is mounted where — the workspace, `HOME`, `PO_HOME`, `/opt/po`, the guarded paths —,
+   * the brokered providers, the network, and what cannot be done here), from the same
+   * variables as `report()`, also `PO_HOME`, `HOME` and `PO_SANDBOX_TOKEN_FILE`. `cwd` is
+   * the session's working directory. `null` on the host (not contained).
+   */
+  helpSkill(cwd?: string | undefined | null): string | null
 }
 
 /** The `po/workspace-containers` service. */

@@ -156,3 +156,45 @@ export function onJsonLines(stream, cb) {
     }
   })
 }
+
+/**
+ * Starts the real pi in RPC mode with `extension` loaded, sends each of `commands` (objects
+ * without an id; each gets one) once the previous one was answered, and resolves with the
+ * responses in order and pi's stderr; pi has exited (stdin closed) when it resolves.
+ * `onResponse(msg)` sees each answer while pi still runs. `home` is pi's HOME (default: a
+ * fresh temp folder).
+ */
+export function rpcInPi(t, { extension, env: extraEnv = {}, commands, cwd, home = tempDir(t, 'po-sandbox-pi-'), onResponse = () => {} }) {
+  const env = { ...process.env, PI_CODING_AGENT_DIR: path.join(home, 'agent'), PI_OFFLINE: '1', PI_SKIP_VERSION_CHECK: '1', PI_TELEMETRY: '0', HOME: home }
+  for (const k of Object.keys(env)) if (k.startsWith('PO_')) delete env[k]
+  Object.assign(env, extraEnv)
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [piBin, '--mode', 'rpc', '--no-session', '--extension', extension], { cwd: cwd ?? home, env, stdio: ['pipe', 'pipe', 'pipe'] })
+    let all = ''
+    let stderr = ''
+    const responses = []
+    let failure = null
+    const timer = setTimeout(() => { failure = new Error(`pi did not answer within 60 s. stdout: ${all}\nstderr: ${stderr}`); child.kill('SIGKILL') }, 60000)
+    const send = () => {
+      const next = commands[responses.length]
+      if (next) child.stdin.write(`${JSON.stringify({ ...next, id: `c${responses.length}` })}\n`)
+      else child.stdin.end()
+    }
+    child.stderr.on('data', (d) => { stderr += d })
+    child.stdout.on('data', (d) => { all += d })
+    onJsonLines(child.stdout, (msg) => {
+      if (msg.type !== 'response' || msg.id !== `c${responses.length}`) return
+      responses.push(msg)
+      try { onResponse(msg) } catch (e) { failure ??= e }
+      send()
+    })
+    child.once('error', (e) => { failure = e })
+    child.once('close', (code, signal) => {
+      clearTimeout(timer)
+      if (failure) reject(failure)
+      else if (responses.length < commands.length) reject(new Error(`pi exited (${code ?? signal}) after ${responses.length} of ${commands.length} answers. stdout: ${all}\nstderr: ${stderr}`))
+      else resolve({ responses, stderr, code })
+    })
+    send()
+  })
+}

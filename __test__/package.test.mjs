@@ -6,7 +6,7 @@ import path from 'node:path'
 
 import net from 'node:net'
 
-import { addon, root, run, tempDir, waitFor } from './helpers.mjs'
+import { addon, require, root, run, tempDir, waitFor } from './helpers.mjs'
 
 const pkg = JSON.parse(readFileSync(path.join(root, 'package.json'), 'utf8'))
 
@@ -24,13 +24,46 @@ test('index.d.ts declares exactly what index.js exports', () => {
   for (const name of ['checkEngine', 'engineCandidates', 'doctor', 'DefaultSandboxExtensionService']) assert.ok(declared.includes(name), name)
 })
 
-test('package.json: name, engines, bin, files, license', () => {
+test('package.json: name, engines, bin, files', () => {
   assert.equal(pkg.name, '@agimon-ai/po-sandbox')
   assert.equal(pkg.engines.node, '>= 24')
-  assert.equal(pkg.license, 'MIT')
   for (const f of ['index.js', 'index.d.ts', 'bin/', 'extensions/']) assert.ok(pkg.files.includes(f), f)
-  assert.ok(existsSync(path.join(root, 'LICENSE')))
-  assert.match(readFileSync(path.join(root, 'LICENSE'), 'utf8'), /^MIT License/)
+})
+
+test('the license: BUSL-1.1 in LICENSE, package.json, Cargo.toml, the platform packages and the README agree', () => {
+  const license = readFileSync(path.join(root, 'LICENSE'), 'utf8')
+  // The Business Source License 1.1 with all five parameters filled in.
+  assert.match(license, /^Business Source License 1\.1\n/)
+  const param = (name) => {
+    const m = license.match(new RegExp(`^${name}:\\s+(.+)$`, 'm'))
+    assert.ok(m, `LICENSE has no ${name} parameter`)
+    return m[1].trim()
+  }
+  assert.match(param('Licensor'), /^Agimon\b/)
+  assert.equal(param('Licensed Work'), `${pkg.name} ${pkg.version}`)
+  const changeDate = param('Change Date')
+  assert.match(changeDate, /^\d{4}-\d{2}-\d{2}$/)
+  assert.equal(param('Change License'), 'Apache License, Version 2.0')
+  const grant = license.slice(license.indexOf('Additional Use Grant:'), license.indexOf('Change Date:')).replace(/\s+/g, ' ')
+  for (const use of ['personal purposes', 'less than USD 1,000,000', 'non-profit organisation', 'educational institution']) assert.ok(grant.includes(use), use)
+  // The standard terms, unmodified in their key sentences.
+  for (const clause of ['make non-production use of the Licensed Work', 'the fourth anniversary of the first publicly', 'Covenants of Licensor', 'is not an Open\nSource license']) {
+    assert.ok(license.includes(clause), clause)
+  }
+  // Every manifest carries the SPDX id.
+  assert.equal(pkg.license, 'BUSL-1.1')
+  assert.match(readFileSync(path.join(root, 'Cargo.toml'), 'utf8'), /^license = "BUSL-1\.1"$/m)
+  for (const triple of ['linux-x64-gnu', 'linux-arm64-gnu', 'darwin-x64', 'darwin-arm64', 'win32-x64-msvc']) {
+    assert.equal(JSON.parse(readFileSync(path.join(root, 'npm', triple, 'package.json'), 'utf8')).license, 'BUSL-1.1', triple)
+  }
+  assert.ok(pkg.files.includes('LICENSE'))
+  // The README's section names the same license, grant, date and change license.
+  const readme = readFileSync(path.join(root, 'README.md'), 'utf8')
+  const section = readme.slice(readme.indexOf('\n## License\n')).replace(/\s+/g, ' ')
+  for (const words of ['Business Source License 1.1', '`BUSL-1.1`', 'personal use', 'USD 1M', 'non-profits', 'education', changeDate, 'Apache License, Version 2.0']) {
+    assert.ok(section.includes(words), `README's License section lacks ${words}`)
+  }
+  assert.doesNotMatch(section, /\bMIT\b/)
 })
 
 test('one npm package per prebuilt platform', () => {
@@ -63,4 +96,64 @@ test('loading the addon (and listing candidates) touches no engine; checkEngine 
   assert.equal(probed.code, 0, probed.stderr)
   assert.equal(probed.stdout.trim(), 'false')
   await waitFor(() => connections >= 1, 'checkEngine to reach the socket')
+})
+
+test('npm pack --dry-run ships exactly the published files', async () => {
+  const r = await run('npm', ['pack', '--dry-run', '--json', '--ignore-scripts'], { cwd: root, env: { ...process.env, npm_config_loglevel: 'error' } })
+  assert.equal(r.code, 0, r.stderr)
+  const [packed] = JSON.parse(r.stdout)
+  assert.equal(packed.name, pkg.name)
+  const files = packed.files.map((f) => f.path).sort()
+  assert.deepEqual(files, [
+    'LICENSE',
+    'README.md',
+    'apiContracts.cjs',
+    'apiContracts.d.cts',
+    'apiContracts.d.mts',
+    'apiContracts.mjs',
+    'bin/pi-in-sandbox.js',
+    'bin/po-sandbox.js',
+    'bin/sandbox-commands.js',
+    'extensions/server.js',
+    'index.d.ts',
+    'index.js',
+    'package.json',
+  ])
+  for (const f of files) assert.doesNotMatch(f, /^(__test__|src|target|npm|scripts|bench|node_modules)\/|\.node$/, f)
+  // Every path the exports map and the manifest name is in the tarball.
+  const named = [pkg.main, pkg.types, ...Object.values(pkg.bin), ...pkg.pi.extensions]
+  const walk = (v) => (typeof v === 'string' ? named.push(v) : Object.values(v).forEach(walk))
+  walk(pkg.exports)
+  for (const p of named) assert.ok(files.includes(path.posix.normalize(p)), `${p} is named by package.json but not packed`)
+})
+
+const CONTRACT = { version: 1, http: [], sockets: [], dynamic: [] }
+
+test('./apiContracts: require() and import() give the same contract, as seed 001 shipped it', async () => {
+  // Through the package's own name, so the exports map is what resolves it.
+  const cjs = require('@agimon-ai/po-sandbox/apiContracts')
+  assert.deepEqual({ ...cjs.apiContracts }, CONTRACT)
+  assert.equal(cjs.default, cjs.apiContracts)
+  assert.equal(cjs.__esModule, true)
+  const esm = await import('@agimon-ai/po-sandbox/apiContracts')
+  assert.deepEqual(Object.keys(esm).sort(), ['apiContracts', 'default'])
+  assert.equal(esm.default, esm.apiContracts)
+  assert.equal(esm.apiContracts, cjs.apiContracts, 'one object for both module systems')
+  // Read-only, deeply: no consumer can change what another one reads.
+  assert.ok(Object.isFrozen(cjs.apiContracts))
+  for (const list of ['http', 'sockets', 'dynamic']) assert.ok(Object.isFrozen(cjs.apiContracts[list]), list)
+  assert.throws(() => cjs.apiContracts.http.push({}), TypeError)
+  assert.deepEqual(JSON.parse(JSON.stringify(esm.default)), CONTRACT)
+})
+
+test('the exports map keeps the package root, its manifest, the extension and the CLI reachable, and nothing else', async () => {
+  const main = require('@agimon-ai/po-sandbox')
+  assert.equal(main, addon, 'the root export is index.js')
+  assert.equal((await import('@agimon-ai/po-sandbox')).default, addon)
+  assert.equal(require('@agimon-ai/po-sandbox/package.json').name, pkg.name)
+  assert.equal(typeof require('@agimon-ai/po-sandbox/extensions/server.js'), 'function')
+  assert.equal(require.resolve('@agimon-ai/po-sandbox/bin/po-sandbox.js'), path.join(root, 'bin', 'po-sandbox.js'))
+  for (const hidden of ['@agimon-ai/po-sandbox/index.js', '@agimon-ai/po-sandbox/src/lib.rs', '@agimon-ai/po-sandbox/apiContracts.cjs', '@agimon-ai/po-sandbox/__test__/helpers.mjs']) {
+    assert.throws(() => require.resolve(hidden), { code: 'ERR_PACKAGE_PATH_NOT_EXPORTED' }, hidden)
+  }
 })

@@ -64,3 +64,18 @@ test('the real pi loads the extension from the installed package manifest and an
   assert.equal(msg.notifyType, 'info')
   assert.match(msg.message, /runs inside a sandbox container, for workspace "packed"/)
 })
+
+test('the installed package: ./apiContracts by require and import, and only the exported paths', async () => {
+  const cjs = await run(process.execPath, ['-e', "const m = require('@agimon-ai/po-sandbox/apiContracts'); console.log(JSON.stringify([m.apiContracts, m.default === m.apiContracts]))"], { cwd: project })
+  assert.equal(cjs.code, 0, cjs.stderr)
+  assert.deepEqual(JSON.parse(cjs.stdout), [{ version: 1, http: [], sockets: [], dynamic: [] }, true])
+  const esm = await run(process.execPath, ['--input-type=module', '-e', "import d, { apiContracts } from '@agimon-ai/po-sandbox/apiContracts'; console.log(JSON.stringify([d, d === apiContracts]))"], { cwd: project })
+  assert.equal(esm.code, 0, esm.stderr)
+  assert.deepEqual(JSON.parse(esm.stdout), [{ version: 1, http: [], sockets: [], dynamic: [] }, true])
+  const hidden = await run(process.execPath, ['-e', "require('@agimon-ai/po-sandbox/apiContracts.cjs')"], { cwd: project })
+  assert.notEqual(hidden.code, 0)
+  assert.match(hidden.stderr, /ERR_PACKAGE_PATH_NOT_EXPORTED/)
+  const license = JSON.parse(readFileSync(path.join(installed, 'package.json'), 'utf8')).license
+  assert.equal(license, 'BUSL-1.1')
+  assert.match(readFileSync(path.join(installed, 'LICENSE'), 'utf8'), /^Business Source License 1\.1\n/)
+})

@@ -12,6 +12,15 @@
 // given), so the per-grant token in the key variable is sent exactly as the key would be. On
 // `session_shutdown` the registrations are withdrawn (restoring the built-in models) and the
 // bridge is closed.
+//
+// Help resources: inside a container, on `resources_discover` the extension writes the help
+// skill `po-sandbox` (its SKILL.md comes from the addon: `helpSkill`, the same variables as
+// `/po-sandbox`) into a private temporary folder and offers that folder's skill to pi; on the
+// host it offers nothing. The folder is removed on `session_shutdown`.
+
+const fs = require('node:fs')
+const os = require('node:os')
+const path = require('node:path')
 
 const { DefaultSandboxExtensionService, brokeredBaseUrl, brokerOrigin, startBrokerBridge } = require('../index.js')
 
@@ -33,6 +42,27 @@ function poSandboxExtension(pi) {
     for (const name of current.providers) pi.unregisterProvider(name)
     await current.bridge?.close()
   }
+
+  /** @type {string | undefined} the folder holding the help skill, while offered */
+  let skillRoot
+
+  function removeSkill() {
+    if (skillRoot) fs.rmSync(skillRoot, { recursive: true, force: true })
+    skillRoot = undefined
+  }
+
+  pi.on('resources_discover', async (event) => {
+    const skill = new DefaultSandboxExtensionService(process.env).helpSkill(event.cwd)
+    if (skill === null) {
+      removeSkill()
+      return {}
+    }
+    skillRoot ??= fs.mkdtempSync(path.join(os.tmpdir(), 'po-sandbox-help-'))
+    const dir = path.join(skillRoot, 'po-sandbox')
+    fs.mkdirSync(dir, { recursive: true, mode: 0o700 })
+    fs.writeFileSync(path.join(dir, 'SKILL.md'), skill, { mode: 0o600 })
+    return { skillPaths: [dir] }
+  })
 
   pi.registerCommand('po-sandbox', {
     description: 'Show whether this session runs inside a Po sandbox container, and its brokered providers',
@@ -92,6 +122,7 @@ function poSandboxExtension(pi) {
   })
 
   pi.on('session_shutdown', async () => {
+    removeSkill()
     await release()
   })
 }

@@ -4,6 +4,12 @@
 # bookworm base with Node 24 assembled locally, for machines where no image registry (and so
 # no node:24-bookworm-slim) can be reached. Prints every build step; exits non-zero with the
 # failing step's output when the build fails.
+#
+# The hosts each part needs: the base (scripts/build-full-image-base.sh) a Debian mirror and the
+# npm registry from this machine; the recipe's toolchain step, from inside the build container,
+# the base's Debian mirror (apt-get), the npm registry (npm install cloakbrowser, over TLS the
+# container trusts) and CloakBrowser's download hosts (cloakbrowser install: cloakbrowser.dev,
+# github.com releases).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -24,5 +30,8 @@ ensureSandboxImage({ baseImage: process.argv[1], imageVariant: "full" }, (e) => 
   console.log(`build-full-image: ${r.tag} ${r.built ? "built" : "was already there"} in ${((Date.now() - started) / 1000).toFixed(1)} s`)
 }, (err) => {
   console.error(`build-full-image: ${err.code}: ${err.message}`)
+  if (/setup-full\.sh/.test(err.message)) {
+    console.error("build-full-image: the toolchain step needs, from inside the build container, the Debian mirror of the base image, the npm registry (over TLS the container trusts) and the download hosts of CloakBrowser (cloakbrowser.dev, github.com); see the output above for which one failed.")
+  }
   process.exit(1)
 })' "$base"

@@ -29,16 +29,17 @@ step "engine and the local test base image"
 bash scripts/ensure-engine.sh
 bash scripts/build-test-base-image.sh
 
-step "rust: fmt, clippy, unit tests"
-cargo fmt --check
-cargo clippy --release --all-targets -- -D warnings
+step "lint: node --check, bash -n, cargo fmt --check, cargo clippy -D warnings (npm run lint)"
+bash scripts/lint.sh
+
+step "rust: unit tests"
 # Unit tests in the dev profile: compiling the dependencies unoptimised and the crate's test
 # harness takes 2m33s from cold here, against 3m57s for an optimised harness on top of the
 # release dependencies the addon build already made (measured on a clean clone, 2 cores).
 cargo test
 
-step "types: tsc --noEmit --strict"
-npx tsc --noEmit --strict --target es2022 --module nodenext --moduleResolution nodenext index.d.ts __test__/api.types.ts
+step "types: tsc --noEmit --strict (npm run typecheck)"
+npm run --silent typecheck
 
 step "node:test suites (Node $(node --version))"
 node --test --test-timeout=300000 __test__/*.test.mjs

@@ -1,6 +1,8 @@
 //! What runs inside a sandbox container: who am I (identity), how model calls reach the host's
-//! broker (the loopback bridge), and how provider base URLs are re-pointed at it (rebase).
+//! broker (the loopback bridge), how provider base URLs are re-pointed at it (rebase), and the
+//! help skill that tells a contained session's agent what its sandbox is (help).
 
 pub(crate) mod bridge;
+pub(crate) mod help;
 pub(crate) mod identity;
 pub(crate) mod rebase;

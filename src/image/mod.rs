@@ -21,6 +21,18 @@ pub const VARIANT_VAR: &str = "PO_SANDBOX_IMAGE_VARIANT";
 /// The repository of every sandbox image.
 pub const REPOSITORY: &str = "po-sandbox";
 
+/// The full image's environment (CloakBrowser lives in `/opt/cloak`: its npm package and, under
+/// `browser/`, the browser build), set before its toolchain is installed so the build and every
+/// container share it: CloakBrowser finds the browser build the image holds and never
+/// downloads one (no update check either: `/opt/cloak` is read-only to the container user),
+/// its CLI is on `PATH` and `require('cloakbrowser')` resolves from anywhere.
+pub const FULL_RUNTIME_ENV: [(&str, &str); 4] = [
+    ("CLOAKBROWSER_CACHE_DIR", "/opt/cloak/browser"),
+    ("CLOAKBROWSER_AUTO_UPDATE", "false"),
+    ("NODE_PATH", "/opt/cloak/node_modules"),
+    ("PATH", "/opt/cloak/node_modules/.bin:$PATH"),
+];
+
 const SETUP_DIRS: &str = include_str!("recipe/setup-dirs.sh");
 const SETUP_FULL: &str = include_str!("recipe/setup-full.sh");
 
@@ -99,6 +111,11 @@ impl ImageRecipe {
         let mut d = format!("FROM {}\n", self.base);
         match self.variant {
             Variant::Full => {
+                d.push_str("ENV");
+                for (name, value) in FULL_RUNTIME_ENV {
+                    d.push_str(&format!(" {name}={value}"));
+                }
+                d.push('\n');
                 d.push_str("COPY setup-full.sh setup-dirs.sh /usr/local/lib/po-sandbox/\n");
                 d.push_str("RUN sh /usr/local/lib/po-sandbox/setup-full.sh\n");
             }

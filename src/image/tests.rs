@@ -129,3 +129,73 @@ fn context_holds_dockerfile_and_files() {
         .collect();
     assert_eq!(names, ["Dockerfile", "setup-dirs.sh"]);
 }
+
+/// Where the full recipe installs CloakBrowser.
+const CLOAK_DIR: &str = "/opt/cloak";
+
+/// The instructions of a Dockerfile, one per line.
+fn instructions(d: &str) -> Vec<&str> {
+    d.lines().filter(|l| !l.trim().is_empty()).collect()
+}
+
+#[test]
+fn full_recipe_layers_set_the_browser_location_before_installing_it() {
+    let full = ImageRecipe {
+        base: DEFAULT_BASE.into(),
+        variant: Variant::Full,
+    };
+    let d = full.dockerfile();
+    assert_eq!(
+        instructions(&d),
+        [
+            "FROM node:24-bookworm-slim",
+            "ENV CLOAKBROWSER_CACHE_DIR=/opt/cloak/browser CLOAKBROWSER_AUTO_UPDATE=false NODE_PATH=/opt/cloak/node_modules PATH=/opt/cloak/node_modules/.bin:$PATH",
+            "COPY setup-full.sh setup-dirs.sh /usr/local/lib/po-sandbox/",
+            "RUN sh /usr/local/lib/po-sandbox/setup-full.sh",
+            "RUN sh /usr/local/lib/po-sandbox/setup-dirs.sh",
+            "ENV HOME=/po-home",
+        ]
+    );
+    // Every location among the run-time variables is in the folder the setup script installs
+    // into; the one flag turns updates off.
+    for (name, value) in FULL_RUNTIME_ENV {
+        match name {
+            "CLOAKBROWSER_AUTO_UPDATE" => assert_eq!(value, "false"),
+            _ => assert!(value.contains(CLOAK_DIR), "{name}={value}"),
+        }
+    }
+    let setup = full
+        .files()
+        .iter()
+        .find(|f| f.0 == "setup-full.sh")
+        .unwrap()
+        .2;
+    // The script installs where the ENV says, not at a location of its own.
+    assert!(setup.contains(r#": "${CLOAKBROWSER_CACHE_DIR:?"#));
+    assert!(
+        !setup.contains("CLOAKBROWSER_CACHE_DIR="),
+        "no second location"
+    );
+    assert!(setup.contains(&format!("npm install --prefix {CLOAK_DIR} ")));
+    let install = setup.find("cloakbrowser install").unwrap();
+    let check = setup.find("cloakbrowser info --quick --json").unwrap();
+    let readable = setup.find(&format!("chmod -R a+rX {CLOAK_DIR}")).unwrap();
+    assert!(install < check && check < readable);
+}
+
+#[test]
+fn minimal_recipe_has_no_browser_environment() {
+    let minimal = ImageRecipe {
+        base: "b".into(),
+        variant: Variant::Minimal,
+    };
+    assert_eq!(
+        instructions(&minimal.dockerfile()),
+        [
+            "FROM b",
+            "COPY setup-dirs.sh /usr/local/lib/po-sandbox/",
+            "RUN sh /usr/local/lib/po-sandbox/setup-dirs.sh",
+            "ENV HOME=/po-home",
+        ]
+    );
+}

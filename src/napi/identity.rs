@@ -7,6 +7,7 @@ use napi::bindgen_prelude::Unknown;
 use napi_derive::napi;
 
 use super::errors::{env_vars, object_arg};
+use crate::contained::help;
 use crate::contained::identity::{self as core, SandboxState};
 
 /// Reports sandbox state from the environment it is given: whether this process is contained,
@@ -15,12 +16,14 @@ use crate::contained::identity::{self as core, SandboxState};
 #[napi]
 pub struct DefaultSandboxExtensionService {
     state: core::SandboxState,
+    facts: help::HelpFacts,
 }
 
 #[napi]
 impl DefaultSandboxExtensionService {
-    /// Reads `PO_SANDBOX`, `PO_WORKSPACE`, `PO_BROKER_PROVIDERS`, `PO_BROKER_SOCKET` and
-    /// `PO_BROKER_ADDRESS` from `env` (default: the process environment), once.
+    /// Reads `PO_SANDBOX`, `PO_WORKSPACE`, `PO_BROKER_PROVIDERS`, `PO_BROKER_SOCKET`,
+    /// `PO_BROKER_ADDRESS`, `PO_SANDBOX_GUARDED_PATHS`, and for the help skill `PO_HOME`, `HOME`
+    /// and `PO_SANDBOX_TOKEN_FILE`, from `env` (default: the process environment), once.
     /// Throws `OPTIONS_INVALID` when `env` is given but is not an object.
     #[napi(
         constructor,
@@ -28,8 +31,10 @@ impl DefaultSandboxExtensionService {
     )]
     pub fn new(env: &Env, vars: Option<Unknown>) -> napi::Result<Self> {
         let vars: Option<HashMap<String, Option<String>>> = object_arg(env, vars, "env")?;
+        let vars = env_vars(vars);
         Ok(DefaultSandboxExtensionService {
-            state: core::read_state(&env_vars(vars)),
+            state: core::read_state(&vars),
+            facts: help::read_facts(&vars),
         })
     }
 
@@ -49,5 +54,15 @@ impl DefaultSandboxExtensionService {
     #[napi]
     pub fn report(&self) -> String {
         core::report(&self.state)
+    }
+
+    /// The help skill of a contained session: the `SKILL.md` of the pi skill `po-sandbox`
+    /// (what is mounted where — the workspace, `HOME`, `PO_HOME`, `/opt/po`, the guarded paths —,
+    /// the brokered providers, the network, and what cannot be done here), from the same
+    /// variables as `report()`, also `PO_HOME`, `HOME` and `PO_SANDBOX_TOKEN_FILE`. `cwd` is
+    /// the session's working directory. `null` on the host (not contained).
+    #[napi]
+    pub fn help_skill(&self, cwd: Option<String>) -> Option<String> {
+        help::skill(&self.state, &self.facts, cwd.as_deref())
     }
 }

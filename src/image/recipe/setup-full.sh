@@ -1,7 +1,11 @@
 #!/bin/sh
 # The full sandbox toolchain on top of node:24-bookworm-slim: git, procps, ripgrep, Chromium's
 # runtime libraries and fonts, corepack, and the CloakBrowser headless browser at /opt/cloak.
+# The Dockerfile sets CLOAKBROWSER_CACHE_DIR (and the rest of the image's run-time environment)
+# before this runs, so the browser lands where every container looks for it.
 set -eu
+: "${CLOAKBROWSER_CACHE_DIR:?the Dockerfile sets CLOAKBROWSER_CACHE_DIR before this script}"
+echo "setup-full: CloakBrowser goes to $CLOAKBROWSER_CACHE_DIR"
 export DEBIAN_FRONTEND=noninteractive
 apt-get update
 apt-get install -y --no-install-recommends \
@@ -15,7 +19,18 @@ rm -rf /var/lib/apt/lists/*
 corepack enable
 mkdir -p /opt/cloak
 npm install --prefix /opt/cloak --no-audit --no-fund --omit=dev cloakbrowser@0.5.10
-# Fetch the browser build into /opt/cloak so containers never download it at run time.
-CLOAKBROWSER_CACHE_DIR=/opt/cloak/browser /opt/cloak/node_modules/.bin/cloakbrowser install
+# Fetch the browser build into $CLOAKBROWSER_CACHE_DIR so containers never download it at run
+# time, and check it is where a container will look, without the network.
+/opt/cloak/node_modules/.bin/cloakbrowser install
+/opt/cloak/node_modules/.bin/cloakbrowser info --quick --json >/tmp/cloak-info.json
+node -e '
+const out = require("fs").readFileSync("/tmp/cloak-info.json", "utf8")
+const { binary } = JSON.parse(out.slice(out.search(/^\{/m)))
+const dir = process.env.CLOAKBROWSER_CACHE_DIR
+if (!binary || !binary.installed || !String(binary.path).startsWith(dir + "/")) {
+  console.error(`setup-full: CloakBrowser is not installed under ${dir}: ${JSON.stringify(binary)}`)
+  process.exit(1)
+}'
+rm -f /tmp/cloak-info.json
 chmod -R a+rX /opt/cloak
 npm cache clean --force

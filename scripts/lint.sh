@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# `npm run lint`: every JavaScript file parses (node --check), every shell script parses
+# (bash -n), the Rust code is formatted (cargo fmt --check) and clippy-clean with warnings as
+# errors (cargo clippy --release --all-targets -- -D warnings). `npm test` runs it too.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+step() { printf '\n== lint: %s\n' "$*"; }
+
+# The project's own files: never node_modules, target, packed output or temp folders.
+list() {
+  local names=() p
+  for p in "$@"; do names+=(${names:+-o} -name "$p"); done
+  find . \( -name node_modules -o -name .git -o -path ./target -o -path ./dist-pack -o -path ./.tmp \) -prune \
+    -o -type f \( "${names[@]}" \) -print | sort
+}
+
+step "node --check (JavaScript syntax)"
+n=0
+while IFS= read -r f; do
+  [ -f "$f" ] || continue
+  node --check "$f"
+  n=$((n + 1))
+done < <(list '*.js' '*.mjs' '*.cjs')
+echo "$n files parse"
+
+step "bash -n (shell syntax)"
+n=0
+while IFS= read -r f; do
+  [ -f "$f" ] || continue
+  bash -n "$f"
+  n=$((n + 1))
+done < <(list '*.sh'; echo ./.ci/run)
+echo "$n scripts parse"
+
+step "cargo fmt --check"
+cargo fmt --check
+
+step "cargo clippy --release --all-targets -- -D warnings"
+cargo clippy --release --all-targets -- -D warnings
