@@ -1,5 +1,5 @@
 // Compiled by `npm run typecheck`: the `./apiContracts` subpath's ESM types (the package's
-// `import` condition and apiContracts.d.mts apply).
+// `import` condition and extensions/apiContracts.d.mts apply).
 import apiContractsDefault, { apiContracts, type ApiContract } from '@agimon-ai/po-sandbox/apiContracts'
 
 const named: Readonly<ApiContract> = apiContracts

@@ -1,5 +1,5 @@
 // Compiled by `npm run typecheck`: the `./apiContracts` subpath's CommonJS types (this file is
-// CommonJS under nodenext, so the package's `require` condition and apiContracts.d.cts apply).
+// CommonJS under nodenext, so the package's `require` condition and extensions/apiContracts.d.cts apply).
 import contracts = require('@agimon-ai/po-sandbox/apiContracts')
 import type { ApiContract } from '@agimon-ai/po-sandbox/apiContracts'
 
