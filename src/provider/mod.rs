@@ -2,6 +2,7 @@
 //! every container-sandboxed workspace (adopted or created, in parallel with a bound). Its
 //! status is always readable; the `po/workspace-containers` service waits for it.
 
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -53,6 +54,12 @@ const ENGINE_PROBE_EVERY: Duration = Duration::from_secs(2);
 /// A failed start-up is tried again by a later call only when the last attempt is this old,
 /// so a caller polling `list()` against a stopped engine does not probe it on every call.
 const RETRY_AFTER: Duration = Duration::from_secs(2);
+
+/// How many workspaces whose container already runs are adopted at once at hub start: an
+/// adoption only reads (an inspect, a health answer), so it is not held to `concurrency`,
+/// which paces creations; this bound keeps a hub with many workspaces from opening hundreds
+/// of engine connections at once.
+const ADOPT_CONCURRENCY: usize = 32;
 
 impl Provider {
     /// A provider in state `starting`; call [`run`](Self::run) to start it.
@@ -336,8 +343,10 @@ impl Provider {
         self.start_workspaces(&service).await;
     }
 
-    /// Step 4: every container workspace of the options: one list call for all, then bounded
-    /// parallel starts (adopt or create). Settles the status.
+    /// Step 4: every container workspace of the options: one list call for all, then the
+    /// workspaces whose one container runs (adoptions: reads and a health answer) at up to
+    /// [`ADOPT_CONCURRENCY`] at once, alongside the others (creations) at `concurrency`.
+    /// Settles the status.
     async fn start_workspaces(&self, service: &WorkspaceContainers) {
         let _gate = self.starting_workspaces.lock().await;
         let o = &self.options;
@@ -348,43 +357,62 @@ impl Provider {
             .cloned()
             .collect();
         if !wanted.is_empty() {
-            let known = service.ids_by_workspace().await.ok();
-            let this = &self;
-            let known = &known;
-            futures_util::stream::iter(wanted)
-                .for_each_concurrent(o.concurrency, |w| async move {
-                    if this.stopping.load(std::sync::atomic::Ordering::SeqCst) {
-                        // Every container is being stopped: do not start more.
-                        this.set_workspace(&w.id, |s| s.state = WorkspacePhase::Stopped);
-                        return;
-                    }
-                    this.set_workspace(&w.id, |s| s.state = WorkspacePhase::Starting);
-                    let result = match workspace::resolve(&w.id, &w.path) {
-                        Ok(ws) => {
-                            let ids = known
-                                .as_ref()
-                                .map(|k| k.get(&w.id).cloned().unwrap_or_default());
-                            service.start_with(ws, ids).await
-                        }
-                        Err(e) => Err(e),
-                    };
-                    this.set_workspace(&w.id, |s| match result {
-                        Ok(c) => {
-                            s.state = WorkspacePhase::Running;
-                            s.container = Some(c);
-                            s.error = None;
-                            s.error_code = None;
-                        }
-                        Err(e) => {
-                            s.state = WorkspacePhase::Failed;
-                            s.error_code = Some(e.code().into());
-                            s.error = Some(e.to_string());
-                        }
-                    });
-                })
-                .await;
+            let known = service.known_containers().await.ok();
+            let (adopting, creating): (Vec<_>, Vec<_>) = wanted.into_iter().partition(|w| {
+                known
+                    .as_ref()
+                    .is_some_and(|k| k.running_alone.contains(&w.id))
+            });
+            let ids = known.map(|k| k.ids);
+            let ids = &ids;
+            let adoptions = futures_util::stream::iter(adopting)
+                .map(|w| self.start_one(service, ids, w))
+                .buffer_unordered(ADOPT_CONCURRENCY)
+                .collect::<Vec<()>>();
+            let creations = futures_util::stream::iter(creating)
+                .map(|w| self.start_one(service, ids, w))
+                .buffer_unordered(o.concurrency)
+                .collect::<Vec<()>>();
+            tokio::join!(adoptions, creations);
         }
         self.update(|s| s.settled = true);
+    }
+
+    /// Starts (adopts or creates) one workspace of the options and records the outcome.
+    async fn start_one(
+        &self,
+        service: &WorkspaceContainers,
+        known: &Option<HashMap<String, Vec<String>>>,
+        w: WorkspaceRequest,
+    ) {
+        if self.stopping.load(std::sync::atomic::Ordering::SeqCst) {
+            // Every container is being stopped: do not start more.
+            self.set_workspace(&w.id, |s| s.state = WorkspacePhase::Stopped);
+            return;
+        }
+        self.set_workspace(&w.id, |s| s.state = WorkspacePhase::Starting);
+        let result = match workspace::resolve(&w.id, &w.path) {
+            Ok(ws) => {
+                let ids = known
+                    .as_ref()
+                    .map(|k| k.get(&w.id).cloned().unwrap_or_default());
+                service.start_with(ws, ids).await
+            }
+            Err(e) => Err(e),
+        };
+        self.set_workspace(&w.id, |s| match result {
+            Ok(c) => {
+                s.state = WorkspacePhase::Running;
+                s.container = Some(c);
+                s.error = None;
+                s.error_code = None;
+            }
+            Err(e) => {
+                s.state = WorkspacePhase::Failed;
+                s.error_code = Some(e.code().into());
+                s.error = Some(e.to_string());
+            }
+        });
     }
 
     /// The `po/workspace-containers` service, once start-up got that far; the start-up's error

@@ -997,18 +997,42 @@ impl WorkspaceContainers {
 
     /// One list call: this owner's container ids grouped by workspace.
     pub async fn ids_by_workspace(&self) -> Result<HashMap<String, Vec<String>>> {
+        Ok(self.known_containers().await?.ids)
+    }
+
+    /// One list call for this owner: the container ids of each workspace, and which
+    /// workspaces have exactly one container and it runs (likely adopted, not created).
+    pub async fn known_containers(&self) -> Result<KnownContainers> {
         let owner = format!("{LABEL_OWNER}={}", self.inner.config.owner);
         let list = container::list_labelled(&self.inner.docker, vec![owner]).await?;
-        let mut map: HashMap<String, Vec<String>> = HashMap::new();
+        let mut known = KnownContainers::default();
+        let mut running: HashMap<String, usize> = HashMap::new();
         for c in list {
-            if let (Some(id), Some(ws)) =
-                (c.id, c.labels.and_then(|l| l.get(LABEL_WORKSPACE).cloned()))
-            {
-                map.entry(ws).or_default().push(id);
+            let Some(ws) = c.labels.and_then(|l| l.get(LABEL_WORKSPACE).cloned()) else {
+                continue;
+            };
+            let Some(id) = c.id else { continue };
+            if c.state == Some(bollard::models::ContainerSummaryStateEnum::RUNNING) {
+                *running.entry(ws.clone()).or_default() += 1;
             }
+            known.ids.entry(ws).or_default().push(id);
         }
-        Ok(map)
+        known.running_alone = running
+            .into_iter()
+            .filter(|(ws, n)| *n == 1 && known.ids.get(ws).is_some_and(|ids| ids.len() == 1))
+            .map(|(ws, _)| ws)
+            .collect();
+        Ok(known)
     }
+}
+
+/// What one list call says of this owner's containers.
+#[derive(Debug, Clone, Default)]
+pub struct KnownContainers {
+    /// Container ids by workspace.
+    pub ids: HashMap<String, Vec<String>>,
+    /// Workspaces whose one container runs: starting them most likely adopts it.
+    pub running_alone: std::collections::HashSet<String>,
 }
 
 /// What `create` made so far, undone together when a later step fails: nothing half-done
