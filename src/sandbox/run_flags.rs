@@ -436,6 +436,20 @@ fn apply_list(flags: &mut RunFlags, item: &str, name: &str, value: &str) -> Resu
     Ok(())
 }
 
+/// Podman's Docker API ignores `HostConfig.Runtime`: a `--runtime` flag would silently not
+/// apply there, so on Podman it is refused (Podman's runtime is set in its `containers.conf`).
+pub fn refuse_on_podman(flags: &RunFlags) -> Result<()> {
+    match &flags.runtime {
+        Some(r) => Err(refused(
+            &format!("--runtime={r}"),
+            format!(
+                "the engine is Podman, whose Docker API ignores the runtime a container asks                  for, so it would not run on {r}; set Podman's runtime in containers.conf                  ([engine] runtime = \"{r}\") and drop this flag"
+            ),
+        )),
+        None => Ok(()),
+    }
+}
+
 /// `--memory-swap` needs `--memory`, and is at least as large (or `-1`).
 fn check_swap(flags: &RunFlags) -> Result<()> {
     let Some(swap) = flags.memory_swap else {
