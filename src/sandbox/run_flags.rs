@@ -197,7 +197,7 @@ fn split(item: &str) -> Result<(String, Option<String>)> {
         };
         return Ok((checked_name(item, name)?, value));
     }
-    if let Some(short) = item.strip_prefix('-') {
+    if let Some(short) = item.strip_prefix('-').filter(|s| !s.is_empty()) {
         return short_flag(item, short);
     }
     Err(refused(
@@ -210,7 +210,7 @@ fn split(item: &str) -> Result<(String, Option<String>)> {
 /// `-m512m`, `-m=512m`, `-l key=value`… as their long names.
 fn short_flag(item: &str, short: &str) -> Result<(String, Option<String>)> {
     let mut chars = short.chars();
-    let letter = chars.next().unwrap_or('-');
+    let letter = chars.next().unwrap_or_default();
     let rest = chars.as_str();
     let long = match letter {
         'm' => "memory",

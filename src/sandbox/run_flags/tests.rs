@@ -384,6 +384,7 @@ fn malformed_items_are_refused_saying_how_to_write_them() {
         (&["--memory"][..], "needs its value attached"),
         (&["-m"][..], "needs its value attached"),
         (&["--"][..], "ends the options"),
+        (&["-"][..], "it is not a flag"),
         (&["---privileged"][..], "not a well-formed flag"),
         (&["--=x"][..], "not a well-formed flag"),
         (&["--cap_add=x"][..], "not a well-formed flag"),
