@@ -88,21 +88,22 @@ register() {
 }
 
 restore() {
+  local original='{}'
   if [ -e "$backup" ]; then
-    cp -p "$backup" "$config"
-  elif [ -e "$absent" ]; then
-    rm -f "$config"
-  else
+    original=$(cat "$backup")
+  elif [ ! -e "$absent" ]; then
     echo "gvisor-runtime: nothing to restore"
     return 0
   fi
+  # dockerd keeps its runtimes when a reload finds no "runtimes" key (or no file at all), so
+  # it first reloads the original with its runtimes spelled out ({} when it had none), then
+  # the original itself goes back: the same runtimes, no second reload needed.
+  echo "$original" | jq '.runtimes = (.runtimes // {})' >"$config.po-sandbox.tmp"
+  mv "$config.po-sandbox.tmp" "$config"
+  if jq -e '.runtimes.runsc' "$config" >/dev/null 2>&1; then reload yes; else reload no; fi
+  if [ -e "$backup" ]; then cp -p "$backup" "$config"; else rm -f "$config"; fi
   rm -f "$backup" "$absent"
   rmdir "$state" 2>/dev/null || true
-  if [ -e "$config" ] && jq -e '.runtimes.runsc' "$config" >/dev/null 2>&1; then
-    reload yes
-  else
-    reload no
-  fi
   echo "gvisor-runtime: $config restored, dockerd reloaded"
 }
 
