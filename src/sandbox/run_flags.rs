@@ -443,7 +443,9 @@ pub fn refuse_on_podman(flags: &RunFlags) -> Result<()> {
         Some(r) => Err(refused(
             &format!("--runtime={r}"),
             format!(
-                "the engine is Podman, whose Docker API ignores the runtime a container asks                  for, so it would not run on {r}; set Podman's runtime in containers.conf                  ([engine] runtime = \"{r}\") and drop this flag"
+                "the engine is Podman, whose Docker API ignores the runtime a container asks \
+                 for, so it would not run on {r}; set Podman's runtime in containers.conf \
+                 ([engine] runtime = \"{r}\") and drop this flag"
             ),
         )),
         None => Ok(()),

@@ -279,6 +279,7 @@ fn a_runtime_flag_is_refused_on_podman_only() {
     let e = refuse_on_podman(&runsc).unwrap_err();
     assert_eq!(e.code(), "RUN_FLAGS_INVALID");
     assert!(e.to_string().contains("containers.conf"), "{e}");
+    assert!(!e.to_string().contains("  "), "{e}");
     let memory = parse(&["--memory=1g".to_string()], 2048).unwrap();
     refuse_on_podman(&memory).unwrap();
 }

@@ -15,6 +15,10 @@ fn refused_with(items: &[&str], why: &str) {
     let msg = e.to_string();
     assert!(msg.contains(why), "{items:?}: {msg:?} lacks {why:?}");
     assert!(
+        !msg.contains("  "),
+        "{items:?}: {msg:?} has a run of spaces"
+    );
+    assert!(
         items.iter().any(|i| msg.contains(&format!("'{i}'"))),
         "{msg} names no flag"
     );
