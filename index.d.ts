@@ -257,6 +257,13 @@ export interface ContainerPosture {
   mounts: Array<MountFact>
   /** Its published ports, as `<host ip> -> <container port>`. */
   published: Array<string>
+  /**
+   * Its OCI runtime (`runc`, `runsc`…), as the engine reports it; empty when the engine
+   * does not say.
+   */
+  runtime: string
+  /** The run flags it was made with (`runFlags`, `PO_SANDBOX_RUN_FLAGS`). */
+  runFlags: Array<string>
 }
 
 /** Options of the container provider. */
@@ -312,6 +319,14 @@ export interface ContainerProviderOptions {
    * failing with `RUNTIME_NOT_INSTALLED` (default false; `po-sandbox up` sets it).
    */
   demoRuntime?: boolean
+  /**
+   * Extra engine options for every container, each self-contained (`--flag=value`), e.g.
+   * `['--runtime=runsc', '--memory=2g']`: the complete list (default
+   * `PO_SANDBOX_RUN_FLAGS`, whitespace-separated). Only flags that add a bound, pick a
+   * runtime or tighten are accepted (see the README's table); anything else throws
+   * `RUN_FLAGS_INVALID` before anything is made.
+   */
+  runFlags?: Array<string>
 }
 
 /** Options of `startCredentialBroker`. */
@@ -358,6 +373,11 @@ export interface DoctorOptions {
    * `po-sandbox up`; default false).
    */
   demoRuntime?: boolean
+  /**
+   * Run flags to check and show (default `PO_SANDBOX_RUN_FLAGS`), as the provider's
+   * `runFlags`.
+   */
+  runFlags?: Array<string>
 }
 
 /** Everything `po-sandbox doctor` found. */
@@ -377,6 +397,8 @@ export interface DoctorReport {
   image: ImageCheck
   /** The paths of each workspace mounted read-only (`guardedPaths`, `PO_SANDBOX_GUARDED_PATHS`). */
   guardedPaths: Array<string>
+  /** The run flags every container gets (`runFlags`, `PO_SANDBOX_RUN_FLAGS`), long form. */
+  runFlags: Array<string>
   /** What works but is weaker than it should be (an empty guarded-path list). */
   warnings: Array<string>
   /** The report as a person reads it. */
@@ -680,6 +702,8 @@ export interface SandboxContainerRow {
   imageVariant?: string
   /** Unix seconds. */
   created: number
+  /** The run flags it was made with (its `po.run-flags` label), long form. */
+  runFlags: Array<string>
 }
 
 /** A lifecycle event (`SandboxEvent` in JS, a union discriminated by `type`). */

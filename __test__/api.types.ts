@@ -17,7 +17,9 @@ async function usage(): Promise<void> {
   const available: boolean = report.available
   const code: string | undefined = report.reasonCode
   const list: EngineCandidate[] = engineCandidates()
-  const d: DoctorReport = await doctor('v24.0.0')
+  const d: DoctorReport = await doctor('v24.0.0', { runFlags: ['--runtime=runsc'] })
+  const shownFlags: string[] = d.runFlags
+  void shownFlags
   const service = new DefaultSandboxExtensionService(env)
   const state: SandboxState = service.state()
   const kind: 'socket' | 'tcp' | undefined = state.route?.kind
@@ -54,7 +56,7 @@ async function providerUsage(): Promise<void> {
     registerSandboxProvider: (p) => { provider = p },
     publishService: (_name, s) => { service = s },
   }
-  const layer = registerSandboxLayer(host, { poHome: '/home/u/.po', workspaces: [{ id: 'w', path: '/src/w', sandbox: 'container' }], imageVariant: 'minimal' })
+  const layer = registerSandboxLayer(host, { poHome: '/home/u/.po', workspaces: [{ id: 'w', path: '/src/w', sandbox: 'container' }], imageVariant: 'minimal', runFlags: ['--runtime=runsc', '--memory=2g'] })
   if (layer === null) return
   layer.provider.onEvent((e: SandboxEvent) => { const t: 'engine' | 'runtime' | 'image' | 'workspace' | 'provider' = e.type; void t })
   const status: ProviderStatus = await layer.provider.ready()
@@ -66,7 +68,9 @@ async function providerUsage(): Promise<void> {
   const rows: SandboxContainerRow[] = await listSandboxContainers({ allOwners: true })
   const ids: string[] = await stopSandboxContainers({ all: true })
   const image = await ensureSandboxImage({ imageVariant: 'full' }, (e) => void e.phase)
-  void [provider, service, state, c.url, c.hostPort, adopted, stopped, all, rows, ids, image.tag, layer.provider.kind]
+  const flags: string[] = [...c.posture.runFlags, ...(rows[0]?.runFlags ?? [])]
+  const runtime: string = c.posture.runtime
+  void [provider, service, state, c.url, c.hostPort, adopted, stopped, all, rows, ids, image.tag, layer.provider.kind, flags, runtime]
 }
 void providerUsage
 

@@ -111,3 +111,20 @@ test('the container provider on Podman: a hardened container, brokered calls, ad
   assert.equal(await second.layer.containers.stop('pw'), true)
   assert.equal((await run('podman', ['ps', '-aq', '--filter', `label=po.owner=${owner}`])).stdout.trim(), '')
 })
+
+test('on Podman a --runtime run flag makes start-up fail with RUN_FLAGS_INVALID (its Docker API would ignore it), and nothing is made', async (t) => {
+  const poHome = tempHome(t)
+  const owner = newOwner()
+  const ws = tempWorkspace(t)
+  writeBundle(poHome)
+  t.after(() => rmSync(brokerDirOf(owner), { recursive: true, force: true }))
+  const env = { ...process.env, CONTAINER_HOST: `unix://${sock}`, PO_SANDBOX_ENGINE: 'podman' }
+  const options = { ...baseOptions(poHome, owner), baseImage: `localhost/${TEST_BASE}`, env, workspaces: [{ id: 'pr', path: ws }], runFlags: ['--runtime=runsc', '--memory=1g'] }
+  const { layer } = openLayer(options)
+  const status = await layer.provider.ready()
+  assert.equal(status.state, 'unavailable')
+  assert.equal(status.code, 'RUN_FLAGS_INVALID', status.reason)
+  assert.match(status.reason, /'--runtime=runsc'.*Podman.*containers\.conf/)
+  assert.equal((await run('podman', ['ps', '-aq', '--filter', `label=po.owner=${owner}`])).stdout.trim(), '')
+  await assert.rejects(layer.containers.start({ id: 'pr', path: ws }), (err) => err.code === 'RUN_FLAGS_INVALID')
+})

@@ -103,8 +103,10 @@ function age(unixSeconds) {
 
 function table(rows, all) {
   if (rows.length === 0) return all ? 'No sandbox containers.\n' : "No sandbox containers for this hub (try --all for every hub's).\n"
-  const head = ['WORKSPACE', 'STATE', 'PORT', 'IMAGE', 'AGE', ...(all ? ['OWNER'] : []), 'NAME']
-  const body = rows.map((r) => [r.workspaceId, r.state, r.hostPort ? `127.0.0.1:${r.hostPort}` : '-', r.image, age(r.created), ...(all ? [r.owner] : []), r.name])
+  // The run flags column only when some container has any.
+  const flags = rows.some((r) => r.runFlags.length > 0)
+  const head = ['WORKSPACE', 'STATE', 'PORT', 'IMAGE', 'AGE', ...(all ? ['OWNER'] : []), 'NAME', ...(flags ? ['RUN FLAGS'] : [])]
+  const body = rows.map((r) => [r.workspaceId, r.state, r.hostPort ? `127.0.0.1:${r.hostPort}` : '-', r.image, age(r.created), ...(all ? [r.owner] : []), r.name, ...(flags ? [r.runFlags.join(' ') || '-'] : [])])
   const widths = head.map((h, i) => Math.max(h.length, ...body.map((b) => String(b[i]).length)))
   return [head, ...body].map((cols) => cols.map((c, i) => String(c).padEnd(widths[i])).join('  ').trimEnd()).join('\n') + '\n'
 }

@@ -56,6 +56,7 @@ function upText(ws, c, runtimeVersion, hints) {
     `  Container   ${c.name} (${c.containerId.slice(0, 12)}), image ${c.image}`,
     `  Posture     user ${p.user}; ${p.noCapabilities ? 'all capabilities dropped' : 'CAPABILITIES NOT ALL DROPPED'}; ${p.noNewPrivileges ? 'no-new-privileges' : 'NEW PRIVILEGES ALLOWED'}; ${p.privileged ? 'PRIVILEGED' : 'not privileged'}; pid limit ${p.pidsLimit ?? 'none'}; network ${p.networkMode}`,
     `  Published   ${p.published.join(', ') || 'nothing'}`,
+    `  Run flags   ${p.runFlags.join(' ') || 'none'}${p.runtime ? ` (runtime ${p.runtime})` : ''}`,
     `  Credentials ${broker}`,
     `  Mounts      ${mounts.join('\n              ')}`,
     ...(hints ? ['', `Run a command in it: po-sandbox exec ${ws.path} -- <command...>`, `Stop it:             po-sandbox down ${ws.path}`] : []),
@@ -80,14 +81,16 @@ async function down(addon, opts, ws, removeVolumes = false) {
   else process.stdout.write(`Stopped and removed the sandbox of ${ws.path} (workspace ${ws.id})${removeVolumes ? ', and its volumes' : '; its volumes are kept'}.\n`)
 }
 
-/** The recipe of the folder's running container, unless the command line names one: `exec`
- * must not ask for another image (that would replace the sandbox). */
+/** The recipe of the folder's running container, unless the command line names one, and its
+ * run flags: `exec` must not ask for another image or other flags (that would replace the
+ * sandbox). */
 async function runningRecipe(addon, opts, ws) {
   const rows = await addon.listSandboxContainers({ poHome: opts.poHome, engine: opts.engine })
   const row = rows.find((r) => r.workspaceId === ws.id && r.state === 'running')
   if (!row) throw coded('SANDBOX_NOT_RUNNING', `The sandbox of workspace '${ws.id}' is not running: start it with \`po-sandbox up ${ws.path}\` first.`)
-  if (opts.baseImage || opts.imageVariant) return {}
-  return { baseImage: row.imageBase ?? undefined, imageVariant: row.imageVariant ?? undefined }
+  const runFlags = row.runFlags
+  if (opts.baseImage || opts.imageVariant) return { runFlags }
+  return { baseImage: row.imageBase ?? undefined, imageVariant: row.imageVariant ?? undefined, runFlags }
 }
 
 async function exec(addon, opts, ws) {

@@ -75,6 +75,8 @@ pub struct DoctorOptions {
     pub guarded_paths: Vec<String>,
     /// The embedded demo bundle stands in when Po's is not installed.
     pub demo_runtime: bool,
+    /// The run flags containers get (checked).
+    pub run_flags: crate::sandbox::run_flags::RunFlags,
 }
 
 impl DoctorOptions {
@@ -88,6 +90,7 @@ impl DoctorOptions {
             recipe: options.recipe,
             guarded_paths: options.guarded_paths,
             demo_runtime: options.demo_runtime,
+            run_flags: options.run_flags,
         }
     }
 }
@@ -110,6 +113,8 @@ pub struct DoctorReport {
     pub image: ImageCheck,
     /// The paths of each workspace mounted read-only (`guardedPaths`, `PO_SANDBOX_GUARDED_PATHS`).
     pub guarded_paths: Vec<String>,
+    /// The run flags every container gets (`runFlags`, `PO_SANDBOX_RUN_FLAGS`), long form.
+    pub run_flags: Vec<String>,
     /// What works but is weaker than it should be (an empty guarded-path list).
     pub warnings: Vec<String>,
     /// The report as a person reads it.
@@ -188,6 +193,7 @@ pub async fn doctor(
         present: None,
         base_present: None,
     };
+    let mut warnings = Vec::new();
     if engine.available
         && let Ok(docker) = engine::connect_reported(
             &engine,
@@ -196,9 +202,11 @@ pub async fn doctor(
     {
         image.present = Some(docker.inspect_image(&image.tag).await.is_ok());
         image.base_present = Some(docker.inspect_image(&recipe.base).await.is_ok());
+        if let Some(w) = runtime_warning(&docker, &engine, &options.run_flags).await {
+            warnings.push(w);
+        }
     }
     let ok = node.ok && engine.available && !engine.remote && runtime.ok;
-    let mut warnings = Vec::new();
     if options.guarded_paths.is_empty() {
         warnings.push(format!(
             "no guarded paths: a contained agent can write git hooks, .git/config, editor tasks \
@@ -213,6 +221,7 @@ pub async fn doctor(
         runtime,
         image,
         guarded_paths: options.guarded_paths,
+        run_flags: options.run_flags.given,
         warnings,
         text: String::new(),
     };
@@ -229,6 +238,7 @@ pub fn render(r: &DoctorReport) -> String {
     out.push_str(&runtime_section(&r.runtime));
     out.push_str(&image_section(&r.image));
     out.push_str(&guards_section(&r.guarded_paths));
+    out.push_str(&run_flags_section(&r.run_flags));
     for w in &r.warnings {
         out.push_str(&format!("Warning   {w}\n"));
     }
@@ -340,6 +350,41 @@ fn guards_section(guards: &[String]) -> String {
         return "Guarded   none (every workspace file is writable from inside)\n".to_string();
     }
     format!("Guarded   read-only inside: {}\n", guards.join(", "))
+}
+
+fn run_flags_section(flags: &[String]) -> String {
+    if flags.is_empty() {
+        return "Run flags none (runFlags, PO_SANDBOX_RUN_FLAGS)\n".to_string();
+    }
+    format!("Run flags {}\n", flags.join(" "))
+}
+
+/// A `--runtime` run flag the engine cannot honour: Podman ignores it (and the provider
+/// refuses it there), and Docker must list the runtime (daemon.json `runtimes`).
+async fn runtime_warning(
+    docker: &bollard::Docker,
+    engine: &EngineReport,
+    flags: &crate::sandbox::run_flags::RunFlags,
+) -> Option<String> {
+    let runtime = flags.runtime.as_deref()?;
+    if engine.engine.as_deref() == Some("podman") {
+        return Some(format!(
+            "--runtime={runtime}: Podman's Docker API ignores the runtime, so the provider \
+             refuses this flag on Podman (RUN_FLAGS_INVALID); set it in containers.conf instead"
+        ));
+    }
+    let info = docker.info().await.ok()?;
+    let listed = info.runtimes.unwrap_or_default();
+    if listed.contains_key(runtime) {
+        return None;
+    }
+    let mut names: Vec<String> = listed.into_keys().collect();
+    names.sort();
+    Some(format!(
+        "--runtime={runtime}: the engine lists no such runtime (it has {}); register it in \
+         /etc/docker/daemon.json \"runtimes\" and reload dockerd, or containers fail to start",
+        names.join(", ")
+    ))
 }
 
 fn image_presence(im: &ImageCheck) -> String {

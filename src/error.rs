@@ -72,6 +72,13 @@ pub enum Error {
         tail: String,
     },
 
+    /// A run flag (`runFlags`, `PO_SANDBOX_RUN_FLAGS`) is malformed, unknown, or would weaken
+    /// the container's containment or take over a part of the spec; nothing was made.
+    #[error(
+        "Run flag '{flag}' (runFlags / PO_SANDBOX_RUN_FLAGS) is refused: {reason}. Remove or fix it; the README's run-flags table lists what is accepted."
+    )]
+    RunFlagsInvalid { flag: String, reason: String },
+
     /// A workspace id or path is unusable; nothing was touched.
     #[error("Workspace {what} is invalid: {reason}")]
     WorkspaceInvalid { what: String, reason: String },
@@ -134,6 +141,7 @@ impl Error {
             Error::RuntimeNotInstalled { .. } => "RUNTIME_NOT_INSTALLED",
             Error::RuntimeInvalid { .. } => "RUNTIME_INVALID",
             Error::ImageBuildFailed { .. } => "IMAGE_BUILD_FAILED",
+            Error::RunFlagsInvalid { .. } => "RUN_FLAGS_INVALID",
             Error::WorkspaceInvalid { .. } => "WORKSPACE_INVALID",
             Error::ContainerFailed { .. } => "CONTAINER_FAILED",
             Error::ContainerUnhealthy { .. } => "CONTAINER_UNHEALTHY",

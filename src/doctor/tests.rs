@@ -44,6 +44,7 @@ fn report(engine_ok: bool, runtime_ok: bool) -> DoctorReport {
         runtime,
         image,
         guarded_paths: vec![".git/hooks".into()],
+        run_flags: vec![],
         warnings: vec![],
         text: String::new(),
     }
@@ -222,4 +223,16 @@ fn a_missing_bundle_is_fine_with_the_demo_and_says_so() {
     assert!(text.contains("not installed"), "{text}");
     // Nothing is written by the check.
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+}
+
+#[test]
+fn render_shows_the_run_flags() {
+    let mut r = report(true, true);
+    assert!(render(&r).contains("Run flags none (runFlags, PO_SANDBOX_RUN_FLAGS)\n"));
+    r.run_flags = vec!["--runtime=runsc".into(), "--memory=1g".into()];
+    let text = render(&r);
+    assert!(
+        text.contains("Run flags --runtime=runsc --memory=1g\n"),
+        "{text}"
+    );
 }

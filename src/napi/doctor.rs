@@ -32,6 +32,9 @@ pub struct DoctorOptions {
     /// A missing runtime bundle is fine: the embedded demo bundle stands in (as for
     /// `po-sandbox up`; default false).
     pub demo_runtime: Option<bool>,
+    /// Run flags to check and show (default `PO_SANDBOX_RUN_FLAGS`), as the provider's
+    /// `runFlags`.
+    pub run_flags: Option<Vec<String>>,
 }
 
 /// Checks whether the layer can run here: the Node.js version (`nodeVersion`, e.g.
@@ -57,6 +60,7 @@ pub fn doctor<'env>(
                 engine: o.engine,
                 engine_timeout_ms: o.timeout_ms,
                 demo_runtime: o.demo_runtime,
+                run_flags: o.run_flags,
                 ..Default::default()
             },
             o.env,

@@ -75,6 +75,12 @@ pub struct ContainerProviderOptions {
     /// package's embedded demo bundle (a small status server; version `demo`) instead of
     /// failing with `RUNTIME_NOT_INSTALLED` (default false; `po-sandbox up` sets it).
     pub demo_runtime: Option<bool>,
+    /// Extra engine options for every container, each self-contained (`--flag=value`), e.g.
+    /// `['--runtime=runsc', '--memory=2g']`: the complete list (default
+    /// `PO_SANDBOX_RUN_FLAGS`, whitespace-separated). Only flags that add a bound, pick a
+    /// runtime or tighten are accepted (see the README's table); anything else throws
+    /// `RUN_FLAGS_INVALID` before anything is made.
+    pub run_flags: Option<Vec<String>>,
 }
 
 /// A workspace to start: its id and folder.
@@ -359,6 +365,7 @@ fn raw_options(
         broker_socket_dir: o.broker_socket_dir,
         guarded_paths: o.guarded_paths,
         demo_runtime: o.demo_runtime,
+        run_flags: o.run_flags,
     };
     (raw, o.env)
 }

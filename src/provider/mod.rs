@@ -169,6 +169,9 @@ impl Provider {
     async fn setup(&self) -> Result<WorkspaceContainers> {
         self.begin_attempt();
         let (report, docker) = self.check_engine().await?;
+        if report.engine.as_deref() == Some("podman") {
+            crate::sandbox::run_flags::refuse_on_podman(&self.options.run_flags)?;
+        }
         let bundle = self.check_runtime()?;
         // The broker's start (TLS roots, listeners) overlaps the image check.
         let (built, wiring) = tokio::join!(self.ensure_image(&docker), self.start_broker(&report));
@@ -185,6 +188,7 @@ impl Provider {
                 user: o.user,
                 pids_limit: o.pids_limit,
                 guarded_paths: o.guarded_paths.clone(),
+                run_flags: o.run_flags.clone(),
                 health_timeout: o.health_timeout,
                 host_env: o.host.vars().clone(),
                 podman: report.engine.as_deref() == Some("podman"),

@@ -10,6 +10,7 @@ use crate::error::{Error, Result};
 use crate::host::{HostEnv, HostOs, UserIds};
 use crate::image::ImageRecipe;
 use crate::runtime_bundle;
+use crate::sandbox::run_flags::{self, RUN_FLAGS_VAR, RunFlags};
 use crate::sandbox::spec::DEFAULT_PIDS_LIMIT;
 use crate::sandbox::workspace;
 
@@ -48,6 +49,7 @@ pub struct RawOptions {
     pub broker_socket_dir: Option<String>,
     pub guarded_paths: Option<Vec<String>>,
     pub demo_runtime: Option<bool>,
+    pub run_flags: Option<Vec<String>>,
 }
 
 /// Checked options.
@@ -73,6 +75,8 @@ pub struct ProviderOptions {
     pub guarded_paths: Vec<String>,
     /// Use the embedded demo runtime bundle when Po's is not installed.
     pub demo_runtime: bool,
+    /// Extra engine options for every container (`runFlags`, `PO_SANDBOX_RUN_FLAGS`).
+    pub run_flags: RunFlags,
 }
 
 fn invalid(option: &str, reason: impl Into<String>) -> Error {
@@ -268,6 +272,11 @@ impl ProviderOptions {
             16.0..=1_000_000.0,
             DEFAULT_PIDS_LIMIT as f64,
         )? as i64;
+        let run_flags = run_flags::resolve(
+            raw.run_flags.as_deref(),
+            host.vars().get(RUN_FLAGS_VAR).map(String::as_str),
+            pids_limit,
+        )?;
         let health_ms = whole(
             raw.health_timeout_ms,
             "healthTimeoutMs",
@@ -290,6 +299,7 @@ impl ProviderOptions {
             guarded_paths,
             broker: raw.broker.unwrap_or(true),
             demo_runtime: raw.demo_runtime.unwrap_or(false),
+            run_flags,
             broker_socket_dir,
             po_home,
             owner,

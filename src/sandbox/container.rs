@@ -7,8 +7,9 @@ use std::time::{Duration, Instant};
 
 use bollard::Docker;
 use bollard::models::{
-    ContainerConfig, ContainerCreateBody, ContainerInspectResponse, HostConfig, Mount, MountType,
-    PortBinding, ResourcesUlimits, RestartPolicy, RestartPolicyNameEnum, VolumeCreateRequest,
+    ContainerConfig, ContainerCreateBody, ContainerInspectResponse, DeviceRequest, HostConfig,
+    Mount, MountType, PortBinding, ResourcesUlimits, RestartPolicy, RestartPolicyNameEnum,
+    VolumeCreateRequest,
 };
 use bollard::query_parameters::{
     CreateContainerOptionsBuilder, InspectContainerOptions, ListContainersOptionsBuilder,
@@ -20,7 +21,8 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::engine::STOP_GRACE;
 use crate::error::{Error, Result};
-use crate::sandbox::spec::{ContainerSpec, LABEL_SPEC_HASH, LivePosture};
+use crate::sandbox::run_flags::{Gpus, RunFlags};
+use crate::sandbox::spec::{ContainerSpec, LABEL_RUN_FLAGS, LABEL_SPEC_HASH, LivePosture};
 
 /// A container as the engine reports it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -192,6 +194,12 @@ fn live_posture(
         ports: port_bindings(hc),
         devices: hc.devices.as_ref().map_or(0, Vec::len),
         spec_hash: labels.get(LABEL_SPEC_HASH).cloned(),
+        runtime: hc.runtime.clone().unwrap_or_default(),
+        tmpfs: hc.tmpfs.clone().unwrap_or_default().into_keys().collect(),
+        run_flags: labels
+            .get(LABEL_RUN_FLAGS)
+            .map(|l| l.split_whitespace().map(str::to_string).collect())
+            .unwrap_or_default(),
     }
 }
 
@@ -349,7 +357,7 @@ pub fn create_body(spec: &ContainerSpec, podman: bool) -> ContainerCreateBody {
         ..Default::default()
     }));
     let port = format!("{}/tcp", spec.container_port);
-    ContainerCreateBody {
+    let mut body = ContainerCreateBody {
         image: Some(spec.image.clone()),
         cmd: Some(spec.cmd.clone()),
         entrypoint: Some(vec![]),
@@ -386,7 +394,58 @@ pub fn create_body(spec: &ContainerSpec, podman: bool) -> ContainerCreateBody {
             ..Default::default()
         }),
         ..Default::default()
+    };
+    if let Some(hc) = body.host_config.as_mut() {
+        apply_run_flags(hc, &spec.run_flags);
     }
+    body
+}
+
+/// Maps the run flags onto the host config: the layer's own settings stay (security options
+/// are added to, a ulimit of the same name replaces Podman's).
+pub fn apply_run_flags(hc: &mut HostConfig, f: &RunFlags) {
+    let vec_or_none = |v: &Vec<String>| (!v.is_empty()).then(|| v.clone());
+    hc.runtime = f.runtime.clone();
+    hc.memory = f.memory;
+    hc.memory_swap = f.memory_swap;
+    hc.nano_cpus = f.nano_cpus;
+    hc.cpu_shares = f.cpu_shares;
+    hc.shm_size = f.shm_size;
+    hc.dns = vec_or_none(&f.dns);
+    hc.dns_search = vec_or_none(&f.dns_search);
+    hc.dns_options = vec_or_none(&f.dns_options);
+    if !f.tmpfs.is_empty() {
+        hc.tmpfs = Some(f.tmpfs.clone().into_iter().collect());
+    }
+    if !f.security_opt.is_empty() {
+        hc.security_opt
+            .get_or_insert_with(Vec::new)
+            .extend(f.security_opt.iter().cloned());
+    }
+    if !f.ulimits.is_empty() {
+        let mut ulimits = hc.ulimits.take().unwrap_or_default();
+        ulimits.retain(|u| !f.ulimits.iter().any(|o| Some(&o.name) == u.name.as_ref()));
+        ulimits.extend(f.ulimits.iter().map(|u| ResourcesUlimits {
+            name: Some(u.name.clone()),
+            soft: Some(u.soft),
+            hard: Some(u.hard),
+        }));
+        hc.ulimits = Some(ulimits);
+    }
+    hc.device_requests = f.gpus.as_ref().map(|g| {
+        let (count, ids) = match g {
+            Gpus::All => (Some(-1), None),
+            Gpus::Count(n) => (Some(*n), None),
+            Gpus::Devices(ids) => (None, Some(ids.clone())),
+        };
+        vec![DeviceRequest {
+            driver: Some(String::new()),
+            count,
+            device_ids: ids,
+            capabilities: Some(vec![vec!["gpu".into()]]),
+            options: None,
+        }]
+    });
 }
 
 /// Creates (does not start) the container of a spec.

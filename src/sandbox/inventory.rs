@@ -34,6 +34,8 @@ pub struct SandboxRow {
     pub image_variant: Option<String>,
     /// Unix seconds.
     pub created: i64,
+    /// The run flags it was made with (its `po.run-flags` label), long form.
+    pub run_flags: Vec<String>,
     /// The host folder bind-mounted as its broker socket folder, when it has one.
     #[serde(skip)]
     #[napi(skip)]
@@ -75,6 +77,10 @@ pub async fn list(docker: &Docker, owner: Option<&str>) -> Result<Vec<SandboxRow
                 image_base: labels.get("po.image-base").cloned(),
                 image_variant: labels.get("po.image-variant").cloned(),
                 created: c.created.unwrap_or_default(),
+                run_flags: labels
+                    .get(spec::LABEL_RUN_FLAGS)
+                    .map(|l| l.split_whitespace().map(str::to_string).collect())
+                    .unwrap_or_default(),
                 broker_folder: c
                     .mounts
                     .unwrap_or_default()

@@ -9,6 +9,7 @@ pub(crate) mod feed;
 pub(crate) mod guards;
 pub(crate) mod inventory;
 pub(crate) mod locks;
+pub(crate) mod run_flags;
 pub(crate) mod service;
 pub(crate) mod spec;
 pub(crate) mod workspace;

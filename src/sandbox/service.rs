@@ -17,6 +17,7 @@ use crate::runtime_bundle::RuntimeBundle;
 use crate::sandbox::container::{self, Created, LiveContainer};
 use crate::sandbox::exec;
 use crate::sandbox::guards;
+use crate::sandbox::run_flags::RunFlags;
 use crate::sandbox::spec::{
     self, ContainerPosture, ContainerSpec, LABEL_OWNER, LABEL_WORKSPACE, LABEL_WORKSPACE_PATH,
     SpecInput,
@@ -43,6 +44,8 @@ pub struct ServiceConfig {
     pub pids_limit: i64,
     /// Guarded paths, relative to each workspace (mounted read-only).
     pub guarded_paths: Vec<String>,
+    /// Extra engine options (`runFlags`), checked.
+    pub run_flags: RunFlags,
     /// How long to wait for the server's health answer.
     pub health_timeout: Duration,
     /// The host environment (for the allowlist).
@@ -268,6 +271,7 @@ impl WorkspaceContainers {
             image_digest: &c.image_digest,
             user: c.user,
             pids_limit: c.pids_limit,
+            run_flags: &c.run_flags,
             seed_files: &seeds,
             host_env: &c.host_env,
             extra_env: &extra_env,
@@ -518,6 +522,9 @@ impl WorkspaceContainers {
         // what the first made instead of racing it (the container name still arbitrates
         // between hosts).
         let c = &self.inner.config;
+        // A tmpfs run flag over this workspace's own mounts is refused before anything is made.
+        let spec = self.spec_for(&ws);
+        spec.check_run_flags()?;
         let lock_path = spec::token_file(&c.po_home, &c.owner, &ws.id).with_extension("lock");
         let _lock = crate::sandbox::locks::HostLock::acquire(
             &lock_path,
@@ -528,7 +535,6 @@ impl WorkspaceContainers {
             let doing = format!("cannot take the start lock {}", lock_path.display());
             Error::container_caused(&ws.id, doing, e)
         })?;
-        let spec = self.spec_for(&ws);
         let ids = match known_ids {
             Some(ids) => ids,
             None => self.ids_of(&ws.id).await?,

@@ -9,6 +9,7 @@ use sha2::{Digest, Sha256};
 
 use crate::host::UserIds;
 use crate::runtime_bundle::RuntimeBundle;
+use crate::sandbox::run_flags::{self, RunFlags};
 use crate::sandbox::workspace::Workspace;
 
 /// Label: the hub that owns the container.
@@ -23,6 +24,9 @@ pub const LABEL_IMAGE_DIGEST: &str = "po.image-digest";
 pub const LABEL_SPEC_HASH: &str = "po.spec-hash";
 /// Label: the workspace folder (for `po-sandbox ls`).
 pub const LABEL_WORKSPACE_PATH: &str = "po.workspace-path";
+/// Label: the run flags the container was made with, space-separated (for `po-sandbox ls`;
+/// only when there are any).
+pub const LABEL_RUN_FLAGS: &str = "po.run-flags";
 
 /// Where the container's home volume is mounted (world-writable in the image).
 pub const HOME_DIR: &str = "/po-home";
@@ -90,6 +94,8 @@ pub struct SpecInput<'a> {
     pub user: UserIds,
     /// Pid limit.
     pub pids_limit: i64,
+    /// Extra engine options (checked); a `--pids-limit` among them lowers `pids_limit`.
+    pub run_flags: &'a RunFlags,
     /// Which of [`SEED_FILES`] exist in `<poHome>` (the caller looks).
     pub seed_files: &'a [&'a str],
     /// The host environment, for the allowlist.
@@ -125,10 +131,12 @@ pub struct ContainerSpec {
     pub volumes: Vec<VolumeMount>,
     /// The one port the server listens on, published on 127.0.0.1 only.
     pub container_port: u16,
-    /// Pid limit.
+    /// Pid limit (the lower of `pidsLimit` and a `--pids-limit` run flag).
     pub pids_limit: i64,
     /// `--add-host` entries.
     pub extra_hosts: Vec<String>,
+    /// Extra engine options (`runFlags`), mapped onto the engine body.
+    pub run_flags: RunFlags,
     /// Hash of everything above but the environment inherited from the host.
     pub spec_hash: String,
 }
@@ -217,13 +225,30 @@ pub fn build(input: &SpecInput) -> ContainerSpec {
         binds: binds(input, &p),
         volumes: volume_names(input.owner, &ws.id).to_vec(),
         container_port: input.bundle.server.port,
-        pids_limit: input.pids_limit,
+        pids_limit: input
+            .run_flags
+            .pids_limit
+            .map_or(input.pids_limit, |p| p.min(input.pids_limit)),
         extra_hosts: input.extra_hosts.to_vec(),
+        run_flags: input.run_flags.clone(),
         spec_hash: String::new(),
     };
     set_env_and_hash(&mut spec, own, input.host_env);
     spec.labels = labels(input, &spec.spec_hash, ws_path);
     spec
+}
+
+impl ContainerSpec {
+    /// A tmpfs run flag at, over or inside one of this container's own mount points (the
+    /// workspace, P, the guards, the volumes…) is `RUN_FLAGS_INVALID`.
+    pub fn check_run_flags(&self) -> crate::error::Result<()> {
+        let targets = self
+            .binds
+            .iter()
+            .map(|b| b.target.as_str())
+            .chain(self.volumes.iter().map(|v| v.target.as_str()));
+        run_flags::check_tmpfs_against(&self.run_flags, targets)
+    }
 }
 
 /// The workspace, the bundle (read-only), P, the token file (read-only), the seed files that
@@ -303,7 +328,12 @@ fn set_env_and_hash(
 
 /// The ownership, identity and drift labels.
 fn labels(input: &SpecInput, spec_hash: &str, ws_path: String) -> BTreeMap<String, String> {
-    BTreeMap::from([
+    // The run flags' labels never carry a po.* key (refused when parsed), so ours stay ours.
+    let mut labels = input.run_flags.labels.clone();
+    if !input.run_flags.given.is_empty() {
+        labels.insert(LABEL_RUN_FLAGS.into(), input.run_flags.given.join(" "));
+    }
+    labels.extend([
         (LABEL_OWNER.to_string(), input.owner.to_string()),
         (LABEL_WORKSPACE.to_string(), input.workspace.id.clone()),
         (LABEL_SANDBOX.to_string(), "1".to_string()),
@@ -313,7 +343,8 @@ fn labels(input: &SpecInput, spec_hash: &str, ws_path: String) -> BTreeMap<Strin
         ),
         (LABEL_SPEC_HASH.to_string(), spec_hash.to_string()),
         (LABEL_WORKSPACE_PATH.to_string(), ws_path),
-    ])
+    ]);
+    labels
 }
 
 /// Variables whose values change with every grant (tokens) stay out of the hash.
@@ -355,6 +386,10 @@ fn hash(spec: &ContainerSpec) -> String {
     for e in &spec.extra_hosts {
         field("host", e);
     }
+    // Absent when there are none, so a spec without run flags hashes as it always did.
+    for f in &spec.run_flags.given {
+        field("run-flag", f);
+    }
     hex::encode(&h.finalize()[..16])
 }
 
@@ -383,6 +418,12 @@ pub struct LivePosture {
     pub devices: usize,
     /// `po.spec-hash` label.
     pub spec_hash: Option<String>,
+    /// `HostConfig.Runtime` (empty: the engine's default).
+    pub runtime: String,
+    /// `HostConfig.Tmpfs` mount points.
+    pub tmpfs: Vec<String>,
+    /// The `po.run-flags` label, split.
+    pub run_flags: Vec<String>,
 }
 
 /// The capabilities Docker and Podman grant by default: with none added, dropping all of these
@@ -454,6 +495,11 @@ pub struct ContainerPosture {
     pub mounts: Vec<MountFact>,
     /// Its published ports, as `<host ip> -> <container port>`.
     pub published: Vec<String>,
+    /// Its OCI runtime (`runc`, `runsc`…), as the engine reports it; empty when the engine
+    /// does not say.
+    pub runtime: String,
+    /// The run flags it was made with (`runFlags`, `PO_SANDBOX_RUN_FLAGS`).
+    pub run_flags: Vec<String>,
 }
 
 impl From<&LivePosture> for ContainerPosture {
@@ -485,6 +531,8 @@ impl From<&LivePosture> for ContainerPosture {
                 .iter()
                 .map(|(port, ip)| format!("{ip} -> {port}"))
                 .collect(),
+            runtime: live.runtime.clone(),
+            run_flags: live.run_flags.clone(),
         }
     }
 }
@@ -503,8 +551,10 @@ fn has_no_new_privileges(live: &LivePosture) -> bool {
 type PostureCheck = fn(&ContainerSpec, &LivePosture) -> Result<(), String>;
 
 /// The posture rules, in the order drift is reported.
-const POSTURE_CHECKS: [PostureCheck; 10] = [
+const POSTURE_CHECKS: [PostureCheck; 12] = [
     check_capabilities,
+    check_runtime,
+    check_tmpfs,
     check_privileges,
     check_pids_limit,
     check_user,
@@ -535,6 +585,31 @@ fn check_capabilities(_: &ContainerSpec, live: &LivePosture) -> Result<(), Strin
         ));
     }
     Ok(())
+}
+
+/// The runtime a `--runtime` run flag names (none named: whatever the engine defaults to).
+fn check_runtime(spec: &ContainerSpec, live: &LivePosture) -> Result<(), String> {
+    match &spec.run_flags.runtime {
+        Some(r) if *r != live.runtime => Err(format!(
+            "it runs on the runtime {:?}, not {r} (runFlags)",
+            live.runtime
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// Every tmpfs is one the run flags ask for.
+fn check_tmpfs(spec: &ContainerSpec, live: &LivePosture) -> Result<(), String> {
+    match live
+        .tmpfs
+        .iter()
+        .find(|t| !spec.run_flags.tmpfs.contains_key(*t))
+    {
+        Some(t) => Err(format!(
+            "it has a tmpfs at {t} that the spec does not ask for"
+        )),
+        None => Ok(()),
+    }
 }
 
 /// Not privileged, and no new privileges.
@@ -624,6 +699,8 @@ fn mount_allowed(spec: &ContainerSpec, kind: &str, source: &str, dest: &str, rw:
         "bind" => spec.binds.iter().any(|b| {
             b.source.to_string_lossy() == source && b.target == dest && (!rw || !b.read_only)
         }),
+        // A `--tmpfs` run flag (engines that list it among the mounts).
+        "tmpfs" => spec.run_flags.tmpfs.contains_key(dest),
         _ => false,
     }
 }

@@ -242,3 +242,44 @@ fn registration_only_on_an_uncontained_global_scope() {
     );
     assert!(refuse_nesting(&plain).is_ok());
 }
+
+#[test]
+fn run_flags_come_from_the_option_else_the_variable_and_bad_ones_are_coded() {
+    let h = HostEnv::with_vars(&[
+        ("HOME", "/h"),
+        ("PO_SANDBOX_RUN_FLAGS", "--runtime=runsc  --memory=1g"),
+    ]);
+    let o = ProviderOptions::resolve(RawOptions::default(), h.clone()).unwrap();
+    assert_eq!(o.run_flags.given, ["--runtime=runsc", "--memory=1g"]);
+    let raw = RawOptions {
+        run_flags: Some(vec!["--cpus=1".into()]),
+        ..Default::default()
+    };
+    let o = ProviderOptions::resolve(raw, h.clone()).unwrap();
+    assert_eq!(o.run_flags.given, ["--cpus=1"]);
+    let bad_var = HostEnv::with_vars(&[("HOME", "/h"), ("PO_SANDBOX_RUN_FLAGS", "--privileged")]);
+    let (code, msg) = code_and_message(ProviderOptions::resolve(RawOptions::default(), bad_var));
+    assert_eq!(code, "RUN_FLAGS_INVALID");
+    assert!(msg.starts_with("Run flag '--privileged'"), "{msg}");
+    // A --pids-limit is checked against the pidsLimit option.
+    let raw = RawOptions {
+        pids_limit: Some(100.0),
+        run_flags: Some(vec!["--pids-limit=200".into()]),
+        ..Default::default()
+    };
+    let (code, msg) = code_and_message(ProviderOptions::resolve(raw, h));
+    assert_eq!(code, "RUN_FLAGS_INVALID");
+    assert!(msg.contains("above the layer's pid limit 100"), "{msg}");
+}
+
+#[test]
+fn a_runtime_flag_is_refused_on_podman_only() {
+    use crate::sandbox::run_flags::{parse, refuse_on_podman};
+    let runsc = parse(&["--runtime=runsc".to_string()], 2048).unwrap();
+    let e = refuse_on_podman(&runsc).unwrap_err();
+    assert_eq!(e.code(), "RUN_FLAGS_INVALID");
+    assert!(e.to_string().contains("containers.conf"), "{e}");
+    assert!(!e.to_string().contains("  "), "{e}");
+    let memory = parse(&["--memory=1g".to_string()], 2048).unwrap();
+    refuse_on_podman(&memory).unwrap();
+}

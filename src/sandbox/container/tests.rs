@@ -23,6 +23,7 @@ fn spec(extra_hosts: Vec<String>) -> ContainerSpec {
         container_port: 7300,
         pids_limit: 2048,
         extra_hosts,
+        run_flags: Default::default(),
         spec_hash: "h".into(),
     }
 }
@@ -171,4 +172,93 @@ fn mounts_and_ports_read_as_posture_tuples() {
     assert!(live_mounts(&empty).is_empty() && port_bindings(&HostConfig::default()).is_empty());
     let c = live_container(empty, None);
     assert_eq!((c.state.as_str(), c.posture.devices), ("", 0));
+}
+
+#[test]
+fn run_flags_map_onto_the_host_config_and_keep_the_hardening() {
+    let mut s = spec(vec![]);
+    let flags: Vec<String> = [
+        "--runtime=runsc",
+        "--memory=512m",
+        "--memory-swap=1g",
+        "--cpus=0.5",
+        "--cpu-shares=256",
+        "--pids-limit=100",
+        "--shm-size=64m",
+        "--ulimit=nofile=1024:2048",
+        "--gpus=device=0,1",
+        "--dns=192.0.2.53",
+        "--dns-search=example.test",
+        "--dns-option=ndots:1",
+        "--tmpfs=/scratch:size=1m",
+        "--label=team=x",
+        "--security-opt=label=level:s0",
+    ]
+    .iter()
+    .map(|f| f.to_string())
+    .collect();
+    s.run_flags = crate::sandbox::run_flags::parse(&flags, 2048).unwrap();
+    s.pids_limit = 100;
+    let hc = create_body(&s, false).host_config.unwrap();
+    assert_eq!(hc.runtime.as_deref(), Some("runsc"));
+    assert_eq!(hc.memory, Some(512 << 20));
+    assert_eq!(hc.memory_swap, Some(1 << 30));
+    assert_eq!(hc.nano_cpus, Some(500_000_000));
+    assert_eq!(hc.cpu_shares, Some(256));
+    assert_eq!(hc.pids_limit, Some(100));
+    assert_eq!(hc.shm_size, Some(64 << 20));
+    let u = hc.ulimits.unwrap();
+    assert_eq!(u.len(), 1);
+    assert_eq!(
+        (u[0].name.as_deref(), u[0].soft, u[0].hard),
+        (Some("nofile"), Some(1024), Some(2048))
+    );
+    let gpu = &hc.device_requests.unwrap()[0];
+    assert_eq!(
+        gpu.device_ids.as_deref(),
+        Some(&["0".to_string(), "1".to_string()][..])
+    );
+    assert_eq!(gpu.capabilities, Some(vec![vec!["gpu".to_string()]]));
+    assert_eq!(hc.dns.unwrap(), ["192.0.2.53"]);
+    assert_eq!(hc.dns_search.unwrap(), ["example.test"]);
+    assert_eq!(hc.dns_options.unwrap(), ["ndots:1"]);
+    assert_eq!(hc.tmpfs.unwrap()["/scratch"], "size=1m");
+    assert_eq!(
+        hc.security_opt.unwrap(),
+        ["no-new-privileges", "label=level:s0"]
+    );
+    // The hardening is untouched.
+    assert_eq!(hc.cap_drop.unwrap(), ["ALL"]);
+    assert_eq!(hc.privileged, Some(false));
+    assert!(hc.devices.is_none() && hc.network_mode.is_none() && hc.binds.is_none());
+}
+
+#[test]
+fn no_run_flags_leave_the_body_as_it_was_and_a_ulimit_flag_replaces_podmans() {
+    let hc = create_body(&spec(vec![]), false).host_config.unwrap();
+    assert!(hc.runtime.is_none() && hc.memory.is_none() && hc.nano_cpus.is_none());
+    assert!(hc.tmpfs.is_none() && hc.dns.is_none() && hc.device_requests.is_none());
+    let mut s = spec(vec![]);
+    s.run_flags =
+        crate::sandbox::run_flags::parse(&["--ulimit=nofile=512".to_string()], 2048).unwrap();
+    let u = create_body(&s, true).host_config.unwrap().ulimits.unwrap();
+    let names: Vec<_> = u
+        .iter()
+        .map(|u| (u.name.clone().unwrap(), u.soft.unwrap()))
+        .collect();
+    assert_eq!(
+        names,
+        [
+            ("nproc".to_string(), names[0].1),
+            ("nofile".to_string(), 512)
+        ]
+    );
+    let all = crate::sandbox::run_flags::parse(&["--gpus=all".to_string()], 2048).unwrap();
+    s.run_flags = all;
+    let gpu = &create_body(&s, false)
+        .host_config
+        .unwrap()
+        .device_requests
+        .unwrap()[0];
+    assert_eq!((gpu.count, gpu.driver.as_deref()), (Some(-1), Some("")));
 }

@@ -28,6 +28,21 @@ fn spec_with(host_env: &[(&str, &str)], seeds: &[&str]) -> ContainerSpec {
     with_input(host_env, seeds, &[], build)
 }
 
+/// The test spec with these run flags (checked against the default pid limit).
+fn spec_with_flags(flags: &[&str]) -> ContainerSpec {
+    let list: Vec<String> = flags.iter().map(|f| f.to_string()).collect();
+    let run_flags = crate::sandbox::run_flags::parse(&list, DEFAULT_PIDS_LIMIT).unwrap();
+    RUN_FLAGS.with(|f| *f.borrow_mut() = run_flags);
+    let spec = spec_with(&[], &[]);
+    RUN_FLAGS.with(|f| *f.borrow_mut() = RunFlags::default());
+    spec
+}
+
+thread_local! {
+    /// The run flags [`with_input`] passes (none unless [`spec_with_flags`] sets them).
+    static RUN_FLAGS: std::cell::RefCell<RunFlags> = std::cell::RefCell::new(RunFlags::default());
+}
+
 /// Runs `f` on a spec input over the test bundle and workspace, with `extra_env` as the grant.
 fn with_input<T>(
     host_env: &[(&str, &str)],
@@ -43,6 +58,7 @@ fn with_input<T>(
     };
     let host: HashMap<String, String> = pairs(host_env).into_iter().collect();
     let extra: BTreeMap<String, String> = pairs(extra_env).into_iter().collect();
+    let run_flags = RUN_FLAGS.with(|f| f.borrow().clone());
     f(&SpecInput {
         owner: "hub1",
         workspace: &w,
@@ -55,6 +71,7 @@ fn with_input<T>(
             gid: 1000,
         },
         pids_limit: DEFAULT_PIDS_LIMIT,
+        run_flags: &run_flags,
         seed_files: seeds,
         host_env: &host,
         extra_env: &extra,
@@ -229,6 +246,9 @@ fn live_of(s: &ContainerSpec) -> LivePosture {
         ports: vec![("7300/tcp".into(), "127.0.0.1".into())],
         devices: 0,
         spec_hash: Some(s.spec_hash.clone()),
+        runtime: s.run_flags.runtime.clone().unwrap_or_else(|| "runc".into()),
+        tmpfs: s.run_flags.tmpfs.keys().cloned().collect(),
+        run_flags: s.run_flags.given.clone(),
     }
 }
 
@@ -433,4 +453,107 @@ fn the_posture_summary_reads_the_live_data() {
         drift(&mut live);
         assert!(shows(&ContainerPosture::from(&live)), "drift {i}");
     }
+}
+
+#[test]
+fn run_flags_are_part_of_the_hash_and_labelled() {
+    let none = spec_with(&[], &[]);
+    assert!(!none.labels.contains_key(LABEL_RUN_FLAGS));
+    let runsc = spec_with_flags(&["--runtime=runsc", "--memory=1g", "--label=team=x"]);
+    assert_ne!(none.spec_hash, runsc.spec_hash);
+    assert_eq!(
+        runsc.labels[LABEL_RUN_FLAGS],
+        "--runtime=runsc --memory=1g --label=team=x"
+    );
+    assert_eq!(runsc.labels["team"], "x");
+    assert_eq!(runsc.labels[LABEL_OWNER], "hub1");
+    // The same flags hash the same; a changed one does not.
+    let again = spec_with_flags(&["--runtime=runsc", "--memory=1g", "--label=team=x"]);
+    assert_eq!(runsc.spec_hash, again.spec_hash);
+    let changed = spec_with_flags(&["--runtime=runsc", "--memory=2g", "--label=team=x"]);
+    assert_ne!(runsc.spec_hash, changed.spec_hash);
+    // No flags hash as before run flags existed: an empty list adds nothing.
+    assert_eq!(spec_with_flags(&[]).spec_hash, none.spec_hash);
+}
+
+#[test]
+fn a_pid_limit_flag_lowers_the_specs() {
+    assert_eq!(spec_with_flags(&[]).pids_limit, DEFAULT_PIDS_LIMIT);
+    assert_eq!(spec_with_flags(&["--pids-limit=100"]).pids_limit, 100);
+}
+
+#[test]
+fn the_flags_effects_are_not_drift_but_a_missing_runtime_or_stray_tmpfs_is() {
+    let s = spec_with_flags(&[
+        "--runtime=runsc",
+        "--pids-limit=100",
+        "--tmpfs=/scratch:size=1m",
+        "--security-opt=label=level:s0",
+        "--ulimit=nofile=64",
+    ]);
+    let mut live = live_of(&s);
+    live.security_opt.push("label=level:s0".into());
+    check_posture(&s, &live).unwrap();
+    // Engines that list a --tmpfs among the mounts.
+    live.mounts
+        .push(("tmpfs".into(), String::new(), "/scratch".into(), true));
+    check_posture(&s, &live).unwrap();
+    let mut other_runtime = live.clone();
+    other_runtime.runtime = "runc".into();
+    let reason = check_posture(&s, &other_runtime).unwrap_err();
+    assert!(reason.contains("runtime \"runc\", not runsc"), "{reason}");
+    let mut stray = live.clone();
+    stray.tmpfs.push("/elsewhere".into());
+    assert!(
+        check_posture(&s, &stray)
+            .unwrap_err()
+            .contains("tmpfs at /elsewhere")
+    );
+    let mut stray_mount = live_of(&spec_with(&[], &[]));
+    stray_mount
+        .mounts
+        .push(("tmpfs".into(), String::new(), "/scratch".into(), true));
+    let plain = spec_with(&[], &[]);
+    assert!(
+        check_posture(&plain, &stray_mount)
+            .unwrap_err()
+            .contains("/scratch")
+    );
+    let mut higher = live;
+    higher.pids_limit = Some(2048);
+    assert!(
+        check_posture(&s, &higher)
+            .unwrap_err()
+            .contains("pid limit")
+    );
+    // Without a runtime flag, any runtime the engine defaults to is fine.
+    let mut plain_live = live_of(&plain);
+    plain_live.runtime = "runsc".into();
+    check_posture(&plain, &plain_live).unwrap();
+}
+
+#[test]
+fn a_tmpfs_over_the_workspace_or_p_is_refused_per_container() {
+    for (flag, target) in [
+        ("--tmpfs=/src", "/src/acme"),
+        ("--tmpfs=/src/acme", "/src/acme"),
+        ("--tmpfs=/src/acme/build", "/src/acme"),
+        ("--tmpfs=/home/u/.po", "/home/u/.po/sandboxes/acme"),
+    ] {
+        let e = spec_with_flags(&[flag]).check_run_flags().unwrap_err();
+        assert_eq!(e.code(), "RUN_FLAGS_INVALID");
+        assert!(e.to_string().contains(target), "{flag}: {e}");
+    }
+    spec_with_flags(&["--tmpfs=/scratch"])
+        .check_run_flags()
+        .unwrap();
+    spec_with(&[], &[]).check_run_flags().unwrap();
+}
+
+#[test]
+fn the_posture_summary_shows_the_runtime_and_flags() {
+    let s = spec_with_flags(&["--runtime=runsc"]);
+    let summary = ContainerPosture::from(&live_of(&s));
+    assert_eq!(summary.runtime, "runsc");
+    assert_eq!(summary.run_flags, ["--runtime=runsc"]);
 }
