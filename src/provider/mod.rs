@@ -444,6 +444,7 @@ impl Provider {
 
     /// Stops every container of this owner (volumes kept), after the configured workspaces'
     /// start-up: those not started yet are skipped, those starting are waited for.
+    ///
     /// The status then says `stopped` (with no container) for every workspace that was
     /// running: none of this owner's containers is left.
     pub async fn stop_all(&self) -> Result<Vec<String>> {
