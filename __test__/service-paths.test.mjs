@@ -407,9 +407,12 @@ test('NESTING_REFUSED on a host process with PO_SANDBOX=1: ls, stop and the imag
 
   // The CLI says so and exits 1.
   const cli = path.join(root, 'bin', 'po-sandbox.js')
-  for (const args of [['ls'], ['stop', '--all', '--owner', owner], ['up', tempWorkspace(t), '--po-home', poHome]]) {
+  const folder = tempWorkspace(t)
+  const commands = [[1, 'ls'], [1, 'stop', '--all', '--owner', owner], [1, 'up', folder, '--po-home', poHome],
+    [1, 'down', folder, '--po-home', poHome], [125, 'exec', folder, '--po-home', poHome, '--', 'true']]
+  for (const [code, ...args] of commands) {
     const res = await run(process.execPath, [cli, ...args], { env: { ...process.env, PO_SANDBOX: '1' } })
-    assert.equal(res.code, 1, `${args.join(' ')}: ${res.stdout}${res.stderr}`)
+    assert.equal(res.code, code, `${args.join(' ')}: ${res.stdout}${res.stderr}`)
     assert.match(res.stderr, /NESTING_REFUSED/, args.join(' '))
   }
   assert.equal(isRunning(c.containerId), true)
