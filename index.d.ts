@@ -862,8 +862,11 @@ export interface WorkspaceOption {
   id: string
   /** Its folder (absolute; it must exist). */
   path: string
-  /** `container` (default) starts a container for it at hub start; `none` does not. */
-  sandbox?: 'container' | 'none'
+  /**
+   * `container` (default) starts a container for it at hub start; `none` (or `host`, the
+   * same) does not: its status is `skipped`.
+   */
+  sandbox?: 'container' | 'none' | 'host'
 }
 
 /** A configured workspace's place in start-up. */

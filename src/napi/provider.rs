@@ -25,8 +25,9 @@ pub struct WorkspaceOption {
     pub id: String,
     /// Its folder (absolute; it must exist).
     pub path: String,
-    /// `container` (default) starts a container for it at hub start; `none` does not.
-    #[napi(ts_type = "'container' | 'none'")]
+    /// `container` (default) starts a container for it at hub start; `none` (or `host`, the
+    /// same) does not: its status is `skipped`.
+    #[napi(ts_type = "'container' | 'none' | 'host'")]
     pub sandbox: Option<String>,
 }
 
@@ -266,7 +267,7 @@ impl WorkspaceContainers {
         crate::sandbox::workspace::check_id(&workspace_id).map_err(|e| coded(env, &e))?;
         let provider = self.provider.clone();
         promise(env, async move {
-            let call = async { provider.service().await?.stop(&workspace_id).await };
+            let call = provider.stop(&workspace_id);
             provider.watched(call).await
         })
     }

@@ -478,12 +478,25 @@ impl Provider {
 
     /// Stops every container of this owner (volumes kept), after the configured workspaces'
     /// start-up: those not started yet are skipped, those starting are waited for.
+    ///
+    /// The status then says `stopped` (with no container) for every workspace that was
+    /// running: none of this owner's containers is left.
     pub async fn stop_all(&self) -> Result<Vec<String>> {
         let service = self.service().await?;
         self.stopping
             .store(true, std::sync::atomic::Ordering::SeqCst);
         let _gate = self.starting_workspaces.lock().await;
-        service.stop_all().await
+        let stopped = service.stop_all().await?;
+        self.update(|s| s.workspaces.iter_mut().for_each(mark_stopped));
+        Ok(stopped)
+    }
+
+    /// Switches one workspace's sandbox off (its container stopped and removed, volumes kept);
+    /// the status then says `stopped` for it, when it was running. `false` when it had none.
+    pub async fn stop(&self, workspace_id: &str) -> Result<bool> {
+        let stopped = self.service().await?.stop(workspace_id).await?;
+        self.set_workspace(workspace_id, mark_stopped);
+        Ok(stopped)
     }
 
     /// Follows the engine's events for this owner: the status's containers stay current
@@ -589,19 +602,9 @@ impl Provider {
             .map(|result| result.clone().map_err(Error::Shared))
     }
 
-    /// A clean user stop: stops every container of this owner.
+    /// A clean user stop: stops every container of this owner (as [`stop_all`](Self::stop_all)).
     pub async fn clean_stop(&self) -> Result<Vec<String>> {
-        let stopped = self.stop_all().await?;
-        self.update(|s| {
-            for w in s
-                .workspaces
-                .iter_mut()
-                .filter(|w| w.state == WorkspacePhase::Running)
-            {
-                w.state = WorkspacePhase::Stopped;
-            }
-        });
-        Ok(stopped)
+        self.stop_all().await
     }
 }
 
@@ -610,6 +613,15 @@ impl Drop for Provider {
         if let Some(task) = self.feed.lock().unwrap_or_else(|p| p.into_inner()).take() {
             task.abort();
         }
+    }
+}
+
+/// A workspace whose container was stopped on request: `stopped`, with no container, when it
+/// was running (a skipped or failed one keeps its state).
+fn mark_stopped(w: &mut WorkspaceStatus) {
+    if w.state == WorkspacePhase::Running {
+        w.state = WorkspacePhase::Stopped;
+        w.container = None;
     }
 }
 

@@ -162,7 +162,8 @@ fn owner(value: Option<String>, po_home: &std::path::Path) -> Result<String> {
     }
 }
 
-/// `workspaces`: valid ids, each once; `sandbox` is `container` (default) or `none`.
+/// `workspaces`: valid ids, each once; `sandbox` is `container` (default), `none` or `host`
+/// (the same as `none`).
 fn workspaces(list: Vec<(String, String, Option<String>)>) -> Result<Vec<WorkspaceRequest>> {
     let mut out: Vec<WorkspaceRequest> = Vec::new();
     for (id, path, sandbox) in list {
@@ -179,7 +180,7 @@ fn workspaces(list: Vec<(String, String, Option<String>)>) -> Result<Vec<Workspa
             Some(other) => {
                 return Err(invalid(
                     "workspaces[].sandbox",
-                    format!("{other:?} is neither 'container' nor 'none'"),
+                    format!("{other:?} is not 'container', 'none' or 'host' (the same as 'none')"),
                 ));
             }
         };

@@ -52,7 +52,8 @@ pub fn classify(msg: &EventMessage, owner: &str) -> Option<(String, String, Happ
 /// Called with a workspace's container as it is now, after any change.
 pub type OnChange = Arc<dyn Fn(&str, &WorkspaceContainer) + Send + Sync>;
 
-/// How long after a `die` the container is looked at: a stop on request removes it by then.
+/// How long after a `die` the container is looked at: a stop on request by another process
+/// (this hub's own are known) removes it by then.
 const SETTLE: Duration = Duration::from_millis(500);
 
 /// Follows the engine's events for `service`'s owner until the task is dropped.
@@ -117,8 +118,12 @@ async fn react(
     let events = service.events();
     match happening {
         Happening::Died(code) => {
+            // This hub stopped it: not a death to report.
+            if service.stop_requested(id) {
+                return;
+            }
             tokio::time::sleep(SETTLE).await;
-            // Removed by then: a stop on request, not a death to report.
+            // Removed by then: a stop on request (by another process), not a death to report.
             let Ok(Some(now)) = service.current(id).await else {
                 return;
             };

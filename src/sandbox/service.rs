@@ -130,6 +130,9 @@ struct Inner {
     /// container's broker socket among hubs sharing the socket folder (when held), and the
     /// watch that takes over when the holder exits and re-grants when the token file changes.
     broker_owners: Mutex<HashMap<String, BrokerOwner>>,
+    /// Containers this hub stopped on request, with when: the engine event feed does not
+    /// report their exit as a death (see [`WorkspaceContainers::stop_requested`]).
+    stops_requested: Mutex<HashMap<String, std::time::Instant>>,
 }
 
 /// This hub's part in serving one workspace's broker socket.
@@ -141,6 +144,10 @@ struct BrokerOwner {
 /// How often a hub that does not serve a workspace's broker socket checks whether the one that
 /// does is gone, and the one that does whether the token file changed.
 const BROKER_WATCH_EVERY: Duration = Duration::from_secs(1);
+
+/// How long a stop on request is remembered for the event feed (its `die` comes within the
+/// stop's own 10 s grace).
+const STOP_REQUEST_KEPT: Duration = Duration::from_secs(300);
 
 /// The workspace containers of one hub (owner). Cheap to clone.
 #[derive(Clone)]
@@ -220,8 +227,34 @@ impl WorkspaceContainers {
                 inflight: SingleFlight::default(),
                 grants: Mutex::new(HashMap::new()),
                 broker_owners: Mutex::new(HashMap::new()),
+                stops_requested: Mutex::new(HashMap::new()),
             }),
         }
+    }
+
+    /// Stops and removes a container, first noting that the stop is on request, so the event
+    /// feed does not report its exit as a death.
+    async fn stop_and_remove(&self, id: &str) -> Result<()> {
+        {
+            let mut requested = self
+                .inner
+                .stops_requested
+                .lock()
+                .unwrap_or_else(|e| e.into_inner());
+            let now = std::time::Instant::now();
+            requested.retain(|_, at| now.duration_since(*at) < STOP_REQUEST_KEPT);
+            requested.insert(id.to_string(), now);
+        }
+        container::stop_and_remove(&self.changes(), id).await
+    }
+
+    /// Whether this hub stopped the container on request (within [`STOP_REQUEST_KEPT`]).
+    pub fn stop_requested(&self, id: &str) -> bool {
+        self.inner
+            .stops_requested
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .contains_key(id)
     }
 
     fn spec_for(&self, ws: &Workspace) -> ContainerSpec {
@@ -353,7 +386,7 @@ impl WorkspaceContainers {
         live: &LiveContainer,
         why: &str,
     ) -> Result<()> {
-        container::stop_and_remove(&self.changes(), &live.id).await?;
+        self.stop_and_remove(&live.id).await?;
         let reason = format!(
             "container {} held the name {} and {why}",
             short_id(&live.id),
@@ -548,7 +581,7 @@ impl WorkspaceContainers {
             };
             if !live.running() {
                 // A stopped leftover: it would block the deterministic name.
-                container::stop_and_remove(&self.changes(), &live.id).await?;
+                self.stop_and_remove(&live.id).await?;
                 events.workspace(
                     &ws.id,
                     WorkspaceChange::Removed,
@@ -568,7 +601,7 @@ impl WorkspaceContainers {
                         Some(&live.id),
                         Some(reason.clone()),
                     );
-                    container::stop_and_remove(&self.changes(), &live.id).await?;
+                    self.stop_and_remove(&live.id).await?;
                     replaced_reason = Some(reason);
                 }
             }
@@ -846,7 +879,9 @@ impl WorkspaceContainers {
             match spec::check_posture(&spec, &live.posture) {
                 Ok(()) => return self.adopt_live(id, &spec, live, None).await.map(Some),
                 Err(reason) => {
-                    container::stop_and_remove(&self.changes(), &live.id).await?;
+                    self.stop_and_remove(&live.id).await?;
+                    // As a stop: its token file and broker grant go with it.
+                    self.forget_token(id);
                     self.inner.events.workspace(
                         id,
                         WorkspaceChange::Removed,
@@ -893,36 +928,36 @@ impl WorkspaceContainers {
         workspace::check_id(id)?;
         let ids = self.ids_of(id).await?;
         for cid in &ids {
-            container::stop_and_remove(&self.changes(), cid).await?;
+            self.stop_and_remove(cid).await?;
             self.inner
                 .events
                 .workspace(id, WorkspaceChange::Stopped, Some(cid), None);
         }
-        let _ = std::fs::remove_file(spec::token_file(
-            &self.inner.config.po_home,
-            &self.inner.config.owner,
-            id,
-        ));
-        self.revoke_for(id);
+        self.forget_token(id);
         Ok(!ids.is_empty())
+    }
+
+    /// After its container is gone: removes the workspace's token file and ends its broker
+    /// grant (and the socket, when this hub serves it).
+    fn forget_token(&self, id: &str) {
+        let c = &self.inner.config;
+        let _ = std::fs::remove_file(spec::token_file(&c.po_home, &c.owner, id));
+        self.revoke_for(id);
     }
 
     /// Stops and removes every container of this owner (and no other). Returns the workspace
     /// ids stopped.
     pub async fn stop_all(&self) -> Result<Vec<String>> {
-        let c = &self.inner.config;
         // One list call gives every container with its workspace label.
         let by_workspace = self.ids_by_workspace().await?;
-        let docker = &self.inner.docker;
+        let this = self;
         let pairs: Vec<(String, String)> = by_workspace
             .into_iter()
             .flat_map(|(ws, ids)| ids.into_iter().map(move |cid| (cid, ws.clone())))
             .collect();
         let results =
             futures_util::future::join_all(pairs.into_iter().map(|(cid, ws)| async move {
-                container::stop_and_remove(docker, &cid)
-                    .await
-                    .map(|()| (cid, ws))
+                this.stop_and_remove(&cid).await.map(|()| (cid, ws))
             }))
             .await;
         let mut stopped = Vec::new();
@@ -930,8 +965,7 @@ impl WorkspaceContainers {
         for r in results {
             match r {
                 Ok((cid, ws)) => {
-                    let _ = std::fs::remove_file(spec::token_file(&c.po_home, &c.owner, &ws));
-                    self.revoke_for(&ws);
+                    self.forget_token(&ws);
                     self.inner
                         .events
                         .workspace(&ws, WorkspaceChange::Stopped, Some(&cid), None);
@@ -1071,7 +1105,7 @@ impl<'a> Rollback<'a> {
 
     async fn undo(self) {
         if let Some(id) = &self.container {
-            let _ = container::stop_and_remove(&self.service.inner.docker, id).await;
+            let _ = self.service.stop_and_remove(id).await;
         }
         if let Some(token) = &self.token {
             let _ = std::fs::remove_file(token);
