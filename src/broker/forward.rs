@@ -99,28 +99,34 @@ impl Broker {
             Ok(out) => out,
             Err(failure) => return Err((event, failure)),
         };
-        let response =
-            match tokio::time::timeout(IDLE_TIMEOUT, self.inner.client.request(out)).await {
-                Ok(Ok(r)) => r,
-                Err(_) => {
-                    let why = format!(
-                        "{} upstream {} sent no answer within {} s",
-                        route.id,
-                        upstream.origin(),
-                        IDLE_TIMEOUT.as_secs()
-                    );
-                    return Err((event, Failure(StatusCode::GATEWAY_TIMEOUT, why)));
-                }
-                Ok(Err(e)) => {
-                    let why = format!(
-                        "{} upstream {} did not answer: {}",
-                        route.id,
-                        upstream.origin(),
-                        redact(&e.to_string(), &key, &admitted.token)
-                    );
-                    return Err((event, Failure(StatusCode::BAD_GATEWAY, why)));
-                }
-            };
+        let client = match self.inner.https().await {
+            Ok(c) => c,
+            Err(e) => {
+                let why = format!("the broker has no TLS set-up for {}: {e}", route.id);
+                return Err((event, Failure(StatusCode::BAD_GATEWAY, why)));
+            }
+        };
+        let response = match tokio::time::timeout(IDLE_TIMEOUT, client.request(out)).await {
+            Ok(Ok(r)) => r,
+            Err(_) => {
+                let why = format!(
+                    "{} upstream {} sent no answer within {} s",
+                    route.id,
+                    upstream.origin(),
+                    IDLE_TIMEOUT.as_secs()
+                );
+                return Err((event, Failure(StatusCode::GATEWAY_TIMEOUT, why)));
+            }
+            Ok(Err(e)) => {
+                let why = format!(
+                    "{} upstream {} did not answer: {}",
+                    route.id,
+                    upstream.origin(),
+                    redact(&e.to_string(), &key, &admitted.token)
+                );
+                return Err((event, Failure(StatusCode::BAD_GATEWAY, why)));
+            }
+        };
         event.status = response.status().as_u16();
         Ok(self.answer(response, &key, event, started))
     }

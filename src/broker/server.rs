@@ -109,10 +109,26 @@ pub struct Inner {
     pub tokens: RwLock<Tokens>,
     pub grants: Mutex<HashMap<String, GrantState>>,
     tcp: Mutex<Option<(SocketAddr, tokio::task::JoinHandle<()>)>>,
-    pub client: HttpsClient,
+    /// The upstream client: its TLS roots load in the background from the start, so the
+    /// broker is up at once and the first forwarded request waits for them if need be.
+    pub client: tokio::sync::OnceCell<HttpsClient>,
     listeners: Mutex<Vec<AuditListener>>,
     tcp_connections: Arc<Semaphore>,
     pub next_id: AtomicU64,
+}
+
+impl Inner {
+    /// The upstream client, built on first use (once; concurrent callers wait for the one
+    /// build), off the async threads.
+    pub async fn https(&self) -> Result<&HttpsClient> {
+        self.client
+            .get_or_try_init(|| async {
+                tokio::task::spawn_blocking(https_client)
+                    .await
+                    .map_err(|e| Error::broker_caused("the TLS set-up did not finish", e))?
+            })
+            .await
+    }
 }
 
 /// The broker of one hub. Cheap to clone.
@@ -146,11 +162,6 @@ impl Broker {
             .host_env
             .get(DISABLE_VAR)
             .is_none_or(|v| v.trim() != "0");
-        // Loading the system's root certificates is blocking file work: off the async threads,
-        // so what the caller runs meanwhile (the provider's image check) goes on.
-        let client = tokio::task::spawn_blocking(https_client)
-            .await
-            .map_err(|e| Error::broker_caused("the TLS set-up did not finish", e))??;
         let inner = Arc::new(Inner {
             enabled,
             host_env: options.host_env,
@@ -158,12 +169,22 @@ impl Broker {
             tokens: RwLock::new(Tokens::default()),
             grants: Mutex::new(HashMap::new()),
             tcp: Mutex::new(None),
-            client,
+            client: tokio::sync::OnceCell::new(),
             listeners: Mutex::new(Vec::new()),
             tcp_connections: Arc::new(Semaphore::new(MAX_TCP_CONNECTIONS)),
             next_id: AtomicU64::new(1),
         });
         let broker = Broker { inner };
+        if enabled {
+            // Loading the system's root certificates is blocking file work: off the async
+            // threads and off the start-up's path (adoption does not wait for it).
+            let inner = broker.inner.clone();
+            tokio::spawn(async move {
+                if let Err(e) = inner.https().await {
+                    tracing::warn!(error = %e, "the broker's TLS set-up failed");
+                }
+            });
+        }
         if options.tcp && enabled {
             let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0))
                 .await

@@ -15,7 +15,9 @@ use crate::error::{Error, Result};
 use crate::events::{Event, EventBus};
 use crate::image::{self};
 use crate::runtime_bundle as runtime;
-use crate::sandbox::service::{BrokerWiring, ServiceConfig, WorkspaceContainers};
+use crate::sandbox::service::{
+    BrokerWiring, KnownContainers, ServiceConfig, WorkspaceContainers, known_containers,
+};
 use crate::sandbox::workspace;
 
 pub(crate) mod image_job;
@@ -46,6 +48,10 @@ pub struct Provider {
     stopping: std::sync::atomic::AtomicBool,
     /// A probe of an engine that stopped answering is running.
     probing: std::sync::atomic::AtomicBool,
+    /// This owner's containers, listed during start-up while the image was checked (kept only
+    /// when the image was there already, so the list is fresh); taken by the first
+    /// [`start_workspaces`](Self::start_workspaces).
+    prefetched: Mutex<Option<KnownContainers>>,
 }
 
 /// How often an engine that stopped answering is probed.
@@ -104,6 +110,7 @@ impl Provider {
             starting_workspaces: tokio::sync::Mutex::new(()),
             stopping: std::sync::atomic::AtomicBool::new(false),
             probing: std::sync::atomic::AtomicBool::new(false),
+            prefetched: Mutex::new(None),
         })
     }
 
@@ -173,9 +180,17 @@ impl Provider {
             crate::sandbox::run_flags::refuse_on_podman(&self.options.run_flags)?;
         }
         let bundle = self.check_runtime()?;
-        // The broker's start (TLS roots, listeners) overlaps the image check.
-        let (built, wiring) = tokio::join!(self.ensure_image(&docker), self.start_broker(&report));
+        // The broker's start (TLS roots, listeners) and the list of this owner's containers
+        // overlap the image check.
+        let (built, wiring, known) = tokio::join!(
+            self.ensure_image(&docker),
+            self.start_broker(&report),
+            self.prefetch_known(&docker)
+        );
         let (built, wiring) = (built?, wiring?);
+        if !built {
+            *self.prefetched.lock().unwrap_or_else(|p| p.into_inner()) = known;
+        }
         let o = &self.options;
         let service = WorkspaceContainers::new(
             docker,
@@ -301,6 +316,15 @@ impl Provider {
         Ok(provenance == image::Provenance::Built)
     }
 
+    /// This owner's containers, when any workspace of the options wants one; `None` when there
+    /// are none or the list failed (start-up lists again).
+    async fn prefetch_known(&self, docker: &bollard::Docker) -> Option<KnownContainers> {
+        if !self.options.workspaces.iter().any(|w| w.container) {
+            return None;
+        }
+        known_containers(docker, &self.options.owner).await.ok()
+    }
+
     /// The credential broker, unless it is off: a socket per container on a native engine,
     /// loopback TCP reached as host.docker.internal on a VM engine.
     async fn start_broker(&self, report: &engine::EngineReport) -> Result<Option<BrokerWiring>> {
@@ -361,7 +385,15 @@ impl Provider {
             .cloned()
             .collect();
         if !wanted.is_empty() {
-            let known = service.known_containers().await.ok();
+            let prefetched = self
+                .prefetched
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .take();
+            let known = match prefetched {
+                Some(k) => Some(k),
+                None => service.known_containers().await.ok(),
+            };
             let (adopting, creating): (Vec<_>, Vec<_>) = wanted.into_iter().partition(|w| {
                 known
                     .as_ref()

@@ -1043,27 +1043,32 @@ impl WorkspaceContainers {
     /// One list call for this owner: the container ids of each workspace, and which
     /// workspaces have exactly one container and it runs (likely adopted, not created).
     pub async fn known_containers(&self) -> Result<KnownContainers> {
-        let owner = format!("{LABEL_OWNER}={}", self.inner.config.owner);
-        let list = container::list_labelled(&self.inner.docker, vec![owner]).await?;
-        let mut known = KnownContainers::default();
-        let mut running: HashMap<String, usize> = HashMap::new();
-        for c in list {
-            let Some(ws) = c.labels.and_then(|l| l.get(LABEL_WORKSPACE).cloned()) else {
-                continue;
-            };
-            let Some(id) = c.id else { continue };
-            if c.state == Some(bollard::models::ContainerSummaryStateEnum::RUNNING) {
-                *running.entry(ws.clone()).or_default() += 1;
-            }
-            known.ids.entry(ws).or_default().push(id);
-        }
-        known.running_alone = running
-            .into_iter()
-            .filter(|(ws, n)| *n == 1 && known.ids.get(ws).is_some_and(|ids| ids.len() == 1))
-            .map(|(ws, _)| ws)
-            .collect();
-        Ok(known)
+        known_containers(&self.inner.docker, &self.inner.config.owner).await
     }
+}
+
+/// One list call for `owner`'s containers: see [`WorkspaceContainers::known_containers`].
+pub async fn known_containers(docker: &Docker, owner: &str) -> Result<KnownContainers> {
+    let owner = format!("{LABEL_OWNER}={owner}");
+    let list = container::list_labelled(docker, vec![owner]).await?;
+    let mut known = KnownContainers::default();
+    let mut running: HashMap<String, usize> = HashMap::new();
+    for c in list {
+        let Some(ws) = c.labels.and_then(|l| l.get(LABEL_WORKSPACE).cloned()) else {
+            continue;
+        };
+        let Some(id) = c.id else { continue };
+        if c.state == Some(bollard::models::ContainerSummaryStateEnum::RUNNING) {
+            *running.entry(ws.clone()).or_default() += 1;
+        }
+        known.ids.entry(ws).or_default().push(id);
+    }
+    known.running_alone = running
+        .into_iter()
+        .filter(|(ws, n)| *n == 1 && known.ids.get(ws).is_some_and(|ids| ids.len() == 1))
+        .map(|(ws, _)| ws)
+        .collect();
+    Ok(known)
 }
 
 /// What one list call says of this owner's containers.
