@@ -273,9 +273,13 @@ fn candidates_section(candidates: &[CandidateReport]) -> String {
             "not-found" => "--",
             _ => "!!",
         };
+        let source = match &c.context {
+            Some(name) => format!("{} {name}", c.source),
+            None => c.source.clone(),
+        };
         out.push_str(&format!(
-            "  [{mark}] {:<8} {} ({}): {}\n",
-            c.engine, c.endpoint, c.source, c.detail
+            "  [{mark}] {:<8} {} ({source}): {}\n",
+            c.engine, c.endpoint, c.detail
         ));
     }
     out.push('\n');
@@ -303,6 +307,12 @@ fn engine_section(e: &EngineReport) -> String {
         if e.vm { "in a VM" } else { "native" },
         if e.rootless { "rootless" } else { "rootful" },
     );
+    if let Some(name) = &e.context {
+        out.push_str(&format!(
+            "          Docker context {name} ({})\n",
+            e.source.as_deref().unwrap_or("")
+        ));
+    }
     if e.remote {
         out.push_str(&format!(
             "          not usable here (remote): {}\n",

@@ -17,6 +17,12 @@ pub enum Error {
     )]
     EngineUnknown { name: String, source_name: String },
 
+    /// The Docker context in force (`DOCKER_CONTEXT`, `currentContext`) cannot be used: a
+    /// malformed config or meta file, or a context that does not exist. `reason` names the
+    /// file or context and the fix.
+    #[error("{reason}")]
+    EngineContextInvalid { reason: String },
+
     /// An option value is out of range or malformed.
     #[error("Invalid option {option}: {reason}")]
     OptionsInvalid { option: String, reason: String },
@@ -134,6 +140,7 @@ impl Error {
     pub fn code(&self) -> &'static str {
         match self.unshared() {
             Error::EngineUnknown { .. } => "ENGINE_UNKNOWN",
+            Error::EngineContextInvalid { .. } => "ENGINE_CONTEXT_INVALID",
             Error::OptionsInvalid { .. } => "OPTIONS_INVALID",
             Error::EngineUnavailable { .. } => "ENGINE_UNAVAILABLE",
             Error::EngineRequest { .. } => "ENGINE_REQUEST_FAILED",

@@ -13,6 +13,7 @@ mod host;
 mod image;
 mod logging;
 mod napi;
+mod platform;
 mod provider;
 mod runtime_bundle;
 mod sandbox;

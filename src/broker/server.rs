@@ -359,10 +359,16 @@ impl Broker {
 
     pub(super) async fn serve_unix(
         self,
-        listener: tokio::net::UnixListener,
+        listener: super::socket::SocketListener,
         grant: String,
         connections: Arc<Semaphore>,
     ) {
+        #[cfg(not(unix))]
+        {
+            let _ = (grant, connections);
+            match listener {}
+        }
+        #[cfg(unix)]
         loop {
             let Ok((stream, _)) = listener.accept().await else {
                 // EMFILE and the like: let connections drain instead of spinning.
@@ -563,5 +569,5 @@ impl Broker {
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, unix))]
 mod tests;

@@ -7,20 +7,36 @@ use crate::error::{Error, Result};
 
 /// (device, inode) of a path itself (links not followed).
 pub fn file_identity(path: &Path) -> Option<(u64, u64)> {
-    use std::os::unix::fs::MetadataExt;
     std::fs::symlink_metadata(path)
         .ok()
-        .map(|m| (m.dev(), m.ino()))
+        .and_then(|m| crate::platform::identity(&m))
 }
+
+/// The listener of a grant's own socket. Windows has none (grants there use the TCP route).
+#[cfg(unix)]
+pub type SocketListener = tokio::net::UnixListener;
+/// The listener of a grant's own socket. Windows has none (grants there use the TCP route).
+#[cfg(not(unix))]
+pub enum SocketListener {}
 
 /// Makes the socket folder (0700) and binds the socket (0600), both owned by `owner` when
 /// given; a stale socket at the path is replaced. Returns a Tokio listener (call inside a
 /// runtime).
-pub fn bind_socket(
-    dir: &Path,
-    socket: &Path,
-    owner: Option<(u32, u32)>,
-) -> Result<tokio::net::UnixListener> {
+pub fn bind_socket(dir: &Path, socket: &Path, owner: Option<(u32, u32)>) -> Result<SocketListener> {
+    #[cfg(not(unix))]
+    {
+        let _ = (dir, owner);
+        Err(Error::broker(format!(
+            "cannot listen on {}: Unix-socket grants need a Unix host; on Windows use transport 'tcp' (the container provider does)",
+            socket.display()
+        )))
+    }
+    #[cfg(unix)]
+    bind_unix(dir, socket, owner)
+}
+
+#[cfg(unix)]
+fn bind_unix(dir: &Path, socket: &Path, owner: Option<(u32, u32)>) -> Result<SocketListener> {
     use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
     let bad = |what: &str, e: std::io::Error| {
         Error::broker_caused(format!("cannot {what} {}", dir.display()), e)

@@ -5,13 +5,13 @@
 
 use std::io;
 use std::net::{Ipv4Addr, SocketAddr};
-use std::os::unix::fs::FileTypeExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+#[cfg(unix)]
 use tokio::io::copy_bidirectional_with_sizes;
-use tokio::net::{TcpListener, TcpStream, UnixStream};
+use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{Semaphore, oneshot};
 use tokio::task::{JoinHandle, JoinSet};
 
@@ -84,7 +84,7 @@ async fn check_route(socket: &Path) -> Result<()> {
         )));
     }
     match tokio::fs::metadata(socket).await {
-        Ok(meta) if meta.file_type().is_socket() => Ok(()),
+        Ok(meta) if crate::platform::is_socket(&meta.file_type()) => Ok(()),
         Ok(meta) => {
             let t = meta.file_type();
             let what = if t.is_file() {
@@ -158,7 +158,10 @@ async fn relay(mut tcp: TcpStream, peer: SocketAddr, socket: &Path) {
     if let Err(e) = tcp.set_nodelay(true) {
         tracing::debug!(%peer, error = %e, "broker bridge could not disable Nagle");
     }
-    let mut unix = match UnixStream::connect(socket).await {
+    #[cfg(not(unix))]
+    let _ = (&mut tcp, socket, BUF); // No Unix sockets to relay to: check_route refused already.
+    #[cfg(unix)]
+    let mut unix = match tokio::net::UnixStream::connect(socket).await {
         Ok(u) => u,
         Err(e) => {
             // Dropping `tcp` closes the client's connection.
@@ -168,11 +171,12 @@ async fn relay(mut tcp: TcpStream, peer: SocketAddr, socket: &Path) {
     };
     // On EOF from either side this shuts down the other side's write half and keeps copying
     // the other direction until it ends too.
+    #[cfg(unix)]
     match copy_bidirectional_with_sizes(&mut tcp, &mut unix, BUF, BUF).await {
         Ok((up, down)) => tracing::debug!(%peer, up, down, "broker bridge relay ended"),
         Err(e) => tracing::debug!(%peer, error = %e, "broker bridge relay failed"),
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, unix))]
 mod tests;

@@ -123,6 +123,7 @@ fn node_and_candidate_sections_are_exact() {
         source: "rootful".into(),
         outcome: outcome.into(),
         detail: "d".into(),
+        context: None,
     };
     assert_eq!(
         candidates_section(&[

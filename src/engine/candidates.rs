@@ -2,6 +2,7 @@
 
 use std::path::PathBuf;
 
+use super::context::{self, DockerContext};
 use super::endpoint::Endpoint;
 use crate::error::{Error, Result};
 use crate::host::{HostEnv, HostOs};
@@ -59,12 +60,24 @@ pub struct Candidate {
     pub vm: bool,
     /// The place belongs to a rootless engine.
     pub rootless: bool,
+    /// The Docker context the place comes from (`DOCKER_CONTEXT` or `currentContext`).
+    pub context: Option<String>,
 }
 
 /// Every place to try, in order: docker, podman, nerdctl, finch, or only the engine that
-/// `only` (the option) or `PO_SANDBOX_ENGINE` names. `DOCKER_HOST` replaces Docker's usual
-/// sockets and `CONTAINER_HOST` Podman's. Fails on an unknown engine name.
+/// `only` (the option) or `PO_SANDBOX_ENGINE` names. `DOCKER_HOST`, else the Docker context in
+/// force, replaces Docker's usual sockets and `CONTAINER_HOST` Podman's. Fails on an unknown
+/// engine name and on a Docker context that cannot be read (`ENGINE_CONTEXT_INVALID`).
 pub fn candidates(host: &HostEnv, only: Option<&str>) -> Result<Vec<Candidate>> {
+    candidates_reading(host, only, &context::read_file)
+}
+
+/// [`candidates`], reading the docker CLI's files through `read`.
+pub fn candidates_reading(
+    host: &HostEnv,
+    only: Option<&str>,
+    read: &dyn Fn(&std::path::Path) -> std::io::Result<String>,
+) -> Result<Vec<Candidate>> {
     let picked = match (
         only.filter(|s| !s.trim().is_empty()),
         host.var(super::ENGINE_VAR),
@@ -77,9 +90,14 @@ pub fn candidates(host: &HostEnv, only: Option<&str>) -> Result<Vec<Candidate>> 
         Some(k) => vec![k],
         None => EngineKind::ALL.to_vec(),
     };
+    // Docker contexts are read only when Docker is among the engines to try.
+    let docker_context = match engines.contains(&EngineKind::Docker) {
+        true => context::resolve(host, read)?,
+        false => None,
+    };
     let mut out = Vec::new();
     for engine in engines {
-        places(host, engine, &mut out);
+        places(host, engine, docker_context.as_ref(), &mut out);
     }
     out.dedup_by(|a, b| a.engine == b.engine && a.endpoint == b.endpoint);
     Ok(out)
@@ -92,10 +110,15 @@ fn parse_engine(name: &str, source_name: &str) -> Result<EngineKind> {
     })
 }
 
-fn places(host: &HostEnv, engine: EngineKind, out: &mut Vec<Candidate>) {
+fn places(
+    host: &HostEnv,
+    engine: EngineKind,
+    docker_context: Option<&DockerContext>,
+    out: &mut Vec<Candidate>,
+) {
     let mut places = Places { host, engine, out };
     match engine {
-        EngineKind::Docker => docker_places(&mut places),
+        EngineKind::Docker => docker_places(&mut places, docker_context),
         EngineKind::Podman => podman_places(&mut places),
         EngineKind::Nerdctl => nerdctl_places(&mut places),
         EngineKind::Finch => finch_places(&mut places),
@@ -111,6 +134,15 @@ const DOCKER_IN_HOME: [(&str, &str); 6] = [
     (".orbstack/run/docker.sock", "OrbStack"),
     (".rd/docker.sock", "Rancher Desktop"),
 ];
+
+/// Docker Desktop's named pipes on Windows: the engine's, then the Linux engine's own.
+const DOCKER_PIPES: [&str; 2] = [
+    "//./pipe/docker_engine",
+    "//./pipe/dockerDesktopLinuxEngine",
+];
+
+/// The default Podman machine's named pipe on Windows.
+const PODMAN_PIPE: &str = "//./pipe/podman-machine-default";
 
 /// Podman machine sockets below the home folder.
 const PODMAN_MACHINE_IN_HOME: [(&str, &str); 3] = [
@@ -143,6 +175,7 @@ impl Places<'_> {
             source,
             vm: vm || self.host.os != HostOs::Linux,
             rootless,
+            context: None,
         });
     }
 
@@ -174,18 +207,32 @@ impl Places<'_> {
     }
 }
 
-/// `DOCKER_HOST` alone when set; else Docker Desktop's pipe on Windows; else the rootful and
-/// (on Linux) rootless sockets, then the desktop VMs' sockets in the home folder.
-fn docker_places(p: &mut Places) {
+/// `DOCKER_HOST` alone when set; else the Docker context's endpoint alone; else Docker
+/// Desktop's pipe on Windows; else the rootful and (on Linux) rootless sockets, then the
+/// desktop VMs' sockets in the home folder.
+fn docker_places(p: &mut Places, docker_context: Option<&DockerContext>) {
     let host = p.host;
     if let Some(uri) = host.var("DOCKER_HOST") {
         let tls = host.var("DOCKER_TLS_VERIFY").is_some_and(|v| v != "0");
         p.push(Endpoint::parse(uri, tls), "DOCKER_HOST", false, false);
         return;
     }
+    if let Some(ctx) = docker_context {
+        p.push(Endpoint::parse(&ctx.host, false), ctx.source, false, false);
+        if let Some(last) = p.out.last_mut() {
+            last.context = Some(ctx.name.clone());
+        }
+        return;
+    }
     if host.os == HostOs::Windows {
-        let pipe = Endpoint::parse("npipe:////./pipe/docker_engine", false);
-        p.push(pipe, "Docker Desktop", true, false);
+        for pipe in DOCKER_PIPES {
+            p.push(
+                Endpoint::NamedPipe(pipe.into()),
+                "Docker Desktop",
+                true,
+                false,
+            );
+        }
         return;
     }
     p.push_socket("/var/run/docker.sock", "rootful", false);
@@ -204,6 +251,11 @@ fn podman_places(p: &mut Places) {
     if p.on_linux() {
         p.push_socket("/run/podman/podman.sock", "rootful", false);
         p.push_rootless("podman/podman.sock", "rootless");
+    }
+    if host.os == HostOs::Windows {
+        let pipe = Endpoint::NamedPipe(PODMAN_PIPE.into());
+        p.push(pipe, "Podman machine", true, false);
+        return;
     }
     p.push_in_home(&PODMAN_MACHINE_IN_HOME);
     let tmp = host.var("TMPDIR").map(PathBuf::from);

@@ -3,6 +3,8 @@
 use std::fmt;
 use std::path::PathBuf;
 
+use crate::host::HostOs;
+
 /// One place an engine may answer.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Endpoint {
@@ -10,6 +12,8 @@ pub enum Endpoint {
     Unix(PathBuf),
     /// Plain HTTP over TCP (`tcp://host:port`).
     Tcp { host: String, port: u16 },
+    /// A Windows named pipe (`npipe:////./pipe/docker_engine`), kept as `//./pipe/NAME`.
+    NamedPipe(String),
     /// A URI the layer cannot use; `why` says what to do instead.
     Unsupported { uri: String, why: String },
 }
@@ -76,10 +80,32 @@ impl Endpoint {
                 "ssh:// engines are not supported; forward the remote socket (ssh -L /tmp/engine.sock:/var/run/docker.sock host) and use unix:///tmp/engine.sock",
             );
         }
-        if uri.starts_with("npipe://") {
-            return unsupported("named pipes (npipe://) are not supported yet");
+        if let Some(path) = uri.strip_prefix("npipe://") {
+            let name = path
+                .replace('\\', "/")
+                .strip_prefix("//./pipe/")
+                .map(str::to_string);
+            return match name.filter(|n| !n.is_empty() && !n.contains('/')) {
+                Some(n) => Endpoint::NamedPipe(format!("//./pipe/{n}")),
+                None => unsupported("expected a named pipe like npipe:////./pipe/docker_engine"),
+            };
         }
         unsupported("expected unix:///path/to/socket or tcp://HOST:PORT")
+    }
+
+    /// Whether a process on `os` can reach this kind of endpoint: Unix sockets everywhere but
+    /// Windows, named pipes only on Windows, TCP everywhere. `Err` says why not and what to use.
+    pub fn usable_on(&self, os: HostOs) -> Result<(), String> {
+        match (self, os) {
+            (Endpoint::Unix(_), HostOs::Windows) => Err(
+                "Unix sockets cannot be used on Windows; use the engine's named pipe (npipe:////./pipe/docker_engine) or tcp://HOST:PORT".into(),
+            ),
+            (Endpoint::NamedPipe(_), os) if os != HostOs::Windows => Err(
+                "named pipes (npipe://) exist only on Windows; use unix:///path/to/socket or tcp://HOST:PORT".into(),
+            ),
+            (Endpoint::Unsupported { why, .. }, _) => Err(why.clone()),
+            _ => Ok(()),
+        }
     }
 
     /// The socket path, for Unix endpoints.
@@ -99,6 +125,7 @@ impl fmt::Display for Endpoint {
                 write!(f, "tcp://[{host}]:{port}")
             }
             Endpoint::Tcp { host, port } => write!(f, "tcp://{host}:{port}"),
+            Endpoint::NamedPipe(p) => write!(f, "npipe://{p}"),
             Endpoint::Unsupported { uri, .. } => write!(f, "{uri}"),
         }
     }
@@ -146,6 +173,47 @@ mod tests {
     }
 
     #[test]
+    fn parses_named_pipes() {
+        for uri in [
+            "npipe:////./pipe/docker_engine",
+            "npipe://\\\\.\\pipe\\docker_engine",
+        ] {
+            let e = Endpoint::parse(uri, false);
+            assert_eq!(
+                e,
+                Endpoint::NamedPipe("//./pipe/docker_engine".into()),
+                "{uri}"
+            );
+            assert_eq!(e.to_string(), "npipe:////./pipe/docker_engine");
+        }
+    }
+
+    #[test]
+    fn endpoint_kinds_usable_by_os() {
+        let unix = Endpoint::parse("unix:///var/run/docker.sock", false);
+        let pipe = Endpoint::parse("npipe:////./pipe/podman-machine-default", false);
+        let tcp = Endpoint::parse("tcp://127.0.0.1:2375", false);
+        let bad = Endpoint::parse("ssh://me@host", false);
+        for os in [HostOs::Linux, HostOs::MacOs, HostOs::Windows, HostOs::Other] {
+            let windows = os == HostOs::Windows;
+            assert_eq!(unix.usable_on(os).is_ok(), !windows, "{os:?}");
+            assert_eq!(pipe.usable_on(os).is_ok(), windows, "{os:?}");
+            assert!(tcp.usable_on(os).is_ok(), "{os:?}");
+            assert!(bad.usable_on(os).unwrap_err().contains("ssh://"), "{os:?}");
+        }
+        assert!(
+            unix.usable_on(HostOs::Windows)
+                .unwrap_err()
+                .contains("npipe://")
+        );
+        assert!(
+            pipe.usable_on(HostOs::MacOs)
+                .unwrap_err()
+                .contains("only on Windows")
+        );
+    }
+
+    #[test]
     fn user_info_is_malformed_and_never_echoed() {
         for (uri, tls, shown) in [
             (
@@ -186,7 +254,9 @@ mod tests {
             ("tcp://127.0.0.1:99999", false),
             ("tcp://:2375", false),
             ("ssh://me@host", false),
-            ("npipe:////./pipe/docker_engine", false),
+            ("npipe://docker_engine", false),
+            ("npipe:////./pipe/", false),
+            ("npipe:////./pipe/a/b", false),
             ("docker.sock", false),
             ("", false),
             ("tcp://user:pw@127.0.0.1:2375", false),

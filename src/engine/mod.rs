@@ -5,6 +5,7 @@
 //! classifies what it found. [`detect`] walks the list and reports.
 
 pub(crate) mod candidates;
+pub(crate) mod context;
 pub(crate) mod endpoint;
 pub(crate) mod probe;
 pub(crate) mod report;

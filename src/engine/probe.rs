@@ -41,6 +41,7 @@ pub enum Outcome {
     /// Nothing there.
     NotFound,
     /// Something other than a socket is there.
+    #[cfg_attr(not(unix), allow(dead_code))]
     NotASocket(String),
     /// A socket is there but nothing listens: the engine is stopped.
     Stopped(String),
@@ -82,13 +83,20 @@ pub async fn probe(candidate: &Candidate, host: &HostEnv, timeout: Duration) -> 
     if !candidate.engine.has_docker_api() {
         return probe_without_api(candidate, host).await;
     }
+    if let Err(why) = candidate.endpoint.usable_on(host.os) {
+        return Outcome::Unsupported(why);
+    }
     match &candidate.endpoint {
         Endpoint::Unsupported { why, .. } => Outcome::Unsupported(why.clone()),
+        Endpoint::NamedPipe(pipe) => match open_pipe(pipe) {
+            Ok(()) => probe_api(candidate, host, timeout).await,
+            Err(e) => classify_connect_error(&e),
+        },
         Endpoint::Unix(path) => {
             if let Some(outcome) = check_socket_file(path).await {
                 return outcome;
             }
-            match tokio::time::timeout(timeout, tokio::net::UnixStream::connect(path)).await {
+            match tokio::time::timeout(timeout, unix_connect(path)).await {
                 Err(_) => {
                     return Outcome::Timeout {
                         stage: "connect",
@@ -116,6 +124,35 @@ pub async fn probe(candidate: &Candidate, host: &HostEnv, timeout: Duration) -> 
             probe_api(candidate, host, timeout).await
         }
     }
+}
+
+#[cfg(unix)]
+async fn unix_connect(path: &std::path::Path) -> std::io::Result<()> {
+    tokio::net::UnixStream::connect(path).await.map(drop)
+}
+
+#[cfg(not(unix))]
+async fn unix_connect(path: &std::path::Path) -> std::io::Result<()> {
+    let _ = path;
+    Err(ErrorKind::Unsupported.into())
+}
+
+/// Opens (and closes) a named pipe: a missing pipe is `NotFound`, a busy one still exists.
+#[cfg(windows)]
+fn open_pipe(pipe: &str) -> std::io::Result<()> {
+    let name = pipe.replace('/', "\\");
+    match tokio::net::windows::named_pipe::ClientOptions::new().open(&name) {
+        Ok(_) => Ok(()),
+        // ERROR_PIPE_BUSY: the engine is there, every instance is in use right now.
+        Err(e) if e.raw_os_error() == Some(231) => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+#[cfg(not(windows))]
+fn open_pipe(pipe: &str) -> std::io::Result<()> {
+    let _ = pipe;
+    Err(ErrorKind::Unsupported.into())
 }
 
 async fn check_socket_file(path: &std::path::Path) -> Option<Outcome> {
@@ -193,8 +230,19 @@ pub fn client(
 ) -> Result<Docker, String> {
     let secs = timeout.as_secs().max(1);
     match endpoint {
+        #[cfg(unix)]
         Endpoint::Unix(path) => Docker::connect_with_unix(&path.to_string_lossy(), secs, version)
             .map_err(|e| e.to_string()),
+        #[cfg(windows)]
+        Endpoint::NamedPipe(pipe) => {
+            Docker::connect_with_named_pipe(pipe, secs, version).map_err(|e| e.to_string())
+        }
+        #[cfg(not(unix))]
+        Endpoint::Unix(_) => Err(format!(
+            "{endpoint}: Unix sockets cannot be used on Windows"
+        )),
+        #[cfg(not(windows))]
+        Endpoint::NamedPipe(_) => Err(format!("{endpoint}: named pipes exist only on Windows")),
         Endpoint::Tcp { .. } => Docker::connect_with_http(&endpoint.to_string(), secs, version)
             .map_err(|e| e.to_string()),
         Endpoint::Unsupported { why, .. } => Err(why.clone()),
@@ -380,5 +428,5 @@ fn runs_rootless(candidate: &Candidate, info: &SystemInfo) -> bool {
             .any(|o| o.contains("name=rootless"))
 }
 
-#[cfg(test)]
+#[cfg(all(test, unix))]
 mod tests;

@@ -27,6 +27,8 @@ pub struct CandidateReport {
     pub outcome: String,
     /// What was found, in words.
     pub detail: String,
+    /// The Docker context the place comes from (source `DOCKER_CONTEXT` or `currentContext`).
+    pub context: Option<String>,
 }
 
 /// The result of engine detection.
@@ -43,6 +45,9 @@ pub struct EngineReport {
     pub endpoint: Option<String>,
     /// Why that endpoint was tried.
     pub source: Option<String>,
+    /// The Docker context whose endpoint answered (`DOCKER_CONTEXT`, else `currentContext` in
+    /// the docker CLI's config.json); absent for `DOCKER_HOST` and the built-in places.
+    pub context: Option<String>,
     /// The engine's version.
     pub engine_version: Option<String>,
     /// The negotiated Engine API version.
@@ -268,6 +273,7 @@ pub fn summarise(
             source: c.source.into(),
             outcome: o.code().into(),
             detail: detail(o),
+            context: c.context.clone(),
         })
         .collect();
     if let Some((c, Outcome::Available(f))) = probed
@@ -279,6 +285,7 @@ pub fn summarise(
             engine: Some(f.engine.as_str().into()),
             endpoint: Some(c.endpoint.to_string()),
             source: Some(c.source.into()),
+            context: c.context.clone(),
             engine_version: Some(f.engine_version.clone()),
             api_version: Some(f.api_version.clone()),
             os: Some(f.os.clone()),

@@ -83,6 +83,7 @@ pub fn engine_candidates(
             source: c.source.into(),
             outcome: "untried".into(),
             detail: String::new(),
+            context: c.context,
         })
         .collect())
 }

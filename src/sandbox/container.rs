@@ -306,17 +306,38 @@ pub enum Created {
     NameTaken,
 }
 
+/// A resource whose limit Podman is given.
+#[derive(Debug, Clone, Copy)]
+enum Limit {
+    Files,
+    Processes,
+}
+
 /// This process's hard limit for a resource, capped at `cap` (unlimited counts as `cap`).
-fn own_hard_limit(resource: libc::__rlimit_resource_t, cap: i64) -> i64 {
-    let mut l = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit writes into the struct we own.
-    if unsafe { libc::getrlimit(resource, &mut l) } != 0 || l.rlim_max == libc::RLIM_INFINITY {
-        return cap;
+/// Without Unix resource limits (Windows, whose engines run in a VM anyway) it is `cap`.
+fn own_hard_limit(limit: Limit, cap: i64) -> i64 {
+    #[cfg(unix)]
+    {
+        // The resource's C type differs between libcs (glibc's is its own): let it be inferred.
+        let resource = match limit {
+            Limit::Files => libc::RLIMIT_NOFILE,
+            Limit::Processes => libc::RLIMIT_NPROC,
+        };
+        let mut l = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        // SAFETY: getrlimit writes into the struct we own.
+        if unsafe { libc::getrlimit(resource, &mut l) } != 0 || l.rlim_max == libc::RLIM_INFINITY {
+            return cap;
+        }
+        (l.rlim_max as i64).min(cap)
     }
-    (l.rlim_max as i64).min(cap)
+    #[cfg(not(unix))]
+    {
+        let _ = limit;
+        cap
+    }
 }
 
 /// Explicit `nofile` and `nproc` limits, which Podman needs on some kernels to start a
@@ -330,8 +351,8 @@ pub fn podman_ulimits() -> Vec<ResourcesUlimits> {
         hard: Some(n),
     };
     vec![
-        ulimit("nofile", own_hard_limit(libc::RLIMIT_NOFILE, 16384)),
-        ulimit("nproc", own_hard_limit(libc::RLIMIT_NPROC, 8192)),
+        ulimit("nofile", own_hard_limit(Limit::Files, 16384)),
+        ulimit("nproc", own_hard_limit(Limit::Processes, 8192)),
     ]
 }
 

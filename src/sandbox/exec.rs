@@ -194,8 +194,10 @@ mod terminal {
     use bollard::exec::ResizeExecOptions;
 
     /// The terminal's settings before raw mode; restored when dropped.
+    #[cfg(unix)]
     pub struct RawMode(libc::termios);
 
+    #[cfg(unix)]
     impl RawMode {
         /// Puts stdin's terminal in raw mode; `None` when stdin is not a terminal.
         pub fn enter() -> Option<RawMode> {
@@ -214,6 +216,7 @@ mod terminal {
         }
     }
 
+    #[cfg(unix)]
     impl Drop for RawMode {
         fn drop(&mut self) {
             // SAFETY: restores the settings read in `enter`.
@@ -222,6 +225,7 @@ mod terminal {
     }
 
     /// (rows, columns) of the terminal on stdout, else stdin.
+    #[cfg(unix)]
     pub fn size() -> Option<(u16, u16)> {
         [libc::STDOUT_FILENO, libc::STDIN_FILENO]
             .into_iter()
@@ -233,6 +237,24 @@ mod terminal {
             })
     }
 
+    /// No raw mode without a Unix terminal (Windows): the exec still runs, line by line.
+    #[cfg(not(unix))]
+    pub struct RawMode;
+
+    #[cfg(not(unix))]
+    impl RawMode {
+        /// Without a Unix terminal there is no raw mode to enter.
+        pub fn enter() -> Option<RawMode> {
+            None
+        }
+    }
+
+    /// No terminal size without a Unix terminal.
+    #[cfg(not(unix))]
+    pub fn size() -> Option<(u16, u16)> {
+        None
+    }
+
     /// Gives the exec this terminal's size (best effort: a failed resize leaves the old size).
     pub async fn resize(docker: &Docker, exec_id: &str) {
         if let Some((height, width)) = size() {
@@ -242,7 +264,15 @@ mod terminal {
         }
     }
 
+    /// Gives the exec this terminal's size after every SIGWINCH (Unix only).
+    #[cfg(not(unix))]
+    pub async fn follow_size(docker: Docker, exec_id: String) {
+        // No SIGWINCH on Windows: the size set at the start stays.
+        let _ = (docker, exec_id);
+    }
+
     /// Gives the exec this terminal's size after every SIGWINCH.
+    #[cfg(unix)]
     pub async fn follow_size(docker: Docker, exec_id: String) {
         use tokio::signal::unix::{SignalKind, signal};
         let Ok(mut changes) = signal(SignalKind::window_change()) else {

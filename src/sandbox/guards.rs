@@ -229,9 +229,8 @@ pub fn listing(ws: &Path, resolved: &Resolved) -> String {
 /// repository is added to its `.git/info/exclude` so `git status` does not show it (empty
 /// folders never show). Returns the placeholders made.
 pub fn prepare(workspace_id: &str, ws: &Path, resolved: &Resolved) -> Result<Vec<PathBuf>> {
-    use std::os::unix::fs::MetadataExt;
     let owner = std::fs::metadata(ws)
-        .map(|m| (m.uid(), m.gid()))
+        .map(|m| crate::platform::owner(&m))
         .map_err(|e| Error::container_caused(workspace_id, "cannot read its folder", e))?;
     let mut made = Vec::new();
     let mut made_files = Vec::new();
@@ -252,7 +251,7 @@ pub fn prepare(workspace_id: &str, ws: &Path, resolved: &Resolved) -> Result<Vec
             std::fs::File::create_new(&path).map_err(placeholder)?;
             made_files.push(rel.clone());
         }
-        std::os::unix::fs::lchown(&path, Some(owner.0), Some(owner.1)).map_err(placeholder)?;
+        crate::platform::lchown(&path, owner).map_err(placeholder)?;
         made.push(path);
     }
     exclude(ws, &made_files);
@@ -321,5 +320,5 @@ fn exclude(ws: &Path, files: &[String]) {
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, unix))]
 mod tests;

@@ -134,7 +134,6 @@ pub async fn stop(
 /// Removes a broker socket folder: its `broker.sock` when that is a socket, then the folder when
 /// it is a real directory left empty. Never follows a link; anything else is left alone.
 fn remove_broker_folder(folder: &Path) {
-    use std::os::unix::fs::FileTypeExt;
     let Ok(meta) = std::fs::symlink_metadata(folder) else {
         return;
     };
@@ -142,13 +141,14 @@ fn remove_broker_folder(folder: &Path) {
         return;
     }
     let socket = folder.join("broker.sock");
-    if std::fs::symlink_metadata(&socket).is_ok_and(|m| m.file_type().is_socket()) {
+    if std::fs::symlink_metadata(&socket).is_ok_and(|m| crate::platform::is_socket(&m.file_type()))
+    {
         let _ = std::fs::remove_file(&socket);
     }
     let _ = std::fs::remove_dir(folder);
 }
 
-#[cfg(test)]
+#[cfg(all(test, unix))]
 mod tests {
     use super::*;
 

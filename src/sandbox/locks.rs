@@ -85,22 +85,16 @@ impl HostLock {
 /// Opens (creating when missing) a lock file owner-only, in an owner-only folder.
 fn open_lock_file(path: &Path) -> std::io::Result<File> {
     let mut dirs = std::fs::DirBuilder::new();
-    dirs.recursive(true);
+    crate::platform::private_dirs(dirs.recursive(true));
     let mut open = std::fs::OpenOptions::new();
-    open.read(true).write(true).create(true).truncate(false);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
-        dirs.mode(0o700);
-        open.mode(0o600);
-    }
+    crate::platform::private_files(open.read(true).write(true).create(true).truncate(false));
     if let Some(dir) = path.parent() {
         dirs.create(dir)?;
     }
     open.open(path)
 }
 
-#[cfg(test)]
+#[cfg(all(test, unix))]
 mod tests {
     use super::*;
 

@@ -166,19 +166,13 @@ pub fn random_token() -> Result<String> {
 /// Writes a fresh token file with mode 0600 (folder 0700), replacing any earlier one.
 fn write_token_file(path: &Path) -> std::io::Result<()> {
     use std::io::Write;
-    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
     let dir = path.parent().expect("token files live in a folder");
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(dir)?;
+    crate::platform::private_dirs(std::fs::DirBuilder::new().recursive(true)).create(dir)?;
     let token = random_token().map_err(std::io::Error::other)?;
     let tmp = path.with_extension(format!("tmp-{}", std::process::id()));
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(&tmp)?;
+    let mut f =
+        crate::platform::private_files(std::fs::OpenOptions::new().write(true).create_new(true))
+            .open(&tmp)?;
     f.write_all(token.as_bytes())?;
     f.sync_all()?;
     std::fs::rename(&tmp, path)

@@ -156,7 +156,7 @@ pub fn sandbox_dir(po_home: &Path, id: &str) -> PathBuf {
     po_home.join("sandboxes").join(id)
 }
 
-#[cfg(test)]
+#[cfg(all(test, unix))]
 mod tests {
     use super::*;
 

@@ -8,6 +8,7 @@ fn candidate(endpoint: Endpoint) -> Candidate {
         source: "test",
         vm: false,
         rootless: false,
+        context: None,
     }
 }
 
@@ -254,6 +255,7 @@ async fn nerdctl_without_anything_is_not_found() {
         source: "containerd",
         vm: false,
         rootless: false,
+        context: None,
     };
     let h = HostEnv::from_vars([("PATH".to_string(), dir.path().display().to_string())].into());
     assert_eq!(probe(&c, &h, T).await, Outcome::NotFound);

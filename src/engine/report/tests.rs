@@ -28,6 +28,7 @@ fn c(engine: EngineKind, path: &str, source: &'static str) -> Candidate {
         source,
         vm: false,
         rootless: false,
+        context: None,
     }
 }
 
