@@ -54,6 +54,17 @@ impl RouteKind {
     }
 }
 
+/// The route the container provider gives its containers on `os` with an engine that runs
+/// them in a VM (`vm`) or natively: TCP when in a VM (a socket cannot cross into it) and on
+/// Windows (which has no Unix sockets to bind-mount), a socket of its own otherwise.
+pub fn route_for(os: crate::host::HostOs, vm: bool) -> RouteKind {
+    if vm || os == crate::host::HostOs::Windows {
+        RouteKind::Tcp
+    } else {
+        RouteKind::Socket
+    }
+}
+
 /// What a grant is for.
 #[derive(Debug, Clone)]
 pub struct GrantRequest {

@@ -332,10 +332,11 @@ impl Provider {
         if !o.broker {
             return Ok(None);
         }
+        let transport = crate::broker::grant::route_for(o.host.os, report.vm);
         let broker = Broker::start(BrokerOptions {
             host_env: o.host.vars().clone(),
             socket_dir: o.broker_socket_dir.clone(),
-            tcp: report.vm,
+            tcp: transport == RouteKind::Tcp,
         })
         .await?;
         if !broker.enabled() {
@@ -343,11 +344,7 @@ impl Provider {
         }
         Ok(Some(BrokerWiring {
             broker,
-            transport: if report.vm {
-                RouteKind::Tcp
-            } else {
-                RouteKind::Socket
-            },
+            transport,
             socket_root: o.broker_socket_dir.clone(),
         }))
     }

@@ -7,6 +7,8 @@
 //! that does not exist yet gets an empty placeholder on the host first (owned by the
 //! workspace's owner), so the container cannot create it either.
 
+use crate::host::HostOs;
+use crate::platform::container_path;
 use std::path::{Component, Path, PathBuf};
 
 use super::spec::Bind;
@@ -198,12 +200,12 @@ pub fn resolve(ws: &Path, entries: &[String]) -> Resolved {
 
 /// The bind mounts: each pin read-write onto itself, each guard read-only onto itself (the
 /// workspace is mounted at its own path).
-pub fn binds(ws: &Path, resolved: &Resolved) -> Vec<Bind> {
+pub fn binds(ws: &Path, resolved: &Resolved, os: HostOs) -> Vec<Bind> {
     let bind = |rel: &String, read_only: bool| {
         let p = ws.join(rel);
         Bind {
-            source: p.clone(),
-            target: p.to_string_lossy().to_string(),
+            target: container_path(os, &p.to_string_lossy()),
+            source: p,
             read_only,
         }
     };
@@ -213,11 +215,11 @@ pub fn binds(ws: &Path, resolved: &Resolved) -> Vec<Bind> {
 }
 
 /// The guards' container paths, comma-separated, for `PO_SANDBOX_GUARDED_PATHS` inside.
-pub fn listing(ws: &Path, resolved: &Resolved) -> String {
+pub fn listing(ws: &Path, resolved: &Resolved, os: HostOs) -> String {
     resolved
         .guards
         .iter()
-        .map(|g| ws.join(g).to_string_lossy().to_string())
+        .map(|g| container_path(os, &ws.join(g).to_string_lossy()))
         .collect::<Vec<_>>()
         .join(",")
 }

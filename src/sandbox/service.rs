@@ -12,7 +12,7 @@ use crate::broker::secret::Secret;
 use crate::broker::server::{Broker, GrantRequest, RouteKind};
 use crate::error::{Error, Result};
 use crate::events::{EventBus, WorkspaceChange};
-use crate::host::UserIds;
+use crate::host::{HostOs, UserIds};
 use crate::runtime_bundle::RuntimeBundle;
 use crate::sandbox::container::{self, Created, LiveContainer};
 use crate::sandbox::exec;
@@ -98,6 +98,9 @@ pub struct WorkspaceContainer {
     pub workspace_id: String,
     /// The workspace folder, when known.
     pub workspace_path: Option<String>,
+    /// Where the workspace folder is inside the container: the same path, except on Windows
+    /// (`C:\Users\me\proj` is `/mnt/c/Users/me/proj`).
+    pub container_path: Option<String>,
     pub container_id: String,
     pub name: String,
     pub image: String,
@@ -283,13 +286,15 @@ impl WorkspaceContainers {
         };
         let guards = guards::resolve(&ws.path, &c.guarded_paths);
         let mut binds = binds;
-        binds.extend(guards::binds(&ws.path, &guards));
+        let os = HostOs::current();
+        binds.extend(guards::binds(&ws.path, &guards, os));
         let mut extra_env = extra_env.clone();
         extra_env.insert(
             guards::GUARDED_PATHS_VAR.into(),
-            guards::listing(&ws.path, &guards),
+            guards::listing(&ws.path, &guards, os),
         );
         spec::build(&SpecInput {
+            os,
             owner: &c.owner,
             workspace: ws,
             po_home: &c.po_home,
@@ -481,6 +486,10 @@ impl WorkspaceContainers {
                 .into_owned(),
             workspace_id: id,
             workspace_path: live.labels.get(LABEL_WORKSPACE_PATH).cloned(),
+            container_path: live
+                .labels
+                .get(LABEL_WORKSPACE_PATH)
+                .map(|p| crate::platform::container_path(HostOs::current(), p)),
             container_id: live.id.clone(),
             name: live.name.clone(),
             image: live.image.clone(),
@@ -907,7 +916,7 @@ impl WorkspaceContainers {
             folder: path.unwrap_or("<folder>").to_string(),
         };
         let container = self.adopt(id, path).await?.ok_or_else(not_running)?;
-        let working_dir = container.workspace_path.clone().ok_or_else(not_running)?;
+        let working_dir = container.container_path.clone().ok_or_else(not_running)?;
         let request = exec::ExecRequest {
             command,
             tty,

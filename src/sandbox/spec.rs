@@ -2,6 +2,8 @@
 //! inputs. The engine-facing code only translates it; adoption compares live inspect data
 //! against it ([`check_posture`]).
 
+use crate::host::HostOs;
+use crate::platform::container_path;
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 
@@ -78,6 +80,8 @@ pub struct VolumeMount {
 /// Everything that decides one workspace's container.
 #[derive(Debug, Clone)]
 pub struct SpecInput<'a> {
+    /// The host OS: where host paths appear inside the container.
+    pub os: HostOs,
     /// This hub's owner id.
     pub owner: &'a str,
     /// The workspace.
@@ -213,14 +217,15 @@ pub fn build(input: &SpecInput) -> ContainerSpec {
     let ws = input.workspace;
     let p = crate::sandbox::workspace::sandbox_dir(input.po_home, &ws.id);
     let ws_path = ws.path.to_string_lossy().to_string();
-    let own = layer_env(input, &p.to_string_lossy());
+    let in_container = |p: &Path| container_path(input.os, &p.to_string_lossy());
+    let own = layer_env(input, &in_container(&p));
     let mut spec = ContainerSpec {
         name: container_name(input.owner, &ws.id),
         image: input.image.to_string(),
         labels: BTreeMap::new(),
         env: BTreeMap::new(),
         cmd: input.bundle.command(),
-        working_dir: ws_path.clone(),
+        working_dir: in_container(&ws.path),
         user: input.user.to_string(),
         binds: binds(input, &p),
         volumes: volume_names(input.owner, &ws.id).to_vec(),
@@ -255,11 +260,11 @@ impl ContainerSpec {
 /// exist (read-only, inside P), then the extra binds.
 fn binds(input: &SpecInput, p: &Path) -> Vec<Bind> {
     let ws = input.workspace;
-    let p_str = p.to_string_lossy().to_string();
+    let p_str = container_path(input.os, &p.to_string_lossy());
     let mut binds = vec![
         Bind {
             source: ws.path.clone(),
-            target: ws.path.to_string_lossy().to_string(),
+            target: container_path(input.os, &ws.path.to_string_lossy()),
             read_only: false,
         },
         Bind {

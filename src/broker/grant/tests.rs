@@ -112,3 +112,16 @@ fn derived_tokens_are_stable_per_secret_and_provider() {
             .starts_with("sk-ant-oat01-")
     );
 }
+
+#[test]
+fn route_by_os_and_engine_kind() {
+    use crate::host::HostOs;
+    for os in [HostOs::Linux, HostOs::MacOs, HostOs::Windows, HostOs::Other] {
+        assert_eq!(route_for(os, true), RouteKind::Tcp, "{os:?} VM engine");
+    }
+    assert_eq!(route_for(HostOs::Linux, false), RouteKind::Socket);
+    assert_eq!(route_for(HostOs::MacOs, false), RouteKind::Socket);
+    assert_eq!(route_for(HostOs::Other, false), RouteKind::Socket);
+    // No Unix socket to bind-mount on Windows, even for an engine that is not in a VM.
+    assert_eq!(route_for(HostOs::Windows, false), RouteKind::Tcp);
+}

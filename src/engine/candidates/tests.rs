@@ -218,3 +218,60 @@ fn nerdctl_and_finch_steps_add_native_sockets_on_linux_only() {
     assert_eq!(finch.len(), 1);
     assert!(finch[0].vm);
 }
+
+#[test]
+fn windows_uses_named_pipes_and_no_unix_sockets() {
+    let mut h = host(&[("HOME", r"C:\Users\u")]);
+    h.os = HostOs::Windows;
+    let list = candidates(&h, None).unwrap();
+    let docker: Vec<String> = list
+        .iter()
+        .filter(|c| c.engine == EngineKind::Docker)
+        .map(|c| c.endpoint.to_string())
+        .collect();
+    assert_eq!(
+        docker,
+        [
+            "npipe:////./pipe/docker_engine",
+            "npipe:////./pipe/dockerDesktopLinuxEngine"
+        ]
+    );
+    let podman: Vec<String> = list
+        .iter()
+        .filter(|c| c.engine == EngineKind::Podman)
+        .map(|c| c.endpoint.to_string())
+        .collect();
+    assert_eq!(podman, ["npipe:////./pipe/podman-machine-default"]);
+    assert!(
+        list.iter()
+            .filter(|c| c.engine.has_docker_api())
+            .all(|c| c.vm && matches!(c.endpoint, Endpoint::NamedPipe(_))),
+        "{list:?}"
+    );
+    // DOCKER_HOST still wins there.
+    let mut h = host(&[("DOCKER_HOST", "npipe:////./pipe/custom")]);
+    h.os = HostOs::Windows;
+    let list = candidates(&h, Some("docker")).unwrap();
+    assert_eq!(
+        list[0].endpoint,
+        Endpoint::NamedPipe("//./pipe/custom".into())
+    );
+}
+
+#[test]
+fn macos_has_no_rootful_linux_podman_socket() {
+    let mut h = host(&[("HOME", "/Users/u"), ("TMPDIR", "/var/folders/x/T")]);
+    h.os = HostOs::MacOs;
+    let list = candidates(&h, Some("podman")).unwrap();
+    let places: Vec<String> = list.iter().map(|c| c.endpoint.to_string()).collect();
+    assert!(
+        !places.iter().any(|p| p.contains("/run/podman")),
+        "{places:?}"
+    );
+    assert!(
+        places
+            .iter()
+            .any(|p| p.ends_with("podman-machine-default-api.sock"))
+    );
+    assert!(list.iter().all(|c| c.vm));
+}

@@ -64,7 +64,7 @@ fn a_repository_folder_guards_its_entries_and_pins_git() {
     let r = resolve(ws.path(), &defaults());
     assert_eq!(r.guards, defaults());
     assert_eq!(r.pins, strings(&[".git"]));
-    let b = binds(ws.path(), &r);
+    let b = binds(ws.path(), &r, crate::host::HostOs::Linux);
     assert!(
         b.iter()
             .any(|b| b.target.ends_with("/.git") && !b.read_only)

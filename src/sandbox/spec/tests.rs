@@ -60,6 +60,7 @@ fn with_input<T>(
     let extra: BTreeMap<String, String> = pairs(extra_env).into_iter().collect();
     let run_flags = RUN_FLAGS.with(|f| f.borrow().clone());
     f(&SpecInput {
+        os: crate::host::HostOs::Linux,
         owner: "hub1",
         workspace: &w,
         po_home: Path::new("/home/u/.po"),
@@ -556,4 +557,50 @@ fn the_posture_summary_shows_the_runtime_and_flags() {
     let summary = ContainerPosture::from(&live_of(&s));
     assert_eq!(summary.runtime, "runsc");
     assert_eq!(summary.run_flags, ["--runtime=runsc"]);
+}
+
+#[test]
+fn windows_host_paths_map_to_linux_paths_inside() {
+    let (b, host, extra) = (bundle(), HashMap::new(), BTreeMap::new());
+    let w = Workspace {
+        id: "acme".into(),
+        path: r"C:\src\acme".into(),
+    };
+    let run_flags = RunFlags::default();
+    let input = |os| SpecInput {
+        os,
+        owner: "hub1",
+        workspace: &w,
+        po_home: Path::new(r"C:\Users\me\.po"),
+        bundle: &b,
+        image: "po-sandbox:abc",
+        image_digest: "abc",
+        user: UserIds {
+            uid: 1000,
+            gid: 1000,
+        },
+        pids_limit: DEFAULT_PIDS_LIMIT,
+        run_flags: &run_flags,
+        seed_files: &[],
+        host_env: &host,
+        extra_env: &extra,
+        extra_binds: &[],
+        extra_hosts: &[],
+    };
+    let s = build(&input(crate::host::HostOs::Windows));
+    assert_eq!(s.working_dir, "/mnt/c/src/acme");
+    assert_eq!(s.binds[0].source, PathBuf::from(r"C:\src\acme"));
+    assert_eq!(s.binds[0].target, "/mnt/c/src/acme");
+    assert!(
+        s.binds[2].target.starts_with("/mnt/c/Users/me/.po/"),
+        "{:?}",
+        s.binds[2]
+    );
+    assert_eq!(s.env["PO_HOME"], s.binds[2].target);
+    // The label keeps the host's own path, for `po-sandbox ls`.
+    assert_eq!(s.labels[LABEL_WORKSPACE_PATH], r"C:\src\acme");
+    // Elsewhere the path is the same inside.
+    for os in [crate::host::HostOs::Linux, crate::host::HostOs::MacOs] {
+        assert_eq!(build(&input(os)).working_dir, r"C:\src\acme");
+    }
 }
