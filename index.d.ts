@@ -424,6 +424,8 @@ export interface EngineCandidate {
   outcome: string
   /** What was found, in words. */
   detail: string
+  /** The Docker context the place comes from (source `DOCKER_CONTEXT` or `currentContext`). */
+  context?: string
 }
 
 /**
@@ -466,6 +468,11 @@ export interface EngineReport {
   endpoint?: string
   /** Why that endpoint was tried. */
   source?: string
+  /**
+   * The Docker context whose endpoint answered (`DOCKER_CONTEXT`, else `currentContext` in
+   * the docker CLI's config.json); absent for `DOCKER_HOST` and the built-in places.
+   */
+  context?: string
   /** The engine's version. */
   engineVersion?: string
   /** The negotiated Engine API version. */
@@ -829,6 +836,11 @@ export interface WorkspaceContainer {
   workspaceId: string
   /** The workspace folder, when known. */
   workspacePath?: string
+  /**
+   * Where the workspace folder is inside the container: the same path, except on Windows
+   * (`C:\Users\me\proj` is `/mnt/c/Users/me/proj`).
+   */
+  containerPath?: string
   containerId: string
   name: string
   image: string

@@ -1,7 +1,8 @@
 // The po-sandbox CLI (bin/po-sandbox.js) and `npm start`.
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
-import { mkdirSync, readFileSync, writeFileSync } from 'node:fs'
+import { execFileSync } from 'node:child_process'
+import { mkdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs'
 import path from 'node:path'
 
 import { dockerCli, isolatedEnv, requireDocker, root, run, tempDir } from './helpers.mjs'
@@ -120,4 +121,43 @@ test('PO_SANDBOX_LOG turns on tracing to stderr; without it stderr stays quiet',
   assert.equal(quiet.stderr, '')
   const loud = await run(process.execPath, [bin, 'doctor', '--engine', 'docker', '--timeout-ms', '30000'], { env: { ...process.env, PO_SANDBOX_LOG: 'debug' } })
   assert.match(loud.stderr, /engine candidate probed/)
+})
+
+test('doctor follows the Docker context the docker CLI would use, and says which answered', async (t) => {
+  await requireDocker()
+  // A docker CLI config of its own whose current context reaches this machine's dockerd
+  // through a path only this test knows: a link to the real socket.
+  const config = tempDir(t)
+  const link = path.join(config, 'engine.sock')
+  symlinkSync('/var/run/docker.sock', link)
+  const cliEnv = { ...process.env, DOCKER_CONFIG: config }
+  delete cliEnv.DOCKER_HOST
+  delete cliEnv.DOCKER_CONTEXT
+  // The real docker CLI writes the context, so its file layout is the one read.
+  execFileSync('docker', ['context', 'create', 'po-test-ctx', '--docker', `host=unix://${link}`], { env: cliEnv, stdio: 'ignore' })
+  execFileSync('docker', ['context', 'use', 'po-test-ctx'], { env: cliEnv, stdio: 'ignore' })
+  assert.equal(JSON.parse(readFileSync(path.join(config, 'config.json'), 'utf8')).currentContext, 'po-test-ctx')
+  const home = poHomeWithBundle(t)
+  const args = [bin, 'doctor', '--engine', 'docker', '--timeout-ms', '30000', '--po-home', home]
+  const r = await run(process.execPath, args, { env: cliEnv })
+  assert.equal(r.code, 0, r.stdout + r.stderr)
+  assert.match(r.stdout, new RegExp(`\\[ok\\] docker   unix://${link.replace(/[.]/g, '\\.')} \\(currentContext po-test-ctx\\): Docker `))
+  assert.match(r.stdout, /Engine    docker .* at unix:\/\/.*engine\.sock\n.*\n          Docker context po-test-ctx \(currentContext\)/)
+  const json = JSON.parse((await run(process.execPath, [...args, '--json'], { env: cliEnv })).stdout)
+  assert.equal(json.engine.available, true)
+  assert.equal(json.engine.context, 'po-test-ctx')
+  assert.equal(json.engine.source, 'currentContext')
+  assert.equal(json.engine.endpoint, `unix://${link}`)
+  assert.deepEqual(json.engine.candidates.map((c) => [c.source, c.context]), [['currentContext', 'po-test-ctx']])
+  // DOCKER_CONTEXT=default overrides the config's choice: the defaults, no context.
+  const byDefault = JSON.parse((await run(process.execPath, [...args, '--json'], { env: { ...cliEnv, DOCKER_CONTEXT: 'default' } })).stdout)
+  assert.equal(byDefault.engine.endpoint, 'unix:///var/run/docker.sock')
+  assert.equal(byDefault.engine.context, undefined)
+  // A context that does not exist: the coded error names it and the fix, exit 1.
+  const missing = await run(process.execPath, [...args, '--json'], { env: { ...cliEnv, DOCKER_CONTEXT: 'nope' } })
+  assert.equal(missing.code, 1)
+  const err = JSON.parse(missing.stdout).error
+  assert.equal(err.code, 'ENGINE_CONTEXT_INVALID')
+  assert.match(err.message, /the Docker context 'nope' \(from DOCKER_CONTEXT=nope\) does not exist/)
+  assert.match(err.message, /docker context ls/)
 })

@@ -2,7 +2,8 @@
 // way an engine can be missing or broken.
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
-import { writeFileSync } from 'node:fs'
+import { createHash } from 'node:crypto'
+import { mkdirSync, symlinkSync, writeFileSync } from 'node:fs'
 import net from 'node:net'
 import path from 'node:path'
 
@@ -230,4 +231,60 @@ test('engineCandidates lists the detection order without I/O', () => {
   assert.ok(list.some((c) => c.source === 'Colima'))
   assert.ok(list.some((c) => c.engine === 'podman' && c.source === 'rootless' && c.endpoint === 'unix:///run/user/1000/podman/podman.sock'))
   assert.ok(list.every((c) => c.outcome === 'untried'))
+})
+
+test('Docker contexts: DOCKER_CONTEXT over currentContext, DOCKER_HOST over both, coded errors for broken files', async (t) => {
+  await requireDocker()
+  const dir = tempDir(t)
+  const config = path.join(dir, 'docker-config')
+  const link = path.join(dir, 'real.sock')
+  symlinkSync('/var/run/docker.sock', link)
+  /** Writes a context's meta.json where the docker CLI keeps it. */
+  const context = (name, host) => {
+    const meta = path.join(config, 'contexts', 'meta', createHash('sha256').update(name).digest('hex'))
+    mkdirSync(meta, { recursive: true })
+    writeFileSync(path.join(meta, 'meta.json'), JSON.stringify({ Name: name, Metadata: {}, Endpoints: { docker: { Host: host, SkipTLSVerify: false } } }))
+  }
+  context('works', `unix://${link}`)
+  context('dead', `unix://${dir}/nothing.sock`)
+  mkdirSync(config, { recursive: true })
+  writeFileSync(path.join(config, 'config.json'), JSON.stringify({ auths: {}, currentContext: 'dead' }))
+  const env = (extra) => isolatedEnv(dir, { DOCKER_CONFIG: config, PO_SANDBOX_ENGINE: 'docker', ...extra })
+
+  const current = await checkEngine({ env: env({}) })
+  assert.equal(current.available, false)
+  assert.deepEqual(current.candidates.map((c) => [c.endpoint, c.source, c.context, c.outcome]), [[`unix://${dir}/nothing.sock`, 'currentContext', 'dead', 'not-found']])
+
+  const chosen = await checkEngine({ env: env({ DOCKER_CONTEXT: 'works' }) })
+  assert.equal(chosen.available, true)
+  assert.equal(chosen.context, 'works')
+  assert.equal(chosen.source, 'DOCKER_CONTEXT')
+  assert.equal(chosen.endpoint, `unix://${link}`)
+
+  const host = await checkEngine({ env: env({ DOCKER_CONTEXT: 'dead', DOCKER_HOST: `unix://${link}` }) })
+  assert.equal(host.available, true)
+  assert.equal(host.source, 'DOCKER_HOST')
+  assert.equal(host.context, undefined)
+
+  // engineCandidates shows the same choice without probing.
+  assert.deepEqual(engineCandidates({ env: env({ DOCKER_CONTEXT: 'works' }) }).map((c) => [c.source, c.context]), [['DOCKER_CONTEXT', 'works']])
+
+  // A malformed config: rejected with the file and the fix; nothing probed.
+  writeFileSync(path.join(config, 'config.json'), '{"currentContext": ')
+  await assert.rejects(checkEngine({ env: env({}) }), (e) => {
+    assert.equal(e.code, 'ENGINE_CONTEXT_INVALID')
+    assert.match(e.message, new RegExp(`${config}/config\\.json is not valid JSON`))
+    assert.match(e.message, /Fix or remove the file/)
+    return true
+  })
+  // …unless only Podman is looked for: Docker's config is not read then.
+  const podman = await checkEngine({ env: env({ PO_SANDBOX_ENGINE: 'podman', CONTAINER_HOST: `unix://${dir}/p.sock` }) })
+  assert.equal(podman.reasonCode, 'ENGINE_NOT_INSTALLED')
+  // A context that is not there.
+  writeFileSync(path.join(config, 'config.json'), JSON.stringify({ currentContext: 'gone' }))
+  assert.throws(() => engineCandidates({ env: env({}) }), (e) => {
+    assert.equal(e.code, 'ENGINE_CONTEXT_INVALID')
+    assert.match(e.message, /the Docker context 'gone' \(from currentContext "gone" in .*config\.json\) does not exist/)
+    return true
+  })
 })

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `npm run lint`: every JavaScript file parses (node --check), every shell script parses
 # (bash -n), the Rust code is formatted (cargo fmt --check) and clippy-clean with warnings as
-# errors (cargo clippy --release --all-targets -- -D warnings). `npm test` runs it too.
+# errors (cargo clippy --release --all-targets -- -D warnings), here and for the macOS and
+# Windows targets (scripts/cross-lint.sh, zig as ring's C compiler). `npm test` runs it too.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -38,3 +39,6 @@ cargo fmt --check
 
 step "cargo clippy --release --all-targets -- -D warnings"
 cargo clippy --release --all-targets -- -D warnings
+
+step "cargo clippy for x86_64/aarch64-apple-darwin and x86_64-pc-windows-msvc (scripts/cross-lint.sh)"
+bash scripts/cross-lint.sh
