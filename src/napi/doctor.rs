@@ -39,7 +39,8 @@ pub struct DoctorOptions {
 
 /// Checks whether the layer can run here: the Node.js version (`nodeVersion`, e.g.
 /// `process.version`), every engine candidate, the runtime bundle and the image. Resolves with
-/// the report, also when not ready; throws `OPTIONS_INVALID` / `ENGINE_UNKNOWN` on bad options.
+/// the report, also when not ready; throws `OPTIONS_INVALID` / `ENGINE_UNKNOWN` on bad options
+/// and `ENGINE_CONTEXT_INVALID` for a Docker context that cannot be used.
 #[napi(
     ts_args_type = "nodeVersion: string, options?: DoctorOptions | undefined | null",
     ts_return_type = "Promise<DoctorReport>"

@@ -47,10 +47,12 @@ pub(super) fn split(env: &Env, options: Option<Unknown>) -> napi::Result<(HostEn
 }
 
 /// Finds the container engine: docker, podman, nerdctl, finch in that order (or the one
-/// `PO_SANDBOX_ENGINE` names), each at its usual sockets, `DOCKER_HOST` / `CONTAINER_HOST`
-/// honoured. Resolves with a report, also when no engine is usable (`available: false` and a
-/// `reason`). Rejects with `ENGINE_UNKNOWN` for an unknown engine name and `OPTIONS_INVALID`
-/// for a bad `PO_SANDBOX_ENGINE_TIMEOUT_MS`; throws `OPTIONS_INVALID` for malformed options.
+/// `PO_SANDBOX_ENGINE` names), each at its usual sockets, `DOCKER_HOST`, Docker contexts and
+/// `CONTAINER_HOST` honoured. Resolves with a report, also when no engine is usable
+/// (`available: false` and a `reason`). Rejects with `ENGINE_UNKNOWN` for an unknown engine
+/// name, `ENGINE_CONTEXT_INVALID` for a Docker context that cannot be used and
+/// `OPTIONS_INVALID` for a bad `PO_SANDBOX_ENGINE_TIMEOUT_MS`; throws `OPTIONS_INVALID` for
+/// malformed options.
 #[napi(
     ts_args_type = "options?: EngineCheckOptions | undefined | null",
     ts_return_type = "Promise<EngineReport>"
@@ -63,8 +65,9 @@ pub fn check_engine<'env>(
     promise(env, async move { core::detect(&host, &detect).await })
 }
 
-/// Lists the places engine detection would try, in order, without any I/O. Throws
-/// `ENGINE_UNKNOWN` for an unknown engine name.
+/// Lists the places engine detection would try, in order, without probing (it reads only the
+/// docker CLI's context files). Throws `ENGINE_UNKNOWN` for an unknown engine name and
+/// `ENGINE_CONTEXT_INVALID` for a Docker context that cannot be used.
 #[napi(
     ts_args_type = "options?: EngineCheckOptions | undefined | null",
     ts_return_type = "Array<EngineCandidate>"
