@@ -229,10 +229,12 @@ export interface BrokerRouteInfo {
 
 /**
  * Finds the container engine: docker, podman, nerdctl, finch in that order (or the one
- * `PO_SANDBOX_ENGINE` names), each at its usual sockets, `DOCKER_HOST` / `CONTAINER_HOST`
- * honoured. Resolves with a report, also when no engine is usable (`available: false` and a
- * `reason`). Rejects with `ENGINE_UNKNOWN` for an unknown engine name and `OPTIONS_INVALID`
- * for a bad `PO_SANDBOX_ENGINE_TIMEOUT_MS`; throws `OPTIONS_INVALID` for malformed options.
+ * `PO_SANDBOX_ENGINE` names), each at its usual sockets, `DOCKER_HOST`, Docker contexts and
+ * `CONTAINER_HOST` honoured. Resolves with a report, also when no engine is usable
+ * (`available: false` and a `reason`). Rejects with `ENGINE_UNKNOWN` for an unknown engine
+ * name, `ENGINE_CONTEXT_INVALID` for a Docker context that cannot be used and
+ * `OPTIONS_INVALID` for a bad `PO_SANDBOX_ENGINE_TIMEOUT_MS`; throws `OPTIONS_INVALID` for
+ * malformed options.
  */
 export declare function checkEngine(options?: EngineCheckOptions | undefined | null): Promise<EngineReport>
 
@@ -348,7 +350,8 @@ export interface CredentialBrokerOptions {
 /**
  * Checks whether the layer can run here: the Node.js version (`nodeVersion`, e.g.
  * `process.version`), every engine candidate, the runtime bundle and the image. Resolves with
- * the report, also when not ready; throws `OPTIONS_INVALID` / `ENGINE_UNKNOWN` on bad options.
+ * the report, also when not ready; throws `OPTIONS_INVALID` / `ENGINE_UNKNOWN` on bad options
+ * and `ENGINE_CONTEXT_INVALID` for a Docker context that cannot be used.
  */
 export declare function doctor(nodeVersion: string, options?: DoctorOptions | undefined | null): Promise<DoctorReport>
 
@@ -429,8 +432,9 @@ export interface EngineCandidate {
 }
 
 /**
- * Lists the places engine detection would try, in order, without any I/O. Throws
- * `ENGINE_UNKNOWN` for an unknown engine name.
+ * Lists the places engine detection would try, in order, without probing (it reads only the
+ * docker CLI's context files). Throws `ENGINE_UNKNOWN` for an unknown engine name and
+ * `ENGINE_CONTEXT_INVALID` for a Docker context that cannot be used.
  */
 export declare function engineCandidates(options?: EngineCheckOptions | undefined | null): Array<EngineCandidate>
 

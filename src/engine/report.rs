@@ -115,6 +115,9 @@ fn detail(outcome: &Outcome) -> String {
 fn start_hint(c: &Candidate) -> String {
     match (c.engine, c.source) {
         (_, "DOCKER_HOST") => "start the engine DOCKER_HOST points at, or unset DOCKER_HOST".into(),
+        (_, "DOCKER_CONTEXT" | "currentContext") => {
+            "start the engine the Docker context points at (docker context inspect), or pick another with 'docker context use NAME'".into()
+        }
         (_, "CONTAINER_HOST") => {
             "start the engine CONTAINER_HOST points at, or unset CONTAINER_HOST".into()
         }

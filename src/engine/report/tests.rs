@@ -209,6 +209,21 @@ fn the_closest_to_working_reason_wins() {
 }
 
 #[test]
+fn a_stopped_context_engine_says_how_to_pick_another() {
+    let mut cand = c(
+        EngineKind::Docker,
+        "/home/u/.colima/default/docker.sock",
+        "currentContext",
+    );
+    cand.context = Some("colima".into());
+    let r = summ(vec![(cand, Outcome::Stopped("refused".into()))]);
+    assert_eq!(r.reason_code.as_deref(), Some("ENGINE_STOPPED"));
+    let reason = r.reason.unwrap();
+    assert!(reason.contains("docker context use NAME"), "{reason}");
+    assert_eq!(r.candidates[0].context.as_deref(), Some("colima"));
+}
+
+#[test]
 fn report_serialises_in_camel_case() {
     let r = summ(vec![(
         c(EngineKind::Docker, "/x.sock", "DOCKER_HOST"),
