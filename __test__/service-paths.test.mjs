@@ -77,6 +77,10 @@ test('adopt() takes over the running container another hub made, with no path or
   assert.equal(adopted.adopted, true)
   assert.equal(adopted.workspaceId, 'ad')
   assert.equal(adopted.workspacePath, ws, 'the path comes from the container label')
+  // On Linux the folder is at the same path inside (Windows maps it under /mnt/<drive>/).
+  assert.equal(adopted.containerPath, ws)
+  assert.equal(made.containerPath, ws)
+  assert.ok(adopted.posture.mounts.some((m) => m.source === ws && m.target === adopted.containerPath && !m.readOnly), JSON.stringify(adopted.posture.mounts))
   assert.equal(adopted.url, made.url)
   assert.equal(adopted.tokenFile, tokenFile(poHome, owner, 'ad'))
   assert.equal(adopted.replacedReason, undefined)
