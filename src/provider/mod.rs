@@ -549,7 +549,7 @@ impl Provider {
                 c.url = now.url.clone();
                 c.state = now.state.clone();
                 before != (c.container_id.clone(), c.host_port, c.state.clone())
-            });
+            })
         });
         let task = tokio::spawn(crate::sandbox::feed::follow(service.clone(), on_change));
         let previous = self
