@@ -130,9 +130,14 @@ try{fs.renameSync(tmp,dest)}catch(e){fs.rmSync(tmp,{recursive:true,force:true});
 
 /** This CLI's `exec` with `head` (the arguments before `--`: `exec`, the folder, options) and
  * `command`, stdout captured, `input` on stdin; resolves with { code, stdout, stderr }. */
+/** `po-sandbox <head…> -- <command…>` as a child of this process, every stream piped. */
+function spawnExec(head, command) {
+  return spawn(process.execPath, [path.join(__dirname, 'po-sandbox.js'), ...head, '--', ...command], { stdio: ['pipe', 'pipe', 'pipe'] })
+}
+
 function execChild(head, command, input) {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [path.join(__dirname, 'po-sandbox.js'), ...head, '--', ...command], { stdio: ['pipe', 'pipe', 'pipe'] })
+    const child = spawnExec(head, command)
     let stdout = ''
     let stderr = ''
     child.stdout.on('data', (d) => { stdout += d })
@@ -172,7 +177,7 @@ async function piCommand(args, head) {
  * with the message pi's extension shows; rejects with pi's output when none comes in 60 s. */
 async function poSandboxInPi(head) {
   const command = await piCommand(['--mode', 'rpc', '--no-session'], head)
-  const child = spawn(process.execPath, [path.join(__dirname, 'po-sandbox.js'), ...head, '--', ...command], { stdio: ['pipe', 'pipe', 'pipe'] })
+  const child = spawnExec(head, command)
   let stdout = ''
   let stderr = ''
   child.stderr.on('data', (d) => { stderr += d })

@@ -1,4 +1,4 @@
-// Types of `@agimon-ai/po-sandbox/apiContracts` (CommonJS). Keep in step with apiContracts.d.mts.
+// Types of `@agimon-ai/po-sandbox/apiContracts` (CommonJS); apiContracts.d.mts re-exports them for ESM.
 
 /** The shape of a Po API contract, as `defineApiContract` of `@agimon-ai/po-core` declares it. */
 export interface ApiContract {

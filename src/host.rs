@@ -91,7 +91,9 @@ impl HostEnv {
 
     /// Where per-grant broker socket folders go: `given` when absolute (an `OPTIONS_INVALID`
     /// naming `option` otherwise), else `$XDG_RUNTIME_DIR/po-broker`, else
-    /// `<tmpdir>/po-broker-<uid>`.
+    /// `/run/user/<uid>/po-broker` when that runtime folder exists (a session without the
+    /// variable: `su`, `runuser`, cron), else `<tmpdir>/po-broker-<uid>`. The broker refuses a
+    /// folder another user could change (see `broker::socket`).
     pub fn broker_socket_dir(&self, given: Option<&str>, option: &str) -> Result<PathBuf> {
         match given {
             Some(d) if d.starts_with('/') => Ok(PathBuf::from(d)),
@@ -102,7 +104,14 @@ impl HostEnv {
             None => Ok(
                 match self.var("XDG_RUNTIME_DIR").filter(|d| d.starts_with('/')) {
                     Some(d) => PathBuf::from(d).join("po-broker"),
-                    None => std::env::temp_dir().join(format!("po-broker-{}", self.uid)),
+                    None => {
+                        let run = PathBuf::from(format!("/run/user/{}", self.uid));
+                        if run.is_dir() {
+                            run.join("po-broker")
+                        } else {
+                            std::env::temp_dir().join(format!("po-broker-{}", self.uid))
+                        }
+                    }
                 },
             ),
         }

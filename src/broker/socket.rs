@@ -17,7 +17,75 @@ pub fn file_identity(path: &Path) -> Option<(u64, u64)> {
 pub type SocketListener = tokio::net::UnixListener;
 /// The listener of a grant's own socket. Windows has none (grants there use the TCP route).
 #[cfg(not(unix))]
+#[derive(Debug)]
 pub enum SocketListener {}
+
+/// What the checks read of a folder: kind, owner, mode bits (Unix only: on Windows there are
+/// no socket folders to check).
+#[cfg_attr(not(unix), allow(dead_code))]
+#[derive(Debug, Clone, Copy)]
+struct Facts {
+    dir: bool,
+    link: bool,
+    uid: u32,
+    mode: u32,
+}
+
+impl Facts {
+    #[cfg(unix)]
+    fn of(meta: &std::fs::Metadata) -> Facts {
+        use std::os::unix::fs::MetadataExt;
+        Facts {
+            dir: meta.is_dir(),
+            link: meta.file_type().is_symlink(),
+            uid: meta.uid(),
+            mode: meta.mode(),
+        }
+    }
+}
+
+/// The folder that holds the grants' folders: a real folder that only its owner (this user or
+/// root) can change, or a sticky one (like /tmp), where others cannot rename or remove what
+/// this user made in it. Otherwise another local user could swap a grant's folder or socket.
+#[cfg_attr(not(unix), allow(dead_code))]
+fn safe_parent(path: &Path, f: &Facts, me: u32) -> Result<()> {
+    let refuse = |why: String| {
+        Err(Error::broker(format!(
+            "the broker socket folder {} {why}: use a folder only you can change (brokerSocketDir, or set XDG_RUNTIME_DIR)",
+            path.display()
+        )))
+    };
+    if f.link || !f.dir {
+        return refuse("is not a folder".into());
+    }
+    if f.uid != me && f.uid != 0 {
+        return refuse(format!("belongs to uid {}, not to you (uid {me})", f.uid));
+    }
+    if f.mode & 0o022 != 0 && f.mode & 0o1000 == 0 {
+        return refuse(format!(
+            "can be changed by other users (mode {:o}, not sticky)",
+            f.mode & 0o7777
+        ));
+    }
+    Ok(())
+}
+
+/// A grant's own folder: a real folder of this user or of the container's user it is handed
+/// to (made now, or left by an earlier run), not one another user prepared.
+#[cfg_attr(not(unix), allow(dead_code))]
+fn ours(path: &Path, f: &Facts, me: u32, handed_to: Option<u32>) -> Result<()> {
+    if f.link || !f.dir {
+        return Err(Error::broker(format!("{} is not a folder", path.display())));
+    }
+    if f.uid != me && Some(f.uid) != handed_to {
+        return Err(Error::broker(format!(
+            "the broker socket folder {} belongs to uid {}, not to you (uid {me}): remove it, or use another brokerSocketDir",
+            path.display(),
+            f.uid
+        )));
+    }
+    Ok(())
+}
 
 /// Makes the socket folder (0700) and binds the socket (0600), both owned by `owner` when
 /// given; a stale socket at the path is replaced. Returns a Tokio listener (call inside a
@@ -46,10 +114,13 @@ fn bind_unix(dir: &Path, socket: &Path, owner: Option<(u32, u32)>) -> Result<Soc
         .mode(0o700)
         .create(dir)
         .map_err(|e| bad("create", e))?;
-    let meta = std::fs::symlink_metadata(dir).map_err(|e| bad("inspect", e))?;
-    if !meta.is_dir() {
-        return Err(Error::broker(format!("{} is not a folder", dir.display())));
+    let me = unsafe { libc::geteuid() };
+    if let Some(parent) = dir.parent() {
+        let meta = std::fs::symlink_metadata(parent).map_err(|e| bad("inspect", e))?;
+        safe_parent(parent, &Facts::of(&meta), me)?;
     }
+    let meta = std::fs::symlink_metadata(dir).map_err(|e| bad("inspect", e))?;
+    ours(dir, &Facts::of(&meta), me, owner.map(|(uid, _)| uid))?;
     std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
         .map_err(|e| bad("secure", e))?;
     if socket.as_os_str().len() > 100 {
@@ -83,4 +154,117 @@ fn bind_unix(dir: &Path, socket: &Path, owner: Option<(u32, u32)>) -> Result<Soc
         .set_nonblocking(true)
         .map_err(|e| bad("set up", e))?;
     tokio::net::UnixListener::from_std(std_listener).map_err(|e| bad("register", e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn facts(uid: u32, mode: u32) -> Facts {
+        Facts {
+            dir: true,
+            link: false,
+            uid,
+            mode: 0o040000 | mode,
+        }
+    }
+
+    #[test]
+    fn the_folder_of_the_grants_must_be_changeable_only_by_its_owner_or_sticky() {
+        let p = Path::new("/x/po-broker");
+        // Ours or root's, not writable by others; or sticky like /tmp.
+        for (uid, mode) in [
+            (1600, 0o700),
+            (1600, 0o755),
+            (0, 0o755),
+            (0, 0o1777),
+            (1600, 0o1777),
+        ] {
+            assert!(
+                safe_parent(p, &facts(uid, mode), 1600).is_ok(),
+                "{uid} {mode:o}"
+            );
+        }
+        // Another user's, or writable by group/others without the sticky bit.
+        for (uid, mode, why) in [
+            (1700, 0o700, "belongs to uid 1700"),
+            (1700, 0o1777, "belongs to uid 1700"),
+            (1600, 0o777, "can be changed by other users (mode 777"),
+            (1600, 0o770, "mode 770"),
+            (0, 0o775, "mode 775"),
+        ] {
+            let err = safe_parent(p, &facts(uid, mode), 1600)
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains(why), "{err}");
+            assert!(err.contains("/x/po-broker"), "{err}");
+        }
+        let link = Facts {
+            link: true,
+            dir: false,
+            ..facts(1600, 0o777)
+        };
+        assert!(
+            safe_parent(p, &link, 1600)
+                .unwrap_err()
+                .to_string()
+                .contains("is not a folder")
+        );
+        let file = Facts {
+            dir: false,
+            ..facts(1600, 0o600)
+        };
+        assert!(safe_parent(p, &file, 1600).is_err());
+    }
+
+    #[test]
+    fn a_grants_folder_must_be_this_users_or_the_containers_users() {
+        let p = Path::new("/x/po-broker/w");
+        assert!(ours(p, &facts(1600, 0o700), 1600, None).is_ok());
+        assert!(ours(p, &facts(1000, 0o700), 0, Some(1000)).is_ok());
+        let err = ours(p, &facts(1700, 0o700), 1600, None)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("belongs to uid 1700, not to you (uid 1600)"),
+            "{err}"
+        );
+        assert!(ours(p, &facts(1700, 0o700), 0, Some(1000)).is_err());
+        let link = Facts {
+            link: true,
+            dir: false,
+            ..facts(1600, 0o700)
+        };
+        assert!(ours(p, &link, 1600, None).is_err());
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn binding_refuses_a_folder_another_user_made_and_a_shared_writable_parent() {
+        use std::os::unix::fs::PermissionsExt;
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let base = tempfile::tempdir().unwrap();
+        // A parent writable by everyone and not sticky: refused, nothing bound.
+        let open = base.path().join("open");
+        std::fs::create_dir(&open).unwrap();
+        std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).unwrap();
+        let err = rt
+            .block_on(async { bind_socket(&open.join("w"), &open.join("w/s.sock"), None) })
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("can be changed by other users"), "{err}");
+        assert!(!open.join("w/s.sock").exists());
+        // A safe parent: bound, folder 0700 and socket 0600.
+        let safe = base.path().join("safe");
+        std::fs::create_dir(&safe).unwrap();
+        std::fs::set_permissions(&safe, std::fs::Permissions::from_mode(0o700)).unwrap();
+        let sock = safe.join("w/s.sock");
+        rt.block_on(async { bind_socket(&safe.join("w"), &sock, None).map(drop) })
+            .unwrap();
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!((mode(&safe.join("w")), mode(&sock)), (0o700, 0o600));
+    }
 }

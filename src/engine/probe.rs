@@ -274,11 +274,9 @@ async fn probe_api(candidate: &Candidate, host: &HostEnv, timeout: Duration) -> 
         Ok(d) => d,
         Err(e) => return Outcome::Failed(e),
     };
-    if let Err(outcome) = ask("ping", timeout, docker.ping()).await {
-        return outcome;
-    }
-    // Version and info at once: info is asked at the oldest API this layer accepts, which
-    // every engine it accepts speaks, so it need not wait for the negotiation.
+    // Ping, version and info at once (one round trip instead of two): info is asked at the
+    // oldest API this layer accepts, which every engine it accepts speaks, so it need not wait
+    // for the negotiation. A failed ping still decides the outcome first.
     let oldest = ClientVersion {
         major_version: super::MIN_API_VERSION.0 as usize,
         minor_version: super::MIN_API_VERSION.1 as usize,
@@ -287,10 +285,14 @@ async fn probe_api(candidate: &Candidate, host: &HostEnv, timeout: Duration) -> 
         Ok(d) => d,
         Err(e) => return Outcome::Failed(e),
     };
-    let (version, info) = tokio::join!(
+    let (ping, version, info) = tokio::join!(
+        ask("ping", timeout, docker.ping()),
         ask("version", timeout, docker.version()),
         ask("info", timeout, for_info.info())
     );
+    if let Err(outcome) = ping {
+        return outcome;
+    }
     let version = match version {
         Ok(v) => v,
         Err(outcome) => return outcome,

@@ -2,7 +2,6 @@
 //! every container-sandboxed workspace (adopted or created, in parallel with a bound). Its
 //! status is always readable; the `po/workspace-containers` service waits for it.
 
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -23,6 +22,7 @@ use crate::sandbox::workspace;
 pub(crate) mod image_job;
 pub(crate) mod inventory;
 mod options;
+mod read_ahead;
 mod status;
 
 pub(crate) use options::{
@@ -175,6 +175,7 @@ impl Provider {
     /// stored and the provider is `ready`.
     async fn setup(&self) -> Result<WorkspaceContainers> {
         self.begin_attempt();
+        let ahead = read_ahead::ReadAhead::start(&self.options);
         let (report, docker) = self.check_engine().await?;
         if report.engine.as_deref() == Some("podman") {
             crate::sandbox::run_flags::refuse_on_podman(&self.options.run_flags)?;
@@ -185,7 +186,7 @@ impl Provider {
         let (built, wiring, known) = tokio::join!(
             self.ensure_image(&docker),
             self.start_broker(&report),
-            self.prefetch_known(&docker)
+            self.prefetch_known(&docker, ahead, &report)
         );
         let (built, wiring) = (built?, wiring?);
         if !built {
@@ -316,11 +317,22 @@ impl Provider {
         Ok(provenance == image::Provenance::Built)
     }
 
-    /// This owner's containers, when any workspace of the options wants one; `None` when there
-    /// are none or the list failed (start-up lists again).
-    async fn prefetch_known(&self, docker: &bollard::Docker) -> Option<KnownContainers> {
+    /// This owner's containers, when any workspace of the options wants one: what was read
+    /// ahead on the endpoint the engine check chose, else one list now; `None` when none is
+    /// wanted or the list failed (start-up lists again).
+    async fn prefetch_known(
+        &self,
+        docker: &bollard::Docker,
+        ahead: Option<read_ahead::ReadAhead>,
+        report: &engine::EngineReport,
+    ) -> Option<KnownContainers> {
         if !self.options.workspaces.iter().any(|w| w.container) {
             return None;
+        }
+        if let Some(read) = ahead
+            && let Some(known) = read.take(report).await
+        {
+            return Some(known);
         }
         known_containers(docker, &self.options.owner).await.ok()
     }
@@ -396,14 +408,13 @@ impl Provider {
                     .as_ref()
                     .is_some_and(|k| k.running_alone.contains(&w.id))
             });
-            let ids = known.map(|k| k.ids);
-            let ids = &ids;
+            let known = &known;
             let adoptions = futures_util::stream::iter(adopting)
-                .map(|w| self.start_one(service, ids, w))
+                .map(|w| self.start_one(service, known, w))
                 .buffer_unordered(ADOPT_CONCURRENCY)
                 .collect::<Vec<()>>();
             let creations = futures_util::stream::iter(creating)
-                .map(|w| self.start_one(service, ids, w))
+                .map(|w| self.start_one(service, known, w))
                 .buffer_unordered(o.concurrency)
                 .collect::<Vec<()>>();
             tokio::join!(adoptions, creations);
@@ -415,7 +426,7 @@ impl Provider {
     async fn start_one(
         &self,
         service: &WorkspaceContainers,
-        known: &Option<HashMap<String, Vec<String>>>,
+        known: &Option<KnownContainers>,
         w: WorkspaceRequest,
     ) {
         if self.stopping.load(std::sync::atomic::Ordering::SeqCst) {
@@ -428,8 +439,12 @@ impl Provider {
             Ok(ws) => {
                 let ids = known
                     .as_ref()
-                    .map(|k| k.get(&w.id).cloned().unwrap_or_default());
-                service.start_with(ws, ids).await
+                    .map(|k| k.ids.get(&w.id).cloned().unwrap_or_default());
+                let answered = known.as_ref().and_then(|k| {
+                    let id = k.ids.get(&w.id)?.first()?;
+                    k.answered.get(id).copied()
+                });
+                service.start_with(ws, ids, answered).await
             }
             Err(e) => Err(e),
         };
@@ -546,7 +561,7 @@ impl Provider {
                 c.url = now.url.clone();
                 c.state = now.state.clone();
                 before != (c.container_id.clone(), c.host_port, c.state.clone())
-            });
+            })
         });
         let task = tokio::spawn(crate::sandbox::feed::follow(service.clone(), on_change));
         let previous = self

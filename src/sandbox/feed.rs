@@ -49,8 +49,14 @@ pub fn classify(msg: &EventMessage, owner: &str) -> Option<(String, String, Happ
     Some((workspace, id, happening))
 }
 
-/// Called with a workspace's container as it is now, after any change.
-pub type OnChange = Arc<dyn Fn(&str, &WorkspaceContainer) + Send + Sync>;
+/// Called with a workspace's container as it is now, after any change; says whether what the
+/// provider reports of it (id, port, state) changed.
+pub type OnChange = Arc<dyn Fn(&str, &WorkspaceContainer) -> bool + Send + Sync>;
+
+/// The longest wait between attempts to re-open the stream while the engine does not answer:
+/// short, so a restarted engine's new ports are reported within seconds of its return (a failed
+/// attempt is one refused connection, or one bounded list of a hung engine).
+const MAX_PAUSE: Duration = Duration::from_secs(2);
 
 /// How long after a `die` the container is looked at: a stop on request by another process
 /// (this hub's own are known) removes it by then.
@@ -74,13 +80,29 @@ pub async fn follow(service: WorkspaceContainers, on_change: OnChange) {
             Ok(all) => {
                 pause = Duration::from_secs(1);
                 for c in &all {
-                    on_change(&c.workspace_id, c);
+                    // After a gap, a running container the provider knew elsewhere (another
+                    // port, another id) was restarted meanwhile, e.g. by an engine restart.
+                    if on_change(&c.workspace_id, c) && c.state == "running" {
+                        died.remove(&c.container_id);
+                        let port = c
+                            .host_port
+                            .map_or_else(String::new, |p| format!(", now on 127.0.0.1:{p}"));
+                        let reason = format!(
+                            "restarted while the engine's events were not followed (the engine restarted?){port}"
+                        );
+                        service.events().workspace(
+                            &c.workspace_id,
+                            WorkspaceChange::Restarted,
+                            Some(&c.container_id),
+                            Some(reason),
+                        );
+                    }
                 }
             }
             Err(e) => {
                 tracing::debug!(error = %e, "engine events: cannot list, retrying");
                 tokio::time::sleep(pause).await;
-                pause = (pause * 2).min(Duration::from_secs(10));
+                pause = (pause * 2).min(MAX_PAUSE);
                 continue;
             }
         }

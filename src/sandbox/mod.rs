@@ -8,6 +8,7 @@ pub(crate) mod exec;
 pub(crate) mod feed;
 pub(crate) mod guards;
 pub(crate) mod inventory;
+pub(crate) mod known;
 pub(crate) mod locks;
 pub(crate) mod run_flags;
 pub(crate) mod service;

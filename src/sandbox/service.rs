@@ -17,6 +17,7 @@ use crate::runtime_bundle::RuntimeBundle;
 use crate::sandbox::container::{self, Created, LiveContainer};
 use crate::sandbox::exec;
 use crate::sandbox::guards;
+pub use crate::sandbox::known::{KnownContainers, known_containers};
 use crate::sandbox::run_flags::RunFlags;
 use crate::sandbox::spec::{
     self, ContainerPosture, ContainerSpec, LABEL_OWNER, LABEL_WORKSPACE, LABEL_WORKSPACE_PATH,
@@ -518,21 +519,23 @@ impl WorkspaceContainers {
     /// Adopts or creates the workspace's container and waits until its server answers.
     /// Concurrent calls for one workspace share one operation.
     pub async fn start(&self, ws: Workspace) -> Result<WorkspaceContainer> {
-        self.start_with(ws, None).await
+        self.start_with(ws, None, None).await
     }
 
     /// As [`start`](Self::start), with the ids of its containers already listed (one list
-    /// call serves a whole hub start).
+    /// call serves a whole hub start) and, when its one container's server already answered
+    /// its health path during that read, the host port it answered on.
     pub async fn start_with(
         &self,
         ws: Workspace,
         known_ids: Option<Vec<String>>,
+        answered: Option<u16>,
     ) -> Result<WorkspaceContainer> {
         let key = ws.id.clone();
         let this = self.clone();
         let start = move || async move {
             let id = ws.id.clone();
-            let result = this.start_uncached(ws, known_ids).await;
+            let result = this.start_uncached(ws, known_ids, answered).await;
             if let Err(e) = &result {
                 this.inner.events.workspace(
                     &id,
@@ -551,6 +554,7 @@ impl WorkspaceContainers {
         &self,
         ws: Workspace,
         known_ids: Option<Vec<String>>,
+        answered: Option<u16>,
     ) -> Result<WorkspaceContainer> {
         let events = &self.inner.events;
         events.workspace(&ws.id, WorkspaceChange::Starting, None, None);
@@ -562,15 +566,9 @@ impl WorkspaceContainers {
         let spec = self.spec_for(&ws);
         spec.check_run_flags()?;
         let lock_path = spec::token_file(&c.po_home, &c.owner, &ws.id).with_extension("lock");
-        let _lock = crate::sandbox::locks::HostLock::acquire(
-            &lock_path,
-            c.health_timeout + Duration::from_secs(120),
-        )
-        .await
-        .map_err(|e| {
-            let doing = format!("cannot take the start lock {}", lock_path.display());
-            Error::container_caused(&ws.id, doing, e)
-        })?;
+        let (_lock, uncontended) = self.start_lock(&ws.id, &lock_path).await?;
+        // What was read before the lock holds only when nobody else held it meanwhile.
+        let answered = answered.filter(|_| uncontended);
         let ids = match known_ids {
             Some(ids) => ids,
             None => self.ids_of(&ws.id).await?,
@@ -594,7 +592,10 @@ impl WorkspaceContainers {
                 continue;
             }
             match spec::check_posture(&spec, &live.posture) {
-                Ok(()) => return self.adopt_live(&ws.id, &spec, live, None).await,
+                Ok(()) => {
+                    let answered = answered.is_some() && answered == live.host_port;
+                    return self.adopt_live(&ws.id, &spec, live, None, answered).await;
+                }
                 Err(reason) => {
                     let reason =
                         format!("container {} was not adopted: {reason}", short_id(&live.id));
@@ -612,12 +613,33 @@ impl WorkspaceContainers {
         self.create(&ws, &spec, replaced_reason).await
     }
 
+    /// Takes the workspace's start lock; says whether it was free at once.
+    async fn start_lock(
+        &self,
+        id: &str,
+        lock_path: &Path,
+    ) -> Result<(crate::sandbox::locks::HostLock, bool)> {
+        use crate::sandbox::locks::HostLock;
+        if let Ok(Some(lock)) = HostLock::try_acquire(lock_path) {
+            return Ok((lock, true));
+        }
+        let wait = self.inner.config.health_timeout + Duration::from_secs(120);
+        let lock = HostLock::acquire(lock_path, wait).await.map_err(|e| {
+            let doing = format!("cannot take the start lock {}", lock_path.display());
+            Error::container_caused(id, doing, e)
+        })?;
+        Ok((lock, false))
+    }
+
+    /// Adopts a running container whose posture matched: its broker grant restored, then its
+    /// server's answer awaited (not again when it `answered` just now on its current port).
     async fn adopt_live(
         &self,
         id: &str,
         spec: &ContainerSpec,
         live: LiveContainer,
         replaced: Option<String>,
+        answered: bool,
     ) -> Result<WorkspaceContainer> {
         // The adopted container keeps the tokens it was made with: re-derive them.
         if let Err(e) = self.grant_for(id) {
@@ -628,7 +650,9 @@ impl WorkspaceContainers {
                 Some(format!("its broker grant could not be restored: {e}")),
             );
         }
-        self.wait_ready(id, spec, &live).await?;
+        if !answered {
+            self.wait_ready(id, spec, &live).await?;
+        }
         self.inner
             .events
             .workspace(id, WorkspaceChange::Adopted, Some(&live.id), None);
@@ -748,7 +772,9 @@ impl WorkspaceContainers {
             Creation::New(id) => id,
             Creation::Adopt(live) => {
                 made.disarm();
-                return self.adopt_live(&ws.id, spec, *live, replaced_reason).await;
+                return self
+                    .adopt_live(&ws.id, spec, *live, replaced_reason, false)
+                    .await;
             }
         };
         made.container = Some(id.clone());
@@ -880,7 +906,12 @@ impl WorkspaceContainers {
             let ws = workspace::resolve(id, &ws_path)?;
             let spec = self.spec_for(&ws);
             match spec::check_posture(&spec, &live.posture) {
-                Ok(()) => return self.adopt_live(id, &spec, live, None).await.map(Some),
+                Ok(()) => {
+                    return self
+                        .adopt_live(id, &spec, live, None, false)
+                        .await
+                        .map(Some);
+                }
                 Err(reason) => {
                     self.stop_and_remove(&live.id).await?;
                     // As a stop: its token file and broker grant go with it.
@@ -1048,39 +1079,6 @@ impl WorkspaceContainers {
     pub async fn known_containers(&self) -> Result<KnownContainers> {
         known_containers(&self.inner.docker, &self.inner.config.owner).await
     }
-}
-
-/// One list call for `owner`'s containers: see [`WorkspaceContainers::known_containers`].
-pub async fn known_containers(docker: &Docker, owner: &str) -> Result<KnownContainers> {
-    let owner = format!("{LABEL_OWNER}={owner}");
-    let list = container::list_labelled(docker, vec![owner]).await?;
-    let mut known = KnownContainers::default();
-    let mut running: HashMap<String, usize> = HashMap::new();
-    for c in list {
-        let Some(ws) = c.labels.and_then(|l| l.get(LABEL_WORKSPACE).cloned()) else {
-            continue;
-        };
-        let Some(id) = c.id else { continue };
-        if c.state == Some(bollard::models::ContainerSummaryStateEnum::RUNNING) {
-            *running.entry(ws.clone()).or_default() += 1;
-        }
-        known.ids.entry(ws).or_default().push(id);
-    }
-    known.running_alone = running
-        .into_iter()
-        .filter(|(ws, n)| *n == 1 && known.ids.get(ws).is_some_and(|ids| ids.len() == 1))
-        .map(|(ws, _)| ws)
-        .collect();
-    Ok(known)
-}
-
-/// What one list call says of this owner's containers.
-#[derive(Debug, Clone, Default)]
-pub struct KnownContainers {
-    /// Container ids by workspace.
-    pub ids: HashMap<String, Vec<String>>,
-    /// Workspaces whose one container runs: starting them most likely adopts it.
-    pub running_alone: std::collections::HashSet<String>,
 }
 
 /// What `create` made so far, undone together when a later step fails: nothing half-done

@@ -1,0 +1,158 @@
+// A real engine restart (issue 11): the test starts a Docker engine of its own (its own data
+// root, socket and bridge; the shared dockerd of the other suites is never touched), runs a
+// provider on it, and restarts that engine. The container comes back by its restart policy on
+// another host port (the test holds the old one while the engine is down, so the engine must
+// pick another), and status() must show the current port within 10 s with no call.
+import { test } from 'node:test'
+import assert from 'node:assert/strict'
+import { spawn } from 'node:child_process'
+import { randomBytes } from 'node:crypto'
+import { existsSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import net from 'node:net'
+import path from 'node:path'
+
+import { run, waitFor } from './helpers.mjs'
+import {
+  baseOptions, getJson, hostEnv, newOwner, openLayer, removeOwner, TEST_BASE, tempHome, tempWorkspace, useTestBaseImage, writeBundle,
+} from './provider-fixtures.mjs'
+
+useTestBaseImage()
+
+function alive(pid) {
+  try {
+    process.kill(pid, 0)
+    return true
+  } catch {
+    return false
+  }
+}
+
+/** A Docker engine of the test's own, removed with everything in it when the test ends. Its
+ * containers sit on a bridge the test creates at a 10.213.x.0/24 address of this machine; it
+ * leaves the host's iptables alone (ports are published by the userland proxy on loopback).
+ * The test checks that the shared engine's `docker0` is still there afterwards. */
+async function privateEngine(t) {
+  if (process.getuid() !== 0) {
+    throw new Error('engine-restart.test.mjs starts a Docker engine of its own and needs root for it (as scripts/ensure-engine.sh does): run npm test as root, or start this file with sudo.')
+  }
+  const dir = mkdtempSync('/tmp/po-pe-')
+  const sock = path.join(dir, 'docker.sock')
+  const bridge = `po-pe-${randomBytes(3).toString('hex')}`
+  const routes = (await run('ip', ['-4', 'route'])).stdout
+  const used = new Set([...routes.matchAll(/^10\.213\.(\d+)\./gm)].map((m) => Number(m[1])))
+  const third = [...Array(256).keys()].find((n) => !used.has(n) && n > 0)
+  for (const args of [['link', 'add', bridge, 'type', 'bridge'], ['addr', 'add', `10.213.${third}.1/24`, 'dev', bridge], ['link', 'set', bridge, 'up']]) {
+    const r = await run('ip', args)
+    assert.equal(r.code, 0, `ip ${args.join(' ')}: ${r.stderr}`)
+  }
+  writeFileSync(path.join(dir, 'daemon.json'), '{}')
+  const args = [
+    '--config-file', path.join(dir, 'daemon.json'), '--data-root', path.join(dir, 'data'), '--exec-root', path.join(dir, 'exec'),
+    '--pidfile', path.join(dir, 'pid'), '-H', `unix://${sock}`, '--bridge', bridge, '--iptables=false', '--ip6tables=false',
+    // No --default-address-pool: with one, dockerd deletes the host's `docker0` on a restart
+    // (moby's initBridgeDriver: removeDefaultBridgeInterface), which is the shared engine's.
+    // Networks it makes avoid subnets the host routes already (libnetwork's overlap check).
+  ]
+  const log = path.join(dir, 'dockerd.log')
+  let pid = null
+  const docker = (...a) => run('docker', ['-H', `unix://${sock}`, ...a])
+  const start = async () => {
+    const out = openSync(log, 'a')
+    const child = spawn('dockerd', args, { stdio: ['ignore', out, out], detached: true })
+    child.unref()
+    pid = child.pid
+    await waitFor(async () => (await docker('version', '--format', '{{.Server.Version}}')).code === 0, `the test's dockerd to answer (log: ${log})`, 60000)
+  }
+  const stop = async () => {
+    if (pid === null || !alive(pid)) return
+    process.kill(pid, 'SIGTERM')
+    await waitFor(() => !alive(pid) && !existsSync(path.join(dir, 'pid')), "the test's dockerd to exit", 60000)
+    pid = null
+  }
+  t.after(async () => {
+    if (pid !== null && alive(pid)) {
+      const ids = (await docker('ps', '-aq')).stdout.split(/\s+/).filter(Boolean)
+      if (ids.length) await docker('rm', '-f', ...ids)
+      await stop()
+    }
+    rmSync(dir, { recursive: true, force: true })
+    await run('ip', ['link', 'del', bridge])
+  })
+  await start()
+  const loaded = await run('sh', ['-c', `docker save ${TEST_BASE} | docker -H unix://${sock} load`])
+  assert.equal(loaded.code, 0, loaded.stderr)
+  return {
+    host: `unix://${sock}`,
+    docker,
+    log: () => readFileSync(log, 'utf8'),
+    /** Stops the engine, runs `whileDown`, starts it again. */
+    async restart(whileDown = async () => {}) {
+      await stop()
+      await whileDown()
+      await start()
+    },
+  }
+}
+
+/** Holds a TCP port on 127.0.0.1 until released. */
+async function holdPort(port) {
+  const server = net.createServer((s) => s.destroy())
+  await new Promise((resolve, reject) => server.listen(port, '127.0.0.1', resolve).once('error', reject))
+  return () => new Promise((resolve) => server.close(resolve))
+}
+
+test('an engine restart: the container comes back on another port and status() shows it within 10 s with no call; a restarted event says where', async (t) => {
+  const hadDocker0 = (await run('ip', ['link', 'show', 'docker0'])).code === 0
+  const engine = await privateEngine(t)
+  const poHome = tempHome(t)
+  const owner = newOwner()
+  // The provider's broker folder; the engine's containers go with the engine.
+  t.after(() => removeOwner(owner))
+  writeBundle(poHome)
+  const ws = tempWorkspace(t)
+  const env = hostEnv({ DOCKER_HOST: engine.host })
+  const { layer, events } = openLayer(baseOptions(poHome, owner, { engine: 'docker', env, workspaces: [{ id: 'rs', path: ws }] }))
+  t.after(() => layer.containers.stopAll().catch(() => {}))
+  const status = await layer.provider.ready()
+  assert.equal(status.workspaces[0].state, 'running', JSON.stringify(status.workspaces))
+  const before = status.workspaces[0].container
+  assert.equal(typeof (await getJson(before.url)).uid, 'number', 'the server answers before the restart')
+
+  let release = null
+  await engine.restart(async () => {
+    // The engine is down and its proxy gone: the test takes the old port, so the engine must
+    // publish the container elsewhere when it restarts it.
+    release = await holdPort(before.hostPort)
+  })
+  t.after(() => release?.())
+  const back = Date.now()
+
+  const current = async () => {
+    const r = await engine.docker('port', before.containerId, '7300/tcp')
+    const m = /127\.0\.0\.1:(\d+)/.exec(r.stdout)
+    return m ? Number(m[1]) : null
+  }
+  const port = await waitFor(current, 'the engine to restart the container', 30000)
+  assert.notEqual(port, before.hostPort, 'the engine published the port the test holds')
+  // No call to the provider: only status() is read.
+  await waitFor(() => layer.provider.status().workspaces[0].container?.hostPort === port, 'status() to show the port the engine publishes now', 10000)
+  const seen = Date.now() - back
+  const now = layer.provider.status().workspaces[0].container
+  assert.equal(now.url, `http://127.0.0.1:${port}`)
+  assert.equal(now.containerId, before.containerId, 'the same container, restarted by its policy: not a new one')
+  assert.equal(now.state, 'running')
+  const restarted = events.filter((e) => e.type === 'workspace' && e.workspaceId === 'rs' && e.state === 'restarted')
+  assert.ok(restarted.length >= 1, `a restarted event: ${JSON.stringify(events.filter((e) => e.type === 'workspace'))}`)
+  assert.match(restarted.at(-1).reason, new RegExp(`now on 127\\.0\\.0\\.1:${port}`))
+  // The status's url answers: the container's server is reachable where the status says.
+  await waitFor(async () => {
+    try {
+      return (await getJson(now.url)) !== null
+    } catch {
+      return false
+    }
+  }, 'the restarted server to answer on its new port', 20000)
+  t.diagnostic(`status() showed the new port ${seen} ms after the engine answered again`)
+  // The shared engine's bridge was left alone by the test's engine.
+  if (hadDocker0) assert.equal((await run('ip', ['link', 'show', 'docker0'])).code, 0, "the shared engine's docker0 is gone")
+})
