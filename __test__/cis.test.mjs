@@ -281,7 +281,8 @@ test('adoption: a container whose limits or network drifted is replaced, saying 
   assert.equal(same.containerId, c.containerId)
 
   // Its memory limit raised behind the layer's back: drift.
-  dockerCli(['update', '--memory', '64g', '--memory-swap', '-1', c.containerId])
+  const above = Math.floor(engineInfo().MemTotal * 0.8 / 2 ** 20)
+  dockerCli(['update', '--memory', `${above}m`, '--memory-swap', '-1', c.containerId])
   const second = openLayer(options)
   const s2 = await second.layer.provider.ready()
   const r = s2.workspaces[0].container
@@ -354,6 +355,7 @@ test('Podman: limits, read-only root, health check and the per-hub network, adop
   // The next hub adopts it as it is; stopAll removes the network with the last container.
   const second = openLayer(options)
   const again = await second.layer.provider.ready()
+  assert.equal(again.workspaces[0].container.replacedReason ?? null, null)
   assert.equal(again.workspaces[0].container.containerId, c.containerId)
   assert.equal(again.workspaces[0].container.adopted, true)
   assert.deepEqual(await second.layer.containers.stopAll(), ['pc'])

@@ -151,10 +151,11 @@ pub struct HealthProbe {
 pub fn health_probe(bundle: &RuntimeBundle, interval: std::time::Duration) -> HealthProbe {
     let interpreter = bundle.command().into_iter().next().unwrap_or_default();
     let path = serde_json::to_string(&bundle.server.health_path).unwrap_or_default();
+    // No whitespace: Podman 4.3 re-splits a health check's arguments on it.
     let script = format!(
-        "const r=require('http').get({{host:'127.0.0.1',port:{},path:{path},timeout:4000}},\
-         s=>{{s.resume();process.exit(s.statusCode>=200&&s.statusCode<300?0:1)}});\
-         r.on('error',()=>process.exit(1));r.on('timeout',()=>process.exit(1))",
+        "require('http').get({{host:'127.0.0.1',port:{},path:{path},timeout:4000}},\
+         s=>{{s.resume();process.exit(s.statusCode>=200&&s.statusCode<300?0:1)}})\
+         .on('error',()=>process.exit(1)).on('timeout',()=>process.exit(1))",
         bundle.server.port
     );
     let interval_ns = interval.as_nanos().min(i64::MAX as u128) as i64;
@@ -839,7 +840,8 @@ fn check_health(spec: &ContainerSpec, live: &LivePosture) -> Result<(), String> 
     if live.health_test.is_empty() {
         return Err("it has no health check".into());
     }
-    if live.health_test != spec.health.test {
+    // Compared as one line: Podman re-splits the arguments on whitespace.
+    if live.health_test.join(" ") != spec.health.test.join(" ") {
         return Err("its health check is not the spec's".into());
     }
     Ok(())

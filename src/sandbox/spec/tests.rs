@@ -645,6 +645,11 @@ fn the_health_check_probes_the_bundles_health_path_with_its_interpreter() {
     // The path is a JSON string inside the script: quotes cannot end it.
     assert!(probe.test[3].contains(r#"path:"/h?x=\"'""#), "{}", probe.test[3]);
     assert_eq!(probe.interval_ns, 1_000_000_000);
+    // No whitespace in the probe (Podman re-splits on it), and a re-split one is still the spec's.
+    assert!(!t[3].contains(char::is_whitespace), "{}", t[3]);
+    let mut live = live_of(&s);
+    live.health_test = s.health.test.join(" ").split(' ').map(str::to_string).collect();
+    check_posture(&s, &live).unwrap();
 }
 
 #[test]
