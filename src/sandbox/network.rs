@@ -44,7 +44,12 @@ async fn listed(docker: &Docker, owner: &str) -> Result<Vec<Network>> {
         .filter(|n| n.name.as_deref() == Some(name.as_str()))
         .collect();
     found.sort_by(|a, b| {
-        let created = |n: &Network| n.created.as_ref().map(|c| c.to_string()).unwrap_or_default();
+        let created = |n: &Network| {
+            n.created
+                .as_ref()
+                .map(|c| c.to_string())
+                .unwrap_or_default()
+        };
         (created(a), a.id.clone()).cmp(&(created(b), b.id.clone()))
     });
     Ok(found)
@@ -54,7 +59,11 @@ async fn listed(docker: &Docker, owner: &str) -> Result<Vec<Network>> {
 /// the oldest one: a creator that finds an older one removes its own (an engine that refuses a
 /// second network of one name answers 409, and the existing one is used).
 pub async fn ensure(docker: &Docker, owner: &str) -> Result<String> {
-    if let Some(id) = listed(docker, owner).await?.first().and_then(|n| n.id.clone()) {
+    if let Some(id) = listed(docker, owner)
+        .await?
+        .first()
+        .and_then(|n| n.id.clone())
+    {
         return Ok(id);
     }
     let name = network_name(owner);
@@ -81,10 +90,7 @@ pub async fn ensure(docker: &Docker, owner: &str) -> Result<String> {
         let _ = docker.remove_network(mine).await;
     }
     winner.ok_or_else(|| {
-        crate::error::Error::container(
-            "",
-            format!("the network {name} could not be made or found"),
-        )
+        crate::error::Error::container("", format!("the network {name} could not be made or found"))
     })
 }
 

@@ -276,7 +276,10 @@ fn no_run_flags_leave_the_body_as_it_was_and_a_ulimit_flag_replaces_podmans() {
     let hc = create_body(&spec(vec![]), false).host_config.unwrap();
     assert!(hc.runtime.is_none() && hc.memory_swap.is_none());
     // Without flags the limits and tmpfs mounts are the spec's own.
-    assert_eq!((hc.memory, hc.nano_cpus), (Some(1 << 30), Some(1_000_000_000)));
+    assert_eq!(
+        (hc.memory, hc.nano_cpus),
+        (Some(1 << 30), Some(1_000_000_000))
+    );
     assert_eq!(hc.tmpfs.unwrap().len(), 3);
     assert!(hc.dns.is_none() && hc.device_requests.is_none());
     let mut s = spec(vec![]);

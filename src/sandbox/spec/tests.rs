@@ -347,10 +347,7 @@ fn every_drift_is_named() {
             "health check is not the spec's",
         ),
         (|l| l.networks = vec!["bridge".into()], "network"),
-        (
-            |l| l.networks.push("bridge".into()),
-            "not only po-net-hub1",
-        ),
+        (|l| l.networks.push("bridge".into()), "not only po-net-hub1"),
         (|l| l.tmpfs.retain(|t| t != "/tmp"), "no tmpfs at /tmp"),
         (|l| l.spec_hash = Some("other".into()), "spec changed"),
     ];
@@ -602,10 +599,13 @@ fn limits_derive_from_the_engine_and_yield_to_options_and_flags() {
     assert_eq!((small.memory, small.nano_cpus), (512 << 20, 1_000_000_000));
     assert_eq!(
         Limits::derive(Some((3 << 30) + 12345), None, None, None).memory,
-        (3 << 30) / 2 >> 20 << 20
+        (((3 << 30) / 2) >> 20) << 20
     );
     let unknown = Limits::derive(None, None, None, None);
-    assert_eq!((unknown.memory, unknown.nano_cpus), (FALLBACK_MEMORY, 1_000_000_000));
+    assert_eq!(
+        (unknown.memory, unknown.nano_cpus),
+        (FALLBACK_MEMORY, 1_000_000_000)
+    );
     let given = Limits::derive(Some(8 * gib), Some(4), Some(gib), Some(500_000_000));
     assert_eq!((given.memory, given.nano_cpus), (gib, 500_000_000));
     // A run flag naming a limit wins over the option and the default.
@@ -635,7 +635,11 @@ fn the_health_check_probes_the_bundles_health_path_with_its_interpreter() {
     let s = spec_with(&[], &[]);
     let t = &s.health.test;
     assert_eq!(t[..3], ["CMD", "node", "-e"]);
-    assert!(t[3].contains("port:7300") && t[3].contains("path:\"/api/health\""), "{}", t[3]);
+    assert!(
+        t[3].contains("port:7300") && t[3].contains("path:\"/api/health\""),
+        "{}",
+        t[3]
+    );
     assert_eq!(s.health.interval_ns, 15_000_000_000);
     let mut b = bundle();
     b.server.interpreter = Some("/opt/po/node/bin/node".into());
@@ -643,12 +647,22 @@ fn the_health_check_probes_the_bundles_health_path_with_its_interpreter() {
     let probe = health_probe(&b, std::time::Duration::from_secs(1));
     assert_eq!(probe.test[1], "/opt/po/node/bin/node");
     // The path is a JSON string inside the script: quotes cannot end it.
-    assert!(probe.test[3].contains(r#"path:"/h?x=\"'""#), "{}", probe.test[3]);
+    assert!(
+        probe.test[3].contains(r#"path:"/h?x=\"'""#),
+        "{}",
+        probe.test[3]
+    );
     assert_eq!(probe.interval_ns, 1_000_000_000);
     // No whitespace in the probe (Podman re-splits on it), and a re-split one is still the spec's.
     assert!(!t[3].contains(char::is_whitespace), "{}", t[3]);
     let mut live = live_of(&s);
-    live.health_test = s.health.test.join(" ").split(' ').map(str::to_string).collect();
+    live.health_test = s
+        .health
+        .test
+        .join(" ")
+        .split(' ')
+        .map(str::to_string)
+        .collect();
     check_posture(&s, &live).unwrap();
 }
 
