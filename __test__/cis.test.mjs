@@ -233,7 +233,7 @@ test('the engine health check: healthy after start, and a server that stops answ
   assert.equal(inspect(c.containerId).State.Health.Status, 'unhealthy')
 })
 
-test('the per-hub network: made once by racing hubs, kept while in use, removed by stopAll when unused', async (t) => {
+test('the per-hub network: made once by racing hubs, kept while in use, removed by stopAll or the last stop when unused', async (t) => {
   const poHome = tempHome(t)
   const owner = newOwner()
   cleanupOwner(t, owner)
@@ -260,11 +260,14 @@ test('the per-hub network: made once by racing hubs, kept while in use, removed 
   assert.deepEqual(await b.layer.containers.stopAll(), [])
   assert.deepEqual(networksOf(owner), [], 'removed once unused')
 
-  // Made again on the next need.
-  const again = await a.layer.containers.start({ id: 'one', path: ws1 })
+  // Made again on the next need; stopping one workspace keeps it while another runs, and the
+  // last one's stop removes it.
+  const [again] = await Promise.all([a.layer.containers.start({ id: 'one', path: ws1 }), a.layer.containers.start({ id: 'two', path: ws2 })])
   assert.deepEqual(Object.keys(inspect(again.containerId).NetworkSettings.Networks), [name])
-  await a.layer.containers.stopAll()
-  assert.deepEqual(networksOf(owner), [])
+  assert.equal(await a.layer.containers.stop('one'), true)
+  assert.equal(networksOf(owner).length, 1, 'kept while workspace two runs')
+  assert.equal(await b.layer.containers.stop('two'), true)
+  assert.deepEqual(networksOf(owner), [], 'removed with the last container')
 })
 
 test('adoption: a container whose limits or network drifted is replaced, saying why', async (t) => {

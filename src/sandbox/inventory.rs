@@ -97,8 +97,8 @@ pub async fn list(docker: &Docker, owner: Option<&str>) -> Result<Vec<SandboxRow
 }
 
 /// Stops and removes this owner's containers (one workspace's, or all), removing their token
-/// files; their volumes too with `remove_volumes`, else they are kept; with all, the owner's
-/// network too when no container uses it. Returns the workspace ids stopped.
+/// files; their volumes too with `remove_volumes`, else they are kept; the owner's network too when
+/// no container uses it any more. Returns the workspace ids stopped.
 pub async fn stop(
     docker: &Docker,
     po_home: &Path,
@@ -128,7 +128,7 @@ pub async fn stop(
     if remove_volumes {
         container::remove_volumes(docker, owner, workspace).await?;
     }
-    if workspace.is_none() {
+    if !stopped.is_empty() {
         // The owner's per-hub network, when no container uses it any more.
         crate::sandbox::network::remove_unused(docker, owner).await?;
     }

@@ -980,7 +980,22 @@ impl WorkspaceContainers {
                 .workspace(id, WorkspaceChange::Stopped, Some(cid), None);
         }
         self.forget_token(id);
+        if !ids.is_empty() {
+            self.remove_network_if_unused().await?;
+        }
         Ok(!ids.is_empty())
+    }
+
+    /// Removes the per-hub network when no container uses it any more (it is made again on the
+    /// next need): the owner's last container gone leaves nothing on the engine but volumes.
+    async fn remove_network_if_unused(&self) -> Result<()> {
+        let mut cached = self.inner.network.lock().await;
+        let removed = network::remove_unused(&self.changes(), &self.inner.config.owner).await?;
+        if !removed.is_empty() {
+            *cached = None;
+            tracing::debug!(networks = ?removed, "per-hub network removed");
+        }
+        Ok(())
     }
 
     /// After its container is gone: removes the workspace's token file and ends its broker
@@ -1024,11 +1039,7 @@ impl WorkspaceContainers {
             return Err(e);
         }
         // The per-hub network goes with the last container (never while one uses it).
-        *self.inner.network.lock().await = None;
-        let removed = network::remove_unused(&self.changes(), &self.inner.config.owner).await?;
-        if !removed.is_empty() {
-            tracing::debug!(networks = ?removed, "per-hub network removed");
-        }
+        self.remove_network_if_unused().await?;
         stopped.sort();
         stopped.dedup();
         Ok(stopped)
