@@ -59,11 +59,9 @@ async fn listed(docker: &Docker, owner: &str) -> Result<Vec<Network>> {
 /// the oldest one: a creator that finds an older one removes its own (an engine that refuses a
 /// second network of one name answers 409, and the existing one is used).
 pub async fn ensure(docker: &Docker, owner: &str) -> Result<String> {
-    if let Some(id) = listed(docker, owner)
-        .await?
-        .first()
-        .and_then(|n| n.id.clone())
-    {
+    let found = listed(docker, owner).await?;
+    if let Some(id) = found.first().and_then(|n| n.id.clone()) {
+        remove_duplicates(docker, &found[1..]).await;
         return Ok(id);
     }
     let name = network_name(owner);
@@ -78,20 +76,32 @@ pub async fn ensure(docker: &Docker, owner: &str) -> Result<String> {
         Err(e) if is_status(&e, 409) => None,
         Err(e) => return Err(engine_err(docker, format!("create network {name}"))(e)),
     };
-    let winner = listed(docker, owner)
-        .await?
-        .into_iter()
-        .find_map(|n| n.id)
-        .or_else(|| made.clone());
-    if let (Some(mine), Some(w)) = (&made, &winner)
-        && mine != w
-    {
-        // Another hub made one first: ours is unused, so it goes.
-        let _ = docker.remove_network(mine).await;
+    let found = listed(docker, owner).await?;
+    let winner = found.first().and_then(|n| n.id.clone()).or(made);
+    // Another hub made one first: ours (and any other unused duplicate) goes.
+    if !found.is_empty() {
+        remove_duplicates(docker, &found[1..]).await;
     }
     winner.ok_or_else(|| {
-        crate::error::Error::container("", format!("the network {name} could not be made or found"))
+        crate::error::Error::container(
+            "",
+            format!("the network {name} could not be made or found (docker network ls)"),
+        )
     })
+}
+
+/// Removes duplicates of the owner's network (made by hubs racing to make it) that no
+/// container is on; the engine refuses one in use, which then stays.
+async fn remove_duplicates(docker: &Docker, duplicates: &[Network]) {
+    for id in duplicates.iter().filter_map(|n| n.id.as_deref()) {
+        let unused = docker
+            .inspect_network(id, None::<InspectNetworkOptions>)
+            .await
+            .is_ok_and(|i| i.containers.is_none_or(|c| c.is_empty()));
+        if unused {
+            let _ = docker.remove_network(id).await;
+        }
+    }
 }
 
 /// Removes the owner's networks that no container uses (the engine also refuses to remove a

@@ -860,6 +860,23 @@ impl WorkspaceContainers {
         }
     }
 
+    /// Starts a created container. The engine resolves its network by name at start: while
+    /// two hubs race to make the network a duplicate can exist for a moment ("ambiguous"), so
+    /// the unused duplicates are removed and the start tried again (a few times).
+    async fn start_container(&self, id: &str) -> Result<()> {
+        let mut tries = 0;
+        loop {
+            match container::start(&self.changes(), id).await {
+                Err(e) if tries < 5 && e.to_string().contains("is ambiguous") => {
+                    tries += 1;
+                    tokio::time::sleep(Duration::from_millis(100 * tries)).await;
+                    self.network(true).await?;
+                }
+                other => return other,
+            }
+        }
+    }
+
     /// Starts the created container, says so, and waits until its server answers.
     async fn start_and_wait(
         &self,
@@ -869,12 +886,10 @@ impl WorkspaceContainers {
         replaced_reason: Option<String>,
     ) -> Result<WorkspaceContainer> {
         let docker = &self.inner.docker;
-        container::start(&self.changes(), id)
-            .await
-            .map_err(|e| match e {
-                e @ Error::EngineTimeout { .. } => e,
-                e => Error::container(&ws.id, e.to_string()),
-            })?;
+        self.start_container(id).await.map_err(|e| match e {
+            e @ Error::EngineTimeout { .. } => e,
+            e => Error::container(&ws.id, e.to_string()),
+        })?;
         let live = container::inspect(docker, id, Some(spec.container_port))
             .await?
             .ok_or_else(|| Error::container(&ws.id, "it vanished right after it started"))?;
