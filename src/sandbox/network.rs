@@ -59,9 +59,11 @@ async fn listed(docker: &Docker, owner: &str) -> Result<Vec<Network>> {
 /// the oldest one: a creator that finds an older one removes its own (an engine that refuses a
 /// second network of one name answers 409, and the existing one is used).
 pub async fn ensure(docker: &Docker, owner: &str) -> Result<String> {
-    let found = listed(docker, owner).await?;
-    if let Some(id) = found.first().and_then(|n| n.id.clone()) {
-        remove_duplicates(docker, &found[1..]).await;
+    if let Some(id) = listed(docker, owner)
+        .await?
+        .first()
+        .and_then(|n| n.id.clone())
+    {
         return Ok(id);
     }
     let name = network_name(owner);
@@ -77,10 +79,13 @@ pub async fn ensure(docker: &Docker, owner: &str) -> Result<String> {
         Err(e) => return Err(engine_err(docker, format!("create network {name}"))(e)),
     };
     let found = listed(docker, owner).await?;
-    let winner = found.first().and_then(|n| n.id.clone()).or(made);
-    // Another hub made one first: ours (and any other unused duplicate) goes.
-    if !found.is_empty() {
-        remove_duplicates(docker, &found[1..]).await;
+    let winner = found.first().and_then(|n| n.id.clone()).or(made.clone());
+    // Another hub made one first: ours goes (only ours: another hub's may already be named
+    // by a container it created and has not started, which the engine does not count as use).
+    if let (Some(mine), Some(w)) = (&made, &winner)
+        && mine != w
+    {
+        let _ = docker.remove_network(mine).await;
     }
     winner.ok_or_else(|| {
         crate::error::Error::container(
@@ -88,20 +93,6 @@ pub async fn ensure(docker: &Docker, owner: &str) -> Result<String> {
             format!("the network {name} could not be made or found (docker network ls)"),
         )
     })
-}
-
-/// Removes duplicates of the owner's network (made by hubs racing to make it) that no
-/// container is on; the engine refuses one in use, which then stays.
-async fn remove_duplicates(docker: &Docker, duplicates: &[Network]) {
-    for id in duplicates.iter().filter_map(|n| n.id.as_deref()) {
-        let unused = docker
-            .inspect_network(id, None::<InspectNetworkOptions>)
-            .await
-            .is_ok_and(|i| i.containers.is_none_or(|c| c.is_empty()));
-        if unused {
-            let _ = docker.remove_network(id).await;
-        }
-    }
 }
 
 /// Removes the owner's networks that no container uses (the engine also refuses to remove a

@@ -862,7 +862,7 @@ impl WorkspaceContainers {
 
     /// Starts a created container. The engine resolves its network by name at start: while
     /// two hubs race to make the network a duplicate can exist for a moment ("ambiguous"), so
-    /// the unused duplicates are removed and the start tried again (a few times).
+    /// the start is tried again (a few times) while the hub that made the duplicate removes it.
     async fn start_container(&self, id: &str) -> Result<()> {
         let mut tries = 0;
         loop {
