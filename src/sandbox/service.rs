@@ -339,7 +339,9 @@ impl WorkspaceContainers {
     async fn create_on_network(&self, spec: &ContainerSpec) -> Result<Created> {
         let docker = &self.changes();
         let podman = self.inner.config.podman;
-        let network = self.network(false).await?;
+        // Looked up afresh for every create: another hub of the owner may have removed it, and
+        // the engine only notices a missing network at start.
+        let network = self.network(true).await?;
         match container::create(docker, spec, podman, &network).await? {
             Created::NetworkGone => {
                 let network = self.network(true).await?;
