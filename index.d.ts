@@ -266,6 +266,18 @@ export interface ContainerPosture {
   runtime: string
   /** The run flags it was made with (`runFlags`, `PO_SANDBOX_RUN_FLAGS`). */
   runFlags: Array<string>
+  /** Its memory limit in bytes (0: none). */
+  memory: number
+  /** Its CPU limit in billionths of a CPU (0: none). */
+  nanoCpus: number
+  /** Its CPU shares (0: the engine's default, 1024). */
+  cpuShares: number
+  /** Its root file system is read-only. */
+  readOnlyRoot: boolean
+  /** It has an engine health check. */
+  healthCheck: boolean
+  /** The networks it is on (the per-hub network's name). */
+  networks: Array<string>
 }
 
 /** Options of the container provider. */
@@ -329,6 +341,22 @@ export interface ContainerProviderOptions {
    * `RUN_FLAGS_INVALID` before anything is made.
    */
   runFlags?: Array<string>
+  /**
+   * Memory limit of every container, a size as for `--memory` (`2g`, `512m`; at least
+   * `6m`). Default `PO_SANDBOX_MEMORY`, else half the engine's memory (`MemTotal` in its
+   * info; at least 512 MiB). A `--memory` run flag wins.
+   */
+  memory?: string
+  /**
+   * CPU limit of every container, in CPUs (0.01-1024). Default `PO_SANDBOX_CPUS`, else half
+   * the engine's CPUs (`NCPU`; at least 1). A `--cpus` run flag wins.
+   */
+  cpus?: number
+  /**
+   * Interval of the engine health check that probes `healthPath` inside each container
+   * (1000-3600000 ms, default 15000).
+   */
+  healthIntervalMs?: number
 }
 
 /** Options of `startCredentialBroker`. */
@@ -493,6 +521,16 @@ export interface EngineReport {
   rootless: boolean
   /** The name of the machine the engine runs on. */
   hostName?: string
+  /**
+   * The memory of the engine's machine in bytes (`MemTotal` in its info): the default
+   * memory limit of the containers is derived from it.
+   */
+  memTotal?: number
+  /**
+   * The CPUs of the engine's machine (`NCPU` in its info): the default CPU limit of the
+   * containers is derived from it.
+   */
+  ncpu?: number
   /**
    * The engine runs on another machine (a `tcp://` endpoint that is not loopback, whose
    * engine names a host other than this one): its containers cannot see this machine's

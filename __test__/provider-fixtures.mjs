@@ -48,6 +48,8 @@ export async function removeOwner(owner) {
   if (ids.length) await run('docker', ['rm', '-f', ...ids])
   const vols = (await run('docker', ['volume', 'ls', '-q', '--filter', `label=po.owner=${owner}`])).stdout.split(/\s+/).filter(Boolean)
   if (vols.length) await run('docker', ['volume', 'rm', '-f', ...vols])
+  const nets = (await run('docker', ['network', 'ls', '-q', '--filter', `label=po.owner=${owner}`])).stdout.split(/\s+/).filter(Boolean)
+  if (nets.length) await run('docker', ['network', 'rm', ...nets])
 }
 
 /** Ids of the containers (any state) carrying every given label. */

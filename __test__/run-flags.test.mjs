@@ -154,7 +154,14 @@ test('under gVisor: the container really runs on runsc with every accepted flag 
   assert.equal(hc.PidsLimit, 512)
   assert.equal(hc.ShmSize, 32 * 1024 * 1024)
   assert.deepEqual(hc.Ulimits, [{ Name: 'nofile', Soft: 1024, Hard: 2048 }])
-  assert.deepEqual(hc.Tmpfs, { '/scratch': 'size=16m,mode=1777' })
+  // The run flag's tmpfs joins the writable places of the read-only root.
+  assert.deepEqual(hc.Tmpfs, {
+    '/scratch': 'size=16m,mode=1777',
+    '/tmp': 'rw,exec,nosuid,nodev,mode=1777',
+    '/var/tmp': 'rw,exec,nosuid,nodev,mode=1777',
+    '/run': 'rw,noexec,nosuid,nodev,mode=1777',
+  })
+  assert.equal(hc.ReadonlyRootfs, true)
   assert.deepEqual(hc.DnsOptions, ['ndots:1'])
   assert.equal(info.Config.Labels.team, 'qa')
   assert.equal(info.Config.Labels['po.run-flags'], GVISOR_FLAGS.join(' '))
@@ -162,7 +169,9 @@ test('under gVisor: the container really runs on runsc with every accepted flag 
   assert.deepEqual(hc.CapDrop, ['ALL'])
   assert.deepEqual(hc.SecurityOpt, ['no-new-privileges'])
   assert.equal(hc.Privileged, false)
-  assert.equal(hc.NetworkMode, 'default')
+  // On the owner's network (created on its id), not the default bridge.
+  assert.deepEqual(Object.keys(info.NetworkSettings.Networks), [`po-net-${owner}`])
+  assert.equal(hc.NetworkMode, JSON.parse(dockerCli(['network', 'inspect', `po-net-${owner}`]))[0].Id)
   assert.equal(dockerCli(['exec', c.containerId, 'sh', '-c', 'ulimit -n']), '1024')
   // The posture reports them; ls and the CLI show them.
   assert.equal(c.posture.runtime, 'runsc')
@@ -192,7 +201,8 @@ test('under gVisor: the container really runs on runsc with every accepted flag 
   const replaced = await third.layer.containers.start({ id: 'gv', path: wsPath })
   assert.equal(replaced.adopted, false)
   assert.notEqual(replaced.containerId, c.containerId)
-  assert.match(replaced.replacedReason ?? '', /spec changed/)
+  // A lower memory flag: the adoption check names the limit before the spec hash.
+  assert.match(replaced.replacedReason ?? '', /memory limit is 536870912, not at most 268435456 bytes/)
   assert.equal(inspect(replaced.containerId).HostConfig.Memory, 256 * 1024 * 1024)
   assert.equal(inspect(replaced.containerId).HostConfig.Runtime, 'runsc')
   assert.notEqual((await run('docker', ['inspect', c.containerId])).code, 0, 'the old container is gone')

@@ -31,6 +31,10 @@ pub struct EngineFacts {
     pub rootless: bool,
     /// The name of the machine the engine runs on (`Name` in its info).
     pub host_name: String,
+    /// The memory the engine's machine has, in bytes (`MemTotal`), when it says.
+    pub mem_total: Option<i64>,
+    /// The CPUs the engine's machine has (`NCPU`), when it says.
+    pub ncpu: Option<i64>,
 }
 
 /// What was found at one candidate.
@@ -387,6 +391,8 @@ fn engine_facts(
         os_type: info.os_type.unwrap_or_default(),
         arch: info.architecture.unwrap_or_default(),
         host_name,
+        mem_total: info.mem_total.filter(|m| *m > 0),
+        ncpu: info.ncpu.filter(|n| *n > 0),
     }
 }
 

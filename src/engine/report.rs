@@ -64,6 +64,12 @@ pub struct EngineReport {
     pub rootless: bool,
     /// The name of the machine the engine runs on.
     pub host_name: Option<String>,
+    /// The memory of the engine's machine in bytes (`MemTotal` in its info): the default
+    /// memory limit of the containers is derived from it.
+    pub mem_total: Option<i64>,
+    /// The CPUs of the engine's machine (`NCPU` in its info): the default CPU limit of the
+    /// containers is derived from it.
+    pub ncpu: Option<i64>,
     /// The engine runs on another machine (a `tcp://` endpoint that is not loopback, whose
     /// engine names a host other than this one): its containers cannot see this machine's
     /// paths, so the container provider refuses it.
@@ -297,6 +303,8 @@ pub fn summarise(
             vm: f.vm,
             rootless: f.rootless,
             host_name: Some(f.host_name.clone()),
+            mem_total: f.mem_total,
+            ncpu: f.ncpu,
             remote: is_remote(&c.endpoint, &f.host_name, local_host_name(host).as_deref()),
             reason: None,
             reason_code: None,

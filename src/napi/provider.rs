@@ -82,6 +82,16 @@ pub struct ContainerProviderOptions {
     /// runtime or tighten are accepted (see the README's table); anything else throws
     /// `RUN_FLAGS_INVALID` before anything is made.
     pub run_flags: Option<Vec<String>>,
+    /// Memory limit of every container, a size as for `--memory` (`2g`, `512m`; at least
+    /// `6m`). Default `PO_SANDBOX_MEMORY`, else half the engine's memory (`MemTotal` in its
+    /// info; at least 512 MiB). A `--memory` run flag wins.
+    pub memory: Option<String>,
+    /// CPU limit of every container, in CPUs (0.01-1024). Default `PO_SANDBOX_CPUS`, else half
+    /// the engine's CPUs (`NCPU`; at least 1). A `--cpus` run flag wins.
+    pub cpus: Option<f64>,
+    /// Interval of the engine health check that probes `healthPath` inside each container
+    /// (1000-3600000 ms, default 15000).
+    pub health_interval_ms: Option<f64>,
 }
 
 /// A workspace to start: its id and folder.
@@ -367,6 +377,9 @@ fn raw_options(
         guarded_paths: o.guarded_paths,
         demo_runtime: o.demo_runtime,
         run_flags: o.run_flags,
+        memory: o.memory,
+        cpus: o.cpus,
+        health_interval_ms: o.health_interval_ms,
     };
     (raw, o.env)
 }

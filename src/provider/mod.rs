@@ -205,6 +205,13 @@ impl Provider {
                 pids_limit: o.pids_limit,
                 guarded_paths: o.guarded_paths.clone(),
                 run_flags: o.run_flags.clone(),
+                limits: crate::sandbox::spec::Limits::derive(
+                    report.mem_total,
+                    report.ncpu,
+                    o.memory,
+                    o.nano_cpus,
+                ),
+                health_interval: o.health_interval,
                 health_timeout: o.health_timeout,
                 host_env: o.host.vars().clone(),
                 podman: report.engine.as_deref() == Some("podman"),

@@ -50,6 +50,9 @@ pub struct RawOptions {
     pub guarded_paths: Option<Vec<String>>,
     pub demo_runtime: Option<bool>,
     pub run_flags: Option<Vec<String>>,
+    pub memory: Option<String>,
+    pub cpus: Option<f64>,
+    pub health_interval_ms: Option<f64>,
 }
 
 /// Checked options.
@@ -77,6 +80,13 @@ pub struct ProviderOptions {
     pub demo_runtime: bool,
     /// Extra engine options for every container (`runFlags`, `PO_SANDBOX_RUN_FLAGS`).
     pub run_flags: RunFlags,
+    /// The memory limit (`memory`, `PO_SANDBOX_MEMORY`); `None`: derived from the engine.
+    pub memory: Option<i64>,
+    /// The CPU limit in billionths (`cpus`, `PO_SANDBOX_CPUS`); `None`: derived from the
+    /// engine.
+    pub nano_cpus: Option<i64>,
+    /// The interval of the engine health check.
+    pub health_interval: Duration,
 }
 
 fn invalid(option: &str, reason: impl Into<String>) -> Error {
@@ -253,6 +263,51 @@ fn guarded_paths(option: Option<Vec<String>>, host: &HostEnv) -> Result<Vec<Stri
     }
 }
 
+/// The variable that sets the memory limit when the `memory` option does not.
+pub const MEMORY_VAR: &str = "PO_SANDBOX_MEMORY";
+/// The variable that sets the CPU limit when the `cpus` option does not.
+pub const CPUS_VAR: &str = "PO_SANDBOX_CPUS";
+
+/// `memory`, else `PO_SANDBOX_MEMORY`: a size as for `--memory` (at least `6m`); `None` when
+/// neither is given (derived from the engine later).
+fn memory(option: Option<String>, host: &HostEnv) -> Result<Option<i64>> {
+    let (name, value) = match (option, host.vars().get(MEMORY_VAR)) {
+        (Some(v), _) => ("memory", v),
+        (None, Some(v)) if !v.trim().is_empty() => (MEMORY_VAR, v.trim().to_string()),
+        _ => return Ok(None),
+    };
+    match run_flags::bytes(&value) {
+        Ok(b) if b >= 6 << 20 => Ok(Some(b)),
+        Ok(_) => Err(invalid(
+            name,
+            format!("{value:?} is below the engine's minimum memory limit, 6m"),
+        )),
+        Err(why) => Err(invalid(name, format!("{why}, like 2g or 512m"))),
+    }
+}
+
+/// `cpus`, else `PO_SANDBOX_CPUS`: a number of CPUs from 0.01 to 1024; `None` when neither is
+/// given (derived from the engine later).
+fn cpus(option: Option<f64>, host: &HostEnv) -> Result<Option<i64>> {
+    let (name, value) = match (option, host.vars().get(CPUS_VAR)) {
+        (Some(v), _) => ("cpus", format_cpus(v)),
+        (None, Some(v)) if !v.trim().is_empty() => (CPUS_VAR, v.trim().to_string()),
+        _ => return Ok(None),
+    };
+    run_flags::nano_cpus(&value)
+        .map(Some)
+        .map_err(|why| invalid(name, why))
+}
+
+/// A JS number of CPUs as `--cpus` reads it (at most 9 decimals).
+fn format_cpus(v: f64) -> String {
+    if !v.is_finite() || v < 0.0 {
+        return v.to_string();
+    }
+    let s = format!("{v:.9}");
+    s.trim_end_matches('0').trim_end_matches('.').to_string()
+}
+
 impl ProviderOptions {
     /// Checks everything that can be checked without I/O, one option at a time in the order
     /// of the README's table; the first bad one is the error.
@@ -296,7 +351,18 @@ impl ProviderOptions {
             "brokerSocketDir",
         )?;
         let guarded_paths = guarded_paths(raw.guarded_paths, &host)?;
+        let memory = memory(raw.memory, &host)?;
+        let nano_cpus = cpus(raw.cpus, &host)?;
+        let health_interval_ms = whole(
+            raw.health_interval_ms,
+            "healthIntervalMs",
+            1000.0..=3_600_000.0,
+            crate::sandbox::spec::DEFAULT_HEALTH_INTERVAL_MS as f64,
+        )?;
         Ok(ProviderOptions {
+            memory,
+            nano_cpus,
+            health_interval: Duration::from_millis(health_interval_ms as u64),
             guarded_paths,
             broker: raw.broker.unwrap_or(true),
             demo_runtime: raw.demo_runtime.unwrap_or(false),

@@ -7,9 +7,9 @@ use std::time::{Duration, Instant};
 
 use bollard::Docker;
 use bollard::models::{
-    ContainerConfig, ContainerCreateBody, ContainerInspectResponse, DeviceRequest, HostConfig,
-    Mount, MountType, PortBinding, ResourcesUlimits, RestartPolicy, RestartPolicyNameEnum,
-    VolumeCreateRequest,
+    ContainerConfig, ContainerCreateBody, ContainerInspectResponse, DeviceRequest, HealthConfig,
+    HostConfig, Mount, MountType, PortBinding, ResourcesUlimits, RestartPolicy,
+    RestartPolicyNameEnum, VolumeCreateRequest,
 };
 use bollard::query_parameters::{
     CreateContainerOptionsBuilder, InspectContainerOptions, ListContainersOptionsBuilder,
@@ -52,7 +52,7 @@ impl LiveContainer {
     }
 }
 
-fn engine_err(
+pub(crate) fn engine_err(
     docker: &Docker,
     operation: impl Into<String>,
 ) -> impl FnOnce(bollard::errors::Error) -> Error {
@@ -60,7 +60,7 @@ fn engine_err(
     move |source| Error::engine(docker, operation, source)
 }
 
-fn is_status(e: &bollard::errors::Error, code: u16) -> bool {
+pub(crate) fn is_status(e: &bollard::errors::Error, code: u16) -> bool {
     matches!(e, bollard::errors::Error::DockerResponseServerError { status_code, .. } if *status_code == code)
 }
 
@@ -200,6 +200,38 @@ fn live_posture(
             .get(LABEL_RUN_FLAGS)
             .map(|l| l.split_whitespace().map(str::to_string).collect())
             .unwrap_or_default(),
+        memory: hc.memory.unwrap_or(0),
+        nano_cpus: live_nano_cpus(hc),
+        cpu_shares: hc.cpu_shares.unwrap_or(0),
+        read_only_root: hc.readonly_rootfs.unwrap_or(false),
+        health_test: config
+            .healthcheck
+            .as_ref()
+            .and_then(|h| h.test.clone())
+            .filter(|t| t.first().is_some_and(|c| c != "NONE"))
+            .unwrap_or_default(),
+        networks: {
+            let mut names: Vec<String> = info
+                .network_settings
+                .as_ref()
+                .and_then(|n| n.networks.as_ref())
+                .map(|n| n.keys().cloned().collect())
+                .unwrap_or_default();
+            names.sort();
+            names
+        },
+    }
+}
+
+/// The CPU limit in billionths: `NanoCpus`, or what `CpuQuota` / `CpuPeriod` amount to (an
+/// engine that reports the limit that way).
+fn live_nano_cpus(hc: &HostConfig) -> i64 {
+    match (hc.nano_cpus, hc.cpu_quota, hc.cpu_period) {
+        (Some(n), _, _) if n > 0 => n,
+        (_, Some(q), Some(p)) if q > 0 && p > 0 => {
+            (i128::from(q) * 1_000_000_000 / i128::from(p)) as i64
+        }
+        _ => 0,
     }
 }
 
@@ -304,6 +336,8 @@ pub enum Created {
     New(String),
     /// A container with the spec's name already exists (another process won the race).
     NameTaken,
+    /// Its network is gone (another hub of the owner removed it meanwhile).
+    NetworkGone,
 }
 
 /// A resource whose limit Podman is given.
@@ -392,8 +426,18 @@ pub fn create_body(spec: &ContainerSpec, podman: bool) -> ContainerCreateBody {
         user: Some(spec.user.clone()),
         working_dir: Some(spec.working_dir.clone()),
         exposed_ports: Some(vec![port.clone()]),
+        healthcheck: Some(HealthConfig {
+            test: Some(spec.health.test.clone()),
+            interval: Some(spec.health.interval_ns),
+            timeout: Some(spec.health.timeout_ns),
+            retries: Some(spec.health.retries),
+            start_period: Some(spec.health.start_period_ns),
+            start_interval: None,
+        }),
         host_config: Some(HostConfig {
             mounts: Some(mounts),
+            network_mode: Some(spec.network.clone()),
+            readonly_rootfs: Some(spec.read_only_root),
             port_bindings: Some(HashMap::from([(
                 port,
                 Some(vec![PortBinding {
@@ -418,6 +462,15 @@ pub fn create_body(spec: &ContainerSpec, podman: bool) -> ContainerCreateBody {
     };
     if let Some(hc) = body.host_config.as_mut() {
         apply_run_flags(hc, &spec.run_flags);
+        // A run flag naming a limit or a tmpfs path wins over the spec's (the spec already
+        // holds them when it was built with the flags).
+        let f = &spec.run_flags;
+        hc.memory = Some(f.memory.unwrap_or(spec.limits.memory));
+        hc.nano_cpus = Some(f.nano_cpus.unwrap_or(spec.limits.nano_cpus));
+        hc.cpu_shares = Some(f.cpu_shares.unwrap_or(spec.limits.cpu_shares));
+        let mut tmpfs = spec.tmpfs.clone();
+        tmpfs.extend(f.tmpfs.clone());
+        hc.tmpfs = Some(tmpfs.into_iter().collect());
     }
     body
 }
@@ -469,17 +522,27 @@ pub fn apply_run_flags(hc: &mut HostConfig, f: &RunFlags) {
     });
 }
 
-/// Creates (does not start) the container of a spec.
-pub async fn create(docker: &Docker, spec: &ContainerSpec, podman: bool) -> Result<Created> {
+/// Creates (does not start) the container of a spec, on the network with id `network` (its
+/// name could be ambiguous while two hubs race to create it).
+pub async fn create(
+    docker: &Docker,
+    spec: &ContainerSpec,
+    podman: bool,
+    network: &str,
+) -> Result<Created> {
     let options = CreateContainerOptionsBuilder::new()
         .name(&spec.name)
         .build();
-    match docker
-        .create_container(Some(options), create_body(spec, podman))
-        .await
-    {
+    let mut body = create_body(spec, podman);
+    if let Some(hc) = body.host_config.as_mut() {
+        hc.network_mode = Some(network.to_string());
+    }
+    match docker.create_container(Some(options), body).await {
         Ok(r) => Ok(Created::New(r.id)),
         Err(e) if is_status(&e, 409) => Ok(Created::NameTaken),
+        Err(e) if is_status(&e, 404) && e.to_string().contains("network") => {
+            Ok(Created::NetworkGone)
+        }
         Err(e) => Err(engine_err(
             docker,
             format!("create container {}", spec.name),

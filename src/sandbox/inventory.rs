@@ -97,8 +97,8 @@ pub async fn list(docker: &Docker, owner: Option<&str>) -> Result<Vec<SandboxRow
 }
 
 /// Stops and removes this owner's containers (one workspace's, or all), removing their token
-/// files; their volumes too with `remove_volumes`, else they are kept. Returns the workspace
-/// ids stopped.
+/// files; their volumes too with `remove_volumes`, else they are kept; the owner's network too when
+/// no container uses it any more. Returns the workspace ids stopped.
 pub async fn stop(
     docker: &Docker,
     po_home: &Path,
@@ -127,6 +127,10 @@ pub async fn stop(
     stopped.dedup();
     if remove_volumes {
         container::remove_volumes(docker, owner, workspace).await?;
+    }
+    if !stopped.is_empty() {
+        // The owner's per-hub network, when no container uses it any more.
+        crate::sandbox::network::remove_unused(docker, owner).await?;
     }
     Ok(stopped)
 }

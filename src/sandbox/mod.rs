@@ -1,7 +1,7 @@
 //! One workspace's container: its id and paths, the spec (pure), the engine operations on it, a
 //! command run in it (exec),
-//! the `po/workspace-containers` service that adopts or creates it, host locks, and the
-//! inventory of every container a Po home owns.
+//! the `po/workspace-containers` service that adopts or creates it, the per-hub network, host
+//! locks, and the inventory of every container a Po home owns.
 
 pub(crate) mod container;
 pub(crate) mod exec;
@@ -10,6 +10,7 @@ pub(crate) mod guards;
 pub(crate) mod inventory;
 pub(crate) mod known;
 pub(crate) mod locks;
+pub(crate) mod network;
 pub(crate) mod run_flags;
 pub(crate) mod service;
 pub(crate) mod spec;

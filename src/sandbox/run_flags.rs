@@ -526,7 +526,7 @@ pub fn bytes(value: &str) -> std::result::Result<i64, String> {
 }
 
 /// `--cpus`: a decimal number of CPUs, more than 0 and at most 1024, in billionths.
-fn nano_cpus(value: &str) -> std::result::Result<i64, String> {
+pub fn nano_cpus(value: &str) -> std::result::Result<i64, String> {
     let bad = || format!("{value:?} is not a number of CPUs (like 1.5), from 0.01 to 1024");
     let (whole_part, fraction) = value.split_once('.').unwrap_or((value, ""));
     let digits_ok = |s: &str| s.chars().all(|c| c.is_ascii_digit());

@@ -18,6 +18,7 @@ use crate::sandbox::container::{self, Created, LiveContainer};
 use crate::sandbox::exec;
 use crate::sandbox::guards;
 pub use crate::sandbox::known::{KnownContainers, known_containers};
+use crate::sandbox::network;
 use crate::sandbox::run_flags::RunFlags;
 use crate::sandbox::spec::{
     self, ContainerPosture, ContainerSpec, LABEL_OWNER, LABEL_WORKSPACE, LABEL_WORKSPACE_PATH,
@@ -47,6 +48,10 @@ pub struct ServiceConfig {
     pub guarded_paths: Vec<String>,
     /// Extra engine options (`runFlags`), checked.
     pub run_flags: RunFlags,
+    /// Memory and CPU limits (before the run flags, which win).
+    pub limits: spec::Limits,
+    /// The interval of the engine health check.
+    pub health_interval: Duration,
     /// How long to wait for the server's health answer.
     pub health_timeout: Duration,
     /// The host environment (for the allowlist).
@@ -137,6 +142,8 @@ struct Inner {
     /// Containers this hub stopped on request, with when: the engine event feed does not
     /// report their exit as a death (see [`WorkspaceContainers::stop_requested`]).
     stops_requested: Mutex<HashMap<String, std::time::Instant>>,
+    /// The id of the per-hub network, once this hub found or made it (one at a time).
+    network: tokio::sync::Mutex<Option<String>>,
 }
 
 /// This hub's part in serving one workspace's broker socket.
@@ -226,6 +233,7 @@ impl WorkspaceContainers {
                 grants: Mutex::new(HashMap::new()),
                 broker_owners: Mutex::new(HashMap::new()),
                 stops_requested: Mutex::new(HashMap::new()),
+                network: tokio::sync::Mutex::new(None),
             }),
         }
     }
@@ -310,7 +318,37 @@ impl WorkspaceContainers {
             extra_env: &extra_env,
             extra_binds: &binds,
             extra_hosts: &hosts,
+            limits: c.limits,
+            health_interval: c.health_interval,
         })
+    }
+
+    /// The per-hub network's id: found or made once, again after `fresh` (it was gone).
+    async fn network(&self, fresh: bool) -> Result<String> {
+        let mut cached = self.inner.network.lock().await;
+        if let (Some(id), false) = (cached.as_ref(), fresh) {
+            return Ok(id.clone());
+        }
+        let id = network::ensure(&self.changes(), &self.inner.config.owner).await?;
+        *cached = Some(id.clone());
+        Ok(id)
+    }
+
+    /// Creates the container on the per-hub network; when another hub of the owner removed
+    /// the network meanwhile, makes it again and tries once more.
+    async fn create_on_network(&self, spec: &ContainerSpec) -> Result<Created> {
+        let docker = &self.changes();
+        let podman = self.inner.config.podman;
+        // Looked up afresh for every create: another hub of the owner may have removed it, and
+        // the engine only notices a missing network at start.
+        let network = self.network(true).await?;
+        match container::create(docker, spec, podman, &network).await? {
+            Created::NetworkGone => {
+                let network = self.network(true).await?;
+                container::create(docker, spec, podman, &network).await
+            }
+            created => Ok(created),
+        }
     }
 
     /// Grants a container its broker route and tokens, derived from its token file so a hub
@@ -785,19 +823,29 @@ impl WorkspaceContainers {
     /// start and hands it back for adoption when it satisfies the spec, or removes it (a
     /// leftover, or drifted) and tries again, at most three times.
     async fn create_or_adopt(&self, ws: &Workspace, spec: &ContainerSpec) -> Result<Creation> {
-        let docker = &self.changes();
+        let network_gone = || {
+            Error::container(
+                &ws.id,
+                format!(
+                    "its network {} was removed while the container was made; start it again",
+                    spec.network
+                ),
+            )
+        };
         for _ in 0..2 {
-            match container::create(docker, spec, self.inner.config.podman).await? {
+            match self.create_on_network(spec).await? {
                 Created::New(id) => return Ok(Creation::New(id)),
                 Created::NameTaken => {
                     if let Some(live) = self.settle_name_holder(ws, spec).await? {
                         return Ok(Creation::Adopt(Box::new(live)));
                     }
                 }
+                Created::NetworkGone => return Err(network_gone()),
             }
         }
-        match container::create(docker, spec, self.inner.config.podman).await? {
+        match self.create_on_network(spec).await? {
             Created::New(id) => Ok(Creation::New(id)),
+            Created::NetworkGone => Err(network_gone()),
             Created::NameTaken => Err(Error::container(
                 &ws.id,
                 format!(
@@ -843,6 +891,23 @@ impl WorkspaceContainers {
         }
     }
 
+    /// Starts a created container. The engine resolves its network by name at start: while
+    /// two hubs race to make the network a duplicate can exist for a moment ("ambiguous"), so
+    /// the start is tried again (a few times) while the hub that made the duplicate removes it.
+    async fn start_container(&self, id: &str) -> Result<()> {
+        let mut tries = 0;
+        loop {
+            match container::start(&self.changes(), id).await {
+                Err(e) if tries < 5 && e.to_string().contains("is ambiguous") => {
+                    tries += 1;
+                    tokio::time::sleep(Duration::from_millis(100 * tries)).await;
+                    self.network(true).await?;
+                }
+                other => return other,
+            }
+        }
+    }
+
     /// Starts the created container, says so, and waits until its server answers.
     async fn start_and_wait(
         &self,
@@ -852,12 +917,10 @@ impl WorkspaceContainers {
         replaced_reason: Option<String>,
     ) -> Result<WorkspaceContainer> {
         let docker = &self.inner.docker;
-        container::start(&self.changes(), id)
-            .await
-            .map_err(|e| match e {
-                e @ Error::EngineTimeout { .. } => e,
-                e => Error::container(&ws.id, e.to_string()),
-            })?;
+        self.start_container(id).await.map_err(|e| match e {
+            e @ Error::EngineTimeout { .. } => e,
+            e => Error::container(&ws.id, e.to_string()),
+        })?;
         let live = container::inspect(docker, id, Some(spec.container_port))
             .await?
             .ok_or_else(|| Error::container(&ws.id, "it vanished right after it started"))?;
@@ -968,7 +1031,22 @@ impl WorkspaceContainers {
                 .workspace(id, WorkspaceChange::Stopped, Some(cid), None);
         }
         self.forget_token(id);
+        if !ids.is_empty() {
+            self.remove_network_if_unused().await?;
+        }
         Ok(!ids.is_empty())
+    }
+
+    /// Removes the per-hub network when no container uses it any more (it is made again on the
+    /// next need): the owner's last container gone leaves nothing on the engine but volumes.
+    async fn remove_network_if_unused(&self) -> Result<()> {
+        let mut cached = self.inner.network.lock().await;
+        let removed = network::remove_unused(&self.changes(), &self.inner.config.owner).await?;
+        if !removed.is_empty() {
+            *cached = None;
+            tracing::debug!(networks = ?removed, "per-hub network removed");
+        }
+        Ok(())
     }
 
     /// After its container is gone: removes the workspace's token file and ends its broker
@@ -1008,14 +1086,14 @@ impl WorkspaceContainers {
                 Err(e) => first_error = first_error.or(Some(e)),
             }
         }
-        match first_error {
-            Some(e) => Err(e),
-            None => {
-                stopped.sort();
-                stopped.dedup();
-                Ok(stopped)
-            }
+        if let Some(e) = first_error {
+            return Err(e);
         }
+        // The per-hub network goes with the last container (never while one uses it).
+        self.remove_network_if_unused().await?;
+        stopped.sort();
+        stopped.dedup();
+        Ok(stopped)
     }
 
     /// This hub's owner id.

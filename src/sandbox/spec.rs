@@ -42,6 +42,25 @@ pub const TOKEN_PATH: &str = "/run/po-sandbox/token";
 pub const SEED_FILES: [&str; 3] = ["modes.yaml", "domains.yaml", "config.yaml"];
 /// The default pid limit.
 pub const DEFAULT_PIDS_LIMIT: i64 = 2048;
+/// The default CPU shares (CIS 5.12: set, and below the engine's 1024, so a busy workspace
+/// yields to the host's own processes under contention).
+pub const DEFAULT_CPU_SHARES: i64 = 512;
+/// The default memory limit when the engine does not say how much memory it has.
+pub const FALLBACK_MEMORY: i64 = 2 << 30;
+/// The least default memory limit.
+const MIN_DEFAULT_MEMORY: i64 = 512 << 20;
+/// The default interval of the engine health check.
+pub const DEFAULT_HEALTH_INTERVAL_MS: u64 = 15_000;
+/// The writable places on the read-only root file system (CIS 5.13), as tmpfs: path and
+/// options. Everything else that is written goes to the workspace, P, or a volume (`HOME`,
+/// the package caches, git worktrees).
+pub const WRITABLE_TMPFS: [(&str, &str); 3] = [
+    ("/tmp", "rw,exec,nosuid,nodev,mode=1777"),
+    ("/var/tmp", "rw,exec,nosuid,nodev,mode=1777"),
+    ("/run", "rw,noexec,nosuid,nodev,mode=1777"),
+];
+/// Label: marks the per-hub network (`workspaces`).
+pub const LABEL_NETWORK: &str = "po.network";
 
 /// Host variables a container may inherit (exact names).
 const ENV_ALLOW: [&str; 6] = ["TERM", "COLORTERM", "LANG", "LANGUAGE", "TZ", "PO_PRESET"];
@@ -77,6 +96,86 @@ pub struct VolumeMount {
     pub target: String,
 }
 
+/// Resource limits of a container (CIS 5.11, 5.12).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Memory limit in bytes.
+    pub memory: i64,
+    /// CPU limit in billionths of a CPU.
+    pub nano_cpus: i64,
+    /// Relative CPU weight.
+    pub cpu_shares: i64,
+}
+
+impl Limits {
+    /// The defaults on an engine with `mem_total` bytes and `ncpu` CPUs (as its `info` says):
+    /// half its memory (at least 512 MiB, whole MiB) and half its CPUs (at least one), with
+    /// [`DEFAULT_CPU_SHARES`]; `memory` / `nano_cpus` replace the derived values when given.
+    pub fn derive(
+        mem_total: Option<i64>,
+        ncpu: Option<i64>,
+        memory: Option<i64>,
+        nano_cpus: Option<i64>,
+    ) -> Limits {
+        let derived_memory = match mem_total {
+            Some(total) if total > 0 => ((total / 2) >> 20 << 20).max(MIN_DEFAULT_MEMORY),
+            _ => FALLBACK_MEMORY,
+        };
+        let derived_cpus = match ncpu {
+            Some(n) if n > 0 => (n * 1_000_000_000 / 2).max(1_000_000_000),
+            _ => 1_000_000_000,
+        };
+        Limits {
+            memory: memory.unwrap_or(derived_memory),
+            nano_cpus: nano_cpus.unwrap_or(derived_cpus),
+            cpu_shares: DEFAULT_CPU_SHARES,
+        }
+    }
+}
+
+/// The engine health check (CIS 5.27): the bundle's `healthPath` probed from inside.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HealthProbe {
+    /// `CMD`, the interpreter, `-e`, the probe.
+    pub test: Vec<String>,
+    /// Between probes, in ns.
+    pub interval_ns: i64,
+    /// One probe's bound, in ns.
+    pub timeout_ns: i64,
+    /// Failures in a row that make it unhealthy.
+    pub retries: i64,
+    /// Failures in this time after start do not count, in ns.
+    pub start_period_ns: i64,
+}
+
+/// The health probe of a bundle: its interpreter (Node) asks `healthPath` on the server's port
+/// over loopback inside the container; 2xx is healthy. No shell is involved.
+pub fn health_probe(bundle: &RuntimeBundle, interval: std::time::Duration) -> HealthProbe {
+    let interpreter = bundle.command().into_iter().next().unwrap_or_default();
+    let path = serde_json::to_string(&bundle.server.health_path).unwrap_or_default();
+    // No whitespace: Podman 4.3 re-splits a health check's arguments on it.
+    let script = format!(
+        "require('http').get({{host:'127.0.0.1',port:{},path:{path},timeout:4000}},\
+         s=>{{s.resume();process.exit(s.statusCode>=200&&s.statusCode<300?0:1)}})\
+         .on('error',()=>process.exit(1)).on('timeout',()=>process.exit(1))",
+        bundle.server.port
+    );
+    let interval_ns = interval.as_nanos().min(i64::MAX as u128) as i64;
+    HealthProbe {
+        test: vec!["CMD".into(), interpreter, "-e".into(), script],
+        interval_ns,
+        timeout_ns: 5_000_000_000,
+        retries: 3,
+        start_period_ns: 60_000_000_000,
+    }
+}
+
+/// The per-hub network of an owner: a labelled bridge every container of the owner joins
+/// (never the engine's default bridge).
+pub fn network_name(owner: &str) -> String {
+    format!("po-net-{owner}")
+}
+
 /// Everything that decides one workspace's container.
 #[derive(Debug, Clone)]
 pub struct SpecInput<'a> {
@@ -110,6 +209,10 @@ pub struct SpecInput<'a> {
     pub extra_binds: &'a [Bind],
     /// `host:ip` entries (`host.docker.internal:host-gateway` on VM engines).
     pub extra_hosts: &'a [String],
+    /// Memory and CPU limits (run flags naming them win).
+    pub limits: Limits,
+    /// The interval of the engine health check.
+    pub health_interval: std::time::Duration,
 }
 
 /// One workspace's container, engine-neutral.
@@ -141,6 +244,17 @@ pub struct ContainerSpec {
     pub extra_hosts: Vec<String>,
     /// Extra engine options (`runFlags`), mapped onto the engine body.
     pub run_flags: RunFlags,
+    /// Memory and CPU limits (a `--memory`, `--cpus` or `--cpu-shares` run flag wins).
+    pub limits: Limits,
+    /// The root file system is read-only.
+    pub read_only_root: bool,
+    /// Tmpfs mounts: the writable places ([`WRITABLE_TMPFS`]) and the run flags' (which win
+    /// for the same path).
+    pub tmpfs: BTreeMap<String, String>,
+    /// The engine health check.
+    pub health: HealthProbe,
+    /// The per-hub network (its name).
+    pub network: String,
     /// Hash of everything above but the environment inherited from the host.
     pub spec_hash: String,
 }
@@ -236,6 +350,11 @@ pub fn build(input: &SpecInput) -> ContainerSpec {
             .map_or(input.pids_limit, |p| p.min(input.pids_limit)),
         extra_hosts: input.extra_hosts.to_vec(),
         run_flags: input.run_flags.clone(),
+        limits: limits(input),
+        read_only_root: true,
+        tmpfs: tmpfs(input.run_flags),
+        health: health_probe(input.bundle, input.health_interval),
+        network: network_name(input.owner),
         spec_hash: String::new(),
     };
     set_env_and_hash(&mut spec, own, input.host_env);
@@ -254,6 +373,26 @@ impl ContainerSpec {
             .chain(self.volumes.iter().map(|v| v.target.as_str()));
         run_flags::check_tmpfs_against(&self.run_flags, targets)
     }
+}
+
+/// The limits, a run flag's where it names one.
+fn limits(input: &SpecInput) -> Limits {
+    let f = input.run_flags;
+    Limits {
+        memory: f.memory.unwrap_or(input.limits.memory),
+        nano_cpus: f.nano_cpus.unwrap_or(input.limits.nano_cpus),
+        cpu_shares: f.cpu_shares.unwrap_or(input.limits.cpu_shares),
+    }
+}
+
+/// The writable tmpfs places, then the run flags' tmpfs mounts (a flag's options win).
+fn tmpfs(flags: &RunFlags) -> BTreeMap<String, String> {
+    let mut tmpfs: BTreeMap<String, String> = WRITABLE_TMPFS
+        .iter()
+        .map(|(p, o)| (p.to_string(), o.to_string()))
+        .collect();
+    tmpfs.extend(flags.tmpfs.clone());
+    tmpfs
 }
 
 /// The workspace, the bundle (read-only), P, the token file (read-only), the seed files that
@@ -395,6 +534,27 @@ fn hash(spec: &ContainerSpec) -> String {
     for f in &spec.run_flags.given {
         field("run-flag", f);
     }
+    let l = &spec.limits;
+    field(
+        "limits",
+        &format!("{}:{}:{}", l.memory, l.nano_cpus, l.cpu_shares),
+    );
+    field("read-only-root", &spec.read_only_root.to_string());
+    for (path, options) in &spec.tmpfs {
+        field("tmpfs", &format!("{path}:{options}"));
+    }
+    let probe = &spec.health;
+    for t in &probe.test {
+        field("health", t);
+    }
+    field(
+        "health-timing",
+        &format!(
+            "{}:{}:{}:{}",
+            probe.interval_ns, probe.timeout_ns, probe.retries, probe.start_period_ns
+        ),
+    );
+    field("network", &spec.network);
     hex::encode(&h.finalize()[..16])
 }
 
@@ -429,6 +589,18 @@ pub struct LivePosture {
     pub tmpfs: Vec<String>,
     /// The `po.run-flags` label, split.
     pub run_flags: Vec<String>,
+    /// `HostConfig.Memory` (0: none).
+    pub memory: i64,
+    /// `HostConfig.NanoCpus`, or `CpuQuota` / `CpuPeriod` in billionths (0: none).
+    pub nano_cpus: i64,
+    /// `HostConfig.CpuShares` (0: the engine's default).
+    pub cpu_shares: i64,
+    /// `HostConfig.ReadonlyRootfs`.
+    pub read_only_root: bool,
+    /// `Config.Healthcheck.Test` (empty: none).
+    pub health_test: Vec<String>,
+    /// The names of the networks in `NetworkSettings.Networks`.
+    pub networks: Vec<String>,
 }
 
 /// The capabilities Docker and Podman grant by default: with none added, dropping all of these
@@ -505,6 +677,18 @@ pub struct ContainerPosture {
     pub runtime: String,
     /// The run flags it was made with (`runFlags`, `PO_SANDBOX_RUN_FLAGS`).
     pub run_flags: Vec<String>,
+    /// Its memory limit in bytes (0: none).
+    pub memory: i64,
+    /// Its CPU limit in billionths of a CPU (0: none).
+    pub nano_cpus: i64,
+    /// Its CPU shares (0: the engine's default, 1024).
+    pub cpu_shares: i64,
+    /// Its root file system is read-only.
+    pub read_only_root: bool,
+    /// It has an engine health check.
+    pub health_check: bool,
+    /// The networks it is on (the per-hub network's name).
+    pub networks: Vec<String>,
 }
 
 impl From<&LivePosture> for ContainerPosture {
@@ -538,6 +722,12 @@ impl From<&LivePosture> for ContainerPosture {
                 .collect(),
             runtime: live.runtime.clone(),
             run_flags: live.run_flags.clone(),
+            memory: live.memory,
+            nano_cpus: live.nano_cpus,
+            cpu_shares: live.cpu_shares,
+            read_only_root: live.read_only_root,
+            health_check: !live.health_test.is_empty(),
+            networks: live.networks.clone(),
         }
     }
 }
@@ -556,12 +746,16 @@ fn has_no_new_privileges(live: &LivePosture) -> bool {
 type PostureCheck = fn(&ContainerSpec, &LivePosture) -> Result<(), String>;
 
 /// The posture rules, in the order drift is reported.
-const POSTURE_CHECKS: [PostureCheck; 12] = [
+const POSTURE_CHECKS: [PostureCheck; 16] = [
     check_capabilities,
     check_runtime,
     check_tmpfs,
     check_privileges,
     check_pids_limit,
+    check_limits,
+    check_read_only_root,
+    check_health,
+    check_network,
     check_user,
     check_namespaces,
     check_devices,
@@ -603,18 +797,70 @@ fn check_runtime(spec: &ContainerSpec, live: &LivePosture) -> Result<(), String>
     }
 }
 
-/// Every tmpfs is one the run flags ask for.
+/// Every tmpfs is one the spec asks for (the writable places, the run flags'), and each of
+/// those is there.
 fn check_tmpfs(spec: &ContainerSpec, live: &LivePosture) -> Result<(), String> {
-    match live
-        .tmpfs
-        .iter()
-        .find(|t| !spec.run_flags.tmpfs.contains_key(*t))
-    {
-        Some(t) => Err(format!(
+    if let Some(t) = live.tmpfs.iter().find(|t| !spec.tmpfs.contains_key(*t)) {
+        return Err(format!(
             "it has a tmpfs at {t} that the spec does not ask for"
-        )),
+        ));
+    }
+    match spec.tmpfs.keys().find(|t| !live.tmpfs.contains(*t)) {
+        Some(t) => Err(format!("it has no tmpfs at {t}")),
         None => Ok(()),
     }
+}
+
+/// A memory and a CPU limit, no higher than the spec's, and CPU shares set (CIS 5.11, 5.12).
+fn check_limits(spec: &ContainerSpec, live: &LivePosture) -> Result<(), String> {
+    let l = &spec.limits;
+    if live.memory <= 0 || live.memory > l.memory {
+        return Err(format!(
+            "its memory limit is {}, not at most {} bytes",
+            live.memory, l.memory
+        ));
+    }
+    if live.nano_cpus <= 0 || live.nano_cpus > l.nano_cpus {
+        return Err(format!(
+            "its CPU limit is {} billionths, not at most {}",
+            live.nano_cpus, l.nano_cpus
+        ));
+    }
+    if live.cpu_shares <= 0 {
+        return Err("its CPU shares are not set".into());
+    }
+    Ok(())
+}
+
+/// A read-only root file system (CIS 5.13).
+fn check_read_only_root(spec: &ContainerSpec, live: &LivePosture) -> Result<(), String> {
+    if spec.read_only_root && !live.read_only_root {
+        return Err("its root file system is writable".into());
+    }
+    Ok(())
+}
+
+/// The spec's engine health check (CIS 5.27).
+fn check_health(spec: &ContainerSpec, live: &LivePosture) -> Result<(), String> {
+    if live.health_test.is_empty() {
+        return Err("it has no health check".into());
+    }
+    // Compared as one line: Podman re-splits the arguments on whitespace.
+    if live.health_test.join(" ") != spec.health.test.join(" ") {
+        return Err("its health check is not the spec's".into());
+    }
+    Ok(())
+}
+
+/// On the per-hub network only.
+fn check_network(spec: &ContainerSpec, live: &LivePosture) -> Result<(), String> {
+    if live.networks != [spec.network.clone()] {
+        return Err(format!(
+            "it is on the network(s) {:?}, not only {}",
+            live.networks, spec.network
+        ));
+    }
+    Ok(())
 }
 
 /// Not privileged, and no new privileges.
@@ -704,8 +950,8 @@ fn mount_allowed(spec: &ContainerSpec, kind: &str, source: &str, dest: &str, rw:
         "bind" => spec.binds.iter().any(|b| {
             b.source.to_string_lossy() == source && b.target == dest && (!rw || !b.read_only)
         }),
-        // A `--tmpfs` run flag (engines that list it among the mounts).
-        "tmpfs" => spec.run_flags.tmpfs.contains_key(dest),
+        // A writable place or a `--tmpfs` run flag (engines that list it among the mounts).
+        "tmpfs" => spec.tmpfs.contains_key(dest),
         _ => false,
     }
 }

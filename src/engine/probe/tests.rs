@@ -178,7 +178,7 @@ async fn a_podman_engine_answers_with_its_facts() {
     fake_engine(
         &path,
         r#"{"Version":"4.3.1","ApiVersion":"1.41","Components":[{"Name":"Podman Engine","Version":"4.3.1"}]}"#,
-        r#"{"OperatingSystem":"debian","OSType":"linux","Architecture":"x86_64","Name":"Colima","SecurityOptions":["name=seccomp","name=rootless"]}"#,
+        r#"{"OperatingSystem":"debian","OSType":"linux","Architecture":"x86_64","Name":"Colima","SecurityOptions":["name=seccomp","name=rootless"],"MemTotal":8589934592,"NCPU":4}"#,
     );
     let mut h = host();
     h.os = HostOs::Linux;
@@ -195,6 +195,8 @@ async fn a_podman_engine_answers_with_its_facts() {
             vm: true,
             rootless: true,
             host_name: "Colima".into(),
+            mem_total: Some(8 << 30),
+            ncpu: Some(4),
         })
     );
 }

@@ -55,6 +55,8 @@ fn first_available_wins_and_is_described() {
         vm: false,
         rootless: true,
         host_name: "box".into(),
+        mem_total: Some(1 << 30),
+        ncpu: Some(2),
     };
     let r = summ(vec![
         (

@@ -283,3 +283,89 @@ fn a_runtime_flag_is_refused_on_podman_only() {
     let memory = parse(&["--memory=1g".to_string()], 2048).unwrap();
     refuse_on_podman(&memory).unwrap();
 }
+
+#[test]
+fn memory_and_cpus_from_the_option_else_the_variable_else_derived_later() {
+    let h = |vars: &[(&str, &str)]| {
+        let mut all = vec![("HOME", "/h")];
+        all.extend_from_slice(vars);
+        HostEnv::with_vars(&all)
+    };
+    let resolve = |raw: RawOptions, host: HostEnv| ProviderOptions::resolve(raw, host);
+    let none = resolve(RawOptions::default(), h(&[])).unwrap();
+    assert_eq!((none.memory, none.nano_cpus), (None, None));
+    assert_eq!(none.health_interval, Duration::from_secs(15));
+    let vars = resolve(
+        RawOptions::default(),
+        h(&[(MEMORY_VAR, "1.5g"), (CPUS_VAR, "0.5")]),
+    )
+    .unwrap();
+    assert_eq!(
+        (vars.memory, vars.nano_cpus),
+        (Some(3 << 29), Some(500_000_000))
+    );
+    let both = resolve(
+        RawOptions {
+            memory: Some("512m".into()),
+            cpus: Some(2.25),
+            health_interval_ms: Some(1000.0),
+            ..Default::default()
+        },
+        h(&[(MEMORY_VAR, "1g"), (CPUS_VAR, "1")]),
+    )
+    .unwrap();
+    assert_eq!(
+        (both.memory, both.nano_cpus),
+        (Some(512 << 20), Some(2_250_000_000))
+    );
+    assert_eq!(both.health_interval, Duration::from_secs(1));
+    let bad = |raw: RawOptions, vars: &[(&str, &str)]| code_and_message(resolve(raw, h(vars)));
+    for (raw, vars, needle) in [
+        (
+            RawOptions {
+                memory: Some("2x".into()),
+                ..Default::default()
+            },
+            vec![],
+            "memory: \"2x\" is not a size",
+        ),
+        (
+            RawOptions {
+                memory: Some("5m".into()),
+                ..Default::default()
+            },
+            vec![],
+            "minimum memory limit, 6m",
+        ),
+        (RawOptions::default(), vec![(MEMORY_VAR, "-1")], MEMORY_VAR),
+        (
+            RawOptions {
+                cpus: Some(0.0),
+                ..Default::default()
+            },
+            vec![],
+            "cpus",
+        ),
+        (
+            RawOptions {
+                cpus: Some(f64::NAN),
+                ..Default::default()
+            },
+            vec![],
+            "cpus",
+        ),
+        (RawOptions::default(), vec![(CPUS_VAR, "1.")], CPUS_VAR),
+        (
+            RawOptions {
+                health_interval_ms: Some(999.0),
+                ..Default::default()
+            },
+            vec![],
+            "healthIntervalMs",
+        ),
+    ] {
+        let (code, msg) = bad(raw, &vars);
+        assert_eq!(code, "OPTIONS_INVALID");
+        assert!(msg.contains(needle), "{needle}: {msg}");
+    }
+}

@@ -24,6 +24,24 @@ fn spec(extra_hosts: Vec<String>) -> ContainerSpec {
         pids_limit: 2048,
         extra_hosts,
         run_flags: Default::default(),
+        limits: crate::sandbox::spec::Limits {
+            memory: 1 << 30,
+            nano_cpus: 1_000_000_000,
+            cpu_shares: 512,
+        },
+        read_only_root: true,
+        tmpfs: crate::sandbox::spec::WRITABLE_TMPFS
+            .iter()
+            .map(|(p, o)| (p.to_string(), o.to_string()))
+            .collect(),
+        health: crate::sandbox::spec::HealthProbe {
+            test: vec!["CMD".into(), "node".into(), "-e".into(), "probe".into()],
+            interval_ns: 15_000_000_000,
+            timeout_ns: 5_000_000_000,
+            retries: 3,
+            start_period_ns: 60_000_000_000,
+        },
+        network: "po-net-o".into(),
         spec_hash: "h".into(),
     }
 }
@@ -47,6 +65,22 @@ fn the_engine_body_carries_the_hardening() {
     assert_eq!(mounts[0].read_only, Some(true));
     assert_eq!(body.user.as_deref(), Some("1000:1000"));
     assert_eq!(body.entrypoint, Some(vec![]));
+    // CIS 5.11-5.13, 5.27 and the per-hub network.
+    assert_eq!(hc.memory, Some(1 << 30));
+    assert_eq!(hc.nano_cpus, Some(1_000_000_000));
+    assert_eq!(hc.cpu_shares, Some(512));
+    assert_eq!(hc.readonly_rootfs, Some(true));
+    let tmpfs = hc.tmpfs.unwrap();
+    let mut paths: Vec<&str> = tmpfs.keys().map(String::as_str).collect();
+    paths.sort();
+    assert_eq!(paths, ["/run", "/tmp", "/var/tmp"]);
+    assert_eq!(hc.network_mode.as_deref(), Some("po-net-o"));
+    let health = body.healthcheck.unwrap();
+    assert_eq!(health.test.unwrap()[..3], ["CMD", "node", "-e"]);
+    assert_eq!(
+        (health.interval, health.retries),
+        (Some(15_000_000_000), Some(3))
+    );
 }
 
 #[test]
@@ -222,7 +256,9 @@ fn run_flags_map_onto_the_host_config_and_keep_the_hardening() {
     assert_eq!(hc.dns.unwrap(), ["192.0.2.53"]);
     assert_eq!(hc.dns_search.unwrap(), ["example.test"]);
     assert_eq!(hc.dns_options.unwrap(), ["ndots:1"]);
-    assert_eq!(hc.tmpfs.unwrap()["/scratch"], "size=1m");
+    let tmpfs = hc.tmpfs.unwrap();
+    assert_eq!(tmpfs["/scratch"], "size=1m");
+    assert!(tmpfs.contains_key("/tmp"), "the writable places stay");
     assert_eq!(
         hc.security_opt.unwrap(),
         ["no-new-privileges", "label=level:s0"]
@@ -230,14 +266,22 @@ fn run_flags_map_onto_the_host_config_and_keep_the_hardening() {
     // The hardening is untouched.
     assert_eq!(hc.cap_drop.unwrap(), ["ALL"]);
     assert_eq!(hc.privileged, Some(false));
-    assert!(hc.devices.is_none() && hc.network_mode.is_none() && hc.binds.is_none());
+    assert!(hc.devices.is_none() && hc.binds.is_none());
+    assert_eq!(hc.network_mode.as_deref(), Some("po-net-o"));
+    assert_eq!(hc.readonly_rootfs, Some(true));
 }
 
 #[test]
 fn no_run_flags_leave_the_body_as_it_was_and_a_ulimit_flag_replaces_podmans() {
     let hc = create_body(&spec(vec![]), false).host_config.unwrap();
-    assert!(hc.runtime.is_none() && hc.memory.is_none() && hc.nano_cpus.is_none());
-    assert!(hc.tmpfs.is_none() && hc.dns.is_none() && hc.device_requests.is_none());
+    assert!(hc.runtime.is_none() && hc.memory_swap.is_none());
+    // Without flags the limits and tmpfs mounts are the spec's own.
+    assert_eq!(
+        (hc.memory, hc.nano_cpus),
+        (Some(1 << 30), Some(1_000_000_000))
+    );
+    assert_eq!(hc.tmpfs.unwrap().len(), 3);
+    assert!(hc.dns.is_none() && hc.device_requests.is_none());
     let mut s = spec(vec![]);
     s.run_flags =
         crate::sandbox::run_flags::parse(&["--ulimit=nofile=512".to_string()], 2048).unwrap();

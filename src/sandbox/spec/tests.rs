@@ -78,6 +78,12 @@ fn with_input<T>(
         extra_env: &extra,
         extra_binds: &[],
         extra_hosts: &[],
+        limits: Limits {
+            memory: 4 << 30,
+            nano_cpus: 2_000_000_000,
+            cpu_shares: DEFAULT_CPU_SHARES,
+        },
+        health_interval: std::time::Duration::from_secs(15),
     })
 }
 
@@ -248,8 +254,14 @@ fn live_of(s: &ContainerSpec) -> LivePosture {
         devices: 0,
         spec_hash: Some(s.spec_hash.clone()),
         runtime: s.run_flags.runtime.clone().unwrap_or_else(|| "runc".into()),
-        tmpfs: s.run_flags.tmpfs.keys().cloned().collect(),
+        tmpfs: s.tmpfs.keys().cloned().collect(),
         run_flags: s.run_flags.given.clone(),
+        memory: s.limits.memory,
+        nano_cpus: s.limits.nano_cpus,
+        cpu_shares: s.limits.cpu_shares,
+        read_only_root: true,
+        health_test: s.health.test.clone(),
+        networks: vec![s.network.clone()],
     }
 }
 
@@ -324,6 +336,20 @@ fn every_drift_is_named() {
             "22/tcp",
         ),
         (|l| l.ports.clear(), "no port"),
+        (|l| l.memory = 0, "memory limit"),
+        (|l| l.memory = 8 << 30, "memory limit"),
+        (|l| l.nano_cpus = 0, "CPU limit"),
+        (|l| l.nano_cpus = 4_000_000_000, "CPU limit"),
+        (|l| l.cpu_shares = 0, "CPU shares"),
+        (|l| l.read_only_root = false, "root file system is writable"),
+        (|l| l.health_test.clear(), "no health check"),
+        (
+            |l| l.health_test = vec!["CMD".into(), "true".into()],
+            "health check is not the spec's",
+        ),
+        (|l| l.networks = vec!["bridge".into()], "network"),
+        (|l| l.networks.push("bridge".into()), "not only po-net-hub1"),
+        (|l| l.tmpfs.retain(|t| t != "/tmp"), "no tmpfs at /tmp"),
         (|l| l.spec_hash = Some("other".into()), "spec changed"),
     ];
     for (mutate, needle) in cases {
@@ -394,7 +420,8 @@ fn mount_allowed_matches_kind_source_target_and_write_access() {
     let src = ro.source.to_string_lossy();
     assert!(mount_allowed(&s, "bind", &src, &ro.target, false));
     assert!(!mount_allowed(&s, "bind", &src, &ro.target, true));
-    assert!(!mount_allowed(&s, "tmpfs", "", "/tmp", true));
+    assert!(mount_allowed(&s, "tmpfs", "", "/tmp", true));
+    assert!(!mount_allowed(&s, "tmpfs", "", "/scratch", true));
 }
 
 #[test]
@@ -505,6 +532,7 @@ fn the_flags_effects_are_not_drift_but_a_missing_runtime_or_stray_tmpfs_is() {
     assert!(reason.contains("runtime \"runc\", not runsc"), "{reason}");
     let mut stray = live.clone();
     stray.tmpfs.push("/elsewhere".into());
+    stray.tmpfs.sort();
     assert!(
         check_posture(&s, &stray)
             .unwrap_err()
@@ -586,6 +614,12 @@ fn windows_host_paths_map_to_linux_paths_inside() {
         extra_env: &extra,
         extra_binds: &[],
         extra_hosts: &[],
+        limits: Limits {
+            memory: 4 << 30,
+            nano_cpus: 2_000_000_000,
+            cpu_shares: DEFAULT_CPU_SHARES,
+        },
+        health_interval: std::time::Duration::from_secs(15),
     };
     let s = build(&input(crate::host::HostOs::Windows));
     assert_eq!(s.working_dir, "/mnt/c/src/acme");
@@ -603,4 +637,91 @@ fn windows_host_paths_map_to_linux_paths_inside() {
     for os in [crate::host::HostOs::Linux, crate::host::HostOs::MacOs] {
         assert_eq!(build(&input(os)).working_dir, r"C:\src\acme");
     }
+}
+
+#[test]
+fn limits_derive_from_the_engine_and_yield_to_options_and_flags() {
+    let gib = 1i64 << 30;
+    let d = Limits::derive(Some(8 * gib), Some(4), None, None);
+    assert_eq!(
+        (d.memory, d.nano_cpus, d.cpu_shares),
+        (4 * gib, 2_000_000_000, DEFAULT_CPU_SHARES)
+    );
+    // Small engines: at least 512 MiB and one CPU; whole MiB; unknown: the fallbacks.
+    let small = Limits::derive(Some(600 << 20), Some(1), None, None);
+    assert_eq!((small.memory, small.nano_cpus), (512 << 20, 1_000_000_000));
+    assert_eq!(
+        Limits::derive(Some((3 << 30) + 12345), None, None, None).memory,
+        (((3 << 30) / 2) >> 20) << 20
+    );
+    let unknown = Limits::derive(None, None, None, None);
+    assert_eq!(
+        (unknown.memory, unknown.nano_cpus),
+        (FALLBACK_MEMORY, 1_000_000_000)
+    );
+    let given = Limits::derive(Some(8 * gib), Some(4), Some(gib), Some(500_000_000));
+    assert_eq!((given.memory, given.nano_cpus), (gib, 500_000_000));
+    // A run flag naming a limit wins over the option and the default.
+    let s = spec_with_flags(&["--memory=256m", "--cpus=0.5", "--cpu-shares=100"]);
+    assert_eq!(
+        (s.limits.memory, s.limits.nano_cpus, s.limits.cpu_shares),
+        (256 << 20, 500_000_000, 100)
+    );
+    let plain = spec_with(&[], &[]);
+    assert_eq!(plain.limits.memory, 4 << 30);
+    assert_ne!(plain.spec_hash, s.spec_hash);
+}
+
+#[test]
+fn the_root_is_read_only_with_tmpfs_where_writes_go_and_a_flag_tmpfs_joins_them() {
+    let s = spec_with(&[], &[]);
+    assert!(s.read_only_root);
+    let paths: Vec<&str> = s.tmpfs.keys().map(String::as_str).collect();
+    assert_eq!(paths, ["/run", "/tmp", "/var/tmp"]);
+    let f = spec_with_flags(&["--tmpfs=/tmp:size=64m", "--tmpfs=/scratch"]);
+    assert_eq!(f.tmpfs["/tmp"], "size=64m");
+    assert!(f.tmpfs.contains_key("/scratch") && f.tmpfs.contains_key("/run"));
+}
+
+#[test]
+fn the_health_check_probes_the_bundles_health_path_with_its_interpreter() {
+    let s = spec_with(&[], &[]);
+    let t = &s.health.test;
+    assert_eq!(t[..3], ["CMD", "node", "-e"]);
+    assert!(
+        t[3].contains("port:7300") && t[3].contains("path:\"/api/health\""),
+        "{}",
+        t[3]
+    );
+    assert_eq!(s.health.interval_ns, 15_000_000_000);
+    let mut b = bundle();
+    b.server.interpreter = Some("/opt/po/node/bin/node".into());
+    b.server.health_path = "/h?x=\"'".into();
+    let probe = health_probe(&b, std::time::Duration::from_secs(1));
+    assert_eq!(probe.test[1], "/opt/po/node/bin/node");
+    // The path is a JSON string inside the script: quotes cannot end it.
+    assert!(
+        probe.test[3].contains(r#"path:"/h?x=\"'""#),
+        "{}",
+        probe.test[3]
+    );
+    assert_eq!(probe.interval_ns, 1_000_000_000);
+    // No whitespace in the probe (Podman re-splits on it), and a re-split one is still the spec's.
+    assert!(!t[3].contains(char::is_whitespace), "{}", t[3]);
+    let mut live = live_of(&s);
+    live.health_test = s
+        .health
+        .test
+        .join(" ")
+        .split(' ')
+        .map(str::to_string)
+        .collect();
+    check_posture(&s, &live).unwrap();
+}
+
+#[test]
+fn the_network_is_the_owners() {
+    let s = spec_with(&[], &[]);
+    assert_eq!(s.network, "po-net-hub1");
+    assert_eq!(network_name("abc"), "po-net-abc");
 }
