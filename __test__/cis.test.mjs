@@ -13,8 +13,8 @@ import path from 'node:path'
 
 import { dockerCli, root, run, waitFor } from './helpers.mjs'
 import {
-  SERVER_PORT, TEST_BASE, baseOptions, brokerDirOf, cleanupOwner, getJson, inspect, modelsUpstream, newOwner,
-  openLayer, serverSource, tempHome, tempWorkspace, useTestBaseImage, writeBundle,
+  SERVER_PORT, TEST_BASE, baseOptions, cleanupOwner, getJson, inspect, modelsUpstream, newOwner,
+  openLayer, removePodmanOwner, serverSource, tempHome, tempWorkspace, useTestBaseImage, writeBundle,
 } from './provider-fixtures.mjs'
 
 useTestBaseImage()
@@ -327,15 +327,7 @@ test('Podman: limits, read-only root, health check and the per-hub network, adop
   const owner = newOwner()
   const ws = tempWorkspace(t)
   writeBundle(poHome)
-  t.after(async () => {
-    const ids = (await run('podman', ['ps', '-aq', '--filter', `label=po.owner=${owner}`])).stdout.split(/\s+/).filter(Boolean)
-    if (ids.length) await run('podman', ['rm', '-f', ...ids])
-    const vols = (await run('podman', ['volume', 'ls', '-q', '--filter', `label=po.owner=${owner}`])).stdout.split(/\s+/).filter(Boolean)
-    if (vols.length) await run('podman', ['volume', 'rm', '-f', ...vols])
-    const nets = networksOf(owner, 'podman')
-    if (nets.length) await run('podman', ['network', 'rm', ...nets])
-    rmSync(brokerDirOf(owner), { recursive: true, force: true })
-  })
+  t.after(() => removePodmanOwner(owner))
   const env = { ...process.env, CONTAINER_HOST: `unix://${sock}`, PO_SANDBOX_ENGINE: 'podman' }
   const options = { ...baseOptions(poHome, owner), baseImage: `localhost/${TEST_BASE}`, env, workspaces: [{ id: 'pc', path: ws }], memory: '1g', cpus: 1 }
   const first = openLayer(options)

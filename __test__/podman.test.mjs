@@ -8,7 +8,7 @@ import path from 'node:path'
 
 
 import { addon, isolatedEnv, root, run } from './helpers.mjs'
-import { TEST_BASE, baseOptions, brokerDirOf, getJson, modelsUpstream, newOwner, openLayer, tempHome, tempWorkspace, writeBundle } from './provider-fixtures.mjs'
+import { TEST_BASE, baseOptions, brokerDirOf, getJson, modelsUpstream, newOwner, openLayer, removePodmanOwner, tempHome, tempWorkspace, writeBundle } from './provider-fixtures.mjs'
 
 let dir
 let sock
@@ -72,13 +72,9 @@ test('the container provider on Podman: a hardened container, brokered calls, ad
   const ws = tempWorkspace(t)
   writeBundle(poHome)
   t.after(async () => {
-    const ids = (await run('podman', ['ps', '-aq', '--filter', `label=po.owner=${owner}`])).stdout.split(/\s+/).filter(Boolean)
-    if (ids.length) await run('podman', ['rm', '-f', ...ids])
-    const vols = (await run('podman', ['volume', 'ls', '-q', '--filter', `label=po.owner=${owner}`])).stdout.split(/\s+/).filter(Boolean)
-    if (vols.length) await run('podman', ['volume', 'rm', '-f', ...vols])
+    await removePodmanOwner(owner)
     const images = (await run('podman', ['images', '-q', '--filter', 'label=po.sandbox=1'])).stdout.split(/\s+/).filter(Boolean)
     if (images.length) await run('podman', ['rmi', '-f', ...new Set(images)])
-    rmSync(brokerDirOf(owner), { recursive: true, force: true })
   })
   const REAL = `sk-REAL-podman-${'p'.repeat(24)}`
   const { seen, origin } = await modelsUpstream(t)

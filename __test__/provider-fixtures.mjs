@@ -52,6 +52,19 @@ export async function removeOwner(owner) {
   if (nets.length) await run('docker', ['network', 'rm', ...nets])
 }
 
+/** Removes everything `owner` has on the Podman behind the `podman` CLI: containers, volumes,
+ * its per-hub network, and its broker folder. */
+export async function removePodmanOwner(owner) {
+  const ids = (args) => run('podman', args).then((r) => r.stdout.split(/\s+/).filter(Boolean))
+  const containers = await ids(['ps', '-aq', '--filter', `label=po.owner=${owner}`])
+  if (containers.length) await run('podman', ['rm', '-f', ...containers])
+  const vols = await ids(['volume', 'ls', '-q', '--filter', `label=po.owner=${owner}`])
+  if (vols.length) await run('podman', ['volume', 'rm', '-f', ...vols])
+  const nets = await ids(['network', 'ls', '-q', '--filter', `label=po.owner=${owner}`])
+  if (nets.length) await run('podman', ['network', 'rm', ...nets])
+  rmSync(brokerDirOf(owner), { recursive: true, force: true })
+}
+
 /** Ids of the containers (any state) carrying every given label. */
 export function containersWith(labels) {
   const args = ['ps', '-aq', '--no-trunc']

@@ -78,13 +78,18 @@ fn with_input<T>(
         extra_env: &extra,
         extra_binds: &[],
         extra_hosts: &[],
-        limits: Limits {
-            memory: 4 << 30,
-            nano_cpus: 2_000_000_000,
-            cpu_shares: DEFAULT_CPU_SHARES,
-        },
+        limits: test_limits(),
         health_interval: std::time::Duration::from_secs(15),
     })
+}
+
+/// The limits the test inputs carry (what a 8 GiB, 4-CPU engine derives).
+fn test_limits() -> Limits {
+    Limits {
+        memory: 4 << 30,
+        nano_cpus: 2_000_000_000,
+        cpu_shares: DEFAULT_CPU_SHARES,
+    }
 }
 
 #[test]
@@ -614,11 +619,7 @@ fn windows_host_paths_map_to_linux_paths_inside() {
         extra_env: &extra,
         extra_binds: &[],
         extra_hosts: &[],
-        limits: Limits {
-            memory: 4 << 30,
-            nano_cpus: 2_000_000_000,
-            cpu_shares: DEFAULT_CPU_SHARES,
-        },
+        limits: test_limits(),
         health_interval: std::time::Duration::from_secs(15),
     };
     let s = build(&input(crate::host::HostOs::Windows));
