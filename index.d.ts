@@ -276,8 +276,15 @@ export interface ContainerPosture {
   readOnlyRoot: boolean
   /** It has an engine health check. */
   healthCheck: boolean
-  /** The networks it is on (the per-hub network's name). */
+  /** The networks it is on (the per-hub network's name), through its namespace holder. */
   networks: Array<string>
+  /**
+   * The egress mode its namespace holder's rules enforce (`open`, `none`, `allowlist`);
+   * absent when it has no holder.
+   */
+  egress?: string
+  /** The id of the namespace holder whose network it shares. */
+  networkHolder?: string
 }
 
 /** Options of the container provider. */
@@ -322,6 +329,12 @@ export interface ContainerProviderOptions {
    */
   brokerSocketDir?: string
   /**
+   * The broker route: `auto` (default: a socket per container on a native Linux engine, TCP
+   * on a VM engine and on Windows), `socket` or `tcp` (`PO_SANDBOX_BROKER_TRANSPORT` when
+   * not given).
+   */
+  brokerTransport?: 'auto' | 'socket' | 'tcp'
+  /**
    * Paths of each workspace mounted read-only inside its container, relative to the
    * workspace: the complete list (default `PO_SANDBOX_GUARDED_PATHS`, else `.git/hooks`,
    * `.git/config`, `.git/info`, `.vscode`, `.idea`, `.envrc`, `.direnv`); `[]` guards none.
@@ -357,6 +370,28 @@ export interface ContainerProviderOptions {
    * (1000-3600000 ms, default 15000).
    */
   healthIntervalMs?: number
+  /**
+   * Where an `allowlist` container may connect through the egress proxy: `host:port` or
+   * `*.suffix:port` entries, the complete list (default `PO_SANDBOX_NETWORK_ALLOW`,
+   * comma-separated; else a default list of package registries and git hosts). Used only
+   * in the `allowlist` mode; an empty list allows nothing. Host-side only: not part of the
+   * spec hash.
+   */
+  networkAllow?: Array<string>
+  /**
+   * `host=ip` overrides, like curl's `--resolve`: the proxy dials `ip` for `host` (which
+   * must still be in `networkAllow`), also when `ip` is not public (default
+   * `PO_SANDBOX_NETWORK_RESOLVE`, comma-separated). Host-side only.
+   */
+  networkResolve?: Array<string>
+  /**
+   * What each workspace may reach on the network: `open` (the public internet; the
+   * default), `none` (nothing but loopback and the broker route) or `allowlist` (at packet
+   * level as `none`; only listed hosts through the host-side forward proxy). Every mode
+   * refuses other workspaces, the host, link-local and private ranges. Default
+   * `PO_SANDBOX_NETWORK`, else `open`.
+   */
+  network?: string
 }
 
 /** Options of `startCredentialBroker`. */
@@ -409,6 +444,11 @@ export interface DoctorOptions {
    * `runFlags`.
    */
   runFlags?: Array<string>
+  /**
+   * The egress mode to check and show (default `PO_SANDBOX_NETWORK`, else `open`), as the
+   * provider's `network`.
+   */
+  network?: string
 }
 
 /** Everything `po-sandbox doctor` found. */
@@ -430,11 +470,19 @@ export interface DoctorReport {
   guardedPaths: Array<string>
   /** The run flags every container gets (`runFlags`, `PO_SANDBOX_RUN_FLAGS`), long form. */
   runFlags: Array<string>
+  /**
+   * The egress mode every container gets (`network`, `PO_SANDBOX_NETWORK`): `open`, `none`
+   * or `allowlist`.
+   */
+  network: string
   /** What works but is weaker than it should be (an empty guarded-path list). */
   warnings: Array<string>
   /** The report as a person reads it. */
   text: string
 }
+
+/** How a destination was decided. */
+export type EgressDecision = 'allowed' | 'denied' | 'failed'
 
 /** One place an engine was looked for, and what answered there. */
 export interface EngineCandidate {
@@ -519,6 +567,11 @@ export interface EngineReport {
   vm: boolean
   /** The engine is rootless. */
   rootless: boolean
+  /**
+   * The cgroup version of the engine's host (`1` or `2`), when it says: a rootless engine on
+   * cgroup v1 cannot enforce the containers' pid, memory and CPU limits.
+   */
+  cgroupVersion?: string
   /** The name of the machine the engine runs on. */
   hostName?: string
   /**
@@ -698,6 +751,11 @@ export interface ProviderStatus {
   owner: string
   /** Start-up has finished: every workspace was attempted. */
   settled: boolean
+  /**
+   * What works but is weaker than it should be: limits the engine cannot enforce (a
+   * rootless engine on cgroup v1), with the fix.
+   */
+  warnings: Array<string>
   workspaces: Array<WorkspaceStatus>
 }
 
@@ -770,6 +828,17 @@ export type SandboxEvent =
   message?: string }
   | { type: 'workspace'; workspaceId: string; state: WorkspaceChange; containerId?: string; /** Why (replacement, removal, failure). */
   reason?: string }
+  | { type: 'egress'; workspaceId: string; /** The broker grant it came in on. */
+    grant: string; /**
+     * The destination host, canonical (lowercase, no trailing dot, addresses as numbers);
+     * the authority as sent when it could not be read.
+     */
+    host: string; /** The destination port (0 when it could not be read). */
+    port: number; /** `allowed`, `denied` or `failed` (allowed, but the upstream could not be reached). */
+    decision: EgressDecision; /** Why it was denied or failed. */
+    reason?: string; /** Bytes sent to the upstream. */
+    bytesUp: number; /** Bytes received from the upstream. */
+  bytesDown: number; durationMs: number }
   | { type: 'provider'; state: ProviderState; /** Why it is unavailable, and what to do. */
     reason?: string; /** The code of that reason. */
   code?: string }
@@ -839,6 +908,26 @@ export interface SandboxState {
    * (`PO_SANDBOX_GUARDED_PATHS`: git hooks and config, editor tasks, `.envrc`).
    */
   guardedPaths: Array<string>
+  /**
+   * The egress proxy's socket (`PO_BROKER_EGRESS_SOCKET`, allowlist mode): the only way
+   * out of this container, through a loopback bridge and `HTTPS_PROXY`.
+   */
+  egressSocket?: string
+  /**
+   * The egress proxy's URL on the TCP route (`PO_BROKER_EGRESS_PROXY`, VM engines): used as
+   * `HTTPS_PROXY` directly. It carries the grant's egress credentials: never shown.
+   */
+  egressProxyRoute?: string
+  /**
+   * The proxy this session's tools use (`HTTPS_PROXY`, set by the extension at
+   * `session_start` when it bridged the egress socket).
+   */
+  egressProxy?: string
+  /**
+   * The egress mode this container's network rules enforce (`PO_SANDBOX_NETWORK`: `open`,
+   * `none` or `allowlist`), when set.
+   */
+  network?: string
   /** Malformed or contradictory variables, in words (never thrown). */
   problems: Array<string>
 }

@@ -844,6 +844,7 @@ module.exports.brokeredBaseUrl = nativeBinding.brokeredBaseUrl
 module.exports.brokerOrigin = nativeBinding.brokerOrigin
 module.exports.checkEngine = nativeBinding.checkEngine
 module.exports.doctor = nativeBinding.doctor
+module.exports.EgressDecision = nativeBinding.EgressDecision
 module.exports.engineCandidates = nativeBinding.engineCandidates
 module.exports.ensureSandboxImage = nativeBinding.ensureSandboxImage
 module.exports.ImagePhase = nativeBinding.ImagePhase

@@ -40,6 +40,7 @@ import {
   type ProviderState,
   type WorkspacePhase,
   type WorkspaceChange,
+  type EgressDecision,
   type ImagePhase,
   type RouteKind,
   type SandboxContainerRow,
@@ -56,9 +57,9 @@ async function providerUsage(): Promise<void> {
     registerSandboxProvider: (p) => { provider = p },
     publishService: (_name, s) => { service = s },
   }
-  const layer = registerSandboxLayer(host, { poHome: '/home/u/.po', workspaces: [{ id: 'w', path: '/src/w', sandbox: 'container' }], imageVariant: 'minimal', runFlags: ['--runtime=runsc', '--memory=2g'] })
+  const layer = registerSandboxLayer(host, { poHome: '/home/u/.po', workspaces: [{ id: 'w', path: '/src/w', sandbox: 'container' }], imageVariant: 'minimal', runFlags: ['--runtime=runsc', '--memory=2g'], networkAllow: ['registry.npmjs.org:443', '*.crates.io:443'], networkResolve: ['registry.test=127.0.0.1'] })
   if (layer === null) return
-  layer.provider.onEvent((e: SandboxEvent) => { const t: 'engine' | 'runtime' | 'image' | 'workspace' | 'provider' = e.type; void t })
+  layer.provider.onEvent((e: SandboxEvent) => { const t: 'engine' | 'runtime' | 'image' | 'workspace' | 'egress' | 'provider' = e.type; void t })
   const status: ProviderStatus = await layer.provider.ready()
   const state: 'starting' | 'ready' | 'unavailable' | 'stopped' = status.state
   const c: WorkspaceContainer = await layer.containers.start({ id: 'w', path: '/src/w' })
@@ -104,6 +105,14 @@ function describe(e: SandboxEvent): string {
       // @ts-expect-error a provider event has no tag
       void e.tag
       return `${state} ${e.reason ?? ''}`
+    }
+    case 'egress': {
+      const decision: EgressDecision = e.decision
+      const port: number = e.port
+      const bytes: number = e.bytesUp + e.bytesDown
+      // @ts-expect-error an egress event has no state
+      void e.state
+      return `${e.workspaceId} ${e.host}:${port} ${decision} ${bytes} ${e.reason ?? ''}`
     }
     default: {
       const exhaustive: never = e

@@ -11,7 +11,7 @@ import path from 'node:path'
 import { addon, requireDocker, root, run, waitFor } from './helpers.mjs'
 import { startUpstream } from './upstreams.mjs'
 
-const TEST_BASE = 'po-sandbox-test-base:node24'
+const TEST_BASE = 'po-sandbox-test-base:node24-nft'
 const PI_IN_CONTAINER = '/pkg/node_modules/@earendil-works/pi-coding-agent/dist/bundle/cli.js'
 
 /** `docker run` options for a hardened, network-less container of the test base image with

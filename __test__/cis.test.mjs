@@ -19,6 +19,9 @@ import {
 
 useTestBaseImage()
 
+/** The namespace holder a workspace container joined (it is on the per-hub network). */
+const holderOf = (id) => inspect(inspect(id).HostConfig.NetworkMode.replace(/^container:/, ''))
+
 const engineInfo = () => JSON.parse(dockerCli(['info', '--format', '{{json .}}']))
 const networksOf = (owner, cli = 'docker') =>
   execFileSync(cli, ['network', 'ls', '-q', '--filter', `label=po.owner=${owner}`], { encoding: 'utf8' }).split(/\s+/).filter(Boolean)
@@ -113,6 +116,10 @@ test('a live workspace container passes docker-bench-security §5: no WARN, limi
   // The health check turns healthy within its first intervals.
   await waitFor(() => inspect(c.containerId).State.Health?.Status === 'healthy', 'the health status healthy', 40000)
   assert.deepEqual(benchWarnings(c.containerId), [])
+  // Its network namespace holder: the one WARN is 5.4, the capabilities it starts with to load
+  // the network rules, all of which its process gives up right after (network.test.mjs reads
+  // them in /proc); the README's Limits say so.
+  assert.deepEqual(benchWarnings(holderOf(c.containerId).Id).map((w) => w.split(':')[0]), ['5.4 capabilities restricted'])
 
   // The limits, derived from the engine: half its memory, half its CPUs (at least one), 512 shares.
   const info = engineInfo()
@@ -132,7 +139,8 @@ test('a live workspace container passes docker-bench-security §5: no WARN, limi
   // The per-hub network: labelled, a bridge, not the default one; the published loopback port
   // answers from the host and a brokered model call still works.
   assert.deepEqual(c.posture.networks, [`po-net-${owner}`])
-  assert.deepEqual(Object.keys(inspect(c.containerId).NetworkSettings.Networks), [`po-net-${owner}`])
+  // Through its network namespace holder (network.test.mjs covers the rules).
+  assert.deepEqual(Object.keys(holderOf(c.containerId).NetworkSettings.Networks), [`po-net-${owner}`])
   const net = JSON.parse(dockerCli(['network', 'inspect', `po-net-${owner}`]))[0]
   assert.equal(net.Driver, 'bridge')
   assert.deepEqual(net.Labels, { 'po.sandbox': '1', 'po.owner': owner, 'po.network': 'workspaces' })
@@ -248,8 +256,8 @@ test('the per-hub network: made once for two hubs, kept while in use, removed by
   const c2 = await b.layer.containers.start({ id: 'two', path: ws2 })
   assert.equal(networksOf(owner).length, 1, 'one network for the owner')
   const name = `po-net-${owner}`
-  assert.deepEqual(Object.keys(inspect(c1.containerId).NetworkSettings.Networks), [name])
-  assert.deepEqual(Object.keys(inspect(c2.containerId).NetworkSettings.Networks), [name])
+  assert.deepEqual(Object.keys(holderOf(c1.containerId).NetworkSettings.Networks), [name])
+  assert.deepEqual(Object.keys(holderOf(c2.containerId).NetworkSettings.Networks), [name])
   assert.equal((await getJson(c1.url, '/api/health')).ok, true)
   assert.equal((await getJson(c2.url, '/api/health')).ok, true)
 
@@ -266,7 +274,7 @@ test('the per-hub network: made once for two hubs, kept while in use, removed by
   // last one's stop removes it.
   const again = await a.layer.containers.start({ id: 'one', path: ws1 })
   await a.layer.containers.start({ id: 'two', path: ws2 })
-  assert.deepEqual(Object.keys(inspect(again.containerId).NetworkSettings.Networks), [name])
+  assert.deepEqual(Object.keys(holderOf(again.containerId).NetworkSettings.Networks), [name])
   assert.equal(await a.layer.containers.stop('one'), true)
   assert.equal(networksOf(owner).length, 1, 'kept while workspace two runs')
   assert.equal(await b.layer.containers.stop('two'), true)
@@ -295,11 +303,11 @@ test('adoption: a container whose limits or network drifted is replaced, saying 
   assert.notEqual(r.containerId, c.containerId)
   assert.match(r.replacedReason, /memory limit is \d+, not at most/)
 
-  // Moved onto the default bridge too: drift.
-  dockerCli(['network', 'connect', 'bridge', r.containerId])
+  // Its namespace holder moved onto the default bridge too: drift.
+  dockerCli(['network', 'connect', 'bridge', holderOf(r.containerId).Id])
   const third = openLayer(options)
   const s3 = await third.layer.provider.ready()
-  assert.match(s3.workspaces[0].container.replacedReason, /on the network\(s\) .*bridge.*not only po-net-/)
+  assert.match(s3.workspaces[0].container.replacedReason, /holder is on the network\(s\) .*bridge.*not only po-net-/)
   await third.layer.containers.stopAll()
 })
 
@@ -341,7 +349,8 @@ test('Podman: limits, read-only root, health check and the per-hub network, adop
   assert.ok(info.HostConfig.CpuShares > 0, JSON.stringify(info.HostConfig.CpuShares))
   assert.equal(info.HostConfig.ReadonlyRootfs, true)
   assert.equal(info.Config.Healthcheck.Test[0], 'CMD')
-  assert.deepEqual(Object.keys(info.NetworkSettings.Networks), [`po-net-${owner}`])
+  const holder = JSON.parse((await run('podman', ['inspect', info.HostConfig.NetworkMode.replace(/^container:/, '')])).stdout)[0]
+  assert.deepEqual(Object.keys(holder.NetworkSettings.Networks), [`po-net-${owner}`])
   assert.equal(networksOf(owner, 'podman').length, 1)
   assert.equal((await getJson(c.url, '/api/health')).ok, true)
   const ro = await run('podman', ['exec', c.containerId, 'sh', '-c', 'echo x > /etc/po-cis-probe'])

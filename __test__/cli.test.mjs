@@ -21,14 +21,14 @@ function poHomeWithBundle(t) {
 test('doctor on this machine: ready, exit 0, every candidate, the engine, the runtime and the image', async (t) => {
   await requireDocker()
   const home = poHomeWithBundle(t)
-  const r = await run(process.execPath, [bin, 'doctor', '--timeout-ms', '30000', '--po-home', home, '--base-image', 'po-sandbox-test-base:node24', '--image-variant', 'minimal'])
+  const r = await run(process.execPath, [bin, 'doctor', '--timeout-ms', '30000', '--po-home', home, '--base-image', 'po-sandbox-test-base:node24-nft', '--image-variant', 'minimal'])
   assert.equal(r.code, 0, r.stdout + r.stderr)
   assert.match(r.stdout, new RegExp(`Node.js   ${process.version.replace(/\./g, '\\.')}: ok`))
   assert.match(r.stdout, /\[ok\] docker   unix:\/\/\/var\/run\/docker\.sock \(rootful\): Docker /)
   for (const engine of ['podman', 'nerdctl', 'finch']) assert.match(r.stdout, new RegExp(`\\] ${engine} `))
   assert.match(r.stdout, /Engine    docker .* at unix:\/\/\/var\/run\/docker\.sock/)
   assert.match(r.stdout, new RegExp(`Runtime   1\\.2\\.0 in ${home}/container-runtime: ok`))
-  assert.match(r.stdout, /Image     po-sandbox:[0-9a-f]{24} \(minimal recipe on po-sandbox-test-base:node24\)/)
+  assert.match(r.stdout, /Image     po-sandbox:[0-9a-f]{24} \(minimal recipe on po-sandbox-test-base:node24-nft\)/)
   assert.match(r.stdout, /Result    ready/)
 })
 
@@ -49,11 +49,11 @@ test('ls and stop: a container of this hub is listed, stopped and gone; --all li
   const name = `po-${owner}-cliws`
   t.after(() => { try { dockerCli(['rm', '-f', name]) } catch {} })
   // A container as the provider labels them, made directly so this test needs no runtime.
-  dockerCli(['run', '-d', '--name', name, '--label', 'po.sandbox=1', '--label', `po.owner=${owner}`, '--label', 'po.workspace=cliws', '-p', '127.0.0.1::7300', '--init', 'po-sandbox-test-base:node24', 'sleep', '600'])
+  dockerCli(['run', '-d', '--name', name, '--label', 'po.sandbox=1', '--label', `po.owner=${owner}`, '--label', 'po.workspace=cliws', '-p', '127.0.0.1::7300', '--init', 'po-sandbox-test-base:node24-nft', 'sleep', '600'])
   const ls = await run(process.execPath, [bin, 'ls', '--po-home', home, '--owner', owner])
   assert.equal(ls.code, 0, ls.stderr)
   assert.match(ls.stdout, /^WORKSPACE +STATE +PORT +IMAGE +AGE +NAME/m)
-  assert.match(ls.stdout, new RegExp(`^cliws +running +127\\.0\\.0\\.1:\\d+ +po-sandbox-test-base:node24 +\\d+s +${name}$`, 'm'))
+  assert.match(ls.stdout, new RegExp(`^cliws +running +127\\.0\\.0\\.1:\\d+ +po-sandbox-test-base:node24-nft +\\d+s +${name}$`, 'm'))
   const all = await run(process.execPath, [bin, 'ls', '--all', '--json'])
   assert.ok(JSON.parse(all.stdout).some((row) => row.owner === owner && row.workspaceId === 'cliws'))
   const other = await run(process.execPath, [bin, 'ls', '--po-home', home])

@@ -14,7 +14,7 @@ import { addon, dockerCli, requireDocker, root, run, tempDir } from './helpers.m
 import { startUpstream } from './upstreams.mjs'
 
 const cli = path.join(root, 'bin', 'po-sandbox.js')
-const TEST_BASE = 'po-sandbox-test-base:node24'
+const TEST_BASE = 'po-sandbox-test-base:node24-nft'
 const IMAGE = ['--base-image', TEST_BASE, '--image-variant', 'minimal']
 
 before(async () => {

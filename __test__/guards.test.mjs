@@ -91,7 +91,7 @@ test('guarded paths cannot be written, created, renamed over, deleted or moved a
   const before = Object.fromEntries(guarded.map((g) => [g, snapshot(ws, g)]))
   const { c } = await startOne(t, ws)
   const hasGit = await inside(c.containerId, ws, 'git --version')
-  assert.equal(hasGit.code, 0, `no git in the sandbox image (${hasGit.stderr.trim()}): it was built on an older test base; remove the images labelled po.image-base=po-sandbox-test-base:node24 and run again`)
+  assert.equal(hasGit.code, 0, `no git in the sandbox image (${hasGit.stderr.trim()}): it was built on an older test base; remove the images labelled po.image-base=po-sandbox-test-base:node24-nft and run again`)
 
   // Each guard is a read-only mount of the path onto itself; .git is pinned (bound onto itself).
   const mounts = inspect(c.containerId).Mounts.filter((m) => m.Type === 'bind')

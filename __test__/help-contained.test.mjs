@@ -10,7 +10,7 @@ import path from 'node:path'
 import { addon, onJsonLines, requireDocker, root, run, tempDir } from './helpers.mjs'
 
 const cli = path.join(root, 'bin', 'po-sandbox.js')
-const IMAGE = ['--base-image', 'po-sandbox-test-base:node24', '--image-variant', 'minimal']
+const IMAGE = ['--base-image', 'po-sandbox-test-base:node24-nft', '--image-variant', 'minimal']
 
 before(async () => {
   await requireDocker()

@@ -1,11 +1,12 @@
 // Run by nonroot.test.mjs as its unprivileged user (never directly): one scenario, its facts
 // printed as one JSON line on stdout. Argument: a JSON object { scenario, ... }.
-import { lstatSync, mkdtempSync, readdirSync, realpathSync } from 'node:fs'
+import { execFileSync } from 'node:child_process'
+import { lstatSync, mkdtempSync, readdirSync, realpathSync, rmSync } from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 
 import { addon } from './helpers.mjs'
-import { baseOptions, hostEnv, inspect, newOwner, openLayer, writeBundle } from './provider-fixtures.mjs'
+import { TEST_BASE, baseOptions, hostEnv, inspect, newOwner, openLayer, writeBundle } from './provider-fixtures.mjs'
 
 const args = JSON.parse(process.argv[2])
 const out = (facts) => process.stdout.write(JSON.stringify(facts) + '\n')
@@ -20,6 +21,17 @@ function layerFor(workspace, extra = {}) {
   const options = baseOptions(poHome, owner, { workspaces: [{ id: 'nr', path: workspace }], env, ...extra })
   if (!('brokerSocketDir' in extra)) delete options.brokerSocketDir
   return { owner, poHome, ...openLayer(options) }
+}
+
+/** The user's rootless Podman: its `podman system service` socket, the test base image it loaded. */
+const PODMAN_BASE = `localhost/${TEST_BASE}`
+function podmanEnv(extra) {
+  const env = hostEnv({ CONTAINER_HOST: `unix://${args.socket}`, PO_SANDBOX_ENGINE: 'podman', ...extra })
+  delete env.DOCKER_HOST
+  return env
+}
+function podman(...a) {
+  return execFileSync('podman', a, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] })
 }
 
 if (args.scenario === 'docker') {
@@ -48,6 +60,98 @@ if (args.scenario === 'docker') {
   const status = await layer.provider.ready()
   const w = status.workspaces[0]
   out({ owner, poHome, state: w.state, errorCode: w.errorCode ?? null, error: w.error ?? null })
+} else if (args.scenario === 'podman') {
+  // Rootless Podman of this user, through its own `podman system service` socket.
+  const { default: http } = await import('node:http')
+  const seen = []
+  const upstream = http.createServer((req, res) => {
+    seen.push(req.headers.authorization ?? null)
+    res.writeHead(200, { 'content-type': 'application/json' })
+    res.end('{"data":[{"id":"m1"}]}')
+  })
+  await new Promise((resolve) => upstream.listen(0, '127.0.0.1', resolve))
+  const REAL = `sk-REAL-rootless-${'r'.repeat(24)}`
+  const poHome = realpathSync(mkdtempSync(path.join(os.tmpdir(), 'po-nonroot-home-')))
+  writeBundle(poHome)
+  const owner = newOwner()
+  const env = podmanEnv({ OPENAI_API_KEY: REAL, OPENAI_BASE_URL: `http://127.0.0.1:${upstream.address().port}` })
+  const options = { ...baseOptions(poHome, owner, { env, workspaces: [{ id: 'rl', path: args.workspace }] }), baseImage: PODMAN_BASE }
+  delete options.brokerSocketDir
+  const { layer, events } = openLayer(options)
+  const status = await layer.provider.ready()
+  const w = status.workspaces[0]
+  const facts = { events, owner, poHome, uid: process.getuid(), engine: status.engine, state: w.state, error: w.error ?? status.reason ?? null, warnings: status.warnings }
+  const doctor = await addon.doctor(process.version, { env, poHome, baseImage: PODMAN_BASE, imageVariant: 'minimal', demoRuntime: true })
+  facts.doctor = { rootless: doctor.engine.rootless, cgroupVersion: doctor.engine.cgroupVersion ?? null, warnings: doctor.warnings }
+  if (w.state === 'running') {
+    const info = JSON.parse(podman('inspect', w.container.containerId))[0]
+    facts.containerId = w.container.containerId
+    facts.user = info.Config.User
+    facts.usernsMode = info.HostConfig.UsernsMode
+    const script = 'set -e; id -u > in-workspace.txt; mkdir -p made/sub; echo x > made/sub/f; touch "$PO_HOME/from-container"; for d in /po-home /po-runtime /po-git; do touch $d/probe; done'
+    facts.execCode = await layer.containers.exec('rl', ['sh', '-c', script]).catch((e) => String(e))
+    facts.pFile = path.join(poHome, 'sandboxes', 'rl', 'from-container')
+    // A model call from inside, through the broker socket in this user's runtime folder.
+    const call = await fetch(`${w.container.url}/call`, { signal: AbortSignal.timeout(20000) }).then((r) => r.json()).catch((e) => ({ error: String(e.cause ?? e) }))
+    facts.callStatus = call.status ?? null
+    if (call.error) facts.callError = `${call.error}; events: ${JSON.stringify(events.filter((e) => e.type === 'workspace'))}`
+    facts.upstreamSaw = seen
+    facts.keyInEnv = info.Config.Env.some((kv) => kv.includes(REAL))
+    facts.brokerMount = info.Mounts.find((m) => m.Destination === '/run/po-broker')?.Source ?? null
+    // A second hub of the same owner (another window): adopts the container, does not replace it.
+    const second = openLayer(options)
+    const again = (await second.layer.provider.ready()).workspaces[0]
+    facts.second = { state: again.state, containerId: again.container?.containerId ?? null, adopted: again.container?.adopted ?? null, replacedReason: again.container?.replacedReason ?? null, removed: second.events.filter((e) => e.state === 'removed') }
+    facts.secondExec = await second.layer.containers.exec('rl', ['true']).catch((e) => String(e))
+  }
+  await layer.containers.stopAll().catch(() => {})
+  facts.leftContainers = podman('ps', '-a', '-q', '--filter', `label=po.owner=${owner}`).trim()
+  const brokerDir = path.join(process.env.XDG_RUNTIME_DIR, 'po-broker')
+  facts.leftSockets = readdirSync(brokerDir).filter((n) => n.startsWith(`${owner}-`) && !n.endsWith('.lock'))
+  // The workspace's broker lock file stays by design (an empty file, released with its process).
+  for (const n of readdirSync(brokerDir).filter((n) => n.startsWith(`${owner}-`) && n.endsWith('.lock'))) rmSync(path.join(brokerDir, n))
+  for (const v of podman('volume', 'ls', '-q', '--filter', `label=po.owner=${owner}`).split('\n').filter(Boolean)) podman('volume', 'rm', v)
+  upstream.close()
+  out(facts)
+} else if (args.scenario === 'podman-pi') {
+  // The forced TCP route on rootless Podman, end to end with the real pi: `po-sandbox up`, then
+  // `exec -- pi` (a second hub, adopting the container and serving the broker meanwhile).
+  const { startUpstream } = await import('./upstreams.mjs')
+  const { root, run } = await import('./helpers.mjs')
+  const upstream = await startUpstream({ name: 'rootless-tcp' })
+  const REAL = `sk-ant-api03-REAL-rootless-${'t'.repeat(32)}`
+  const poHome = realpathSync(mkdtempSync(path.join(os.tmpdir(), 'po-nonroot-home-')))
+  const env = podmanEnv({ PO_SANDBOX_BROKER_TRANSPORT: 'tcp', ANTHROPIC_API_KEY: REAL, ANTHROPIC_BASE_URL: upstream.origin })
+  for (const k of ['PO_SANDBOX', 'PO_WORKSPACE', 'PO_BROKER_PROVIDERS', 'PO_BROKER_SOCKET', 'PO_BROKER_ADDRESS']) delete env[k]
+  const cli = path.join(root, 'bin', 'po-sandbox.js')
+  const po = (command, ...a) => run(process.execPath, [cli, command, '--po-home', poHome, ...a], { env })
+  const image = ['--base-image', PODMAN_BASE, '--image-variant', 'minimal']
+  const facts = { poHome }
+  const up = await po('up', args.workspace, ...image, '--json')
+  facts.up = { code: up.code, stderr: up.stderr.slice(-3000) }
+  if (up.code === 0) {
+    const c = JSON.parse(up.stdout).container
+    facts.containerId = c.containerId
+    const info = JSON.parse(podman('inspect', c.containerId))[0]
+    facts.networkMode = info.HostConfig.NetworkMode
+    // The network namespace is its holder's, which is in slirp4netns (with its rules).
+    const holder = JSON.parse(podman('inspect', info.HostConfig.NetworkMode.replace(/^container:/, '')))[0]
+    facts.holderNetworkMode = holder.HostConfig.NetworkMode
+    facts.holderLabels = holder.Config.Labels
+    facts.env = info.Config.Env.filter((kv) => kv.startsWith('PO_BROKER_'))
+    facts.keyInEnv = info.Config.Env.some((kv) => kv.includes(REAL))
+    facts.hosts = podman('exec', c.containerId, 'cat', '/etc/hosts')
+    const pi = await po('exec', args.workspace, '--', 'pi', '-p', '--no-session', '--provider', 'anthropic', '--model', 'claude-haiku-4-5', 'ping')
+    facts.pi = { code: pi.code, stdout: pi.stdout, stderr: pi.stderr.slice(-3000) }
+    facts.requests = upstream.requests.map((q) => ({ api: q.api ?? null, path: q.path, key: q.headers['x-api-key'] ?? null, stream: q.body?.stream ?? null, sawToken: JSON.stringify(q).includes('sk-ant-api03-') && !JSON.stringify(q).includes(REAL) }))
+    facts.sameContainer = podman('ps', '-q', '--no-trunc', '--filter', `id=${c.containerId}`).trim() === c.containerId
+  }
+  const down = await po('down', args.workspace, '--json')
+  facts.down = { code: down.code, stderr: down.stderr.slice(-2000) }
+  facts.left = podman('ps', '-a', '-q', '--filter', 'label=po.sandbox=1').trim()
+  for (const v of podman('volume', 'ls', '-q', '--filter', 'label=po.sandbox=1').split('\n').filter(Boolean)) podman('volume', 'rm', v)
+  await upstream.close()
+  out(facts)
 } else {
   throw new Error(`unknown scenario ${args.scenario}`)
 }

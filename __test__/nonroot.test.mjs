@@ -4,16 +4,19 @@
 // it writes in the workspace belongs to that user, its own folders are writable, the broker
 // socket lives in that user's runtime folder (0700 / 0600), a socket the user may not open is
 // ENGINE_PERMISSION_DENIED, and a broker folder another user could change is refused with
-// nothing left behind.
+// nothing left behind. Then rootless Podman as that user (its own `podman system service`):
+// keep-id (its files on the host are its own), the cgroup v1 limits warning, a second hub that
+// adopts, and the forced TCP broker route through slirp4netns with the real pi inside.
 import { test, before } from 'node:test'
 import assert from 'node:assert/strict'
-import { chmodSync, chownSync, mkdirSync, mkdtempSync, readFileSync, realpathSync, rmSync, statSync } from 'node:fs'
+import { spawn } from 'node:child_process'
+import { chmodSync, chownSync, existsSync, mkdirSync, mkdtempSync, readFileSync, realpathSync, rmSync, statSync } from 'node:fs'
 import net from 'node:net'
 import os from 'node:os'
 import path from 'node:path'
 
 import { root, run } from './helpers.mjs'
-import { containersWith, inspect, removeOwner, useTestBaseImage } from './provider-fixtures.mjs'
+import { TEST_BASE, containersWith, inspect, removeOwner, useTestBaseImage } from './provider-fixtures.mjs'
 
 useTestBaseImage()
 
@@ -58,12 +61,16 @@ async function cleanup(facts) {
   for (const dir of [facts.poHome, facts.broker?.dir, facts.broker && `${facts.broker.dir}.lock`]) if (dir) rmSync(dir, { recursive: true, force: true })
 }
 
+/** A login-like environment of the user, for `runuser -u USER -- env -i …`. */
+function userEnv() {
+  return [`HOME=/home/${USER}`, `USER=${USER}`, `PATH=${process.env.PATH}`, `XDG_RUNTIME_DIR=/run/user/${uid}`, 'TMPDIR=/tmp', ...(process.env.PO_DEBUG_CHILD ? ['PO_DEBUG_CHILD=1'] : [])]
+}
+
 /** Runs one scenario of nonroot-child.mjs as the user, with a login-like environment. */
 async function asUser(args) {
-  const env = [
-    `HOME=/home/${USER}`, `USER=${USER}`, `PATH=${process.env.PATH}`, `XDG_RUNTIME_DIR=/run/user/${uid}`, 'TMPDIR=/tmp',
-  ]
+  const env = userEnv()
   const r = await run('runuser', ['-u', USER, '--', 'env', '-i', ...env, process.execPath, path.join(root, '__test__', 'nonroot-child.mjs'), JSON.stringify(args)], { cwd: '/tmp' })
+  if (process.env.PO_DEBUG_CHILD) process.stderr.write(r.stderr)
   const line = r.stdout.trim().split('\n').pop()
   assert.equal(r.code, 0, `the child failed (${r.code}):\n${r.stdout}\n${r.stderr}`)
   return JSON.parse(line)
@@ -124,4 +131,115 @@ test('as a normal user: a broker folder another user could change is refused (BR
   assert.match(facts.error, /can be changed by other users \(mode 777, not sticky\)/)
   assert.ok(facts.error.includes(shared), facts.error)
   assert.deepEqual(containersWith({ 'po.owner': facts.owner }), [], 'no container was left')
+})
+
+/** On cgroup v1 (no cgroup2 file system at /sys/fs/cgroup) a rootless engine cannot set limits. */
+const CGROUP_V1 = statSync('/sys/fs/cgroup').isDirectory() && !readFileSync('/proc/self/mountinfo', 'utf8').split('\n').some((l) => / \/sys\/fs\/cgroup .* - cgroup2 /.test(l))
+
+/**
+ * The user's rootless Podman for one test: sub-ids, /dev/net/tun as distributions ship it, the
+ * test base image loaded into the user's storage, and `podman system service` on a socket in the
+ * user's runtime folder. When the test ends: the service and everything else the user runs is
+ * killed (the user is the test's own), /dev/net/tun restored, and nothing of the user's may be
+ * left running.
+ */
+async function userPodman(t) {
+  for (const file of ['/etc/subuid', '/etc/subgid']) {
+    if (!readFileSync(file, 'utf8').split('\n').some((l) => l.startsWith(`${USER}:`))) {
+      const added = await run('usermod', [file === '/etc/subuid' ? '--add-subuids' : '--add-subgids', '300000-365535', USER])
+      assert.equal(added.code, 0, added.stderr)
+    }
+  }
+  // Rootless networking (slirp4netns) opens /dev/net/tun, which distributions leave 0666; this
+  // machine has it 0600, so the test opens it up as a distribution would, and restores it.
+  const tun = statSync('/dev/net/tun').mode & 0o777
+  chmodSync('/dev/net/tun', 0o666)
+  const socket = `/run/user/${uid}/po-test-podman.sock`
+  let service
+  t.after(async () => {
+    service?.kill('SIGKILL')
+    await run('pkill', ['-KILL', '-u', USER])
+    chmodSync('/dev/net/tun', tun)
+    rmSync(socket, { force: true })
+    let left = ''
+    for (let i = 0; i < 50; i++) {
+      left = (await run('pgrep', ['-a', '-u', USER])).stdout.trim()
+      if (!left) break
+      await new Promise((r) => setTimeout(r, 100))
+    }
+    assert.equal(left, '', `processes of ${USER} were left running`)
+  })
+  const asIt = (...a) => ['-u', USER, '--', 'env', '-i', ...userEnv(), ...a]
+  const loaded = await run('bash', ['-c', `set -o pipefail; docker save ${TEST_BASE} | runuser ${asIt('podman', 'load', '-q').join(' ')}`])
+  assert.equal(loaded.code, 0, loaded.stderr)
+  service = spawn('runuser', asIt('podman', 'system', 'service', '--time=0', `unix://${socket}`), { stdio: 'ignore' })
+  for (let i = 0; !existsSync(socket); i++) {
+    assert.ok(i < 300 && service.exitCode === null, `podman system service (as ${USER}) did not create ${socket}`)
+    await new Promise((r) => setTimeout(r, 100))
+  }
+  return socket
+}
+
+test('as a normal user on rootless Podman: keep-id maps the user, its files are that user\'s on the host, a brokered call goes through its runtime folder, a second hub adopts', async (t) => {
+  const socket = await userPodman(t)
+  const ws = userDir(t, 'po-nonroot-ws-')
+  const facts = await asUser({ scenario: 'podman', workspace: ws, socket })
+  t.after(() => rmSync(facts.poHome, { recursive: true, force: true }))
+  assert.equal(facts.engine, 'podman')
+  assert.equal(facts.state, 'running', facts.error ?? '')
+  assert.equal(facts.user, `${uid}:${gid}`)
+  assert.equal(facts.execCode, 0, facts.callError)
+  // Without keep-id these would belong to a sub-uid (165536 + uid, say).
+  assert.equal(readFileSync(path.join(ws, 'in-workspace.txt'), 'utf8').trim(), String(uid))
+  for (const f of ['in-workspace.txt', 'made', 'made/sub', 'made/sub/f']) {
+    const st = statSync(path.join(ws, f))
+    assert.deepEqual([st.uid, st.gid], [uid, gid], `${f} belongs to ${st.uid}:${st.gid}`)
+  }
+  const p = statSync(facts.pFile)
+  assert.deepEqual([p.uid, p.gid], [uid, gid], `P's file belongs to ${p.uid}:${p.gid}`)
+  assert.equal(facts.callStatus, 200, facts.callError)
+  assert.deepEqual(facts.upstreamSaw, [`Bearer sk-REAL-rootless-${'r'.repeat(24)}`])
+  assert.equal(facts.keyInEnv, false)
+  assert.ok(facts.brokerMount?.startsWith(`/run/user/${uid}/po-broker/`), facts.brokerMount)
+  // The second hub adopted the very container (the rootless posture is no drift).
+  assert.deepEqual(facts.second, { state: 'running', containerId: facts.containerId, adopted: true, replacedReason: null, removed: [] })
+  assert.equal(facts.secondExec, 0)
+  // Limits: on cgroup v1 the engine cannot enforce them, and both the status and the doctor say so.
+  assert.equal(facts.doctor.rootless, true)
+  const warned = (list) => list.some((w) => w.includes('cgroup v1') && w.includes('Delegate=yes'))
+  assert.equal(warned(facts.warnings), CGROUP_V1, JSON.stringify(facts.warnings))
+  assert.equal(warned(facts.doctor.warnings), CGROUP_V1, JSON.stringify(facts.doctor))
+  assert.equal(facts.doctor.cgroupVersion, CGROUP_V1 ? '1' : '2')
+  // Nothing left: no container, no broker socket folder of the owner (the volumes were removed
+  // by the child; the user's processes are checked when the test ends).
+  assert.equal(facts.leftContainers, '')
+  assert.deepEqual(facts.leftSockets, [])
+})
+
+test('as a normal user on rootless Podman, the forced TCP broker route: the real pi inside completes a streamed call through slirp4netns to the host\'s loopback', async (t) => {
+  const socket = await userPodman(t)
+  const ws = userDir(t, 'po-nonroot-pi-')
+  const facts = await asUser({ scenario: 'podman-pi', workspace: ws, socket })
+  t.after(() => rmSync(facts.poHome, { recursive: true, force: true }))
+  assert.equal(facts.up.code, 0, facts.up.stderr)
+  assert.match(facts.networkMode, /^container:[0-9a-f]{64}$/)
+  assert.equal(facts.holderNetworkMode, 'slirp4netns')
+  assert.equal(facts.holderLabels['po.net-mode'], 'open')
+  // The container's route: the broker's TCP port at the address slirp4netns gives the host's
+  // loopback, and no socket.
+  const address = facts.env.find((kv) => kv.startsWith('PO_BROKER_ADDRESS='))
+  assert.match(address ?? '', /^PO_BROKER_ADDRESS=host\.docker\.internal:\d+$/, JSON.stringify(facts.env))
+  assert.ok(!facts.env.some((kv) => kv.startsWith('PO_BROKER_SOCKET=')), JSON.stringify(facts.env))
+  assert.match(facts.hosts, /^10\.0\.2\.2\s+host\.docker\.internal/m)
+  assert.equal(facts.keyInEnv, false)
+  assert.equal(facts.pi.code, 0, `pi in the container failed:\nstdout: ${facts.pi.stdout}\nstderr: ${facts.pi.stderr}`)
+  assert.match(facts.pi.stdout, /pong from rootless-tcp/)
+  const calls = facts.requests.filter((q) => q.api === 'anthropic-messages')
+  assert.equal(calls.length, 1, JSON.stringify(facts.requests))
+  assert.equal(calls[0].stream, true, 'pi streamed the call')
+  assert.equal(calls[0].key, `sk-ant-api03-REAL-rootless-${'t'.repeat(32)}`)
+  assert.ok(facts.requests.every((q) => !q.sawToken), 'the upstream saw a token')
+  assert.equal(facts.sameContainer, true, 'exec adopted the container up made')
+  assert.equal(facts.down.code, 0, facts.down.stderr)
+  assert.equal(facts.left, '', 'a container was left')
 })

@@ -95,7 +95,7 @@ test('the help skill: its text is what the addon writes for the container\'s var
   const md = new addon.DefaultSandboxExtensionService(env).helpSkill(workspace)
   assert.ok(md.startsWith('---\nname: po-sandbox\ndescription: '))
   for (const fact of ['workspace "acme"', `\`${workspace}\``, '`/po-home` (`HOME`)', `\`${path.join(dir, 'p')}\` (\`PO_HOME\`)`, '`/opt/po`', `\`${workspace}/.git/config\``,
-    'No providers are brokered', 'default bridge network', 'No container engine', 'No host paths beyond the mounts', 'No OAuth `/login`']) {
+    'No providers are brokered', 'firewall rules loaded before this container started', 'No container engine', 'No host paths beyond the mounts', 'No OAuth `/login`']) {
     assert.ok(md.includes(fact), `${fact} missing in:\n${md}`)
   }
   assert.equal(new addon.DefaultSandboxExtensionService({}).helpSkill(workspace), null)

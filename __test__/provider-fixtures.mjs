@@ -13,7 +13,7 @@ import assert from 'node:assert/strict'
 
 import { addon, dockerCli, requireDocker, root, run, tempDir, waitFor } from './helpers.mjs'
 
-export const TEST_BASE = 'po-sandbox-test-base:node24'
+export const TEST_BASE = 'po-sandbox-test-base:node24-nft'
 export const RUNTIME_VERSION = '1.0.0'
 export const SERVER_PORT = 7300
 export const FAKE_KEY = 'sk-fake-123'
@@ -65,9 +65,10 @@ export async function removePodmanOwner(owner) {
   rmSync(brokerDirOf(owner), { recursive: true, force: true })
 }
 
-/** Ids of the containers (any state) carrying every given label. */
+/** Ids of the workspace containers (any state) carrying every given label: those with a
+ * `po.workspace` label, so never a network namespace holder (`po.holder-of`). */
 export function containersWith(labels) {
-  const args = ['ps', '-aq', '--no-trunc']
+  const args = ['ps', '-aq', '--no-trunc', '--filter', 'label=po.workspace']
   for (const [k, v] of Object.entries(labels)) args.push('--filter', `label=${k}=${v}`)
   return dockerCli(args).split(/\s+/).filter(Boolean)
 }

@@ -85,14 +85,18 @@ test('three workspaces come up as hardened containers with exactly the allowed m
     assert.equal(info.Config.Labels['po.owner'], owner)
     assert.equal(info.Config.Labels['po.workspace'], id)
 
-    // One port, published on loopback only.
-    const bindings = Object.entries(hc.PortBindings || {})
+    // One port, published on loopback only, by its network namespace holder (the container
+    // joins the holder's namespace and publishes none itself).
+    assert.deepEqual(hc.PortBindings ?? {}, {})
+    const holder = inspect(hc.NetworkMode.replace(/^container:/, ''))
+    assert.equal(holder.Config.Labels['po.holder-of'], id)
+    const bindings = Object.entries(holder.HostConfig.PortBindings || {})
     assert.equal(bindings.length, 1, JSON.stringify(hc.PortBindings))
     assert.equal(bindings[0][0], `${SERVER_PORT}/tcp`)
     assert.ok(bindings[0][1].length > 0 && bindings[0][1].every((b) => b.HostIp === '127.0.0.1'), JSON.stringify(bindings))
-    const live = Object.values(info.NetworkSettings.Ports || {}).filter(Boolean).flat()
-    assert.ok(live.length > 0, JSON.stringify(info.NetworkSettings.Ports))
-    assert.ok(live.every((b) => b.HostIp === '127.0.0.1'), JSON.stringify(info.NetworkSettings.Ports))
+    const live = Object.values(holder.NetworkSettings.Ports || {}).filter(Boolean).flat()
+    assert.ok(live.length > 0, JSON.stringify(holder.NetworkSettings.Ports))
+    assert.ok(live.every((b) => b.HostIp === '127.0.0.1'), JSON.stringify(holder.NetworkSettings.Ports))
     assert.ok(live.some((b) => Number(b.HostPort) === c.hostPort), JSON.stringify(live))
 
     // Exactly the allowed mounts.
@@ -460,7 +464,7 @@ test('bad workspace ids, paths and options are coded errors thrown before anythi
     assert.throws(() => registerSandboxLayer(host, { ...options, workspaces: [{ id, path: wsPath }] }), assertCode('WORKSPACE_INVALID'), JSON.stringify(id))
     assert.deepEqual(host.calls, [], `nothing registered for ${JSON.stringify(id)}`)
   }
-  for (const bad of [{ poHome: 'relative' }, { pidsLimit: -1 }, { imageVariant: 'tiny' }, { user: 'root' }]) {
+  for (const bad of [{ poHome: 'relative' }, { pidsLimit: -1 }, { imageVariant: 'tiny' }, { user: 'root' }, { brokerTransport: 'udp' }, { env: { ...options.env, PO_SANDBOX_BROKER_TRANSPORT: 'unix' } }]) {
     const host = fakeHost()
     assert.throws(() => registerSandboxLayer(host, { ...options, ...bad }), assertCode('OPTIONS_INVALID'), JSON.stringify(bad))
     assert.deepEqual(host.calls, [], `nothing registered for ${JSON.stringify(bad)}`)

@@ -5,6 +5,7 @@
 import { after, before, test } from 'node:test'
 import assert from 'node:assert/strict'
 import { existsSync, readdirSync, readFileSync } from 'node:fs'
+import net from 'node:net'
 import path from 'node:path'
 
 import { addon, dockerCli, root, run } from './helpers.mjs'
@@ -162,16 +163,30 @@ test('under gVisor: the container really runs on runsc with every accepted flag 
     '/run': 'rw,noexec,nosuid,nodev,mode=1777',
   })
   assert.equal(hc.ReadonlyRootfs, true)
-  assert.deepEqual(hc.DnsOptions, ['ndots:1'])
+  // DNS flags go to the network namespace holder, whose network the container shares.
+  const holder = inspect(hc.NetworkMode.replace(/^container:/, ''))
+  assert.deepEqual(holder.HostConfig.DnsOptions, ['ndots:1'])
   assert.equal(info.Config.Labels.team, 'qa')
   assert.equal(info.Config.Labels['po.run-flags'], GVISOR_FLAGS.join(' '))
   // The hardening is untouched.
   assert.deepEqual(hc.CapDrop, ['ALL'])
   assert.deepEqual(hc.SecurityOpt, ['no-new-privileges'])
   assert.equal(hc.Privileged, false)
-  // On the owner's network (created on its id), not the default bridge.
-  assert.deepEqual(Object.keys(info.NetworkSettings.Networks), [`po-net-${owner}`])
-  assert.equal(hc.NetworkMode, JSON.parse(dockerCli(['network', 'inspect', `po-net-${owner}`]))[0].Id)
+  // The holder runs on the engine's default runtime and its rules hold for the gVisor
+  // container too (runsc uses the namespace's own network stack here, --network=host): the
+  // gateway is refused from inside, at once.
+  assert.equal(holder.HostConfig.Runtime, 'runc')
+  const gw = JSON.parse(dockerCli(['network', 'inspect', `po-net-${owner}`]))[0].IPAM.Config[0].Gateway
+  // A listener of the test's own on every host address: without the rules it would answer.
+  const listener = net.createServer((sock) => sock.on('error', () => {}).end())
+  await new Promise((resolve) => listener.listen(0, '0.0.0.0', resolve))
+  t.after(() => listener.close())
+  const probe = `const s=require('net').connect(${listener.address().port},'${gw}');const t0=Date.now();s.on('error',(e)=>{console.log(e.code,Date.now()-t0);process.exit()});s.on('connect',()=>{console.log('connected');process.exit()})`
+  const inside = dockerCli(['exec', '-w', '/', c.containerId, 'node', '-e', probe])
+  assert.match(inside, /^ECONNREFUSED \d{1,3}$/, `the gateway from inside the gVisor container: ${inside}`)
+  // Its holder is on the owner's network (created on its id), not the default bridge.
+  assert.deepEqual(Object.keys(holder.NetworkSettings.Networks), [`po-net-${owner}`])
+  assert.equal(holder.HostConfig.NetworkMode, JSON.parse(dockerCli(['network', 'inspect', `po-net-${owner}`]))[0].Id)
   assert.equal(dockerCli(['exec', c.containerId, 'sh', '-c', 'ulimit -n']), '1024')
   // The posture reports them; ls and the CLI show them.
   assert.equal(c.posture.runtime, 'runsc')

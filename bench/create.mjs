@@ -61,7 +61,11 @@ try {
   }
   const warm = await layer.containers.start({ id: 'warm', path: wsDir('warm') })
   const info = JSON.parse((await run('docker', ['inspect', warm.containerId])).stdout)[0]
-  const containerPort = Object.keys(info.HostConfig.PortBindings)[0].split('/')[0]
+  // The port is published by the workspace's network namespace holder; the baseline is one
+  // plain `docker run` (no holder, no rules): the engine's own floor.
+  const joined = info.HostConfig.NetworkMode.replace(/^container:/, '')
+  const holder = joined === info.HostConfig.NetworkMode ? info : JSON.parse((await run('docker', ['inspect', joined])).stdout)[0]
+  const containerPort = Object.keys(holder.HostConfig.PortBindings)[0].split('/')[0]
   const healthPath = '/'
   // The same mounts as the provider's container (bind mounts and named volumes), read-only
   // where it had them read-only.

@@ -10,7 +10,7 @@ const tty = require('node:tty')
 const { piCommand, poSandboxInPi } = require('./pi-in-sandbox.js')
 
 /** The base image `npm test` builds where no registry can be reached. */
-const LOCAL_BASE = 'po-sandbox-test-base:node24'
+const LOCAL_BASE = 'po-sandbox-test-base:node24-nft'
 /** The exit code of `exec` when po-sandbox itself fails (as `docker exec` does). */
 const EXEC_FAILED = 125
 

@@ -13,6 +13,14 @@
 // `session_shutdown` the registrations are withdrawn (restoring the built-in models) and the
 // bridge is closed.
 //
+// Egress proxy (allowlist mode): when the environment names the egress socket
+// (`PO_BROKER_EGRESS_SOCKET`), on `session_start` the extension bridges a second loopback port
+// to it and sets `HTTPS_PROXY`, `HTTP_PROXY`, `https_proxy` and `http_proxy` to that port in
+// pi's own environment, so the tools pi starts (bash: npm, git, curl, pip) inherit them;
+// `NO_PROXY`/`no_proxy` keep loopback direct. On the TCP route (`PO_BROKER_EGRESS_PROXY`) the
+// variables are set to that URL directly, with no bridge. On `session_shutdown` the variables are put back
+// as they were and the bridge is closed.
+//
 // Help resources: inside a container, on `resources_discover` the extension writes the help
 // skill `po-sandbox` (its SKILL.md comes from the addon: `helpSkill`, the same variables as
 // `/po-sandbox`) into a private temporary folder and offers that folder's skill to pi; on the
@@ -29,10 +37,37 @@ const MODEL_TYPES = ['chat', 'image', 'classifier']
 const CLOSED_ORIGIN = 'http://127.0.0.1:9'
 // Virtual models route to physical ones and have no endpoint of their own.
 const VIRTUAL_MODEL_API = 'pi-virtual'
+const PROXY_VARS = ['HTTPS_PROXY', 'HTTP_PROXY', 'https_proxy', 'http_proxy']
+const NO_PROXY_VARS = ['NO_PROXY', 'no_proxy']
+const LOOPBACK = ['localhost', '127.0.0.1', '::1']
+
+/** Points the proxy variables at `url`; returns what they were. */
+function setProxy(url) {
+  const saved = {}
+  for (const name of [...PROXY_VARS, ...NO_PROXY_VARS]) saved[name] = process.env[name]
+  for (const name of PROXY_VARS) process.env[name] = url
+  for (const name of NO_PROXY_VARS) {
+    const have = (process.env[name] ?? '').split(',').map((s) => s.trim()).filter(Boolean)
+    process.env[name] = [...new Set([...have, ...LOOPBACK])].join(',')
+  }
+  return saved
+}
+
+/** Puts the variables `setProxy` changed back. */
+function restoreProxy(saved) {
+  for (const [name, value] of Object.entries(saved)) {
+    if (value === undefined) delete process.env[name]
+    else process.env[name] = value
+  }
+}
+
+function egressError(err) {
+  return new Error(`Po sandbox: the egress proxy bridge could not start (${err.message}); this session's tools have no way out until it can.`)
+}
 
 /** @param {import('@earendil-works/pi-coding-agent').ExtensionAPI} pi */
 function poSandboxExtension(pi) {
-  /** @type {{ bridge?: { close(): Promise<void> }, providers: string[] } | undefined} */
+  /** @type {{ bridge?: { close(): Promise<void> }, egress?: { close(): Promise<void> }, proxySaved?: Record<string, string | undefined>, providers: string[] } | undefined} */
   let active
 
   async function release() {
@@ -40,7 +75,9 @@ function poSandboxExtension(pi) {
     active = undefined
     if (!current) return
     for (const name of current.providers) pi.unregisterProvider(name)
+    if (current.proxySaved) restoreProxy(current.proxySaved)
     await current.bridge?.close()
+    await current.egress?.close()
   }
 
   /** @type {string | undefined} the folder holding the help skill, while offered */
@@ -76,7 +113,23 @@ function poSandboxExtension(pi) {
   pi.on('session_start', async (_event, ctx) => {
     await release()
     const state = new DefaultSandboxExtensionService(process.env).state()
-    if (!state.brokered || !state.route) return
+    active = { providers: [] }
+    let egressFailure
+    if (state.egressSocket) {
+      try {
+        active.egress = await startBrokerBridge(state.egressSocket)
+        active.proxySaved = setProxy(active.egress.url)
+      } catch (err) {
+        egressFailure = err
+      }
+    } else if (state.egressProxyRoute) {
+      // The TCP route (VM engines): the host's egress port, reached directly, no bridge.
+      active.proxySaved = setProxy(state.egressProxyRoute)
+    }
+    if (!state.brokered || !state.route) {
+      if (egressFailure) throw egressError(egressFailure)
+      return
+    }
     let bridge
     let origin
     let failure
@@ -89,7 +142,7 @@ function poSandboxExtension(pi) {
       failure = err
       origin = CLOSED_ORIGIN
     }
-    active = { bridge, providers: [] }
+    active.bridge = bridge
     const skipped = []
     for (const name of state.brokeredProviders) {
       const registry = ctx.modelRegistry
@@ -119,6 +172,7 @@ function poSandboxExtension(pi) {
       ctx.ui.notify(`Po sandbox: these models cannot be brokered and were withdrawn:\n${skipped.join('\n')}`, 'warning')
     }
     if (failure) throw new Error(`Po sandbox: the broker bridge could not start (${failure.message}); brokered providers are blocked until it can.`)
+    if (egressFailure) throw egressError(egressFailure)
   })
 
   pi.on('session_shutdown', async () => {

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the small local base image the test suites run on: Node.js 24 + a static busybox + git,
-# tagged po-sandbox-test-base:node24 (or the tag given as the first argument).
+# tagged po-sandbox-test-base:node24-nft (or the tag given as the first argument).
 #
 # Why: the tests must not depend on a container registry (none may be reachable), so instead of
 # `docker pull node:24` this assembles a root filesystem in a temp dir and `docker import`s it:
@@ -11,6 +11,7 @@
 #   - the shared libraries node needs (from `ldd`), copied under the paths ldd shows;
 #   - Debian's git (/usr/bin/git, /usr/lib/git-core, its templates and their libraries), for the
 #     guarded-path tests that commit, branch and fetch inside a container;
+#   - Debian's nft and util-linux's setpriv with their libraries (the network namespace holder);
 #   - /etc/passwd, /etc/group (root and node:1000), /etc/nsswitch.conf, /etc/hosts, /tmp (1777).
 #
 # Idempotent: the image carries the label po.test-base.digest=<sha256 of node binary + this
@@ -18,7 +19,7 @@
 # built here is labelled po.test=1. The tag is printed on the last line.
 #
 # Podman keeps its own image storage; to use the image there, copy it over:
-#   docker save po-sandbox-test-base:node24 | podman load
+#   docker save po-sandbox-test-base:node24-nft | podman load
 # (on kernels where the hard RLIMIT_NOFILE is low, `podman run` then fails with "error setting
 # rlimit type 7: operation not permitted" because Podman asks for nofile=1048576: pass limits no
 # higher than the host's `ulimit -Hn`, e.g. --ulimit nofile=20000:20000 --ulimit nproc=4096:4096).
@@ -27,7 +28,7 @@
 # `timeout 5 wget -q -O- URL` instead of `wget -T 5` in health checks run on this image.
 set -euo pipefail
 
-tag=${1:-po-sandbox-test-base:node24}
+tag=${1:-po-sandbox-test-base:node24-nft}
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 root=$(cd "$here/.." && pwd)
 self="$here/$(basename "${BASH_SOURCE[0]}")"
@@ -129,6 +130,28 @@ done | sort -u | while read -r lib; do
   [ -e "$lib" ] || die "library $lib (needed by git) is missing on this machine"
   mkdir -p "$rootfs$(dirname "$lib")"
   cp -L "$lib" "$rootfs$lib"
+done
+
+# Debian's nft and util-linux's setpriv (the namespace holder loads its rules with nft, then
+# gives up every capability with setpriv), and their libraries; they replace busybox applets.
+if ! command -v nft >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    log "installing Debian's nftables (the test image carries nft)"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq >&2 || die "'apt-get update' failed: Debian's nftables is needed"
+    apt-get install -y -qq nftables >/dev/null || die "'apt-get install nftables' failed: install it by hand"
+  fi
+fi
+for bin in /usr/sbin/nft /usr/bin/setpriv; do
+  [ -x "$bin" ] || die "$bin is missing: 'apt-get install nftables util-linux', as root"
+  rm -f "$rootfs$bin"
+  mkdir -p "$rootfs$(dirname "$bin")"
+  cp "$bin" "$rootfs$bin"
+  LC_ALL=C ldd "$bin" | awk '/=> \//{print $3} /^[[:space:]]*\//{print $1}' | while read -r lib; do
+    [ -e "$rootfs$lib" ] && continue
+    mkdir -p "$rootfs$(dirname "$lib")"
+    cp -L "$lib" "$rootfs$lib"
+  done
 done
 
 cat >"$rootfs/etc/passwd" <<'EOF'

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Makes sure the engines the tests need are here: a Docker engine that answers, and Podman
-# installed (its tests start their own `podman system service`). When something is missing and
+# installed with what rootless Podman needs (uidmap, slirp4netns, fuse-overlayfs: its tests start
+# their own `podman system service`, also as a normal user). When something is missing and
 # this runs as root on Debian, it installs Debian's docker.io / podman and starts dockerd;
 # otherwise it fails and says what to do. It also makes sure `openssl` (the broker TLS test
 # makes a test CA with it) is here. It never stops anything; when PO_SANDBOX_DOCKERD_PIDFILE is
@@ -28,6 +29,11 @@ missing=()
 command -v dockerd >/dev/null 2>&1 || missing+=(docker.io)
 command -v podman >/dev/null 2>&1 || missing+=(podman)
 command -v openssl >/dev/null 2>&1 || missing+=(openssl)
+# Rootless Podman as a normal user (nonroot.test.mjs): sub-id mapping, user-mode networking and
+# the FUSE overlay driver.
+command -v newuidmap >/dev/null 2>&1 || missing+=(uidmap)
+command -v slirp4netns >/dev/null 2>&1 || missing+=(slirp4netns)
+command -v fuse-overlayfs >/dev/null 2>&1 || missing+=(fuse-overlayfs)
 
 if docker_answers; then
   echo "ensure-engine: Docker answers ($(docker version --format '{{.Server.Version}}' 2>/dev/null || echo '?'))"

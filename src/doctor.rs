@@ -77,6 +77,8 @@ pub struct DoctorOptions {
     pub demo_runtime: bool,
     /// The run flags containers get (checked).
     pub run_flags: crate::sandbox::run_flags::RunFlags,
+    /// The egress mode containers get.
+    pub network_mode: crate::sandbox::firewall::NetworkMode,
 }
 
 impl DoctorOptions {
@@ -91,6 +93,7 @@ impl DoctorOptions {
             guarded_paths: options.guarded_paths,
             demo_runtime: options.demo_runtime,
             run_flags: options.run_flags,
+            network_mode: options.network_mode,
         }
     }
 }
@@ -115,6 +118,9 @@ pub struct DoctorReport {
     pub guarded_paths: Vec<String>,
     /// The run flags every container gets (`runFlags`, `PO_SANDBOX_RUN_FLAGS`), long form.
     pub run_flags: Vec<String>,
+    /// The egress mode every container gets (`network`, `PO_SANDBOX_NETWORK`): `open`, `none`
+    /// or `allowlist`.
+    pub network: String,
     /// What works but is weaker than it should be (an empty guarded-path list).
     pub warnings: Vec<String>,
     /// The report as a person reads it.
@@ -207,6 +213,14 @@ pub async fn doctor(
         }
     }
     let ok = node.ok && engine.available && !engine.remote && runtime.ok;
+    if engine.available
+        && !crate::sandbox::engine_mode::limits_enforceable(
+            engine.rootless,
+            engine.cgroup_version.as_deref().unwrap_or_default(),
+        )
+    {
+        warnings.push(crate::sandbox::engine_mode::UNENFORCED_LIMITS.to_string());
+    }
     if options.guarded_paths.is_empty() {
         warnings.push(format!(
             "no guarded paths: a contained agent can write git hooks, .git/config, editor tasks \
@@ -222,6 +236,7 @@ pub async fn doctor(
         image,
         guarded_paths: options.guarded_paths,
         run_flags: options.run_flags.given,
+        network: options.network_mode.as_str().to_string(),
         warnings,
         text: String::new(),
     };
@@ -239,6 +254,10 @@ pub fn render(r: &DoctorReport) -> String {
     out.push_str(&image_section(&r.image));
     out.push_str(&guards_section(&r.guarded_paths));
     out.push_str(&run_flags_section(&r.run_flags));
+    out.push_str(&format!(
+        "Network   {} (network, PO_SANDBOX_NETWORK; other workspaces, the host, link-local and private ranges refused in every mode)\n",
+        r.network
+    ));
     for w in &r.warnings {
         out.push_str(&format!("Warning   {w}\n"));
     }

@@ -101,6 +101,28 @@ pub enum Event {
         /// Why (replacement, removal, failure).
         reason: Option<String>,
     },
+    /// One connection through a workspace's egress proxy (allowlist mode): a CONNECT tunnel or
+    /// a plain-HTTP request, when it closes (at once when denied). Never a header beyond the
+    /// destination, never a body.
+    Egress {
+        workspace_id: String,
+        /// The broker grant it came in on.
+        grant: String,
+        /// The destination host, canonical (lowercase, no trailing dot, addresses as numbers);
+        /// the authority as sent when it could not be read.
+        host: String,
+        /// The destination port (0 when it could not be read).
+        port: u32,
+        /// `allowed`, `denied` or `failed` (allowed, but the upstream could not be reached).
+        decision: crate::broker::egress::EgressDecision,
+        /// Why it was denied or failed.
+        reason: Option<String>,
+        /// Bytes sent to the upstream.
+        bytes_up: i64,
+        /// Bytes received from the upstream.
+        bytes_down: i64,
+        duration_ms: i64,
+    },
     /// The provider changed state.
     Provider {
         state: ProviderState,

@@ -140,6 +140,88 @@ fn is_executable(p: &Path) -> bool {
     }
 }
 
+/// This machine's own interface addresses (loopback left out): what a workspace container must
+/// not reach when its engine runs here. Empty where they cannot be read.
+pub fn interface_addresses() -> Vec<std::net::IpAddr> {
+    #[cfg(unix)]
+    {
+        let mut out = Vec::new();
+        let mut list: *mut libc::ifaddrs = std::ptr::null_mut();
+        // SAFETY: getifaddrs fills a list we free below; each entry is read before that.
+        if unsafe { libc::getifaddrs(&mut list) } != 0 {
+            return out;
+        }
+        let mut cur = list;
+        while !cur.is_null() {
+            // SAFETY: `cur` is an entry of the list getifaddrs returned.
+            let entry = unsafe { &*cur };
+            if let Some(ip) = unsafe { socket_ip(entry.ifa_addr) }
+                && !ip.is_loopback()
+            {
+                out.push(ip);
+            }
+            cur = entry.ifa_next;
+        }
+        // SAFETY: the list came from getifaddrs and is freed once.
+        unsafe { libc::freeifaddrs(list) };
+        out.sort();
+        out.dedup();
+        out
+    }
+    #[cfg(not(unix))]
+    {
+        Vec::new()
+    }
+}
+
+/// The IP address of a socket address, when it is IPv4 or IPv6.
+///
+/// # Safety
+/// `addr` is null or points to a socket address of the length its family says.
+#[cfg(unix)]
+unsafe fn socket_ip(addr: *const libc::sockaddr) -> Option<std::net::IpAddr> {
+    if addr.is_null() {
+        return None;
+    }
+    // SAFETY: the caller's promise; the family says which struct it is.
+    unsafe {
+        match i32::from((*addr).sa_family) {
+            libc::AF_INET => {
+                let a = &*(addr as *const libc::sockaddr_in);
+                Some(std::net::Ipv4Addr::from(u32::from_be(a.sin_addr.s_addr)).into())
+            }
+            libc::AF_INET6 => {
+                let a = &*(addr as *const libc::sockaddr_in6);
+                Some(std::net::Ipv6Addr::from(a.sin6_addr.s6_addr).into())
+            }
+            _ => None,
+        }
+    }
+}
+
+/// The name servers a `resolv.conf` text lists.
+pub fn name_servers(resolv_conf: &str) -> Vec<std::net::IpAddr> {
+    resolv_conf
+        .lines()
+        .filter_map(|l| {
+            let mut words = l.split_whitespace();
+            (words.next() == Some("nameserver")).then(|| words.next()?.parse().ok())?
+        })
+        .collect()
+}
+
+/// The name servers this machine resolves through (systemd-resolved's upstreams when its stub
+/// is in `/etc/resolv.conf`, as Docker does), loopback left out.
+pub fn resolvers() -> Vec<std::net::IpAddr> {
+    let read = |p: &str| std::fs::read_to_string(p).unwrap_or_default();
+    let mut servers = name_servers(&read("/etc/resolv.conf"));
+    if servers.iter().any(|s| s.is_loopback()) {
+        servers.extend(name_servers(&read("/run/systemd/resolve/resolv.conf")));
+    }
+    servers.retain(|s| !s.is_loopback());
+    servers
+}
+
 #[cfg(test)]
 impl HostEnv {
     /// A host with exactly these variables (and this process's user and OS), for tests.

@@ -20,7 +20,7 @@ use super::server::{AuditEvent, Broker, IDLE_TIMEOUT};
 use crate::error::{Error, Result};
 
 /// Never forwarded either way.
-const HOP_BY_HOP: [&str; 9] = [
+pub(super) const HOP_BY_HOP: [&str; 9] = [
     "connection",
     "keep-alive",
     "proxy-authenticate",

@@ -11,6 +11,9 @@ use hmac::{Hmac, Mac};
 use sha2::Sha256;
 use tokio::sync::Semaphore;
 
+use super::egress::{
+    EGRESS_PROXY_VAR, EGRESS_SOCKET, EGRESS_SOCKET_VAR, EgressSocket, Scope, basic_credentials,
+};
 use super::request::TokenIndex;
 use super::routes::{self, ProviderRoute};
 use super::secret::Secret;
@@ -287,6 +290,10 @@ struct OpenRoute {
     socket_dir: Option<PathBuf>,
     owns_dir: bool,
     task: Option<tokio::task::JoinHandle<()>>,
+    /// The egress socket: its container path, listener task and file identity.
+    egress: Option<EgressSocket>,
+    /// The TCP route's egress proxy URL for the container, and the hash of its credentials.
+    egress_tcp: Option<(String, [u8; 32])>,
 }
 
 impl Broker {
@@ -308,6 +315,15 @@ impl Broker {
         let connections = Arc::new(Semaphore::new(PER_GRANT_CONNECTIONS));
         let open = self.open_route(&request, &id, &connections)?;
         grant_env.insert(open.var.0.into(), Secret::new(open.var.1.clone()));
+        if let Some((url, _)) = &open.egress_tcp {
+            grant_env.insert(EGRESS_PROXY_VAR.into(), Secret::new(url.clone()));
+        }
+        if let Some(egress) = &open.egress {
+            grant_env.insert(
+                EGRESS_SOCKET_VAR.into(),
+                Secret::new(egress.container.clone()),
+            );
+        }
         let route = self.register(&id, &request.workspace, entries, open, connections);
         Ok(Grant {
             id,
@@ -332,6 +348,14 @@ impl Broker {
         let (mut grant_env, _) = mint("unbound", &chosen, request.secret.as_ref())?;
         if let Some(socket) = &request.container_socket {
             grant_env.insert("PO_BROKER_SOCKET".into(), Secret::new(socket.clone()));
+            if self.inner.egress.is_some()
+                && let Some((folder, _)) = socket.rsplit_once('/')
+            {
+                grant_env.insert(
+                    EGRESS_SOCKET_VAR.into(),
+                    Secret::new(format!("{folder}/{EGRESS_SOCKET}")),
+                );
+            }
         }
         Ok(Grant {
             id: "unbound".into(),
@@ -357,6 +381,7 @@ impl Broker {
                 })?;
                 let host = request.container_host.as_deref().unwrap_or(CONTAINER_HOST);
                 let container_address = format!("{host}:{}", address.port());
+                let egress_tcp = self.open_egress_tcp(request, id, host)?;
                 Ok(OpenRoute {
                     var: ("PO_BROKER_ADDRESS", container_address.clone()),
                     route: GrantRoute::Tcp {
@@ -366,6 +391,8 @@ impl Broker {
                     socket_dir: None,
                     owns_dir: false,
                     task: None,
+                    egress: None,
+                    egress_tcp,
                 })
             }
             RouteKind::Socket => {
@@ -387,6 +414,13 @@ impl Broker {
                     tokio::spawn(
                         async move { this.serve_unix(listener, grant_id, connections).await },
                     );
+                let egress = match self.open_egress(request, id, &dir, &container_socket) {
+                    Ok(egress) => egress,
+                    Err(e) => {
+                        task.abort();
+                        return Err(e);
+                    }
+                };
                 Ok(OpenRoute {
                     var: ("PO_BROKER_SOCKET", container_socket.clone()),
                     route: GrantRoute::Socket {
@@ -397,9 +431,78 @@ impl Broker {
                     socket_dir: Some(dir),
                     owns_dir,
                     task: Some(task),
+                    egress,
+                    egress_tcp: None,
                 })
             }
         }
+    }
+
+    /// The grant's egress socket beside its broker socket, when the broker has an egress
+    /// policy: bound, served, and named for the container.
+    fn open_egress(
+        &self,
+        request: &GrantRequest,
+        id: &str,
+        dir: &std::path::Path,
+        container_socket: &str,
+    ) -> Result<Option<EgressSocket>> {
+        let Some(policy) = self.inner.egress.clone() else {
+            return Ok(None);
+        };
+        let socket = dir.join(EGRESS_SOCKET);
+        let listener = bind_socket(dir, &socket, request.owner)?;
+        let bound = file_identity(&socket);
+        let container = match container_socket.rsplit_once('/') {
+            Some((folder, _)) => format!("{folder}/{EGRESS_SOCKET}"),
+            None => socket.display().to_string(),
+        };
+        let this = self.clone();
+        let (grant, workspace) = (id.to_string(), request.workspace.clone());
+        let task =
+            tokio::spawn(
+                async move { this.serve_egress(listener, grant, workspace, policy).await },
+            );
+        Ok(Some(EgressSocket {
+            container,
+            task,
+            bound,
+        }))
+    }
+
+    /// The TCP route's egress credentials for a grant, when the broker has an egress policy:
+    /// registered, and the proxy URL the container uses (`http://po:<token>@host:port`). The
+    /// token derives from the container's secret when there is one, like its broker tokens.
+    fn open_egress_tcp(
+        &self,
+        request: &GrantRequest,
+        id: &str,
+        host: &str,
+    ) -> Result<Option<(String, [u8; 32])>> {
+        let (Some(policy), Some(address)) = (self.inner.egress.clone(), self.egress_tcp_address())
+        else {
+            return Ok(None);
+        };
+        let token = match &request.secret {
+            Some(secret) => {
+                let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(secret.expose().as_bytes())
+                    .expect("HMAC takes any key length");
+                mac.update(b"po-egress-token/1");
+                hex::encode(mac.finalize().into_bytes())
+            }
+            None => hex::encode(super::server::random_bytes()?),
+        };
+        let h = hash(&basic_credentials(&token));
+        let scope = Scope::new(self.clone(), policy, id, &request.workspace);
+        self.inner
+            .egress_auth
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(h, Arc::new(scope));
+        Ok(Some((
+            format!("http://po:{token}@{host}:{}", address.port()),
+            h,
+        )))
     }
 
     /// Makes the grant's tokens live and records the grant; hands back its route.
@@ -439,6 +542,8 @@ impl Broker {
                     owns_dir: open.owns_dir,
                     task: open.task,
                     connections,
+                    egress: open.egress,
+                    egress_auth: open.egress_tcp.map(|(_, h)| h),
                 },
             );
         open.route

@@ -4,11 +4,13 @@
 //! - [`server`]: the broker's state, its connections and the request path.
 //! - [`request`]: the request rules, each a pure step with a typed refusal.
 //! - [`framing`]: the connection's bytes followed request by request.
+//! - [`egress`]: the allowlist mode's forward proxy, a second socket per grant.
 //! - [`forward`]: the key swap, the upstream call and the streamed answer.
 //! - [`grant`]: choosing providers, minting tokens, opening a route.
 //! - [`routes`]: the providers the broker carries; [`secret`]: keys and tokens in memory;
 //!   [`socket`]: a grant's Unix socket.
 
+pub(crate) mod egress;
 pub(crate) mod forward;
 pub(crate) mod framing;
 pub(crate) mod grant;

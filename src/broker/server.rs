@@ -18,6 +18,9 @@ use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
+use super::egress::{
+    EGRESS_SOCKET, EgressEvent, EgressListener, EgressPolicy, EgressSocket, Scope,
+};
 use super::forward::{Admitted, Failure, HttpsClient, ResponseBody, https_client, plain};
 use super::framing::{FaultFlag, MAX_HEAD_BYTES, Watched};
 use super::request::{self, Refusal, TokenIndex};
@@ -50,6 +53,8 @@ pub struct BrokerOptions {
     pub socket_dir: PathBuf,
     /// Also listen on `127.0.0.1:<ephemeral>` for TCP grants (VM engines).
     pub tcp: bool,
+    /// Serve each socket grant an egress proxy with this policy (allowlist mode).
+    pub egress: Option<EgressPolicy>,
 }
 
 /// One request, for audit: never a key, a token or a query string; a refused request's method
@@ -100,6 +105,10 @@ pub struct GrantState {
     pub task: Option<tokio::task::JoinHandle<()>>,
     /// This grant's share of connections.
     pub connections: Arc<Semaphore>,
+    /// The egress socket's listener and (device, inode), when the grant has one.
+    pub egress: Option<EgressSocket>,
+    /// The hash of its egress credentials on the TCP route, when it has them.
+    pub egress_auth: Option<[u8; 32]>,
 }
 
 pub struct Inner {
@@ -113,6 +122,13 @@ pub struct Inner {
     /// broker is up at once and the first forwarded request waits for them if need be.
     pub client: tokio::sync::OnceCell<HttpsClient>,
     listeners: Mutex<Vec<AuditListener>>,
+    /// The egress proxy's policy (`None`: no egress socket).
+    pub egress: Option<Arc<EgressPolicy>>,
+    egress_listeners: Mutex<Vec<EgressListener>>,
+    /// The TCP route's egress port and its listener.
+    egress_tcp: Mutex<Option<(SocketAddr, tokio::task::JoinHandle<()>)>>,
+    /// The TCP route's grants by the hash of their `Proxy-Authorization` value.
+    pub(super) egress_auth: RwLock<HashMap<[u8; 32], Arc<Scope>>>,
     tcp_connections: Arc<Semaphore>,
     pub next_id: AtomicU64,
 }
@@ -171,6 +187,10 @@ impl Broker {
             tcp: Mutex::new(None),
             client: tokio::sync::OnceCell::new(),
             listeners: Mutex::new(Vec::new()),
+            egress: options.egress.map(Arc::new),
+            egress_listeners: Mutex::new(Vec::new()),
+            egress_tcp: Mutex::new(None),
+            egress_auth: RwLock::new(HashMap::new()),
             tcp_connections: Arc::new(Semaphore::new(MAX_TCP_CONNECTIONS)),
             next_id: AtomicU64::new(1),
         });
@@ -195,6 +215,9 @@ impl Broker {
             let this = broker.clone();
             let task = tokio::spawn(async move { this.serve_tcp(listener).await });
             *broker.inner.tcp.lock().unwrap_or_else(|e| e.into_inner()) = Some((addr, task));
+            if broker.inner.egress.is_some() {
+                broker.listen_egress_tcp().await?;
+            }
         }
         Ok(broker)
     }
@@ -202,6 +225,51 @@ impl Broker {
     /// The broker is on (`PO_SANDBOX_BROKER` is not `0`).
     pub fn enabled(&self) -> bool {
         self.inner.enabled
+    }
+
+    /// Socket grants get an egress proxy (the broker has an egress policy).
+    pub fn egress_on(&self) -> bool {
+        self.inner.enabled && self.inner.egress.is_some()
+    }
+
+    /// The TCP route's egress port on 127.0.0.1, shared by the TCP grants.
+    async fn listen_egress_tcp(&self) -> Result<()> {
+        let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0))
+            .await
+            .map_err(|e| Error::broker_caused("cannot listen on 127.0.0.1 for egress", e))?;
+        let addr = listener
+            .local_addr()
+            .map_err(|e| Error::broker_caused("cannot read the egress listener's address", e))?;
+        let this = self.clone();
+        let connections = Arc::new(Semaphore::new(MAX_TCP_CONNECTIONS));
+        let task = tokio::spawn(async move { this.serve_egress_tcp(listener, connections).await });
+        *self
+            .inner
+            .egress_tcp
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = Some((addr, task));
+        Ok(())
+    }
+
+    /// The TCP route's egress port, when listening.
+    pub fn egress_tcp_address(&self) -> Option<SocketAddr> {
+        self.inner
+            .egress_tcp
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+            .map(|(a, _)| *a)
+    }
+
+    /// The grant a `Proxy-Authorization` value names on the TCP route's egress port.
+    pub(super) fn egress_scope(&self, value: &[u8]) -> Option<Arc<Scope>> {
+        let h: [u8; 32] = Sha256::digest(value).into();
+        self.inner
+            .egress_auth
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&h)
+            .cloned()
     }
 
     /// The loopback TCP address, when listening.
@@ -246,15 +314,48 @@ impl Broker {
         }
     }
 
+    /// Adds an egress audit listener.
+    pub fn on_egress(&self, listener: EgressListener) {
+        self.inner
+            .egress_listeners
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(listener);
+    }
+
+    pub(super) fn egress_audit(&self, event: EgressEvent) {
+        tracing::info!(
+            grant = %event.grant,
+            workspace = %event.workspace,
+            host = %event.host,
+            port = event.port,
+            decision = ?event.decision,
+            reason = event.reason.as_deref().unwrap_or(""),
+            bytes_up = event.bytes_up,
+            bytes_down = event.bytes_down,
+            duration_ms = event.duration_ms,
+            "egress connection"
+        );
+        let listeners = self
+            .inner
+            .egress_listeners
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        for l in listeners {
+            l(&event);
+        }
+    }
+
     /// Ends a grant at once: its tokens stop working (also on open keep-alive connections)
     /// and its socket is closed and removed. `false` when there was no such grant.
     pub fn revoke(&self, grant_id: &str) -> bool {
         self.revoke_inner(grant_id).is_some()
     }
 
-    /// Revokes a grant; hands back its aborted listener task, so that `close` can wait for the
+    /// Revokes a grant; hands back its aborted listener tasks, so that `close` can wait for the
     /// listener to be dropped. The socket file is gone when this returns.
-    fn revoke_inner(&self, grant_id: &str) -> Option<Option<tokio::task::JoinHandle<()>>> {
+    fn revoke_inner(&self, grant_id: &str) -> Option<Vec<tokio::task::JoinHandle<()>>> {
         let state = self
             .inner
             .grants
@@ -277,6 +378,24 @@ impl Broker {
         if let Some(task) = &state.task {
             task.abort();
         }
+        let mut egress_task = None;
+        if let Some(EgressSocket { task, bound, .. }) = state.egress {
+            task.abort();
+            if let (Some(dir), Some(bound)) = (&state.socket_dir, bound) {
+                let socket = dir.join(EGRESS_SOCKET);
+                if file_identity(&socket) == Some(bound) {
+                    let _ = std::fs::remove_file(&socket);
+                }
+            }
+            egress_task = Some(task);
+        }
+        if let Some(h) = state.egress_auth {
+            self.inner
+                .egress_auth
+                .write()
+                .unwrap_or_else(|e| e.into_inner())
+                .remove(&h);
+        }
         if let (Some(dir), Some(bound)) = (state.socket_dir, state.socket_file) {
             // Only the socket this grant bound: a later grant on the same folder replaced it.
             let socket = dir.join("broker.sock");
@@ -288,7 +407,7 @@ impl Broker {
             }
         }
         tracing::debug!(grant = grant_id, workspace = %state.workspace, "grant revoked");
-        Some(state.task)
+        Some(state.task.into_iter().chain(egress_task).collect())
     }
 
     /// Whether a grant is still in force and, for a socket route, its socket is still the
@@ -322,17 +441,14 @@ impl Broker {
         let mut tasks: Vec<_> = self
             .grant_ids()
             .iter()
-            .filter_map(|id| self.revoke_inner(id).flatten())
+            .filter_map(|id| self.revoke_inner(id))
+            .flatten()
             .collect();
-        if let Some((_, task)) = self
-            .inner
-            .tcp
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .take()
-        {
-            task.abort();
-            tasks.push(task);
+        for listener in [&self.inner.tcp, &self.inner.egress_tcp] {
+            if let Some((_, task)) = listener.lock().unwrap_or_else(|e| e.into_inner()).take() {
+                task.abort();
+                tasks.push(task);
+            }
         }
         // An aborted task's future (and with it its listener) is dropped before its handle
         // completes, so awaiting the handles is what makes "closed" true.

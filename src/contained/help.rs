@@ -139,11 +139,36 @@ fn providers(md: &mut String, s: &SandboxState) {
 
 fn network(md: &mut String, s: &SandboxState) {
     md.push_str("\n## Network\n\n");
-    md.push_str("This container has its own network namespace on the container engine's default bridge network. Outbound connections work as the engine allows them; Po does not restrict them. Only the server's one port is published, on the host's 127.0.0.1; nothing else listening in here is published.");
+    md.push_str("This container shares a network namespace held by a small companion container on its hub's own bridge network, with firewall rules loaded before this container started; it has no capability to change them. Connections to other workspaces' containers, to the host (the bridge gateway and the host's own addresses), to link-local addresses (cloud metadata, 169.254.0.0/16, fe80::/10) and to private ranges (10/8, 172.16/12, 192.168/16, 100.64/10, fc00::/7) are refused at once, in every mode.");
+    match s.network.as_deref() {
+        Some("open") => md.push_str(" Mode `open`: the public internet is reachable."),
+        Some("none") => md.push_str(" Mode `none`: nothing else is reachable, no DNS either; only loopback and the broker route work."),
+        Some(m) => md.push_str(&format!(" Mode `{m}`: at packet level nothing else is reachable; only listed hosts, through a proxy on the broker route.")),
+        None => {}
+    }
+    md.push_str(" Only the server's one port is published, on the host's 127.0.0.1; nothing else listening in here is published.");
     if s.route.as_ref().is_some_and(|r| r.kind == RouteKind::Tcp) {
         md.push_str(
             " The broker is reached over TCP (a VM engine): `host.docker.internal` is the host.",
         );
+    }
+    let egress = s.egress_socket.clone().or_else(|| {
+        s.egress_proxy_route
+            .as_deref()
+            .map(crate::contained::identity::without_credentials)
+    });
+    if let Some(socket) = &egress {
+        md.push_str(&format!(
+            "\n\nOutbound connections go through the host's egress proxy (`{socket}`), which lets through only the hosts and ports the host lists (`networkAllow`); anything else is answered `403 egress denied: <host>:<port> is not in networkAllow`. "
+        ));
+        match &s.egress_proxy {
+            Some(proxy) => md.push_str(&format!(
+                "This session's tools reach it at `{}` through `HTTPS_PROXY`/`HTTP_PROXY` (npm, git, curl and pip honour them); `NO_PROXY` keeps loopback direct. Do not unset them, and ask the user to add a host on the host side rather than working around the proxy.\n",
+                crate::contained::identity::without_credentials(proxy)
+            )),
+            None => md.push_str("This session has not bridged it (`HTTPS_PROXY` is not set): start a new session.\n"),
+        }
+        return;
     }
     md.push('\n');
 }

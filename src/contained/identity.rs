@@ -17,6 +17,12 @@ pub const PROVIDERS_VAR: &str = "PO_BROKER_PROVIDERS";
 pub const SOCKET_VAR: &str = "PO_BROKER_SOCKET";
 /// A TCP route to the broker (`host:port`).
 pub const ADDRESS_VAR: &str = "PO_BROKER_ADDRESS";
+/// The egress proxy's Unix socket (allowlist mode), beside the broker socket.
+pub const EGRESS_SOCKET_VAR: &str = crate::broker::egress::EGRESS_SOCKET_VAR;
+/// The egress proxy's URL on the TCP route (VM engines), with the grant's credentials.
+pub const EGRESS_PROXY_VAR: &str = crate::broker::egress::EGRESS_PROXY_VAR;
+/// The proxy variables a session sets for its tools once the egress bridge runs.
+pub const PROXY_VARS: [&str; 4] = ["HTTPS_PROXY", "HTTP_PROXY", "https_proxy", "http_proxy"];
 /// Comma-separated paths mounted read-only over the workspace (what the host runs later).
 pub const GUARDS_VAR: &str = crate::sandbox::guards::GUARDED_PATHS_VAR;
 
@@ -57,6 +63,18 @@ pub struct SandboxState {
     /// Paths of the workspace mounted read-only here, because the host runs them later
     /// (`PO_SANDBOX_GUARDED_PATHS`: git hooks and config, editor tasks, `.envrc`).
     pub guarded_paths: Vec<String>,
+    /// The egress proxy's socket (`PO_BROKER_EGRESS_SOCKET`, allowlist mode): the only way
+    /// out of this container, through a loopback bridge and `HTTPS_PROXY`.
+    pub egress_socket: Option<String>,
+    /// The egress proxy's URL on the TCP route (`PO_BROKER_EGRESS_PROXY`, VM engines): used as
+    /// `HTTPS_PROXY` directly. It carries the grant's egress credentials: never shown.
+    pub egress_proxy_route: Option<String>,
+    /// The proxy this session's tools use (`HTTPS_PROXY`, set by the extension at
+    /// `session_start` when it bridged the egress socket).
+    pub egress_proxy: Option<String>,
+    /// The egress mode this container's network rules enforce (`PO_SANDBOX_NETWORK`: `open`,
+    /// `none` or `allowlist`), when set.
+    pub network: Option<String>,
     /// Malformed or contradictory variables, in words (never thrown).
     pub problems: Vec<String>,
 }
@@ -81,6 +99,34 @@ fn valid_address(addr: &str) -> bool {
     !host.is_empty() && port.parse::<u16>().is_ok_and(|p| p > 0)
 }
 
+/// The egress mode a container lists (`PO_SANDBOX_NETWORK`); an unknown one is a problem.
+fn network(env: &HashMap<String, String>, problems: &mut Vec<String>) -> Option<String> {
+    use crate::sandbox::firewall::{MODES, NETWORK_VAR, NetworkMode};
+    let value = get(env, NETWORK_VAR)?.trim();
+    match NetworkMode::parse(value) {
+        Some(m) => Some(m.as_str().to_string()),
+        None => {
+            problems.push(format!(
+                "{NETWORK_VAR}={value:?} is not a network mode ({MODES})."
+            ));
+            None
+        }
+    }
+}
+
+/// What the network allows in words, for `/po-sandbox`.
+fn network_words(mode: &str) -> &'static str {
+    match mode {
+        "open" => {
+            "the public internet; other workspaces, the host, link-local and private addresses are refused"
+        }
+        "none" => "nothing but loopback and the broker route",
+        _ => {
+            "nothing but loopback and the broker route, through which only allowlisted hosts are reached"
+        }
+    }
+}
+
 /// The guarded paths a container lists (`PO_SANDBOX_GUARDED_PATHS`).
 fn guarded_paths(env: &HashMap<String, String>) -> Vec<String> {
     get(env, GUARDS_VAR)
@@ -90,6 +136,38 @@ fn guarded_paths(env: &HashMap<String, String>) -> Vec<String> {
         .filter(|p| !p.is_empty())
         .map(str::to_string)
         .collect()
+}
+
+/// `PO_BROKER_PROVIDERS`: valid names once each; bad ones and an empty list are problems.
+fn providers_var(env: &HashMap<String, String>, s: &mut SandboxState) {
+    if let Some(raw) = get(env, PROVIDERS_VAR) {
+        let mut names: Vec<String> = Vec::new();
+        for name in raw
+            .split([',', ' ', '\t', '\n'])
+            .map(str::trim)
+            .filter(|n| !n.is_empty())
+        {
+            if !valid_provider(name) {
+                s.problems.push(format!(
+                    "{PROVIDERS_VAR} names {name:?}, which is not a provider id (lowercase letters, digits, '-' or '_'); it is ignored."
+                ));
+            } else if !names.iter().any(|n| n == name) {
+                names.push(name.to_string());
+            }
+        }
+        // A grant for the egress proxy alone names no provider.
+        let egress_only = [EGRESS_SOCKET_VAR, EGRESS_PROXY_VAR]
+            .iter()
+            .any(|var| get(env, var).is_some_and(|v| !v.trim().is_empty()));
+        if names.is_empty()
+            && !egress_only
+            && !s.problems.iter().any(|p| p.starts_with(PROVIDERS_VAR))
+        {
+            s.problems
+                .push(format!("{PROVIDERS_VAR} is set but names no provider."));
+        }
+        s.brokered_providers = names;
+    }
 }
 
 /// Reads the sandbox state from an environment.
@@ -109,27 +187,7 @@ pub fn read_state(env: &HashMap<String, String>) -> SandboxState {
         )),
         _ => {}
     }
-    if let Some(raw) = get(env, PROVIDERS_VAR) {
-        let mut names: Vec<String> = Vec::new();
-        for name in raw
-            .split([',', ' ', '\t', '\n'])
-            .map(str::trim)
-            .filter(|n| !n.is_empty())
-        {
-            if !valid_provider(name) {
-                s.problems.push(format!(
-                    "{PROVIDERS_VAR} names {name:?}, which is not a provider id (lowercase letters, digits, '-' or '_'); it is ignored."
-                ));
-            } else if !names.iter().any(|n| n == name) {
-                names.push(name.to_string());
-            }
-        }
-        if names.is_empty() && !s.problems.iter().any(|p| p.starts_with(PROVIDERS_VAR)) {
-            s.problems
-                .push(format!("{PROVIDERS_VAR} is set but names no provider."));
-        }
-        s.brokered_providers = names;
-    }
+    providers_var(env, &mut s);
     let socket = get(env, SOCKET_VAR)
         .map(str::trim)
         .filter(|v| !v.is_empty());
@@ -168,9 +226,66 @@ pub fn read_state(env: &HashMap<String, String>) -> SandboxState {
         ));
     }
     s.guarded_paths = guarded_paths(env);
+    egress(env, &mut s);
+    s.network = network(env, &mut s.problems);
     // Half-right variables re-point nothing: a person fixes them first (`/po-sandbox` says how).
     s.brokered = s.route.is_some() && !s.brokered_providers.is_empty() && s.problems.is_empty();
     s
+}
+
+/// The egress socket and the proxy the session set for it.
+fn egress(env: &HashMap<String, String>, s: &mut SandboxState) {
+    match get(env, EGRESS_PROXY_VAR).map(str::trim) {
+        None | Some("") => {}
+        Some(url) if url.starts_with("http://") => s.egress_proxy_route = Some(url.to_string()),
+        Some(_) => s.problems.push(format!(
+            "{EGRESS_PROXY_VAR} is not an http:// proxy URL; the egress proxy is not used."
+        )),
+    }
+    match get(env, EGRESS_SOCKET_VAR).map(str::trim) {
+        None | Some("") if s.egress_proxy_route.is_none() => return,
+        None | Some("") => {}
+        Some(path) if !path.starts_with('/') || path.split('/').any(|seg| seg == "..") => {
+            s.problems.push(format!(
+                "{EGRESS_SOCKET_VAR}={path:?} is not an absolute path without '..'; the egress proxy is not used."
+            ));
+            return;
+        }
+        Some(path) => s.egress_socket = Some(path.to_string()),
+    }
+    s.egress_proxy = get(env, PROXY_VARS[0])
+        .map(str::trim)
+        .filter(|v| !v.is_empty())
+        .map(str::to_string);
+}
+
+/// A proxy URL without its credentials (`http://po:…@host:port` → `http://host:port`).
+pub fn without_credentials(url: &str) -> String {
+    match url.split_once("://") {
+        Some((scheme, rest)) => match rest.split_once('@') {
+            Some((_, host)) => format!("{scheme}://{host}"),
+            None => url.to_string(),
+        },
+        None => url.to_string(),
+    }
+}
+
+/// The report's egress line.
+fn egress_line(s: &SandboxState) -> Option<String> {
+    let via = match (&s.egress_socket, &s.egress_proxy_route) {
+        (Some(socket), _) => format!("bridged to {socket}"),
+        (None, Some(route)) => format!("the host's egress port {}", without_credentials(route)),
+        (None, None) => return None,
+    };
+    Some(match &s.egress_proxy {
+        Some(proxy) => format!(
+            "Egress proxy: on, at {} (HTTPS_PROXY/HTTP_PROXY; {via}): only the hosts and ports the host's networkAllow lists are reachable.",
+            without_credentials(proxy)
+        ),
+        None => format!(
+            "Egress proxy: on ({via}), but this session has not set it (HTTPS_PROXY is not set): start a new session."
+        ),
+    })
 }
 
 /// The text `/po-sandbox` shows.
@@ -217,6 +332,13 @@ pub fn report(s: &SandboxState) -> String {
                 s.guarded_paths.join(", ")
             ));
         }
+        if let Some(mode) = &s.network {
+            out.push_str(&format!("\nNetwork: {mode} ({}).", network_words(mode)));
+        }
+    }
+    if let Some(line) = egress_line(s) {
+        out.push('\n');
+        out.push_str(&line);
     }
     if !s.problems.is_empty() {
         out.push_str("\nProblems:");

@@ -45,6 +45,7 @@ fn report(engine_ok: bool, runtime_ok: bool) -> DoctorReport {
         image,
         guarded_paths: vec![".git/hooks".into()],
         run_flags: vec![],
+        network: "open".into(),
         warnings: vec![],
         text: String::new(),
     }

@@ -7,6 +7,7 @@
 pub(crate) mod candidates;
 pub(crate) mod context;
 pub(crate) mod endpoint;
+pub(crate) mod libpod;
 pub(crate) mod probe;
 pub(crate) mod report;
 

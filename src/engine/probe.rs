@@ -29,6 +29,8 @@ pub struct EngineFacts {
     pub vm: bool,
     /// The engine runs rootless.
     pub rootless: bool,
+    /// The cgroup version of the engine's host (`1`, `2`; empty when it does not say).
+    pub cgroup_version: String,
     /// The name of the machine the engine runs on (`Name` in its info).
     pub host_name: String,
     /// The memory the engine's machine has, in bytes (`MemTotal`), when it says.
@@ -317,14 +319,16 @@ async fn probe_api(candidate: &Candidate, host: &HostEnv, timeout: Duration) -> 
         Ok(i) => i,
         Err(outcome) => return outcome,
     };
-    Outcome::Available(engine_facts(
-        candidate,
-        host,
-        &version,
-        info,
-        engine_version,
-        &negotiated,
-    ))
+    let mut facts = engine_facts(candidate, host, &version, info, engine_version, &negotiated);
+    if facts.engine == EngineKind::Podman
+        && let Some(libpod) = super::libpod::ask(&candidate.endpoint, timeout).await
+    {
+        facts.rootless |= libpod.rootless;
+        if facts.cgroup_version.is_empty() {
+            facts.cgroup_version = libpod.cgroup_version.trim_start_matches('v').to_string();
+        }
+    }
+    Outcome::Available(facts)
 }
 
 /// Awaits one Engine API request within `timeout`: no answer is a timeout at `stage`, an error
@@ -387,6 +391,10 @@ fn engine_facts(
         api_version: format!("{}.{}", negotiated.major_version, negotiated.minor_version),
         vm: runs_in_vm(candidate, host, &os, &host_name),
         rootless: runs_rootless(candidate, &info),
+        cgroup_version: info
+            .cgroup_version
+            .map(|v| v.to_string())
+            .unwrap_or_default(),
         os,
         os_type: info.os_type.unwrap_or_default(),
         arch: info.architecture.unwrap_or_default(),

@@ -62,6 +62,9 @@ pub struct EngineReport {
     pub vm: bool,
     /// The engine is rootless.
     pub rootless: bool,
+    /// The cgroup version of the engine's host (`1` or `2`), when it says: a rootless engine on
+    /// cgroup v1 cannot enforce the containers' pid, memory and CPU limits.
+    pub cgroup_version: Option<String>,
     /// The name of the machine the engine runs on.
     pub host_name: Option<String>,
     /// The memory of the engine's machine in bytes (`MemTotal` in its info): the default
@@ -302,6 +305,7 @@ pub fn summarise(
             arch: Some(f.arch.clone()),
             vm: f.vm,
             rootless: f.rootless,
+            cgroup_version: Some(f.cgroup_version.clone()).filter(|v| !v.is_empty()),
             host_name: Some(f.host_name.clone()),
             mem_total: f.mem_total,
             ncpu: f.ncpu,

@@ -166,6 +166,7 @@ pub fn start_credential_broker<'env>(
             host_env,
             socket_dir,
             tcp,
+            egress: None,
         })
         .await
         .map(|inner| CredentialBroker { inner })

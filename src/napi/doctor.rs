@@ -35,6 +35,9 @@ pub struct DoctorOptions {
     /// Run flags to check and show (default `PO_SANDBOX_RUN_FLAGS`), as the provider's
     /// `runFlags`.
     pub run_flags: Option<Vec<String>>,
+    /// The egress mode to check and show (default `PO_SANDBOX_NETWORK`, else `open`), as the
+    /// provider's `network`.
+    pub network: Option<String>,
 }
 
 /// Checks whether the layer can run here: the Node.js version (`nodeVersion`, e.g.
@@ -62,6 +65,7 @@ pub fn doctor<'env>(
                 engine_timeout_ms: o.timeout_ms,
                 demo_runtime: o.demo_runtime,
                 run_flags: o.run_flags,
+                network: o.network,
                 ..Default::default()
             },
             o.env,

@@ -68,6 +68,11 @@ pub struct ContainerProviderOptions {
     /// Where per-container broker sockets go (default `$XDG_RUNTIME_DIR/po-broker`, else
     /// `<tmpdir>/po-broker-<uid>`).
     pub broker_socket_dir: Option<String>,
+    /// The broker route: `auto` (default: a socket per container on a native Linux engine, TCP
+    /// on a VM engine and on Windows), `socket` or `tcp` (`PO_SANDBOX_BROKER_TRANSPORT` when
+    /// not given).
+    #[napi(ts_type = "'auto' | 'socket' | 'tcp'")]
+    pub broker_transport: Option<String>,
     /// Paths of each workspace mounted read-only inside its container, relative to the
     /// workspace: the complete list (default `PO_SANDBOX_GUARDED_PATHS`, else `.git/hooks`,
     /// `.git/config`, `.git/info`, `.vscode`, `.idea`, `.envrc`, `.direnv`); `[]` guards none.
@@ -92,6 +97,22 @@ pub struct ContainerProviderOptions {
     /// Interval of the engine health check that probes `healthPath` inside each container
     /// (1000-3600000 ms, default 15000).
     pub health_interval_ms: Option<f64>,
+    /// Where an `allowlist` container may connect through the egress proxy: `host:port` or
+    /// `*.suffix:port` entries, the complete list (default `PO_SANDBOX_NETWORK_ALLOW`,
+    /// comma-separated; else a default list of package registries and git hosts). Used only
+    /// in the `allowlist` mode; an empty list allows nothing. Host-side only: not part of the
+    /// spec hash.
+    pub network_allow: Option<Vec<String>>,
+    /// `host=ip` overrides, like curl's `--resolve`: the proxy dials `ip` for `host` (which
+    /// must still be in `networkAllow`), also when `ip` is not public (default
+    /// `PO_SANDBOX_NETWORK_RESOLVE`, comma-separated). Host-side only.
+    pub network_resolve: Option<Vec<String>>,
+    /// What each workspace may reach on the network: `open` (the public internet; the
+    /// default), `none` (nothing but loopback and the broker route) or `allowlist` (at packet
+    /// level as `none`; only listed hosts through the host-side forward proxy). Every mode
+    /// refuses other workspaces, the host, link-local and private ranges. Default
+    /// `PO_SANDBOX_NETWORK`, else `open`.
+    pub network: Option<String>,
 }
 
 /// A workspace to start: its id and folder.
@@ -374,12 +395,16 @@ fn raw_options(
         engine_timeout_ms: o.engine_timeout_ms,
         broker: o.broker,
         broker_socket_dir: o.broker_socket_dir,
+        broker_transport: o.broker_transport,
         guarded_paths: o.guarded_paths,
         demo_runtime: o.demo_runtime,
         run_flags: o.run_flags,
         memory: o.memory,
         cpus: o.cpus,
         health_interval_ms: o.health_interval_ms,
+        network_allow: o.network_allow,
+        network_resolve: o.network_resolve,
+        network: o.network,
     };
     (raw, o.env)
 }

@@ -8,6 +8,7 @@ use std::time::Duration;
 use futures_util::StreamExt;
 use tokio::sync::watch;
 
+use crate::broker::egress::EgressEvent;
 use crate::broker::server::{Broker, BrokerOptions, RouteKind};
 use crate::engine::{self};
 use crate::error::{Error, Result};
@@ -98,6 +99,7 @@ impl Provider {
             image_built: false,
             owner: options.owner.clone(),
             settled: false,
+            warnings: Vec::new(),
             workspaces,
         };
         Arc::new(Provider {
@@ -193,6 +195,14 @@ impl Provider {
             *self.prefetched.lock().unwrap_or_else(|p| p.into_inner()) = known;
         }
         let o = &self.options;
+        let mode = crate::sandbox::engine_mode::EngineMode::decide(
+            report.engine.as_deref() == Some("podman"),
+            report.rootless,
+            report.vm,
+            report.cgroup_version.as_deref().unwrap_or_default(),
+            wiring.as_ref().map(|w| w.transport),
+        );
+        let local = !report.vm && !report.remote;
         let service = WorkspaceContainers::new(
             docker,
             ServiceConfig {
@@ -215,8 +225,16 @@ impl Provider {
                 health_timeout: o.health_timeout,
                 host_env: o.host.vars().clone(),
                 podman: report.engine.as_deref() == Some("podman"),
+                mode,
                 broker: wiring,
                 bounds: engine::bounds(&o.host)?,
+                network_mode: o.network_mode,
+                // The host's own addresses and resolvers matter when the engine runs here; a
+                // VM engine's containers reach the host only through its gateway.
+                host_addresses: local
+                    .then(crate::host::interface_addresses)
+                    .unwrap_or_default(),
+                dns_servers: local.then(crate::host::resolvers).unwrap_or_default(),
             },
             self.events.clone(),
         );
@@ -225,6 +243,7 @@ impl Provider {
         self.update(|s| {
             s.state = ProviderState::Ready;
             s.image_built = built;
+            s.warnings = mode.limits_warning().into_iter().collect();
         });
         self.events.emit(Event::Provider {
             state: ProviderState::Ready,
@@ -351,16 +370,31 @@ impl Provider {
         if !o.broker {
             return Ok(None);
         }
-        let transport = crate::broker::grant::route_for(o.host.os, report.vm);
+        let transport = o.broker_transport.route(o.host.os, report.vm);
         let broker = Broker::start(BrokerOptions {
             host_env: o.host.vars().clone(),
             socket_dir: o.broker_socket_dir.clone(),
             tcp: transport == RouteKind::Tcp,
+            egress: o.egress_policy(),
         })
         .await?;
         if !broker.enabled() {
             return Ok(None);
         }
+        let events = self.events.clone();
+        broker.on_egress(Arc::new(move |e: &EgressEvent| {
+            events.emit(Event::Egress {
+                workspace_id: e.workspace.clone(),
+                grant: e.grant.clone(),
+                host: e.host.clone(),
+                port: u32::from(e.port),
+                decision: e.decision,
+                reason: e.reason.clone(),
+                bytes_up: e.bytes_up as i64,
+                bytes_down: e.bytes_down as i64,
+                duration_ms: e.duration_ms as i64,
+            })
+        }));
         Ok(Some(BrokerWiring {
             broker,
             transport,
@@ -447,11 +481,11 @@ impl Provider {
                 let ids = known
                     .as_ref()
                     .map(|k| k.ids.get(&w.id).cloned().unwrap_or_default());
-                let answered = known.as_ref().and_then(|k| {
+                let asked = known.as_ref().and_then(|k| {
                     let id = k.ids.get(&w.id)?.first()?;
-                    k.answered.get(id).copied()
+                    k.asked.get(id).cloned()
                 });
-                service.start_with(ws, ids, answered).await
+                service.start_with(ws, ids, asked).await
             }
             Err(e) => Err(e),
         };

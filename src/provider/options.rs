@@ -1,15 +1,20 @@
 //! The provider's options: what the hub passes, checked without I/O into [`ProviderOptions`].
 
+use std::collections::BTreeMap;
+use std::net::IpAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
 use sha2::{Digest, Sha256};
 
+use crate::broker::egress::EgressPolicy;
+use crate::broker::egress::rules::{self, AllowEntry};
 use crate::engine::{self, DetectOptions};
 use crate::error::{Error, Result};
 use crate::host::{HostEnv, HostOs, UserIds};
 use crate::image::ImageRecipe;
 use crate::runtime_bundle;
+use crate::sandbox::engine_mode::{TRANSPORT_VAR, TransportChoice};
 use crate::sandbox::run_flags::{self, RUN_FLAGS_VAR, RunFlags};
 use crate::sandbox::spec::DEFAULT_PIDS_LIMIT;
 use crate::sandbox::workspace;
@@ -47,12 +52,16 @@ pub struct RawOptions {
     pub engine_timeout_ms: Option<f64>,
     pub broker: Option<bool>,
     pub broker_socket_dir: Option<String>,
+    pub broker_transport: Option<String>,
     pub guarded_paths: Option<Vec<String>>,
     pub demo_runtime: Option<bool>,
     pub run_flags: Option<Vec<String>>,
     pub memory: Option<String>,
     pub cpus: Option<f64>,
     pub health_interval_ms: Option<f64>,
+    pub network_allow: Option<Vec<String>>,
+    pub network_resolve: Option<Vec<String>>,
+    pub network: Option<String>,
 }
 
 /// Checked options.
@@ -74,6 +83,8 @@ pub struct ProviderOptions {
     pub broker: bool,
     /// Where per-container broker sockets go.
     pub broker_socket_dir: PathBuf,
+    /// The broker route (`brokerTransport`, `PO_SANDBOX_BROKER_TRANSPORT`; default `auto`).
+    pub broker_transport: TransportChoice,
     /// Paths of each workspace mounted read-only (relative; empty: none).
     pub guarded_paths: Vec<String>,
     /// Use the embedded demo runtime bundle when Po's is not installed.
@@ -87,6 +98,95 @@ pub struct ProviderOptions {
     pub nano_cpus: Option<i64>,
     /// The interval of the engine health check.
     pub health_interval: Duration,
+    /// `networkAllow` / `PO_SANDBOX_NETWORK_ALLOW`, checked; `None`: not given.
+    pub network_allow: Option<Vec<AllowEntry>>,
+    /// `networkResolve` / `PO_SANDBOX_NETWORK_RESOLVE`, checked.
+    pub network_resolve: BTreeMap<String, IpAddr>,
+    /// The egress mode (`network`, `PO_SANDBOX_NETWORK`; default `open`).
+    pub network_mode: crate::sandbox::firewall::NetworkMode,
+}
+
+/// The variable that sets `networkAllow` when the option does not (comma-separated).
+pub const NETWORK_ALLOW_VAR: &str = "PO_SANDBOX_NETWORK_ALLOW";
+/// The variable that sets `networkResolve` when the option does not (comma-separated).
+pub const NETWORK_RESOLVE_VAR: &str = "PO_SANDBOX_NETWORK_RESOLVE";
+
+/// The option's list, else the variable's comma-separated entries, with the name to blame.
+fn list_or_var(
+    option: Option<Vec<String>>,
+    name: &'static str,
+    var: &'static str,
+    host: &HostEnv,
+) -> Option<(&'static str, Vec<String>)> {
+    match (option, host.vars().get(var)) {
+        (Some(list), _) => Some((name, list)),
+        (None, Some(v)) if !v.trim().is_empty() => Some((
+            var,
+            v.split(',')
+                .map(str::trim)
+                .filter(|e| !e.is_empty())
+                .map(str::to_string)
+                .collect(),
+        )),
+        _ => None,
+    }
+}
+
+/// `networkAllow`, else `PO_SANDBOX_NETWORK_ALLOW`: each entry `host:port` or `*.suffix:port`.
+fn network_allow(option: Option<Vec<String>>, host: &HostEnv) -> Result<Option<Vec<AllowEntry>>> {
+    let Some((name, list)) = list_or_var(option, "networkAllow", NETWORK_ALLOW_VAR, host) else {
+        return Ok(None);
+    };
+    list.iter()
+        .map(|e| rules::parse_allow(e).map_err(|why| invalid(name, why)))
+        .collect::<Result<Vec<_>>>()
+        .map(Some)
+}
+
+/// `networkResolve`, else `PO_SANDBOX_NETWORK_RESOLVE`: each entry `host=ip`, one per host.
+fn network_resolve(
+    option: Option<Vec<String>>,
+    host: &HostEnv,
+) -> Result<BTreeMap<String, IpAddr>> {
+    let Some((name, list)) = list_or_var(option, "networkResolve", NETWORK_RESOLVE_VAR, host)
+    else {
+        return Ok(BTreeMap::new());
+    };
+    let mut map = BTreeMap::new();
+    for entry in &list {
+        let (host, ip) = rules::parse_resolve(entry).map_err(|why| invalid(name, why))?;
+        if map
+            .insert(host.clone(), ip)
+            .is_some_and(|before| before != ip)
+        {
+            return Err(invalid(
+                name,
+                format!(
+                    "{entry:?} maps {host} a second time, to another address; expected one {} per host",
+                    rules::RESOLVE_FORM
+                ),
+            ));
+        }
+    }
+    Ok(map)
+}
+
+impl ProviderOptions {
+    /// The egress proxy's policy, or `None` when the proxy is off. The gate, in this one
+    /// place: on in the `allowlist` mode only, with `networkAllow` (an empty list allows
+    /// nothing) or else [`rules::DEFAULT_ALLOW`].
+    pub fn egress_policy(&self) -> Option<EgressPolicy> {
+        if self.network_mode != crate::sandbox::firewall::NetworkMode::Allowlist {
+            return None;
+        }
+        Some(EgressPolicy {
+            allow: self
+                .network_allow
+                .clone()
+                .unwrap_or_else(rules::default_allow),
+            resolve: self.network_resolve.clone(),
+        })
+    }
 }
 
 fn invalid(option: &str, reason: impl Into<String>) -> Error {
@@ -250,6 +350,15 @@ fn detect(
     })
 }
 
+/// `brokerTransport`, else `PO_SANDBOX_BROKER_TRANSPORT`: `auto` (default), `socket` or `tcp`.
+fn broker_transport(option: Option<String>, host: &HostEnv) -> Result<TransportChoice> {
+    match (option, host.vars().get(TRANSPORT_VAR)) {
+        (Some(v), _) => TransportChoice::parse(Some(&v), "brokerTransport"),
+        (None, Some(v)) => TransportChoice::parse(Some(v), TRANSPORT_VAR),
+        (None, None) => Ok(TransportChoice::Auto),
+    }
+}
+
 /// `guardedPaths` (the complete list), else `PO_SANDBOX_GUARDED_PATHS`, else the defaults.
 fn guarded_paths(option: Option<Vec<String>>, host: &HostEnv) -> Result<Vec<String>> {
     use crate::sandbox::guards;
@@ -350,16 +459,28 @@ impl ProviderOptions {
             raw.broker_socket_dir.as_deref().filter(|d| !d.is_empty()),
             "brokerSocketDir",
         )?;
+        let broker_transport = broker_transport(raw.broker_transport, &host)?;
         let guarded_paths = guarded_paths(raw.guarded_paths, &host)?;
         let memory = memory(raw.memory, &host)?;
         let nano_cpus = cpus(raw.cpus, &host)?;
+        let network_allow = network_allow(raw.network_allow, &host)?;
+        let network_resolve = network_resolve(raw.network_resolve, &host)?;
         let health_interval_ms = whole(
             raw.health_interval_ms,
             "healthIntervalMs",
             1000.0..=3_600_000.0,
             crate::sandbox::spec::DEFAULT_HEALTH_INTERVAL_MS as f64,
         )?;
+        let network_mode = crate::sandbox::firewall::NetworkMode::resolve(
+            raw.network.as_deref(),
+            host.vars()
+                .get(crate::sandbox::firewall::NETWORK_VAR)
+                .map(String::as_str),
+        )?;
         Ok(ProviderOptions {
+            network_allow,
+            network_resolve,
+            network_mode,
             memory,
             nano_cpus,
             health_interval: Duration::from_millis(health_interval_ms as u64),
@@ -368,6 +489,7 @@ impl ProviderOptions {
             demo_runtime: raw.demo_runtime.unwrap_or(false),
             run_flags,
             broker_socket_dir,
+            broker_transport,
             po_home,
             owner,
             workspaces,

@@ -1,6 +1,7 @@
 //! A hub restart's adoptions, read ahead: while the engine check (version and info, the
 //! slowest answers of a start-up) runs, the owner's containers are listed on the endpoint that
-//! check tries first, and each running-alone container's server is asked its health path once.
+//! check tries first, and each running-alone container's server is asked its health path once
+//! (the asks go on while start-up proceeds; each adoption awaits its own answer).
 //! The result is used only when the check settles on that same endpoint; reads only, on a local
 //! Unix socket only.
 
@@ -67,7 +68,7 @@ impl ReadAhead {
         let known = (&mut self.task).await.ok().flatten();
         tracing::debug!(
             used = known.is_some(),
-            answered = known.as_ref().map_or(0, |k| k.answered.len()),
+            asked = known.as_ref().map_or(0, |k| k.asked.len()),
             "read-ahead of the owner's containers"
         );
         known

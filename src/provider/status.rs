@@ -74,5 +74,8 @@ pub struct ProviderStatus {
     pub owner: String,
     /// Start-up has finished: every workspace was attempted.
     pub settled: bool,
+    /// What works but is weaker than it should be: limits the engine cannot enforce (a
+    /// rootless engine on cgroup v1), with the fix.
+    pub warnings: Vec<String>,
     pub workspaces: Vec<WorkspaceStatus>,
 }

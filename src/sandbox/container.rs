@@ -8,8 +8,8 @@ use std::time::{Duration, Instant};
 use bollard::Docker;
 use bollard::models::{
     ContainerConfig, ContainerCreateBody, ContainerInspectResponse, DeviceRequest, HealthConfig,
-    HostConfig, Mount, MountType, PortBinding, ResourcesUlimits, RestartPolicy,
-    RestartPolicyNameEnum, VolumeCreateRequest,
+    HostConfig, Mount, MountType, ResourcesUlimits, RestartPolicy, RestartPolicyNameEnum,
+    VolumeCreateRequest,
 };
 use bollard::query_parameters::{
     CreateContainerOptionsBuilder, InspectContainerOptions, ListContainersOptionsBuilder,
@@ -114,11 +114,14 @@ pub async fn inspect(
             )(e));
         }
     };
-    Ok(Some(live_container(info, container_port)))
+    Ok(Some(live_from(info, container_port)))
 }
 
 /// Reads what the layer needs from inspect data; `container_port` picks the published port.
-fn live_container(info: ContainerInspectResponse, container_port: Option<u16>) -> LiveContainer {
+pub(crate) fn live_from(
+    info: ContainerInspectResponse,
+    container_port: Option<u16>,
+) -> LiveContainer {
     let hc = info.host_config.clone().unwrap_or_default();
     let config = info.config.clone().unwrap_or_default();
     let labels = config.labels.clone().unwrap_or_default();
@@ -220,6 +223,7 @@ fn live_posture(
             names.sort();
             names
         },
+        holder: None,
     }
 }
 
@@ -411,7 +415,6 @@ pub fn create_body(spec: &ContainerSpec, podman: bool) -> ContainerCreateBody {
         read_only: Some(false),
         ..Default::default()
     }));
-    let port = format!("{}/tcp", spec.container_port);
     let mut body = ContainerCreateBody {
         image: Some(spec.image.clone()),
         cmd: Some(spec.cmd.clone()),
@@ -425,7 +428,6 @@ pub fn create_body(spec: &ContainerSpec, podman: bool) -> ContainerCreateBody {
         ),
         user: Some(spec.user.clone()),
         working_dir: Some(spec.working_dir.clone()),
-        exposed_ports: Some(vec![port.clone()]),
         healthcheck: Some(HealthConfig {
             test: Some(spec.health.test.clone()),
             interval: Some(spec.health.interval_ns),
@@ -436,21 +438,16 @@ pub fn create_body(spec: &ContainerSpec, podman: bool) -> ContainerCreateBody {
         }),
         host_config: Some(HostConfig {
             mounts: Some(mounts),
+            // Its holder's namespace (`create` names it): the holder publishes the port and
+            // carries the `--add-host` entries and DNS flags, which that mode does not take.
             network_mode: Some(spec.network.clone()),
             readonly_rootfs: Some(spec.read_only_root),
-            port_bindings: Some(HashMap::from([(
-                port,
-                Some(vec![PortBinding {
-                    host_ip: Some("127.0.0.1".into()),
-                    host_port: Some(String::new()),
-                }]),
-            )])),
             cap_drop: Some(vec!["ALL".into()]),
             security_opt: Some(vec!["no-new-privileges".into()]),
-            pids_limit: Some(spec.pids_limit),
+            pids_limit: spec.limits_enforced.then_some(spec.pids_limit),
             privileged: Some(false),
+            userns_mode: spec.keep_id.then(|| "keep-id".to_string()),
             ulimits: podman.then(podman_ulimits),
-            extra_hosts: (!spec.extra_hosts.is_empty()).then(|| spec.extra_hosts.clone()),
             restart_policy: Some(RestartPolicy {
                 name: Some(RestartPolicyNameEnum::UNLESS_STOPPED),
                 maximum_retry_count: None,
@@ -462,32 +459,36 @@ pub fn create_body(spec: &ContainerSpec, podman: bool) -> ContainerCreateBody {
     };
     if let Some(hc) = body.host_config.as_mut() {
         apply_run_flags(hc, &spec.run_flags);
-        // A run flag naming a limit or a tmpfs path wins over the spec's (the spec already
-        // holds them when it was built with the flags).
-        let f = &spec.run_flags;
-        hc.memory = Some(f.memory.unwrap_or(spec.limits.memory));
-        hc.nano_cpus = Some(f.nano_cpus.unwrap_or(spec.limits.nano_cpus));
-        hc.cpu_shares = Some(f.cpu_shares.unwrap_or(spec.limits.cpu_shares));
-        let mut tmpfs = spec.tmpfs.clone();
-        tmpfs.extend(f.tmpfs.clone());
-        hc.tmpfs = Some(tmpfs.into_iter().collect());
+        apply_limits_and_tmpfs(hc, spec);
     }
     body
+}
+
+/// The spec's limits and tmpfs mounts, after the run flags: a run flag naming a limit or a
+/// tmpfs path wins over the spec's (the spec already holds them when it was built with the
+/// flags). An engine that cannot enforce the limits (rootless on cgroup v1) is not asked for
+/// them.
+fn apply_limits_and_tmpfs(hc: &mut HostConfig, spec: &ContainerSpec) {
+    let f = &spec.run_flags;
+    let enforced = |v: i64| spec.limits_enforced.then_some(v);
+    hc.memory = enforced(f.memory.unwrap_or(spec.limits.memory));
+    hc.nano_cpus = enforced(f.nano_cpus.unwrap_or(spec.limits.nano_cpus));
+    hc.cpu_shares = enforced(f.cpu_shares.unwrap_or(spec.limits.cpu_shares));
+    let mut tmpfs = spec.tmpfs.clone();
+    tmpfs.extend(f.tmpfs.clone());
+    hc.tmpfs = Some(tmpfs.into_iter().collect());
 }
 
 /// Maps the run flags onto the host config: the layer's own settings stay (security options
 /// are added to, a ulimit of the same name replaces Podman's).
 pub fn apply_run_flags(hc: &mut HostConfig, f: &RunFlags) {
-    let vec_or_none = |v: &Vec<String>| (!v.is_empty()).then(|| v.clone());
     hc.runtime = f.runtime.clone();
     hc.memory = f.memory;
     hc.memory_swap = f.memory_swap;
     hc.nano_cpus = f.nano_cpus;
     hc.cpu_shares = f.cpu_shares;
     hc.shm_size = f.shm_size;
-    hc.dns = vec_or_none(&f.dns);
-    hc.dns_search = vec_or_none(&f.dns_search);
-    hc.dns_options = vec_or_none(&f.dns_options);
+    // DNS flags go to the namespace holder (see `holder::create_body`).
     if !f.tmpfs.is_empty() {
         hc.tmpfs = Some(f.tmpfs.clone().into_iter().collect());
     }
@@ -536,6 +537,10 @@ pub async fn create(
     let mut body = create_body(spec, podman);
     if let Some(hc) = body.host_config.as_mut() {
         hc.network_mode = Some(network.to_string());
+        if spec.keep_id && network.starts_with("container:") {
+            // keep-id is its holder's (see holder::create_body): joined with its network.
+            hc.userns_mode = Some(network.to_string());
+        }
     }
     match docker.create_container(Some(options), body).await {
         Ok(r) => Ok(Created::New(r.id)),

@@ -27,6 +27,8 @@ pub struct ExecRequest {
     pub tty: bool,
     /// The folder to run in, inside the container.
     pub working_dir: String,
+    /// `NAME=value` over the container's environment (the broker's current TCP address).
+    pub env: Vec<String>,
 }
 
 /// Checks a command before any I/O: at least the program, no empty program, no NUL byte, at
@@ -77,6 +79,7 @@ pub async fn run(
         tty: Some(req.tty),
         cmd: Some(req.command.clone()),
         working_dir: Some(req.working_dir.clone()),
+        env: (!req.env.is_empty()).then(|| req.env.clone()),
         ..Default::default()
     };
     let exec = docker

@@ -1,6 +1,7 @@
 //! Every sandbox container on the engine, across hubs: what `po-sandbox ls` shows and
 //! `po-sandbox stop` acts on. One label-filtered list call.
 
+use std::collections::HashMap;
 use std::path::Path;
 
 use bollard::Docker;
@@ -49,6 +50,29 @@ pub async fn list(docker: &Docker, owner: Option<&str>) -> Result<Vec<SandboxRow
         labels.push(format!("{LABEL_OWNER}={o}"));
     }
     let list = container::list_labelled(docker, labels).await?;
+    // Namespace holders publish the ports of their workspaces and are never rows of their own.
+    let (holders, list): (Vec<_>, Vec<_>) = list.into_iter().partition(|c| {
+        c.labels
+            .as_ref()
+            .is_some_and(|l| l.contains_key(spec::LABEL_HOLDER_OF))
+    });
+    let holder_ports: HashMap<(String, String), u16> = holders
+        .iter()
+        .filter_map(|h| {
+            let l = h.labels.as_ref()?;
+            let key = (
+                l.get(LABEL_OWNER)?.clone(),
+                l.get(spec::LABEL_HOLDER_OF)?.clone(),
+            );
+            let port = h
+                .ports
+                .as_ref()?
+                .iter()
+                .find(|p| p.ip.as_deref() == Some("127.0.0.1"))?
+                .public_port?;
+            Some((key, port))
+        })
+        .collect();
     let mut rows: Vec<SandboxRow> = list
         .into_iter()
         .map(|c| {
@@ -67,12 +91,16 @@ pub async fn list(docker: &Docker, owner: Option<&str>) -> Result<Vec<SandboxRow
                 container_id: c.id.unwrap_or_default(),
                 state: c.state.map(|s| container::enum_str(&s)).unwrap_or_default(),
                 status: c.status.unwrap_or_default(),
-                host_port: c
-                    .ports
-                    .unwrap_or_default()
-                    .into_iter()
-                    .find(|p| p.ip.as_deref() == Some("127.0.0.1"))
-                    .and_then(|p| p.public_port),
+                host_port: holder_ports
+                    .get(&(get(LABEL_OWNER), get(LABEL_WORKSPACE)))
+                    .copied()
+                    .or_else(|| {
+                        c.ports
+                            .unwrap_or_default()
+                            .into_iter()
+                            .find(|p| p.ip.as_deref() == Some("127.0.0.1"))
+                            .and_then(|p| p.public_port)
+                    }),
                 image: c.image.unwrap_or_default(),
                 image_base: labels.get("po.image-base").cloned(),
                 image_variant: labels.get("po.image-variant").cloned(),
@@ -125,6 +153,8 @@ pub async fn stop(
         stopped.push(row.workspace_id);
     }
     stopped.dedup();
+    // Their namespace holders (and any a failed start left behind).
+    crate::sandbox::holder::remove_of(docker, owner, workspace).await?;
     if remove_volumes {
         container::remove_volumes(docker, owner, workspace).await?;
     }

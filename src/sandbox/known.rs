@@ -1,15 +1,21 @@
 //! What one list call says of an owner's containers, read before start-up adopts them: which
 //! workspaces have exactly one container and it runs (most likely adopted, not created), and,
-//! read ahead while the engine is still being checked, whose server already answered its
-//! health path on the port the list shows.
+//! read ahead while the engine is still being checked, each such container's server asked its
+//! health path on the port the list shows (the answer awaited only where adoption needs it).
 
 use std::collections::{HashMap, HashSet};
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
 
 use bollard::Docker;
 use bollard::models::ContainerSummary;
+use futures_util::FutureExt;
+use futures_util::future::{BoxFuture, Shared};
 
 use super::container;
-use super::spec::{LABEL_OWNER, LABEL_WORKSPACE};
+use super::spec::{LABEL_HOLDER_OF, LABEL_OWNER, LABEL_WORKSPACE};
 use crate::error::Result;
 
 /// What one list call says of this owner's containers.
@@ -19,10 +25,67 @@ pub struct KnownContainers {
     pub ids: HashMap<String, Vec<String>>,
     /// Workspaces whose one container runs: starting them most likely adopts it.
     pub running_alone: HashSet<String>,
-    /// Containers (by id) whose server answered its health path during the read-ahead, with
-    /// the host port it answered on. Adoption skips its own wait for them when it took the
-    /// workspace's lock uncontended and the inspect shows the same port.
-    pub answered: HashMap<String, u16>,
+    /// Containers (by id) whose server the read-ahead asked its health path, with the host
+    /// port it asked on and the answer to come. Adoption skips its own wait for one when it took
+    /// the workspace's lock uncontended, the inspect shows the same port, and the answer was 2xx.
+    pub asked: HashMap<String, Asked>,
+}
+
+/// A health ask of the read-ahead: the host port it went to, and its answer, settled once (any
+/// number of awaiters share it). The ask runs in its own task from the start, so it overlaps
+/// whatever comes before it is awaited; dropping the last copy stops it.
+#[derive(Clone)]
+pub struct Asked {
+    port: u16,
+    answer: Shared<BoxFuture<'static, bool>>,
+}
+
+impl fmt::Debug for Asked {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Asked").field("port", &self.port).finish()
+    }
+}
+
+impl Asked {
+    /// An ask of `path` on loopback `port`, under way.
+    fn start(port: u16, path: String) -> Asked {
+        let task = tokio::spawn(async move { container::answers(port, &path).await });
+        Asked {
+            port,
+            answer: AbortOnDrop(task).boxed().shared(),
+        }
+    }
+
+    /// An ask already settled (for tests).
+    #[cfg(test)]
+    pub fn settled(port: u16, answered: bool) -> Asked {
+        Asked {
+            port,
+            answer: async move { answered }.boxed().shared(),
+        }
+    }
+
+    /// Whether the server answered 2xx on `port`, the port adoption found published now (an
+    /// ask on another port says nothing of it, and is not awaited).
+    pub async fn answered_on(self, port: Option<u16>) -> bool {
+        port == Some(self.port) && self.answer.await
+    }
+}
+
+/// A task's result as a future that aborts the task when dropped unfinished.
+struct AbortOnDrop(tokio::task::JoinHandle<bool>);
+
+impl Future for AbortOnDrop {
+    type Output = bool;
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<bool> {
+        Pin::new(&mut self.0).poll(cx).map(|r| r.unwrap_or(false))
+    }
+}
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }
 
 impl KnownContainers {
@@ -70,9 +133,9 @@ pub async fn known_containers(docker: &Docker, owner: &str) -> Result<KnownConta
 }
 
 /// As [`known_containers`], and every running-alone container's server asked its health path
-/// once, all at once, on the loopback port the list shows published for `container_port`.
-/// Reads only; used while the engine check runs, so a hub restart's adoptions need no wait of
-/// their own.
+/// once, all at once, on the loopback port the list shows published for `container_port`: the
+/// asks are started, not awaited (see [`Asked`]). Reads only; used while the engine check runs,
+/// so a hub restart's adoptions need no wait of their own.
 pub async fn read_ahead(
     docker: &Docker,
     owner: &str,
@@ -81,25 +144,20 @@ pub async fn read_ahead(
 ) -> Result<KnownContainers> {
     let label = format!("{LABEL_OWNER}={owner}");
     let list = container::list_labelled(docker, vec![label]).await?;
+    // The port is published by the workspace's namespace holder.
     let ports: HashMap<String, u16> = list
         .iter()
-        .filter_map(|c| Some((c.id.clone()?, loopback_port(c, container_port)?)))
+        .filter_map(|c| {
+            let ws = c.labels.as_ref()?.get(LABEL_HOLDER_OF)?.clone();
+            Some((ws, loopback_port(c, container_port)?))
+        })
         .collect();
     let mut known = KnownContainers::from_list(list);
-    let asks = known
+    known.asked = known
         .running_alone
         .iter()
-        .filter_map(|ws| known.alone(ws))
-        .filter_map(|id| Some((id.to_string(), *ports.get(id)?)))
-        .map(|(id, port)| async move {
-            container::answers(port, health_path)
-                .await
-                .then_some((id, port))
-        });
-    known.answered = futures_util::future::join_all(asks)
-        .await
-        .into_iter()
-        .flatten()
+        .filter_map(|ws| Some((known.alone(ws)?, *ports.get(ws)?)))
+        .map(|(id, port)| (id.to_string(), Asked::start(port, health_path.to_string())))
         .collect();
     Ok(known)
 }
@@ -183,5 +241,40 @@ mod tests {
             None
         );
         assert_eq!(loopback_port(&on(None), 7300), None);
+    }
+
+    #[tokio::test]
+    async fn an_ask_counts_only_on_the_port_it_went_to_and_only_when_answered() {
+        assert!(Asked::settled(32770, true).answered_on(Some(32770)).await);
+        assert!(!Asked::settled(32770, true).answered_on(Some(32771)).await);
+        assert!(!Asked::settled(32770, true).answered_on(None).await);
+        assert!(!Asked::settled(32770, false).answered_on(Some(32770)).await);
+    }
+
+    #[tokio::test]
+    async fn a_real_ask_reads_the_status_line_and_every_awaiter_shares_it() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let server = tokio::spawn(async move {
+            let (mut s, _) = listener.accept().await.unwrap();
+            let mut buf = [0u8; 256];
+            let n = s.read(&mut buf).await.unwrap();
+            assert!(
+                std::str::from_utf8(&buf[..n])
+                    .unwrap()
+                    .starts_with("GET /api/health ")
+            );
+            s.write_all(b"HTTP/1.1 204 No Content\r\n\r\n")
+                .await
+                .unwrap();
+        });
+        let ask = Asked::start(port, "/api/health".into());
+        let (a, b) = tokio::join!(
+            ask.clone().answered_on(Some(port)),
+            ask.answered_on(Some(port))
+        );
+        assert!(a && b, "both awaiters see the one answer");
+        server.await.unwrap();
     }
 }

@@ -4,9 +4,12 @@
 //! locks, and the inventory of every container a Po home owns.
 
 pub(crate) mod container;
+pub(crate) mod engine_mode;
 pub(crate) mod exec;
 pub(crate) mod feed;
+pub(crate) mod firewall;
 pub(crate) mod guards;
+pub(crate) mod holder;
 pub(crate) mod inventory;
 pub(crate) mod known;
 pub(crate) mod locks;

@@ -120,3 +120,18 @@ pub async fn remove_unused(docker: &Docker, owner: &str) -> Result<Vec<String>> 
     }
     Ok(removed)
 }
+
+/// The gateway of a network (the host's side of its bridge), as its IPAM config says.
+pub async fn gateway(docker: &Docker, id: &str) -> Result<Option<std::net::IpAddr>> {
+    let inspected = docker
+        .inspect_network(id, None::<InspectNetworkOptions>)
+        .await
+        .map_err(engine_err(docker, format!("inspect network {id}")))?;
+    Ok(inspected
+        .ipam
+        .and_then(|i| i.config)
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|c| c.gateway.as_deref()?.parse().ok())
+        .find(|ip: &std::net::IpAddr| ip.is_ipv4()))
+}

@@ -16,8 +16,10 @@ use crate::host::{HostOs, UserIds};
 use crate::runtime_bundle::RuntimeBundle;
 use crate::sandbox::container::{self, Created, LiveContainer};
 use crate::sandbox::exec;
+use crate::sandbox::firewall::{NetworkMode, RulesInput};
 use crate::sandbox::guards;
-pub use crate::sandbox::known::{KnownContainers, known_containers};
+use crate::sandbox::holder;
+pub use crate::sandbox::known::{Asked, KnownContainers, known_containers};
 use crate::sandbox::network;
 use crate::sandbox::run_flags::RunFlags;
 use crate::sandbox::spec::{
@@ -58,10 +60,19 @@ pub struct ServiceConfig {
     pub host_env: HashMap<String, String>,
     /// The engine is Podman (which needs explicit ulimits).
     pub podman: bool,
+    /// What the engine changes about every container (keep-id, unenforced limits, network).
+    pub mode: crate::sandbox::engine_mode::EngineMode,
     /// The credential broker, when it is on.
     pub broker: Option<BrokerWiring>,
     /// How long engine calls may take, by kind (the service's client carries the read bound).
     pub bounds: crate::engine::Bounds,
+    /// The egress mode (`network`, `PO_SANDBOX_NETWORK`).
+    pub network_mode: NetworkMode,
+    /// The host's own addresses (an engine on this host), refused from every container.
+    pub host_addresses: Vec<std::net::IpAddr>,
+    /// The DNS servers the engine's resolver forwards to from inside a container's namespace
+    /// (Docker: the host's), allowed on port 53 in `open` mode; Podman's is the gateway.
+    pub dns_servers: Vec<std::net::IpAddr>,
 }
 
 /// How containers reach the host's credential broker.
@@ -240,7 +251,8 @@ impl WorkspaceContainers {
 
     /// Stops and removes a container, first noting that the stop is on request, so the event
     /// feed does not report its exit as a death.
-    async fn stop_and_remove(&self, id: &str) -> Result<()> {
+    /// Its workspace's namespace holder goes with it.
+    async fn stop_and_remove(&self, id: &str, workspace_id: &str) -> Result<()> {
         {
             let mut requested = self
                 .inner
@@ -251,7 +263,8 @@ impl WorkspaceContainers {
             requested.retain(|_, at| now.duration_since(*at) < STOP_REQUEST_KEPT);
             requested.insert(id.to_string(), now);
         }
-        container::stop_and_remove(&self.changes(), id).await
+        container::stop_and_remove(&self.changes(), id).await?;
+        self.remove_holder(workspace_id).await
     }
 
     /// Whether this hub stopped the container on request (within [`STOP_REQUEST_KEPT`]).
@@ -284,13 +297,7 @@ impl WorkspaceContainers {
                 }],
                 vec![],
             ),
-            Some(_) => (
-                vec![],
-                vec![format!(
-                    "{}:host-gateway",
-                    crate::broker::server::CONTAINER_HOST
-                )],
-            ),
+            Some(_) => (vec![], vec![c.mode.broker_host_entry()]),
             None => (vec![], vec![]),
         };
         let guards = guards::resolve(&ws.path, &c.guarded_paths);
@@ -320,7 +327,89 @@ impl WorkspaceContainers {
             extra_hosts: &hosts,
             limits: c.limits,
             health_interval: c.health_interval,
+            mode: c.mode,
+            network_mode: c.network_mode,
         })
+    }
+
+    /// Inspects a workspace container and the namespace holder it joined (its published port is
+    /// the holder's); with `check_rules`, whether the holder's rules are loaded too.
+    async fn inspect_ws(&self, id: &str, check_rules: bool) -> Result<Option<LiveContainer>> {
+        let docker = &self.inner.docker;
+        let port = self.inner.config.bundle.server.port;
+        let Some(mut live) = container::inspect(docker, id, Some(port)).await? else {
+            return Ok(None);
+        };
+        let mode = live
+            .posture
+            .namespaces
+            .iter()
+            .find(|(k, _)| k == "network")
+            .map(|(_, v)| v.clone())
+            .unwrap_or_default();
+        if let Some(h) = holder::posture(docker, &mode, port, check_rules).await? {
+            live.host_port = h.host_port;
+            live.posture.holder = Some(h);
+        }
+        Ok(Some(live))
+    }
+
+    /// Removes a workspace's namespace holder (after its container).
+    async fn remove_holder(&self, workspace_id: &str) -> Result<()> {
+        let owner = &self.inner.config.owner;
+        holder::remove_of(&self.changes(), owner, Some(workspace_id))
+            .await
+            .map(|_| ())
+    }
+
+    /// On a TCP broker route, lets this hub's broker (and egress proxy) port through the
+    /// adopted container's holder rules, which carry the ports of the hub that made it.
+    async fn allow_this_hubs_broker(&self, id: &str, live: &LiveContainer) -> Result<()> {
+        let c = &self.inner.config;
+        let Some(w) = c.broker.as_ref().filter(|w| w.transport == RouteKind::Tcp) else {
+            return Ok(());
+        };
+        let Some(holder) = live.posture.holder.as_ref() else {
+            return Ok(());
+        };
+        let ports: Vec<u16> = [w.broker.tcp_address(), w.broker.egress_tcp_address()]
+            .into_iter()
+            .flatten()
+            .map(|a| a.port())
+            .collect();
+        let host = crate::broker::server::CONTAINER_HOST;
+        holder::allow_broker_ports(&self.changes(), id, &holder.id, host, &ports).await
+    }
+
+    /// Makes (does not start) the workspace's namespace holder on the network `network`;
+    /// returns its id.
+    async fn create_holder(&self, spec: &ContainerSpec, network: &str) -> Result<String> {
+        let c = &self.inner.config;
+        let docker = &self.changes();
+        // An engine network mode (slirp4netns) has no network to inspect: its host side is
+        // reached only as host.docker.internal, allowed below for the broker alone.
+        let gateway = match spec.per_hub_network {
+            true => network::gateway(docker, network).await?,
+            false => None,
+        };
+        let tcp_broker = c.broker.as_ref().filter(|w| w.transport == RouteKind::Tcp);
+        let broker_port = tcp_broker.and_then(|w| w.broker.tcp_address().map(|a| a.port()));
+        let egress_port = tcp_broker.and_then(|w| w.broker.egress_tcp_address().map(|a| a.port()));
+        let mut dns = c.dns_servers.clone();
+        if c.podman {
+            // aardvark-dns answers on the gateway.
+            dns.extend(gateway);
+        }
+        let rules = RulesInput {
+            mode: c.network_mode,
+            gateway,
+            dns,
+            host_addresses: c.host_addresses.clone(),
+            broker_port,
+            egress_port,
+        };
+        let broker_host = broker_port.map(|_| crate::broker::server::CONTAINER_HOST);
+        holder::create(docker, spec, &rules, broker_host, c.podman, network).await
     }
 
     /// The per-hub network's id: found or made once, again after `fresh` (it was gone).
@@ -340,14 +429,43 @@ impl WorkspaceContainers {
         let docker = &self.changes();
         let podman = self.inner.config.podman;
         // Looked up afresh for every create: another hub of the owner may have removed it, and
-        // the engine only notices a missing network at start.
-        let network = self.network(true).await?;
-        match container::create(docker, spec, podman, &network).await? {
-            Created::NetworkGone => {
+        // the engine only notices a missing network at start. An engine network mode
+        // (slirp4netns for the TCP route on rootless Podman) is the holder's network instead.
+        let network = match spec.per_hub_network {
+            true => self.network(true).await?,
+            false => spec.network.clone(),
+        };
+        if container::inspect(&self.inner.docker, &spec.name, None)
+            .await?
+            .is_some()
+        {
+            return Ok(Created::NameTaken);
+        }
+        let holder = match self.create_holder(spec, &network).await {
+            // The network went meanwhile (another hub of the owner removed it): made again.
+            Err(e) if e.to_string().contains("network") && e.to_string().contains("not found") => {
                 let network = self.network(true).await?;
-                container::create(docker, spec, podman, &network).await
+                self.create_holder(spec, &network).await?
             }
-            created => Ok(created),
+            other => other?,
+        };
+        // The container is created while the holder starts and loads its rules; it starts
+        // only after both (`create_steps`), so its process never runs without them.
+        let joined = format!("container:{holder}");
+        let (ready, created) = tokio::join!(
+            holder::ready(docker, spec, &holder),
+            container::create(docker, spec, podman, &joined)
+        );
+        match (ready, created) {
+            (Ok(()), Ok(Created::New(id))) => Ok(Created::New(id)),
+            (ready, created) => {
+                if let Ok(Created::New(id)) = &created {
+                    let _ = container::stop_and_remove(docker, id).await;
+                }
+                let _ = holder::remove(docker, &holder).await;
+                ready?;
+                created
+            }
         }
     }
 
@@ -393,11 +511,12 @@ impl WorkspaceContainers {
             // Another hub on this socket folder serves the container: its tokens are the same
             // (from the same token file); this hub takes over when that one is gone.
             let grant = w.broker.unbound_grant(request)?;
-            return Ok((!grant.providers.is_empty()).then_some(grant));
+            return Ok((!grant.providers.is_empty() || w.broker.egress_on()).then_some(grant));
         }
         let grant = w.broker.grant(request)?;
-        if grant.providers.is_empty() {
-            // No key on the host that the broker carries: nothing to hand the container.
+        if grant.providers.is_empty() && !w.broker.egress_on() {
+            // No key on the host that the broker carries and no egress proxy: nothing to hand
+            // the container.
             w.broker.revoke(&grant.id);
             return Ok(None);
         }
@@ -424,7 +543,7 @@ impl WorkspaceContainers {
         live: &LiveContainer,
         why: &str,
     ) -> Result<()> {
-        self.stop_and_remove(&live.id).await?;
+        self.stop_and_remove(&live.id, workspace_id).await?;
         let reason = format!(
             "container {} held the name {} and {why}",
             short_id(&live.id),
@@ -561,19 +680,19 @@ impl WorkspaceContainers {
     }
 
     /// As [`start`](Self::start), with the ids of its containers already listed (one list
-    /// call serves a whole hub start) and, when its one container's server already answered
-    /// its health path during that read, the host port it answered on.
+    /// call serves a whole hub start) and, when that read asked its one container's server its
+    /// health path, that ask (awaited after the inspect; see [`Asked`]).
     pub async fn start_with(
         &self,
         ws: Workspace,
         known_ids: Option<Vec<String>>,
-        answered: Option<u16>,
+        asked: Option<Asked>,
     ) -> Result<WorkspaceContainer> {
         let key = ws.id.clone();
         let this = self.clone();
         let start = move || async move {
             let id = ws.id.clone();
-            let result = this.start_uncached(ws, known_ids, answered).await;
+            let result = this.start_uncached(ws, known_ids, asked).await;
             if let Err(e) = &result {
                 this.inner.events.workspace(
                     &id,
@@ -592,7 +711,7 @@ impl WorkspaceContainers {
         &self,
         ws: Workspace,
         known_ids: Option<Vec<String>>,
-        answered: Option<u16>,
+        asked: Option<Asked>,
     ) -> Result<WorkspaceContainer> {
         let events = &self.inner.events;
         events.workspace(&ws.id, WorkspaceChange::Starting, None, None);
@@ -606,21 +725,19 @@ impl WorkspaceContainers {
         let lock_path = spec::token_file(&c.po_home, &c.owner, &ws.id).with_extension("lock");
         let (_lock, uncontended) = self.start_lock(&ws.id, &lock_path).await?;
         // What was read before the lock holds only when nobody else held it meanwhile.
-        let answered = answered.filter(|_| uncontended);
+        let asked = asked.filter(|_| uncontended);
         let ids = match known_ids {
             Some(ids) => ids,
             None => self.ids_of(&ws.id).await?,
         };
         let mut replaced_reason = None;
         for cid in ids {
-            let Some(live) =
-                container::inspect(&self.inner.docker, &cid, Some(spec.container_port)).await?
-            else {
+            let Some(live) = self.inspect_ws(&cid, true).await? else {
                 continue;
             };
             if !live.running() {
                 // A stopped leftover: it would block the deterministic name.
-                self.stop_and_remove(&live.id).await?;
+                self.stop_and_remove(&live.id, &ws.id).await?;
                 events.workspace(
                     &ws.id,
                     WorkspaceChange::Removed,
@@ -631,7 +748,10 @@ impl WorkspaceContainers {
             }
             match spec::check_posture(&spec, &live.posture) {
                 Ok(()) => {
-                    let answered = answered.is_some() && answered == live.host_port;
+                    let answered = match asked {
+                        Some(asked) => asked.answered_on(live.host_port).await,
+                        None => false,
+                    };
                     return self.adopt_live(&ws.id, &spec, live, None, answered).await;
                 }
                 Err(reason) => {
@@ -643,7 +763,7 @@ impl WorkspaceContainers {
                         Some(&live.id),
                         Some(reason.clone()),
                     );
-                    self.stop_and_remove(&live.id).await?;
+                    self.stop_and_remove(&live.id, &ws.id).await?;
                     replaced_reason = Some(reason);
                 }
             }
@@ -688,6 +808,7 @@ impl WorkspaceContainers {
                 Some(format!("its broker grant could not be restored: {e}")),
             );
         }
+        self.allow_this_hubs_broker(id, &live).await?;
         if !answered {
             self.wait_ready(id, spec, &live).await?;
         }
@@ -863,29 +984,23 @@ impl WorkspaceContainers {
         ws: &Workspace,
         spec: &ContainerSpec,
     ) -> Result<Option<LiveContainer>> {
-        let docker = &self.inner.docker;
         let deadline = std::time::Instant::now() + Duration::from_secs(15);
         loop {
-            let (holder, why) =
-                match container::inspect(docker, &spec.name, Some(spec.container_port)).await? {
-                    None => return Ok(None),
-                    Some(live) if live.running() => {
-                        match spec::check_posture(spec, &live.posture) {
-                            Ok(()) => return Ok(Some(live)),
-                            Err(drift) => (live, format!("was not adopted: {drift}")),
-                        }
-                    }
-                    Some(live)
-                        if live.state == "created" && std::time::Instant::now() < deadline =>
-                    {
-                        tokio::time::sleep(Duration::from_millis(200)).await;
-                        continue;
-                    }
-                    Some(live) => {
-                        let why = format!("was {}", live.state);
-                        (live, why)
-                    }
-                };
+            let (holder, why) = match self.inspect_ws(&spec.name, true).await? {
+                None => return Ok(None),
+                Some(live) if live.running() => match spec::check_posture(spec, &live.posture) {
+                    Ok(()) => return Ok(Some(live)),
+                    Err(drift) => (live, format!("was not adopted: {drift}")),
+                },
+                Some(live) if live.state == "created" && std::time::Instant::now() < deadline => {
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                    continue;
+                }
+                Some(live) => {
+                    let why = format!("was {}", live.state);
+                    (live, why)
+                }
+            };
             self.remove_name_holder(&ws.id, spec, &holder, &why).await?;
             return Ok(None);
         }
@@ -916,12 +1031,12 @@ impl WorkspaceContainers {
         id: &str,
         replaced_reason: Option<String>,
     ) -> Result<WorkspaceContainer> {
-        let docker = &self.inner.docker;
         self.start_container(id).await.map_err(|e| match e {
             e @ Error::EngineTimeout { .. } => e,
             e => Error::container(&ws.id, e.to_string()),
         })?;
-        let live = container::inspect(docker, id, Some(spec.container_port))
+        let live = self
+            .inspect_ws(id, false)
             .await?
             .ok_or_else(|| Error::container(&ws.id, "it vanished right after it started"))?;
         self.inner.events.workspace(
@@ -933,7 +1048,7 @@ impl WorkspaceContainers {
         // Unhealthy: the error carries its logs, and the rollback removes it.
         self.wait_ready(&ws.id, spec, &live).await?;
         // It answers: a failed re-read (for the port) keeps the first one rather than undo it.
-        let live = match container::inspect(docker, id, Some(spec.container_port)).await {
+        let live = match self.inspect_ws(id, false).await {
             Ok(Some(newer)) => newer,
             _ => live,
         };
@@ -950,13 +1065,7 @@ impl WorkspaceContainers {
         workspace::check_id(id)?;
         let ids = self.ids_of(id).await?;
         for cid in ids {
-            let Some(live) = container::inspect(
-                &self.inner.docker,
-                &cid,
-                Some(self.inner.config.bundle.server.port),
-            )
-            .await?
-            else {
+            let Some(live) = self.inspect_ws(&cid, true).await? else {
                 continue;
             };
             if !live.running() {
@@ -976,7 +1085,7 @@ impl WorkspaceContainers {
                         .map(Some);
                 }
                 Err(reason) => {
-                    self.stop_and_remove(&live.id).await?;
+                    self.stop_and_remove(&live.id, id).await?;
                     // As a stop: its token file and broker grant go with it.
                     self.forget_token(id);
                     self.inner.events.workspace(
@@ -1015,8 +1124,24 @@ impl WorkspaceContainers {
             command,
             tty,
             working_dir,
+            env: self.current_broker_address(id),
         };
         exec::run(&self.inner.docker, &container.container_id, id, request).await
+    }
+
+    /// On the TCP route, `PO_BROKER_ADDRESS` of this hub's grant: the port is this hub's, and
+    /// an adopted container's environment holds the port of the hub that created it.
+    fn current_broker_address(&self, id: &str) -> Vec<String> {
+        let grants = self.inner.grants.lock().unwrap_or_else(|e| e.into_inner());
+        let Some((grant, _)) = grants.get(id) else {
+            return vec![];
+        };
+        grant
+            .env
+            .iter()
+            .filter(|(k, _)| k.as_str() == "PO_BROKER_ADDRESS")
+            .map(|(k, v)| format!("{k}={}", v.expose()))
+            .collect()
     }
 
     /// Switches the sandbox off for one workspace: stops and removes its container, keeps its
@@ -1025,7 +1150,7 @@ impl WorkspaceContainers {
         workspace::check_id(id)?;
         let ids = self.ids_of(id).await?;
         for cid in &ids {
-            self.stop_and_remove(cid).await?;
+            self.stop_and_remove(cid, id).await?;
             self.inner
                 .events
                 .workspace(id, WorkspaceChange::Stopped, Some(cid), None);
@@ -1069,7 +1194,7 @@ impl WorkspaceContainers {
             .collect();
         let results =
             futures_util::future::join_all(pairs.into_iter().map(|(cid, ws)| async move {
-                this.stop_and_remove(&cid).await.map(|()| (cid, ws))
+                this.stop_and_remove(&cid, &ws).await.map(|()| (cid, ws))
             }))
             .await;
         let mut stopped = Vec::new();
@@ -1113,8 +1238,7 @@ impl WorkspaceContainers {
 
     /// A container of this owner as it is now (by id or name); `None` when it is gone.
     pub async fn current(&self, id: &str) -> Result<Option<WorkspaceContainer>> {
-        let port = Some(self.inner.config.bundle.server.port);
-        let live = container::inspect(&self.inner.docker, id, port).await?;
+        let live = self.inspect_ws(id, false).await?;
         Ok(live.map(|l| self.report(&l, false, None)))
     }
 
@@ -1125,18 +1249,16 @@ impl WorkspaceContainers {
 
     /// This owner's containers, any state.
     pub async fn list(&self) -> Result<Vec<WorkspaceContainer>> {
-        let ids = container::list_ids(
-            &self.inner.docker,
-            &[(LABEL_OWNER, &self.inner.config.owner)],
-        )
-        .await?;
-        let port = self.inner.config.bundle.server.port;
-        let docker = &self.inner.docker;
-        let found = futures_util::future::join_all(
-            ids.iter()
-                .map(|cid| container::inspect(docker, cid, Some(port))),
-        )
-        .await;
+        // Namespace holders are part of a workspace, never one.
+        let ids: Vec<String> = self
+            .known_containers()
+            .await?
+            .ids
+            .into_values()
+            .flatten()
+            .collect();
+        let found =
+            futures_util::future::join_all(ids.iter().map(|cid| self.inspect_ws(cid, false))).await;
         let mut out = Vec::new();
         for live in found {
             if let Some(live) = live? {
@@ -1189,7 +1311,7 @@ impl<'a> Rollback<'a> {
 
     async fn undo(self) {
         if let Some(id) = &self.container {
-            let _ = self.service.stop_and_remove(id).await;
+            let _ = self.service.stop_and_remove(id, self.workspace).await;
         }
         if let Some(token) = &self.token {
             let _ = std::fs::remove_file(token);

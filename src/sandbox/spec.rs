@@ -11,6 +11,8 @@ use sha2::{Digest, Sha256};
 
 use crate::host::UserIds;
 use crate::runtime_bundle::RuntimeBundle;
+use crate::sandbox::engine_mode::{NetworkMode as EngineNetwork, SLIRP_HOST_LOOPBACK};
+use crate::sandbox::firewall::{NETWORK_VAR, NetworkMode};
 use crate::sandbox::run_flags::{self, RunFlags};
 use crate::sandbox::workspace::Workspace;
 
@@ -61,6 +63,13 @@ pub const WRITABLE_TMPFS: [(&str, &str); 3] = [
 ];
 /// Label: marks the per-hub network (`workspaces`).
 pub const LABEL_NETWORK: &str = "po.network";
+/// Label: on a namespace holder, the workspace whose network namespace it holds (holders carry
+/// no `po.workspace`: they are part of a workspace, never one).
+pub const LABEL_HOLDER_OF: &str = "po.holder-of";
+/// Label: on a namespace holder, the egress mode of its rules.
+pub const LABEL_NET_MODE: &str = "po.net-mode";
+/// Label: on a namespace holder, the hash of the ruleset it loads at every start.
+pub const LABEL_NET_RULES: &str = "po.net-rules";
 
 /// Host variables a container may inherit (exact names).
 const ENV_ALLOW: [&str; 6] = ["TERM", "COLORTERM", "LANG", "LANGUAGE", "TZ", "PO_PRESET"];
@@ -213,6 +222,10 @@ pub struct SpecInput<'a> {
     pub limits: Limits,
     /// The interval of the engine health check.
     pub health_interval: std::time::Duration,
+    /// What the engine changes: keep-id, unenforced limits, the network mode.
+    pub mode: crate::sandbox::engine_mode::EngineMode,
+    /// The egress mode (`network`, `PO_SANDBOX_NETWORK`).
+    pub network_mode: NetworkMode,
 }
 
 /// One workspace's container, engine-neutral.
@@ -253,8 +266,18 @@ pub struct ContainerSpec {
     pub tmpfs: BTreeMap<String, String>,
     /// The engine health check.
     pub health: HealthProbe,
-    /// The per-hub network (its name).
+    /// The per-hub network (its name), or the engine network mode that replaces it
+    /// ([`crate::sandbox::engine_mode::SLIRP_HOST_LOOPBACK`]).
     pub network: String,
+    /// The network is the per-hub one (made and joined by name), not an engine mode.
+    pub per_hub_network: bool,
+    /// Map the user to itself in the container's user namespace (rootless Podman's `keep-id`).
+    pub keep_id: bool,
+    /// The engine enforces the pid, memory and CPU limits (not a rootless one on cgroup v1):
+    /// when not, they are not asked for, and their absence is not drift.
+    pub limits_enforced: bool,
+    /// The egress mode its holder's rules enforce.
+    pub network_mode: NetworkMode,
     /// Hash of everything above but the environment inherited from the host.
     pub spec_hash: String,
 }
@@ -354,7 +377,14 @@ pub fn build(input: &SpecInput) -> ContainerSpec {
         read_only_root: true,
         tmpfs: tmpfs(input.run_flags),
         health: health_probe(input.bundle, input.health_interval),
-        network: network_name(input.owner),
+        network: match input.mode.network {
+            EngineNetwork::PerHub => network_name(input.owner),
+            EngineNetwork::SlirpHostLoopback => SLIRP_HOST_LOOPBACK.to_string(),
+        },
+        per_hub_network: input.mode.network == EngineNetwork::PerHub,
+        keep_id: input.mode.keep_id,
+        limits_enforced: input.mode.limits_enforced,
+        network_mode: input.network_mode,
         spec_hash: String::new(),
     };
     set_env_and_hash(&mut spec, own, input.host_env);
@@ -441,6 +471,8 @@ fn layer_env(input: &SpecInput, p_str: &str) -> BTreeMap<String, String> {
         own.insert(k.clone(), v.clone());
     }
     own.insert("PO_SANDBOX".into(), "1".into());
+    // What `/po-sandbox` reports inside; the holder's rules enforce it.
+    own.insert(NETWORK_VAR.into(), input.network_mode.as_str().into());
     own.insert("PO_HOME".into(), p_str.to_string());
     own.insert("PO_WORKSPACE".into(), input.workspace.id.clone());
     own.insert("PO_SANDBOX_TOKEN_FILE".into(), TOKEN_PATH.into());
@@ -555,6 +587,14 @@ fn hash(spec: &ContainerSpec) -> String {
         ),
     );
     field("network", &spec.network);
+    // Absent in the usual (rootful) case, so such a spec hashes as it always did.
+    if spec.keep_id {
+        field("userns", "keep-id");
+    }
+    if !spec.limits_enforced {
+        field("limits-enforced", "false");
+    }
+    field("network-mode", spec.network_mode.as_str());
     hex::encode(&h.finalize()[..16])
 }
 
@@ -601,6 +641,35 @@ pub struct LivePosture {
     pub health_test: Vec<String>,
     /// The names of the networks in `NetworkSettings.Networks`.
     pub networks: Vec<String>,
+    /// The namespace holder it joined (`container:<id>`), as the service read it.
+    pub holder: Option<HolderPosture>,
+}
+
+/// What adoption reads of a workspace's namespace holder.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct HolderPosture {
+    /// Its id.
+    pub id: String,
+    /// It runs.
+    pub running: bool,
+    /// The host port it publishes for the server, on 127.0.0.1.
+    pub host_port: Option<u16>,
+    /// The networks it is on.
+    pub networks: Vec<String>,
+    /// Its port bindings: (container port spec, host ip).
+    pub ports: Vec<(String, String)>,
+    /// Its `po.net-mode` label.
+    pub mode: Option<NetworkMode>,
+    /// Its `po.net-rules` label.
+    pub rules_hash: Option<String>,
+    /// Whether the loaded rules were looked at (`rules_loaded` means something).
+    pub rules_checked: bool,
+    /// Its nft table is loaded and carries `rules_hash`.
+    pub rules_loaded: bool,
+    /// Its `CapAdd` (what it starts with, before it drops everything).
+    pub cap_add: Vec<String>,
+    /// It runs privileged.
+    pub privileged: bool,
 }
 
 /// The capabilities Docker and Podman grant by default: with none added, dropping all of these
@@ -687,8 +756,13 @@ pub struct ContainerPosture {
     pub read_only_root: bool,
     /// It has an engine health check.
     pub health_check: bool,
-    /// The networks it is on (the per-hub network's name).
+    /// The networks it is on (the per-hub network's name), through its namespace holder.
     pub networks: Vec<String>,
+    /// The egress mode its namespace holder's rules enforce (`open`, `none`, `allowlist`);
+    /// absent when it has no holder.
+    pub egress: Option<String>,
+    /// The id of the namespace holder whose network it shares.
+    pub network_holder: Option<String>,
 }
 
 impl From<&LivePosture> for ContainerPosture {
@@ -715,8 +789,11 @@ impl From<&LivePosture> for ContainerPosture {
                     read_only: !rw,
                 })
                 .collect(),
+            // Published by its namespace holder.
             published: live
-                .ports
+                .holder
+                .as_ref()
+                .map_or(&live.ports, |h| &h.ports)
                 .iter()
                 .map(|(port, ip)| format!("{ip} -> {port}"))
                 .collect(),
@@ -727,7 +804,15 @@ impl From<&LivePosture> for ContainerPosture {
             cpu_shares: live.cpu_shares,
             read_only_root: live.read_only_root,
             health_check: !live.health_test.is_empty(),
-            networks: live.networks.clone(),
+            networks: live
+                .holder
+                .as_ref()
+                .map_or_else(|| live.networks.clone(), |h| h.networks.clone()),
+            egress: live
+                .holder
+                .as_ref()
+                .and_then(|h| h.mode.map(|m| m.as_str().to_string())),
+            network_holder: live.holder.as_ref().map(|h| h.id.clone()),
         }
     }
 }
@@ -813,6 +898,9 @@ fn check_tmpfs(spec: &ContainerSpec, live: &LivePosture) -> Result<(), String> {
 
 /// A memory and a CPU limit, no higher than the spec's, and CPU shares set (CIS 5.11, 5.12).
 fn check_limits(spec: &ContainerSpec, live: &LivePosture) -> Result<(), String> {
+    if !spec.limits_enforced {
+        return Ok(());
+    }
     let l = &spec.limits;
     if live.memory <= 0 || live.memory > l.memory {
         return Err(format!(
@@ -852,13 +940,65 @@ fn check_health(spec: &ContainerSpec, live: &LivePosture) -> Result<(), String> 
     Ok(())
 }
 
-/// On the per-hub network only.
+/// In its namespace holder's network, which is on the per-hub network only, runs, enforces
+/// the spec's egress mode and has its rules loaded (the holder may be in an engine network
+/// mode instead: slirp4netns for the forced TCP route on rootless Podman).
 fn check_network(spec: &ContainerSpec, live: &LivePosture) -> Result<(), String> {
-    if live.networks != [spec.network.clone()] {
+    let Some(h) = &live.holder else {
+        return Err("it has no network namespace holder (no network rules)".into());
+    };
+    let mode = live
+        .namespaces
+        .iter()
+        .find(|(k, _)| k == "network")
+        .map(|(_, v)| v.as_str());
+    // Podman reports the holder's networks on a container that joined it; Docker none.
+    if !live.networks.is_empty() && live.networks != h.networks {
         return Err(format!(
-            "it is on the network(s) {:?}, not only {}",
-            live.networks, spec.network
+            "it is on the network(s) {:?} itself, not in its holder's namespace only",
+            live.networks
         ));
+    }
+    if mode != Some(format!("container:{}", h.id).as_str()) {
+        return Err(format!(
+            "its network mode is {mode:?}, not its holder's namespace"
+        ));
+    }
+    if !h.running {
+        return Err("its network namespace holder is not running".into());
+    }
+    // The per-hub network by name; or the engine's network mode (slirp4netns), listed by
+    // its first word.
+    let engine_mode = spec.network.split(':').next().unwrap_or_default();
+    let on_it = match spec.per_hub_network {
+        true => h.networks == [spec.network.clone()],
+        false => h.networks.iter().all(|n| n == engine_mode),
+    };
+    if !on_it {
+        return Err(format!(
+            "its holder is on the network(s) {:?}, not only {}",
+            h.networks, spec.network
+        ));
+    }
+    if h.mode != Some(spec.network_mode) {
+        return Err(format!(
+            "its network mode is {}, not {}",
+            h.mode.map_or("unknown", |m| m.as_str()),
+            spec.network_mode.as_str()
+        ));
+    }
+    if h.privileged
+        || h.cap_add
+            .iter()
+            .any(|c| !crate::sandbox::holder::HOLDER_CAPS.contains(&c.trim_start_matches("CAP_")))
+    {
+        return Err(format!(
+            "its holder has capabilities beyond its own ({})",
+            h.cap_add.join(", ")
+        ));
+    }
+    if h.rules_checked && !h.rules_loaded {
+        return Err("its network rules are not loaded in its holder".into());
     }
     Ok(())
 }
@@ -876,6 +1016,9 @@ fn check_privileges(_: &ContainerSpec, live: &LivePosture) -> Result<(), String>
 
 /// A pid limit, no higher than the spec's.
 fn check_pids_limit(spec: &ContainerSpec, live: &LivePosture) -> Result<(), String> {
+    if !spec.limits_enforced {
+        return Ok(());
+    }
     match live.pids_limit {
         Some(n) if n > 0 && n <= spec.pids_limit => Ok(()),
         other => Err(format!(
@@ -956,9 +1099,20 @@ fn mount_allowed(spec: &ContainerSpec, kind: &str, source: &str, dest: &str, rw:
     }
 }
 
-/// The spec's port only, on 127.0.0.1 only, and published.
+/// The spec's port only, on 127.0.0.1 only, and published (by its holder; the container
+/// itself publishes none).
 fn check_ports(spec: &ContainerSpec, live: &LivePosture) -> Result<(), String> {
-    for (port, ip) in &live.ports {
+    if let Some((port, _)) = live.ports.first() {
+        return Err(format!(
+            "it publishes port {port} itself, not through its holder"
+        ));
+    }
+    let holder_ports = live
+        .holder
+        .as_ref()
+        .map(|h| h.ports.clone())
+        .unwrap_or_default();
+    for (port, ip) in &holder_ports {
         if port != &format!("{}/tcp", spec.container_port) {
             return Err(format!(
                 "it publishes port {port}, not only {}/tcp",
@@ -972,7 +1126,7 @@ fn check_ports(spec: &ContainerSpec, live: &LivePosture) -> Result<(), String> {
             ));
         }
     }
-    if live.ports.is_empty() {
+    if holder_ports.is_empty() {
         return Err("it publishes no port".into());
     }
     Ok(())

@@ -12,6 +12,7 @@ async fn broker_in(dir: &Path, env: HashMap<String, String>, tcp: bool) -> Broke
         host_env: env,
         socket_dir: dir.into(),
         tcp,
+        egress: None,
     })
     .await
     .unwrap()

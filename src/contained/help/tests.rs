@@ -35,6 +35,7 @@ fn contained_skill_names_mounts_providers_network_and_limits() {
                 "PO_SANDBOX_GUARDED_PATHS",
                 "/src/acme/.git/hooks,/src/acme/.envrc",
             ),
+            ("PO_SANDBOX_NETWORK", "none"),
         ],
         Some("/src/acme"),
     )
@@ -60,7 +61,9 @@ fn contained_skill_names_mounts_providers_network_and_limits() {
         "`/run/po-broker`",
         "`/src/acme/.git/hooks`, `/src/acme/.envrc`",
         "Brokered: `anthropic`, `openai`, via the broker socket `/run/po-broker/broker.sock`",
-        "default bridge network",
+        "firewall rules loaded before this container started",
+        "private ranges (10/8, 172.16/12, 192.168/16, 100.64/10, fc00::/7) are refused at once",
+        "Mode `none`: nothing else is reachable",
         "127.0.0.1",
         "No container engine",
         "No host paths beyond the mounts",
@@ -111,4 +114,28 @@ fn problems_are_listed_as_in_the_report() {
     assert!(md.contains("## Problems"));
     assert!(md.contains("Both PO_BROKER_SOCKET and PO_BROKER_ADDRESS are set"));
     assert!(md.contains("No providers are brokered"));
+}
+
+#[test]
+fn the_network_section_tells_how_to_use_the_egress_proxy() {
+    let vars = [
+        ("PO_SANDBOX", "1"),
+        ("PO_WORKSPACE", "acme"),
+        ("PO_BROKER_PROVIDERS", ""),
+        ("PO_BROKER_SOCKET", "/run/po-broker/broker.sock"),
+        ("PO_BROKER_EGRESS_SOCKET", "/run/po-broker/egress.sock"),
+        ("HTTPS_PROXY", "http://127.0.0.1:4567"),
+    ];
+    let md = skill_of(&vars, None).unwrap();
+    assert!(
+        md.contains("through the host's egress proxy (`/run/po-broker/egress.sock`)"),
+        "{md}"
+    );
+    assert!(
+        md.contains("at `http://127.0.0.1:4567` through `HTTPS_PROXY`/`HTTP_PROXY`"),
+        "{md}"
+    );
+    assert!(md.contains("403 egress denied"), "{md}");
+    let md = skill_of(&vars[..5], None).unwrap();
+    assert!(md.contains("This session has not bridged it"), "{md}");
 }

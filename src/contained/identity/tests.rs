@@ -171,3 +171,91 @@ fn guarded_paths_are_listed_in_the_report_inside_a_container() {
         "only inside a container"
     );
 }
+
+#[test]
+fn the_egress_proxy_is_reported_with_its_address_once_bridged() {
+    let vars = [
+        ("PO_SANDBOX", "1"),
+        ("PO_WORKSPACE", "acme"),
+        ("PO_BROKER_PROVIDERS", ""),
+        ("PO_BROKER_SOCKET", "/run/po-broker/broker.sock"),
+        ("PO_BROKER_EGRESS_SOCKET", "/run/po-broker/egress.sock"),
+    ];
+    // A grant for the proxy alone names no provider: no problem.
+    let s = read_state(&env(&vars));
+    assert!(s.problems.is_empty(), "{:?}", s.problems);
+    assert_eq!(
+        s.egress_socket.as_deref(),
+        Some("/run/po-broker/egress.sock")
+    );
+    assert_eq!(s.egress_proxy, None);
+    assert!(report(&s).contains(
+        "Egress proxy: on (bridged to /run/po-broker/egress.sock), but this session has not set it"
+    ));
+    let mut with_proxy = vars.to_vec();
+    with_proxy.push(("HTTPS_PROXY", "http://127.0.0.1:4567"));
+    let s = read_state(&env(&with_proxy));
+    assert_eq!(s.egress_proxy.as_deref(), Some("http://127.0.0.1:4567"));
+    let r = report(&s);
+    assert!(r.contains("Egress proxy: on, at http://127.0.0.1:4567 (HTTPS_PROXY/HTTP_PROXY; bridged to /run/po-broker/egress.sock)"), "{r}");
+    // A relative path is a problem, not a route.
+    let s = read_state(&env(&[("PO_BROKER_EGRESS_SOCKET", "run/egress.sock")]));
+    assert_eq!(s.egress_socket, None);
+    assert!(s.problems[0].contains("not an absolute path"));
+    // Without the variable there is no egress line.
+    assert!(
+        !report(&read_state(&env(&[
+            ("PO_SANDBOX", "1"),
+            ("PO_WORKSPACE", "a")
+        ])))
+        .contains("Egress")
+    );
+}
+
+#[test]
+fn the_tcp_routes_egress_proxy_is_used_directly_and_never_shown_with_its_credentials() {
+    let url = "http://po:0123abcd@host.docker.internal:40002";
+    let s = read_state(&env(&[
+        ("PO_SANDBOX", "1"),
+        ("PO_WORKSPACE", "acme"),
+        ("PO_BROKER_PROVIDERS", ""),
+        ("PO_BROKER_ADDRESS", "host.docker.internal:40001"),
+        ("PO_BROKER_EGRESS_PROXY", url),
+        ("HTTPS_PROXY", url),
+    ]));
+    assert!(s.problems.is_empty(), "{:?}", s.problems);
+    assert_eq!(s.egress_proxy_route.as_deref(), Some(url));
+    let r = report(&s);
+    assert!(r.contains("Egress proxy: on, at http://host.docker.internal:40002 (HTTPS_PROXY/HTTP_PROXY; the host's egress port http://host.docker.internal:40002)"), "{r}");
+    assert!(!r.contains("0123abcd"), "{r}");
+    let bad = read_state(&env(&[("PO_BROKER_EGRESS_PROXY", "socks5://x")]));
+    assert!(bad.problems[0].contains("not an http:// proxy URL"));
+}
+
+#[test]
+fn the_network_mode_is_reported_inside_a_container_and_a_bad_one_is_a_problem() {
+    let inside = |mode: &str| {
+        read_state(&env(&[
+            ("PO_SANDBOX", "1"),
+            ("PO_WORKSPACE", "w"),
+            ("PO_SANDBOX_NETWORK", mode),
+        ]))
+    };
+    let open = inside("open");
+    assert_eq!(open.network.as_deref(), Some("open"));
+    assert!(report(&open).contains("Network: open (the public internet; other workspaces, the host, link-local and private addresses are refused)."));
+    assert!(
+        report(&inside("none"))
+            .contains("Network: none (nothing but loopback and the broker route).")
+    );
+    assert!(report(&inside("allowlist")).contains("Network: allowlist ("));
+    let bad = inside("wide");
+    assert_eq!(bad.network, None);
+    assert!(
+        bad.problems[0].contains("PO_SANDBOX_NETWORK=\"wide\" is not a network mode"),
+        "{:?}",
+        bad.problems
+    );
+    let unset = read_state(&env(&[("PO_SANDBOX", "1")]));
+    assert!(!report(&unset).contains("Network:"));
+}

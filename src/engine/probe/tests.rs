@@ -178,7 +178,7 @@ async fn a_podman_engine_answers_with_its_facts() {
     fake_engine(
         &path,
         r#"{"Version":"4.3.1","ApiVersion":"1.41","Components":[{"Name":"Podman Engine","Version":"4.3.1"}]}"#,
-        r#"{"OperatingSystem":"debian","OSType":"linux","Architecture":"x86_64","Name":"Colima","SecurityOptions":["name=seccomp","name=rootless"],"MemTotal":8589934592,"NCPU":4}"#,
+        r#"{"OperatingSystem":"debian","OSType":"linux","Architecture":"x86_64","Name":"Colima","SecurityOptions":["name=seccomp","name=rootless"],"CgroupVersion":"1","MemTotal":8589934592,"NCPU":4}"#,
     );
     let mut h = host();
     h.os = HostOs::Linux;
@@ -194,6 +194,7 @@ async fn a_podman_engine_answers_with_its_facts() {
             arch: "x86_64".into(),
             vm: true,
             rootless: true,
+            cgroup_version: "1".into(),
             host_name: "Colima".into(),
             mem_total: Some(8 << 30),
             ncpu: Some(4),

@@ -54,6 +54,7 @@ fn first_available_wins_and_is_described() {
         arch: "amd64".into(),
         vm: false,
         rootless: true,
+        cgroup_version: "2".into(),
         host_name: "box".into(),
         mem_total: Some(1 << 30),
         ncpu: Some(2),
@@ -73,6 +74,7 @@ fn first_available_wins_and_is_described() {
         ),
     ]);
     assert!(r.available && r.rootless && !r.vm);
+    assert_eq!(r.cgroup_version.as_deref(), Some("2"));
     assert_eq!(r.engine.as_deref(), Some("podman"));
     assert_eq!(
         r.endpoint.as_deref(),

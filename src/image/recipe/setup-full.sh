@@ -1,5 +1,6 @@
 #!/bin/sh
-# The full sandbox toolchain on top of node:24-bookworm-slim: git, procps, ripgrep, Chromium's
+# The full sandbox toolchain on top of node:24-bookworm-slim: git, procps, ripgrep, nftables (the
+# namespace holder loads each workspace's network rules with nft), Chromium's
 # runtime libraries and fonts, corepack, and the CloakBrowser headless browser at /opt/cloak.
 # The Dockerfile sets CLOAKBROWSER_CACHE_DIR (and the rest of the image's run-time environment)
 # before this runs, so the browser lands where every container looks for it.
@@ -9,7 +10,7 @@ echo "setup-full: CloakBrowser goes to $CLOAKBROWSER_CACHE_DIR"
 export DEBIAN_FRONTEND=noninteractive
 apt-get update
 apt-get install -y --no-install-recommends \
-  ca-certificates git procps ripgrep \
+  ca-certificates git procps ripgrep nftables \
   fonts-liberation fonts-dejavu-core fonts-noto-color-emoji \
   libasound2 libatk-bridge2.0-0 libatk1.0-0 libatspi2.0-0 libcairo2 libcups2 libdbus-1-3 \
   libdrm2 libexpat1 libgbm1 libglib2.0-0 libnspr4 libnss3 libpango-1.0-0 libx11-6 \

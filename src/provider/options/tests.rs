@@ -21,6 +21,7 @@ fn defaults_from_a_plain_host() {
     assert_eq!(o.concurrency, DEFAULT_CONCURRENCY);
     assert!(o.broker);
     assert_eq!(o.broker_socket_dir, Path::new("/run/user/5/po-broker"));
+    assert_eq!(o.broker_transport, TransportChoice::Auto);
     assert_eq!(o.detect.engine, None);
     assert_eq!(o.detect.timeout, None);
     if h.os == HostOs::Linux {
@@ -368,4 +369,140 @@ fn memory_and_cpus_from_the_option_else_the_variable_else_derived_later() {
         assert_eq!(code, "OPTIONS_INVALID");
         assert!(msg.contains(needle), "{needle}: {msg}");
     }
+}
+
+#[test]
+fn broker_transport_from_the_option_else_the_variable() {
+    let resolve = |option: Option<&str>, var: Option<&str>| {
+        let mut vars = vec![("HOME", "/home/u")];
+        if let Some(v) = var {
+            vars.push((TRANSPORT_VAR, v));
+        }
+        let raw = RawOptions {
+            broker_transport: option.map(str::to_string),
+            ..Default::default()
+        };
+        ProviderOptions::resolve(raw, HostEnv::with_vars(&vars)).map(|o| o.broker_transport)
+    };
+    assert_eq!(resolve(None, None).unwrap(), TransportChoice::Auto);
+    assert_eq!(resolve(None, Some("tcp")).unwrap(), TransportChoice::Tcp);
+    assert_eq!(resolve(None, Some("")).unwrap(), TransportChoice::Auto);
+    assert_eq!(
+        resolve(Some("socket"), Some("tcp")).unwrap(),
+        TransportChoice::Socket
+    );
+    assert_eq!(
+        resolve(Some("auto"), Some("tcp")).unwrap(),
+        TransportChoice::Auto
+    );
+    let (code, message) = code_and_message(resolve(Some("udp"), None));
+    assert_eq!(code, "OPTIONS_INVALID");
+    assert!(
+        message.contains("brokerTransport") && message.contains("\"udp\""),
+        "{message}"
+    );
+    let (code, message) = code_and_message(resolve(None, Some("Tcp")));
+    assert_eq!(code, "OPTIONS_INVALID");
+    assert!(
+        message.contains(TRANSPORT_VAR) && message.contains("'auto', 'socket' or 'tcp'"),
+        "{message}"
+    );
+}
+
+#[test]
+fn network_allow_and_resolve_from_options_or_variables() {
+    let h = HostEnv::with_vars(&[("HOME", "/h")]);
+    let resolve = |raw: RawOptions, h: &HostEnv| ProviderOptions::resolve(raw, h.clone());
+    // Not given: the proxy is off.
+    let o = resolve(RawOptions::default(), &h).unwrap();
+    assert!(o.network_allow.is_none() && o.egress_policy().is_none());
+    // A list alone does not turn it on: only the `allowlist` mode does.
+    let listed = |network: Option<&str>, list: Option<Vec<String>>| RawOptions {
+        network: network.map(str::to_string),
+        network_allow: list,
+        network_resolve: Some(vec!["registry.test=127.0.0.1".into()]),
+        ..Default::default()
+    };
+    let two = || Some(vec!["Registry.Test:443".into(), "*.crates.io:443".into()]);
+    assert!(
+        resolve(listed(None, two()), &h)
+            .unwrap()
+            .egress_policy()
+            .is_none()
+    );
+    assert!(
+        resolve(listed(Some("none"), two()), &h)
+            .unwrap()
+            .egress_policy()
+            .is_none()
+    );
+    // The `allowlist` mode: the list checked and canonical.
+    let p = resolve(listed(Some("allowlist"), two()), &h)
+        .unwrap()
+        .egress_policy()
+        .unwrap();
+    assert_eq!(p.allow.len(), 2);
+    assert_eq!(p.resolve.len(), 1);
+    // Without a list, the default one; an empty list allows nothing.
+    let p = resolve(listed(Some("allowlist"), None), &h)
+        .unwrap()
+        .egress_policy()
+        .unwrap();
+    assert_eq!(p.allow, rules::default_allow());
+    let p = resolve(listed(Some("allowlist"), Some(vec![])), &h)
+        .unwrap()
+        .egress_policy()
+        .unwrap();
+    assert!(p.allow.is_empty());
+    // The variables, comma-separated; the option wins.
+    let hv = HostEnv::with_vars(&[
+        ("HOME", "/h"),
+        (NETWORK_ALLOW_VAR, " a.test:443 , b.test:80,"),
+        (NETWORK_RESOLVE_VAR, "a.test=10.0.0.1"),
+    ]);
+    let o = resolve(RawOptions::default(), &hv).unwrap();
+    assert_eq!(o.network_allow.as_ref().unwrap().len(), 2);
+    assert_eq!(o.network_resolve.len(), 1);
+    // Bad entries: OPTIONS_INVALID naming the option or variable, the entry and the form.
+    for (raw, h, name, entry) in [
+        (
+            RawOptions {
+                network_allow: Some(vec!["github.com".into()]),
+                ..Default::default()
+            },
+            &h,
+            "networkAllow",
+            "\"github.com\"",
+        ),
+        (
+            RawOptions {
+                network_resolve: Some(vec!["a.test:1.2.3.4".into()]),
+                ..Default::default()
+            },
+            &h,
+            "networkResolve",
+            "\"a.test:1.2.3.4\"",
+        ),
+        (
+            RawOptions::default(),
+            &HostEnv::with_vars(&[("HOME", "/h"), (NETWORK_ALLOW_VAR, "a.test:99999")]),
+            NETWORK_ALLOW_VAR,
+            "\"a.test:99999\"",
+        ),
+    ] {
+        let (code, msg) = code_and_message(resolve(raw, h));
+        assert_eq!(code, "OPTIONS_INVALID");
+        assert!(
+            msg.contains(name) && msg.contains(entry) && msg.contains("expected"),
+            "{msg}"
+        );
+    }
+    let (_, msg) = code_and_message(resolve(
+        RawOptions {
+            network_resolve: Some(vec!["a.test=1.1.1.1".into(), "a.test=2.2.2.2".into()]),
+            ..Default::default()
+        },
+        &h,
+    ));
+    assert!(msg.contains("a second time"), "{msg}");
 }

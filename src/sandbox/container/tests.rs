@@ -30,6 +30,7 @@ fn spec(extra_hosts: Vec<String>) -> ContainerSpec {
             cpu_shares: 512,
         },
         read_only_root: true,
+        network_mode: Default::default(),
         tmpfs: crate::sandbox::spec::WRITABLE_TMPFS
             .iter()
             .map(|(p, o)| (p.to_string(), o.to_string()))
@@ -42,6 +43,9 @@ fn spec(extra_hosts: Vec<String>) -> ContainerSpec {
             start_period_ns: 60_000_000_000,
         },
         network: "po-net-o".into(),
+        per_hub_network: true,
+        keep_id: false,
+        limits_enforced: true,
         spec_hash: "h".into(),
     }
 }
@@ -56,10 +60,8 @@ fn the_engine_body_carries_the_hardening() {
     assert_eq!(hc.privileged, Some(false));
     assert!(hc.ulimits.is_none() && hc.extra_hosts.is_none());
     assert_eq!(hc.init, Some(true));
-    let ports = hc.port_bindings.unwrap();
-    let bindings = ports["7300/tcp"].clone().unwrap();
-    assert_eq!(bindings.len(), 1);
-    assert_eq!(bindings[0].host_ip.as_deref(), Some("127.0.0.1"));
+    // Its namespace holder publishes the port; the container joins it and publishes nothing.
+    assert!(hc.port_bindings.is_none() && body.exposed_ports.is_none());
     let mounts = hc.mounts.unwrap();
     assert_eq!(mounts.len(), 2);
     assert_eq!(mounts[0].read_only, Some(true));
@@ -90,9 +92,27 @@ fn vm_engines_get_the_gateway_host_and_podman_its_ulimits() {
         true,
     );
     let hc = body.host_config.unwrap();
+    // The holder carries the host entry: a `container:` network mode takes none.
+    assert!(hc.extra_hosts.is_none());
+    let holder = crate::sandbox::holder::create_body(
+        &spec(vec!["host.docker.internal:host-gateway".into()]),
+        "rules",
+        "0123456789abcdef",
+        Some("host.docker.internal"),
+        true,
+        "net-id",
+    );
+    let hh = holder.host_config.unwrap();
     assert_eq!(
-        hc.extra_hosts.unwrap(),
+        hh.extra_hosts.unwrap(),
         ["host.docker.internal:host-gateway"]
+    );
+    assert!(hh.ulimits.is_some());
+    assert!(
+        holder
+            .env
+            .unwrap()
+            .contains(&"PO_NET_BROKER_HOST=host.docker.internal".to_string())
     );
     assert_eq!(hc.init, None, "Podman's init is often not installed");
     let limits = hc.ulimits.unwrap();
@@ -146,8 +166,8 @@ fn inspected() -> ContainerInspectResponse {
 }
 
 #[test]
-fn inspect_data_reads_as_a_live_container() {
-    let c = live_container(inspected(), Some(7300));
+fn inspect_data_reads_as_a_live_from() {
+    let c = live_from(inspected(), Some(7300));
     assert_eq!(
         (
             c.id.as_str(),
@@ -204,7 +224,7 @@ fn mounts_and_ports_read_as_posture_tuples() {
     let empty = ContainerInspectResponse::default();
     assert_eq!(published_host_port(&empty, None), None);
     assert!(live_mounts(&empty).is_empty() && port_bindings(&HostConfig::default()).is_empty());
-    let c = live_container(empty, None);
+    let c = live_from(empty, None);
     assert_eq!((c.state.as_str(), c.posture.devices), ("", 0));
 }
 
@@ -253,9 +273,16 @@ fn run_flags_map_onto_the_host_config_and_keep_the_hardening() {
         Some(&["0".to_string(), "1".to_string()][..])
     );
     assert_eq!(gpu.capabilities, Some(vec![vec!["gpu".to_string()]]));
-    assert_eq!(hc.dns.unwrap(), ["192.0.2.53"]);
-    assert_eq!(hc.dns_search.unwrap(), ["example.test"]);
-    assert_eq!(hc.dns_options.unwrap(), ["ndots:1"]);
+    // DNS flags go to the namespace holder, whose network the container shares.
+    assert!(hc.dns.is_none() && hc.dns_search.is_none() && hc.dns_options.is_none());
+    let mut flagged = spec(vec![]);
+    flagged.run_flags = s.run_flags.clone();
+    let holder = crate::sandbox::holder::create_body(&flagged, "r", "h", None, false, "n")
+        .host_config
+        .unwrap();
+    assert_eq!(holder.dns.unwrap(), ["192.0.2.53"]);
+    assert_eq!(holder.dns_search.unwrap(), ["example.test"]);
+    assert_eq!(holder.dns_options.unwrap(), ["ndots:1"]);
     let tmpfs = hc.tmpfs.unwrap();
     assert_eq!(tmpfs["/scratch"], "size=1m");
     assert!(tmpfs.contains_key("/tmp"), "the writable places stay");

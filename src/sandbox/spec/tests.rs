@@ -1,5 +1,7 @@
 use super::*;
 use crate::host::UserIds;
+use crate::sandbox::engine_mode::EngineMode;
+use crate::sandbox::firewall::NetworkMode;
 
 fn bundle() -> RuntimeBundle {
     RuntimeBundle {
@@ -41,6 +43,26 @@ fn spec_with_flags(flags: &[&str]) -> ContainerSpec {
 thread_local! {
     /// The run flags [`with_input`] passes (none unless [`spec_with_flags`] sets them).
     static RUN_FLAGS: std::cell::RefCell<RunFlags> = std::cell::RefCell::new(RunFlags::default());
+    /// The engine mode [`with_input`] passes (rootful unless [`spec_in_mode`] sets it).
+    static MODE: std::cell::Cell<EngineMode> = std::cell::Cell::new(EngineMode::default());
+    /// The egress mode [`with_input`] passes (open unless [`spec_in_mode`] sets it).
+    static NETWORK_MODE: std::cell::RefCell<NetworkMode> = const { std::cell::RefCell::new(NetworkMode::Open) };
+}
+
+/// The test spec for an engine in `mode`.
+fn spec_in_mode(mode: EngineMode) -> ContainerSpec {
+    MODE.with(|m| m.set(mode));
+    let spec = spec_with(&[], &[]);
+    MODE.with(|m| m.set(EngineMode::default()));
+    spec
+}
+
+/// The test spec in this egress mode.
+fn spec_in_egress_mode(mode: NetworkMode) -> ContainerSpec {
+    NETWORK_MODE.with(|m| *m.borrow_mut() = mode);
+    let spec = spec_with(&[], &[]);
+    NETWORK_MODE.with(|m| *m.borrow_mut() = NetworkMode::Open);
+    spec
 }
 
 /// Runs `f` on a spec input over the test bundle and workspace, with `extra_env` as the grant.
@@ -78,8 +100,10 @@ fn with_input<T>(
         extra_env: &extra,
         extra_binds: &[],
         extra_hosts: &[],
+        network_mode: NETWORK_MODE.with(|m| *m.borrow()),
         limits: test_limits(),
         health_interval: std::time::Duration::from_secs(15),
+        mode: MODE.with(|m| m.get()),
     })
 }
 
@@ -237,7 +261,7 @@ fn live_of(s: &ContainerSpec) -> LivePosture {
         security_opt: vec!["no-new-privileges".into()],
         pids_limit: Some(s.pids_limit),
         user: s.user.clone(),
-        namespaces: vec![("network".into(), "bridge".into())],
+        namespaces: vec![("network".into(), "container:h1".into())],
         mounts: s
             .binds
             .iter()
@@ -255,7 +279,7 @@ fn live_of(s: &ContainerSpec) -> LivePosture {
                     .map(|v| ("volume".to_string(), v.name.clone(), v.target.clone(), true)),
             )
             .collect(),
-        ports: vec![("7300/tcp".into(), "127.0.0.1".into())],
+        ports: vec![],
         devices: 0,
         spec_hash: Some(s.spec_hash.clone()),
         runtime: s.run_flags.runtime.clone().unwrap_or_else(|| "runc".into()),
@@ -266,7 +290,23 @@ fn live_of(s: &ContainerSpec) -> LivePosture {
         cpu_shares: s.limits.cpu_shares,
         read_only_root: true,
         health_test: s.health.test.clone(),
-        networks: vec![s.network.clone()],
+        networks: vec![],
+        holder: Some(HolderPosture {
+            id: "h1".into(),
+            running: true,
+            host_port: Some(32768),
+            networks: vec![s.network.clone()],
+            ports: vec![("7300/tcp".into(), "127.0.0.1".into())],
+            mode: Some(s.network_mode),
+            rules_hash: Some("0123456789abcdef".into()),
+            rules_checked: true,
+            rules_loaded: true,
+            cap_add: crate::sandbox::holder::HOLDER_CAPS
+                .iter()
+                .map(|c| c.to_string())
+                .collect(),
+            privileged: false,
+        }),
     }
 }
 
@@ -335,12 +375,18 @@ fn every_drift_is_named() {
             },
             "/home/u/.po at",
         ),
-        (|l| l.ports[0].1 = "0.0.0.0".into(), "not on 127.0.0.1"),
         (
-            |l| l.ports.push(("22/tcp".into(), "127.0.0.1".into())),
+            |l| l.holder.as_mut().unwrap().ports[0].1 = "0.0.0.0".into(),
+            "not on 127.0.0.1",
+        ),
+        (
+            |l| {
+                let h = l.holder.as_mut().unwrap();
+                h.ports.push(("22/tcp".into(), "127.0.0.1".into()))
+            },
             "22/tcp",
         ),
-        (|l| l.ports.clear(), "no port"),
+        (|l| l.holder.as_mut().unwrap().ports.clear(), "no port"),
         (|l| l.memory = 0, "memory limit"),
         (|l| l.memory = 8 << 30, "memory limit"),
         (|l| l.nano_cpus = 0, "CPU limit"),
@@ -353,7 +399,10 @@ fn every_drift_is_named() {
             "health check is not the spec's",
         ),
         (|l| l.networks = vec!["bridge".into()], "network"),
-        (|l| l.networks.push("bridge".into()), "not only po-net-hub1"),
+        (
+            |l| l.holder.as_mut().unwrap().networks.push("bridge".into()),
+            "not only po-net-hub1",
+        ),
         (|l| l.tmpfs.retain(|t| t != "/tmp"), "no tmpfs at /tmp"),
         (|l| l.spec_hash = Some("other".into()), "spec changed"),
     ];
@@ -434,7 +483,7 @@ fn the_first_posture_check_that_fails_is_reported() {
     let s = spec_with(&[], &[]);
     let mut live = live_of(&s);
     live.spec_hash = None;
-    live.ports.clear();
+    live.holder.as_mut().unwrap().ports.clear();
     live.devices = 1;
     live.privileged = true;
     assert_eq!(check_posture(&s, &live).unwrap_err(), "it runs privileged");
@@ -461,7 +510,7 @@ fn the_posture_summary_reads_the_live_data() {
     assert!(summary.no_capabilities && summary.no_new_privileges && !summary.privileged);
     assert_eq!(summary.user, s.user);
     assert_eq!(summary.pids_limit, Some(s.pids_limit));
-    assert_eq!(summary.network_mode, "bridge");
+    assert_eq!(summary.network_mode, "container:h1");
     assert_eq!(summary.published, ["127.0.0.1 -> 7300/tcp"]);
     assert_eq!(summary.mounts.len(), base.mounts.len());
     let bundle = summary
@@ -621,6 +670,8 @@ fn windows_host_paths_map_to_linux_paths_inside() {
         extra_hosts: &[],
         limits: test_limits(),
         health_interval: std::time::Duration::from_secs(15),
+        mode: EngineMode::default(),
+        network_mode: NetworkMode::Open,
     };
     let s = build(&input(crate::host::HostOs::Windows));
     assert_eq!(s.working_dir, "/mnt/c/src/acme");
@@ -725,4 +776,171 @@ fn the_network_is_the_owners() {
     let s = spec_with(&[], &[]);
     assert_eq!(s.network, "po-net-hub1");
     assert_eq!(network_name("abc"), "po-net-abc");
+}
+
+/// Rootless Podman on cgroup v1, with the socket route.
+fn rootless_v1() -> EngineMode {
+    EngineMode::decide(
+        true,
+        true,
+        false,
+        "1",
+        Some(crate::broker::server::RouteKind::Socket),
+    )
+}
+
+#[test]
+fn keep_id_and_unenforced_limits_are_in_the_spec_and_its_hash() {
+    let rootful = spec_with(&[], &[]);
+    assert!(!rootful.keep_id && rootful.limits_enforced && rootful.per_hub_network);
+    let rootless = spec_in_mode(rootless_v1());
+    assert!(rootless.keep_id);
+    assert!(!rootless.limits_enforced);
+    assert!(rootless.per_hub_network);
+    assert_eq!(rootless.network, "po-net-hub1");
+    assert_ne!(rootless.spec_hash, rootful.spec_hash);
+    // Each part alone changes the hash.
+    let keep_id_only = spec_in_mode(EngineMode::decide(true, true, false, "2", None));
+    assert!(keep_id_only.keep_id && keep_id_only.limits_enforced);
+    assert_ne!(keep_id_only.spec_hash, rootful.spec_hash);
+    assert_ne!(keep_id_only.spec_hash, rootless.spec_hash);
+    // The same mode, the same hash (a second hub adopts).
+    assert_eq!(spec_in_mode(rootless_v1()).spec_hash, rootless.spec_hash);
+}
+
+#[test]
+fn the_create_body_asks_for_keep_id_and_no_limits_the_engine_cannot_enforce() {
+    let rootless = spec_in_mode(rootless_v1());
+    let hc = crate::sandbox::container::create_body(&rootless, true)
+        .host_config
+        .unwrap();
+    assert_eq!(hc.userns_mode.as_deref(), Some("keep-id"));
+    assert_eq!(
+        (hc.pids_limit, hc.memory, hc.nano_cpus, hc.cpu_shares),
+        (None, None, None, None)
+    );
+    let rootful = spec_with(&[], &[]);
+    let hc = crate::sandbox::container::create_body(&rootful, true)
+        .host_config
+        .unwrap();
+    assert_eq!(hc.userns_mode, None);
+    assert_eq!(hc.pids_limit, Some(DEFAULT_PIDS_LIMIT));
+    assert_eq!(hc.memory, Some(test_limits().memory));
+}
+
+#[test]
+fn unenforced_limits_are_no_drift_but_enforced_ones_still_are() {
+    let rootless = spec_in_mode(rootless_v1());
+    let mut live = live_of(&rootless);
+    // What rootless Podman on cgroup v1 reports: no limits, the user namespace `private`.
+    live.pids_limit = Some(0);
+    live.memory = 0;
+    live.nano_cpus = 0;
+    live.cpu_shares = 0;
+    live.namespaces.push(("user".into(), "private".into()));
+    assert_eq!(check_posture(&rootless, &live), Ok(()));
+    let rootful = spec_with(&[], &[]);
+    let mut live = live_of(&rootful);
+    live.pids_limit = Some(0);
+    assert!(
+        check_posture(&rootful, &live)
+            .unwrap_err()
+            .contains("pid limit")
+    );
+    let mut live = live_of(&rootful);
+    live.memory = 0;
+    assert!(
+        check_posture(&rootful, &live)
+            .unwrap_err()
+            .contains("memory limit")
+    );
+}
+
+#[test]
+fn the_tcp_route_on_rootless_podman_uses_slirp4netns_with_host_loopback() {
+    let mode = EngineMode::decide(
+        true,
+        true,
+        false,
+        "2",
+        Some(crate::broker::server::RouteKind::Tcp),
+    );
+    let s = spec_in_mode(mode);
+    assert_eq!(s.network, "slirp4netns:allow_host_loopback=true");
+    assert!(!s.per_hub_network);
+    assert_ne!(
+        s.spec_hash,
+        spec_in_mode(EngineMode::decide(true, true, false, "2", None)).spec_hash
+    );
+    // Its namespace holder is in that mode (the container joins the holder): adopted there,
+    // not on the per-hub network; refused on any other.
+    let mut live = live_of(&s);
+    live.holder.as_mut().unwrap().networks = vec![];
+    assert_eq!(check_network(&s, &live), Ok(()));
+    live.holder.as_mut().unwrap().networks = vec!["slirp4netns".into()];
+    assert_eq!(check_network(&s, &live), Ok(()));
+    live.holder.as_mut().unwrap().networks = vec!["po-net-hub1".into()];
+    let why = check_network(&s, &live).unwrap_err();
+    assert!(
+        why.contains("slirp4netns:allow_host_loopback=true"),
+        "{why}"
+    );
+}
+
+#[test]
+fn the_egress_mode_is_in_the_hash_and_the_environment() {
+    let open = spec_in_egress_mode(NetworkMode::Open);
+    let none = spec_in_egress_mode(NetworkMode::None);
+    let allow = spec_in_egress_mode(NetworkMode::Allowlist);
+    assert_ne!(open.spec_hash, none.spec_hash);
+    assert_ne!(none.spec_hash, allow.spec_hash);
+    assert_eq!(open.env["PO_SANDBOX_NETWORK"], "open");
+    assert_eq!(allow.env["PO_SANDBOX_NETWORK"], "allowlist");
+    assert_eq!(none.network_mode, NetworkMode::None);
+}
+
+#[test]
+fn adoption_needs_a_running_holder_on_the_network_in_the_specs_mode_with_its_rules_loaded() {
+    let s = spec_with(&[], &[]);
+    assert_eq!(check_posture(&s, &live_of(&s)), Ok(()));
+    let drift = |change: &dyn Fn(&mut LivePosture)| {
+        let mut live = live_of(&s);
+        change(&mut live);
+        check_posture(&s, &live).unwrap_err()
+    };
+    let holder =
+        |f: fn(&mut HolderPosture)| move |l: &mut LivePosture| f(l.holder.as_mut().unwrap());
+    assert!(drift(&|l| l.holder = None).contains("no network namespace holder"));
+    assert!(drift(&holder(|h| h.running = false)).contains("not running"));
+    assert!(drift(&holder(|h| h.rules_loaded = false)).contains("rules are not loaded"));
+    assert!(
+        drift(&holder(|h| h.mode = Some(NetworkMode::None)))
+            .contains("network mode is none, not open")
+    );
+    assert!(drift(&holder(|h| h.mode = None)).contains("network mode is unknown"));
+    assert!(
+        drift(&holder(|h| h.networks = vec!["bridge".into()])).contains("not only po-net-hub1")
+    );
+    assert!(drift(&holder(|h| h.cap_add.push("SYS_ADMIN".into()))).contains("capabilities beyond"));
+    assert!(drift(&holder(|h| h.privileged = true)).contains("capabilities beyond"));
+    assert!(drift(&holder(|h| h.ports.clear())).contains("publishes no port"));
+    assert!(
+        drift(&|l| l.namespaces = vec![("network".into(), "po-net-hub1".into())])
+            .contains("not its holder's namespace")
+    );
+    assert!(drift(&|l| l.ports = vec![("7300/tcp".into(), "127.0.0.1".into())]).contains("itself"));
+    // Read without the rules check (a listing), the rest still counts.
+    let mut unchecked = live_of(&s);
+    unchecked.holder.as_mut().unwrap().rules_checked = false;
+    unchecked.holder.as_mut().unwrap().rules_loaded = false;
+    assert_eq!(check_posture(&s, &unchecked), Ok(()));
+}
+
+#[test]
+fn the_posture_summary_shows_the_egress_mode_and_the_holders_network() {
+    let s = spec_in_egress_mode(NetworkMode::None);
+    let summary = ContainerPosture::from(&live_of(&s));
+    assert_eq!(summary.egress.as_deref(), Some("none"));
+    assert_eq!(summary.network_holder.as_deref(), Some("h1"));
+    assert_eq!(summary.networks, ["po-net-hub1"]);
 }

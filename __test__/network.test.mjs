@@ -1,0 +1,332 @@
+// Network containment on real containers (issue 10, points 1-3): every workspace's network
+// namespace is held by a namespace holder that loads the nft rules of its egress mode (`open`,
+// `none`, `allowlist`) and drops every capability; the workspace container joins it with none.
+//
+// Every destination is a listener this test makes on this machine: one on the host's wildcard
+// address (reached as the per-hub network's gateway, as the host's own address, and as
+// 169.254.169.254, a 10.x and an fc00:: address the test puts on a dummy interface of this
+// host (a port-less bridge where the kernel lacks the dummy driver): local addresses, so even a missing rule never sends a packet off the machine), and
+// one standing for "the internet" at 198.18.0.1 (a benchmark-range address) inside a network
+// namespace the test makes, routed over a veth pair: reachable only on this machine.
+import { test, before, after } from 'node:test'
+import assert from 'node:assert/strict'
+import { spawn, execFileSync } from 'node:child_process'
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs'
+import net from 'node:net'
+import os from 'node:os'
+import path from 'node:path'
+
+import { dockerCli, root, run, waitFor } from './helpers.mjs'
+import {
+  TEST_BASE, baseOptions, cleanupOwner, getJson, inspect, modelsUpstream, newOwner, openLayer, removePodmanOwner,
+  tempHome, tempWorkspace, useTestBaseImage, writeBundle,
+} from './provider-fixtures.mjs'
+
+useTestBaseImage()
+
+const DUMMY = 'po-tdummy'
+const NETNS = 'po-tinet'
+const VETH = 'po-tveth0'
+const METADATA = '169.254.169.254'
+const PRIVATE = '10.213.254.7'
+const ULA = 'fc00::7:7'
+const INTERNET = '198.18.0.1'
+const INTERNET_HOST_SIDE = '198.18.0.2'
+let hostPort = 0
+let hostListener = null
+let internetProc = null
+const INTERNET_PORT = 18080
+
+async function ip(...args) {
+  const r = await run('ip', args)
+  assert.equal(r.code, 0, `ip ${args.join(' ')}: ${r.stderr}`)
+}
+
+/** A host address of this machine that is none of the test's own (e.g. eth0's). */
+function hostAddress() {
+  for (const [name, list] of Object.entries(os.networkInterfaces())) {
+    if ([DUMMY, VETH].includes(name) || name.startsWith('br-') || name.startsWith('docker') || name.startsWith('veth')) continue
+    const a = list.find((x) => x.family === 'IPv4' && !x.internal)
+    if (a) return a.address
+  }
+  throw new Error('this machine has no non-loopback IPv4 address to test')
+}
+
+before(async () => {
+  if (process.getuid() !== 0) throw new Error('network.test.mjs makes a dummy interface and a network namespace: run it as root (npm test does)')
+  await run('ip', ['link', 'del', DUMMY])
+  await run('ip', ['netns', 'del', NETNS])
+  await run('ip', ['link', 'del', VETH])
+  // A dummy interface; where the kernel has no dummy driver, a bridge with no ports does the
+  // same: its addresses are local and nothing is behind it.
+  if ((await run('ip', ['link', 'add', DUMMY, 'type', 'dummy'])).code !== 0) await ip('link', 'add', DUMMY, 'type', 'bridge')
+  await ip('addr', 'add', `${METADATA}/32`, 'dev', DUMMY)
+  await ip('addr', 'add', `${PRIVATE}/32`, 'dev', DUMMY)
+  await ip('-6', 'addr', 'add', `${ULA}/128`, 'dev', DUMMY, 'nodad')
+  await ip('link', 'set', DUMMY, 'up')
+  await ip('netns', 'add', NETNS)
+  await ip('link', 'add', VETH, 'type', 'veth', 'peer', 'name', 'po-tveth1', 'netns', NETNS)
+  await ip('addr', 'add', `${INTERNET_HOST_SIDE}/24`, 'dev', VETH)
+  await ip('link', 'set', VETH, 'up')
+  await ip('-n', NETNS, 'addr', 'add', `${INTERNET}/24`, 'dev', 'po-tveth1')
+  await ip('-n', NETNS, 'link', 'set', 'po-tveth1', 'up')
+  await ip('-n', NETNS, 'link', 'set', 'lo', 'up')
+  // One listener on every host address (the gateway, eth0's, the dummy's): a host service.
+  // Probes hang up at once: a reset is no error here.
+  hostListener = net.createServer((s) => s.on('error', () => {}).end('host\n'))
+  await new Promise((resolve) => hostListener.listen(0, '::', resolve))
+  hostPort = hostListener.address().port
+  // "The internet": a listener inside the namespace.
+  internetProc = spawn('ip', ['netns', 'exec', NETNS, process.execPath, '-e',
+    `require('net').createServer((s) => s.on('error', () => {}).end('internet\\n')).listen(${INTERNET_PORT}, '${INTERNET}', () => console.log('up'))`], { stdio: ['ignore', 'pipe', 'inherit'] })
+  await new Promise((resolve) => internetProc.stdout.once('data', resolve))
+  // Controls: from the host, every listener answers.
+  for (const [h, p] of [[METADATA, hostPort], [PRIVATE, hostPort], [ULA, hostPort], [hostAddress(), hostPort], [INTERNET, INTERNET_PORT]]) {
+    assert.equal(await connectFromHost(h, p), 'connected', `the test's own listener at ${h}:${p} does not answer from the host`)
+  }
+})
+
+after(async () => {
+  internetProc?.kill()
+  hostListener?.close()
+  await run('ip', ['link', 'del', DUMMY])
+  await run('ip', ['link', 'del', VETH])
+  await run('ip', ['netns', 'del', NETNS])
+})
+
+function connectFromHost(host, port) {
+  return new Promise((resolve) => {
+    const s = net.connect({ host, port, timeout: 2000 })
+    s.on('connect', () => { s.destroy(); resolve('connected') })
+    s.on('timeout', () => { s.destroy(); resolve('timeout') })
+    s.on('error', (e) => resolve(e.code))
+  })
+}
+
+/** A TCP connect from inside a container (`docker exec`, as its user, in its namespaces):
+ * `{ outcome: 'connected' | <error code> | 'TIMEOUT', ms }`. */
+const PROBE = `const [h, p] = process.argv.slice(1); const t0 = Date.now()
+const done = (outcome) => { console.log(JSON.stringify({ outcome, ms: Date.now() - t0 })); process.exit(0) }
+const s = require('net').connect({ host: h, port: Number(p) })
+s.setTimeout(5000, () => done('TIMEOUT'))
+s.on('error', (e) => done(e.code))
+s.on('connect', () => done('connected'))`
+
+function probe(container, host, port, cli = 'docker') {
+  const out = execFileSync(cli, ['exec', '-w', '/', container, 'node', '-e', PROBE, host, String(port)], { encoding: 'utf8' })
+  return JSON.parse(out.trim().split('\n').pop())
+}
+
+/** The refused destinations of every mode, for a container on network `netName`, with
+ * `other` another workspace's container (its holder's address on the network). */
+function refusedTargets(netName, other, cli = 'docker') {
+  const gateway = JSON.parse(execFileSync(cli, ['network', 'inspect', netName], { encoding: 'utf8' }))[0]
+  const gw = (gateway.IPAM?.Config ?? gateway.subnets ?? [])[0]?.Gateway ?? (gateway.subnets ?? [])[0]?.gateway
+  const targets = [
+    ['the gateway (the host)', gw, hostPort],
+    ['the host\'s own address', hostAddress(), hostPort],
+    ['cloud metadata', METADATA, hostPort],
+    ['a 10.x address', PRIVATE, hostPort],
+    ['an fc00:: address', ULA, hostPort],
+  ]
+  if (other) targets.push(['another workspace', other, 7300])
+  return targets
+}
+
+function holderOf(container, cli = 'docker') {
+  const c = JSON.parse(execFileSync(cli, ['inspect', container], { encoding: 'utf8' }))[0]
+  const mode = c.HostConfig.NetworkMode
+  assert.match(mode, /^container:[0-9a-f]{64}$/, `the workspace container joins a holder: ${mode}`)
+  return JSON.parse(execFileSync(cli, ['inspect', mode.slice('container:'.length)], { encoding: 'utf8' }))[0]
+}
+
+function assertRefused(container, targets, cli = 'docker') {
+  for (const [what, host, port] of targets) {
+    const r = probe(container, host, port, cli)
+    assert.notEqual(r.outcome, 'connected', `${what} (${host}:${port}) is reachable from the container`)
+    assert.notEqual(r.outcome, 'TIMEOUT', `${what} (${host}:${port}) hangs instead of failing fast`)
+    assert.ok(r.ms < 1000, `${what} (${host}:${port}) took ${r.ms} ms to fail (${r.outcome})`)
+  }
+}
+
+/** The facts every workspace container and its holder show. */
+function assertContained(c, owner, mode) {
+  const info = inspect(c.containerId)
+  assert.deepEqual(info.HostConfig.CapAdd ?? [], [])
+  assert.deepEqual(info.HostConfig.CapDrop, ['ALL'])
+  assert.deepEqual(info.HostConfig.PortBindings ?? {}, {})
+  const holder = holderOf(c.containerId)
+  assert.equal(info.HostConfig.NetworkMode, `container:${holder.Id}`)
+  assert.equal(holder.Config.Labels['po.holder-of'], c.workspaceId)
+  assert.equal(holder.Config.Labels['po.owner'], owner)
+  assert.equal(holder.Config.Labels['po.net-mode'], mode)
+  assert.equal(holder.Config.Labels['po.workspace'], undefined, 'a holder is never a workspace')
+  assert.deepEqual(Object.keys(holder.NetworkSettings.Networks), [`po-net-${owner}`])
+  assert.equal(holder.HostConfig.PortBindings['7300/tcp'][0].HostIp, '127.0.0.1')
+  assert.equal(Number(holder.HostConfig.PortBindings['7300/tcp'][0].HostPort || holder.NetworkSettings.Ports['7300/tcp'][0].HostPort), c.hostPort)
+  assert.deepEqual([...holder.HostConfig.CapAdd].sort(), ['NET_ADMIN', 'SETGID', 'SETPCAP', 'SETUID'])
+  // Its idle process gave every capability up (bounding set too) and runs as nobody.
+  const status = readFileSync(`/proc/${holder.State.Pid}/status`, 'utf8')
+  for (const set of ['CapInh', 'CapPrm', 'CapEff', 'CapBnd', 'CapAmb']) {
+    assert.match(status, new RegExp(`^${set}:\\s+0+$`, 'm'), `the holder's ${set}`)
+  }
+  assert.match(status, /^Uid:\s+65534\s+65534\s+65534\s+65534$/m)
+  assert.equal(c.posture.egress, mode)
+  assert.equal(c.posture.networkHolder, holder.Id)
+  assert.deepEqual(c.posture.networks, [`po-net-${owner}`])
+  assert.ok(info.Config.Env.includes(`PO_SANDBOX_NETWORK=${mode}`))
+  return holder
+}
+
+/** Only workspace containers and their holders: no helper left, nothing else. */
+function ownersContainers(owner) {
+  return dockerCli(['ps', '-a', '--filter', `label=po.owner=${owner}`, '--format', '{{.Names}}']).split('\n').filter(Boolean).sort()
+}
+
+test('open: the internet stand-in answers; other workspaces, the gateway, the host, metadata and private ranges are refused at once; the port answers', async (t) => {
+  const poHome = tempHome(t)
+  const owner = newOwner()
+  cleanupOwner(t, owner)
+  writeBundle(poHome)
+  const [wa, wb] = [tempWorkspace(t), tempWorkspace(t)]
+  const { layer } = openLayer(baseOptions(poHome, owner, { workspaces: [{ id: 'na', path: wa }, { id: 'nb', path: wb }] }))
+  const status = await layer.provider.ready()
+  for (const w of status.workspaces) assert.equal(w.state, 'running', JSON.stringify(w))
+  const [a, b] = status.workspaces.map((w) => w.container)
+  assertContained(a, owner, 'open')
+  const holderB = assertContained(b, owner, 'open')
+  assert.deepEqual(ownersContainers(owner), [`po-${owner}-na`, `po-${owner}-nb`, `pon-${owner}-na`, `pon-${owner}-nb`])
+  // list() and ls show the workspaces only, with the holders' ports.
+  const listed = await layer.containers.list()
+  assert.deepEqual(listed.map((c) => [c.workspaceId, c.hostPort]), [['na', a.hostPort], ['nb', b.hostPort]])
+
+  const otherIp = holderB.NetworkSettings.Networks[`po-net-${owner}`].IPAddress
+  assertRefused(a.containerId, refusedTargets(`po-net-${owner}`, otherIp))
+  const internet = probe(a.containerId, INTERNET, INTERNET_PORT)
+  assert.equal(internet.outcome, 'connected', 'the internet stand-in is reachable in open mode')
+  assert.equal((await getJson(a.url, '/api/health')).ok, true, 'the published port answers from the host')
+  // Control: without the rules (a plain container on the same network), the same listeners
+  // answer: the refusals above are the rules' doing.
+  const plain = execFileSync('docker', ['run', '--rm', '--network', `po-net-${owner}`, '--entrypoint', 'node', TEST_BASE, '-e', PROBE, METADATA, String(hostPort)], { encoding: 'utf8' })
+  assert.equal(JSON.parse(plain.trim()).outcome, 'connected', 'a container without the rules reaches the listener')
+
+  // stopAll removes every workspace container, every holder and the network.
+  await layer.containers.stopAll()
+  assert.deepEqual(ownersContainers(owner), [])
+  assert.equal(dockerCli(['network', 'ls', '-q', '--filter', `label=po.owner=${owner}`]), '')
+})
+
+for (const mode of ['none', 'allowlist']) {
+  test(`${mode}: nothing but loopback and the broker route; a brokered call works, the internet stand-in is refused`, async (t) => {
+    const poHome = tempHome(t)
+    const owner = newOwner()
+    cleanupOwner(t, owner)
+    writeBundle(poHome)
+    const { seen, origin } = await modelsUpstream(t)
+    const ws = tempWorkspace(t)
+    const env = { ...baseOptions(poHome, owner).env, OPENAI_API_KEY: 'sk-real-net-key', OPENAI_BASE_URL: origin }
+    // The mode by variable for one, by option for the other.
+    const extra = mode === 'none' ? { env: { ...env, PO_SANDBOX_NETWORK: 'none' } } : { env, network: 'allowlist' }
+    const { layer } = openLayer(baseOptions(poHome, owner, { ...extra, workspaces: [{ id: 'nn', path: ws }] }))
+    const status = await layer.provider.ready()
+    assert.equal(status.workspaces[0].state, 'running', JSON.stringify(status.workspaces[0]))
+    const c = status.workspaces[0].container
+    assertContained(c, owner, mode)
+    assertRefused(c.containerId, [...refusedTargets(`po-net-${owner}`), ['the internet stand-in', INTERNET, INTERNET_PORT]])
+    assert.equal((await getJson(c.url, '/api/health')).ok, true)
+    const call = await getJson(c.url, '/call')
+    assert.equal(call.status, 200, JSON.stringify(call))
+    assert.equal(seen.length, 1)
+    await layer.containers.stopAll()
+    assert.deepEqual(ownersContainers(owner), [])
+  })
+}
+
+test('a bad network mode is OPTIONS_INVALID naming the option or variable and the modes, before anything is made', () => {
+  const options = baseOptions('/tmp/po-net-never', newOwner())
+  assert.throws(() => openLayer({ ...options, network: 'closed' }), (e) => e.code === 'OPTIONS_INVALID' && /network/.test(e.message) && /'open', 'none' or 'allowlist'/.test(e.message))
+  assert.throws(() => openLayer({ ...options, env: { ...options.env, PO_SANDBOX_NETWORK: 'off' } }), (e) => e.code === 'OPTIONS_INVALID' && /PO_SANDBOX_NETWORK/.test(e.message))
+})
+
+test('adoption: a holder that lost its rules, or another mode, is drift: replaced, saying why; a removed holder too', async (t) => {
+  const poHome = tempHome(t)
+  const owner = newOwner()
+  cleanupOwner(t, owner)
+  writeBundle(poHome)
+  const ws = tempWorkspace(t)
+  const options = baseOptions(poHome, owner, { workspaces: [{ id: 'nd', path: ws }] })
+  const first = (await openLayer(options).layer.provider.ready()).workspaces[0].container
+  // A second hub adopts it as it is.
+  const same = (await openLayer(options).layer.provider.ready()).workspaces[0].container
+  assert.equal(same.containerId, first.containerId)
+  assert.equal(same.adopted, true)
+
+  // Its rules flushed (as root in the holder): not adopted.
+  const holder = holderOf(first.containerId)
+  dockerCli(['exec', holder.Id, 'nft', 'delete', 'table', 'inet', 'po_sandbox'])
+  const flushed = openLayer(options)
+  const after = (await flushed.layer.provider.ready()).workspaces[0]
+  assert.equal(after.state, 'running', JSON.stringify(after))
+  assert.notEqual(after.container.containerId, first.containerId)
+  assert.match(after.container.replacedReason ?? '', /network rules are not loaded/)
+  assert.equal(dockerCli(['ps', '-aq', '--filter', `id=${holder.Id}`]), '', 'the old holder went with its container')
+  assertRefused(after.container.containerId, refusedTargets(`po-net-${owner}`))
+
+  // Another mode: replaced.
+  const none = openLayer({ ...options, network: 'none' })
+  const byMode = await none.layer.containers.start({ id: 'nd', path: ws })
+  assert.match(byMode.replacedReason ?? '', /spec changed|network mode/)
+  assert.equal(byMode.posture.egress, 'none')
+
+  // The holder removed under it: replaced.
+  dockerCli(['rm', '-f', holderOf(byMode.containerId).Id])
+  const again = await none.layer.containers.start({ id: 'nd', path: ws })
+  assert.notEqual(again.containerId, byMode.containerId)
+  assert.match(again.replacedReason ?? '', /holder|network mode|not running/)
+  assert.deepEqual(ownersContainers(owner), [`po-${owner}-nd`, `pon-${owner}-nd`])
+  await none.layer.containers.stop('nd')
+  assert.deepEqual(ownersContainers(owner), [])
+})
+
+test('Podman: the holder loads the rules there too; refused at once, the port answers, stop removes the holder', async (t) => {
+  try {
+    execFileSync('podman', ['--version'], { stdio: 'ignore' })
+  } catch {
+    throw new Error("This test needs Podman: install it (Debian: sudo apt-get install -y podman) or run 'bash scripts/ensure-engine.sh' as root.")
+  }
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'po-net-podman-'))
+  const sock = path.join(dir, 'podman.sock')
+  const service = spawn('podman', ['system', 'service', '--time=0', `unix://${sock}`], { stdio: 'ignore' })
+  t.after(async () => {
+    const exited = new Promise((r) => service.once('exit', r))
+    service.kill('SIGTERM')
+    await exited
+    rmSync(dir, { recursive: true, force: true })
+  })
+  await waitFor(() => existsSync(sock), 'the Podman socket', 30000)
+  const base = await run('bash', ['-c', `docker save ${TEST_BASE} | podman load`])
+  assert.equal(base.code, 0, base.stderr)
+  const poHome = tempHome(t)
+  const owner = newOwner()
+  writeBundle(poHome)
+  t.after(async () => {
+    await removePodmanOwner(owner)
+    const images = (await run('podman', ['images', '-q', '--filter', 'label=po.sandbox=1'])).stdout.split(/\s+/).filter(Boolean)
+    if (images.length) await run('podman', ['rmi', '-f', ...new Set(images)])
+  })
+  const ws = tempWorkspace(t)
+  const env = { ...process.env, CONTAINER_HOST: `unix://${sock}`, PO_SANDBOX_ENGINE: 'podman' }
+  const { layer } = openLayer({ ...baseOptions(poHome, owner), baseImage: `localhost/${TEST_BASE}`, env, network: 'none', workspaces: [{ id: 'pn', path: ws }] })
+  const status = await layer.provider.ready()
+  assert.equal(status.workspaces[0].state, 'running', JSON.stringify(status.workspaces[0]))
+  const c = status.workspaces[0].container
+  assert.equal(c.posture.egress, 'none')
+  const holder = holderOf(c.containerId, 'podman')
+  assert.equal(holder.Config.Labels['po.net-mode'], 'none')
+  const rules = execFileSync('podman', ['exec', holder.Id, 'nft', 'list', 'table', 'inet', 'po_sandbox'], { encoding: 'utf8' })
+  assert.match(rules, new RegExp(`counter po_rules_${holder.Config.Labels['po.net-rules']}`))
+  assertRefused(c.containerId, [...refusedTargets(`po-net-${owner}`, null, 'podman'), ['the internet stand-in', INTERNET, INTERNET_PORT]], 'podman')
+  assert.equal((await getJson(c.url, '/api/health')).ok, true)
+  assert.equal(await layer.containers.stop('pn'), true)
+  assert.equal((await run('podman', ['ps', '-aq', '--filter', `label=po.owner=${owner}`])).stdout.trim(), '')
+})

@@ -1,0 +1,263 @@
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, UnixStream};
+
+use super::*;
+use crate::broker::grant::{GrantRequest, GrantRoute, RouteKind};
+use crate::broker::server::BrokerOptions;
+
+/// An upstream on 127.0.0.1 that records each connection's first bytes and answers `hi`.
+async fn upstream() -> (u16, Arc<Mutex<Vec<String>>>) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let record = seen.clone();
+    tokio::spawn(async move {
+        while let Ok((mut s, _)) = listener.accept().await {
+            let record = record.clone();
+            tokio::spawn(async move {
+                let mut buf = vec![0u8; 8192];
+                let n = s.read(&mut buf).await.unwrap_or(0);
+                record
+                    .lock()
+                    .unwrap()
+                    .push(String::from_utf8_lossy(&buf[..n]).into_owned());
+                let _ = s
+                    .write_all(
+                        b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\nconnection: close\r\n\r\nhi",
+                    )
+                    .await;
+            });
+        }
+    });
+    (port, seen)
+}
+
+/// A broker with an egress policy allowing `allowed.test:<port>` (mapped to 127.0.0.1), a
+/// socket grant for workspace `w`, its egress socket, and the audit events.
+async fn proxy(
+    port: u16,
+) -> (
+    Broker,
+    tempfile::TempDir,
+    std::path::PathBuf,
+    Arc<Mutex<Vec<EgressEvent>>>,
+) {
+    let dir = tempfile::tempdir().unwrap();
+    let policy = EgressPolicy {
+        allow: vec![rules::parse_allow(&format!("allowed.test:{port}")).unwrap()],
+        resolve: BTreeMap::from([("allowed.test".to_string(), IpAddr::from([127, 0, 0, 1]))]),
+    };
+    let broker = Broker::start(BrokerOptions {
+        host_env: HashMap::new(),
+        socket_dir: dir.path().into(),
+        tcp: false,
+        egress: Some(policy),
+    })
+    .await
+    .unwrap();
+    let events = Arc::new(Mutex::new(Vec::new()));
+    let record = events.clone();
+    broker.on_egress(Arc::new(move |e: &EgressEvent| {
+        record.lock().unwrap().push(e.clone())
+    }));
+    let grant = broker
+        .grant(GrantRequest {
+            workspace: "w".into(),
+            providers: None,
+            transport: RouteKind::Socket,
+            owner: None,
+            container_socket: Some("/run/po-broker/broker.sock".into()),
+            container_host: None,
+            secret: None,
+            socket_folder: None,
+        })
+        .unwrap();
+    assert_eq!(
+        grant
+            .env
+            .get(EGRESS_SOCKET_VAR)
+            .map(|s| s.expose().to_string()),
+        Some("/run/po-broker/egress.sock".into())
+    );
+    let Some(GrantRoute::Socket { host_dir, .. }) = grant.route else {
+        panic!("socket route")
+    };
+    (broker, dir, host_dir.join(EGRESS_SOCKET), events)
+}
+
+async fn exchange(socket: &std::path::Path, request: &[u8]) -> String {
+    let mut s = UnixStream::connect(socket).await.unwrap();
+    s.write_all(request).await.unwrap();
+    let mut out = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(5), s.read_to_end(&mut out)).await;
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+#[tokio::test]
+async fn an_unlisted_destination_is_denied_with_the_reason_and_audited() {
+    let (port, seen) = upstream().await;
+    let (_b, _dir, socket, events) = proxy(port).await;
+    let answer = exchange(
+        &socket,
+        b"CONNECT denied.test:443 HTTP/1.1\r\nHost: denied.test:443\r\n\r\n",
+    )
+    .await;
+    assert!(answer.starts_with("HTTP/1.1 403"), "{answer}");
+    assert!(
+        answer.ends_with("egress denied: denied.test:443 is not in networkAllow\n"),
+        "{answer}"
+    );
+    let e = events.lock().unwrap()[0].clone();
+    assert_eq!(
+        (e.workspace.as_str(), e.host.as_str(), e.port, e.decision),
+        ("w", "denied.test", 443, EgressDecision::Denied)
+    );
+    assert!(seen.lock().unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn a_plain_request_goes_upstream_in_origin_form_without_proxy_headers() {
+    let (port, seen) = upstream().await;
+    let (_b, _dir, socket, events) = proxy(port).await;
+    let request = format!(
+        "GET http://Allowed.Test.:{port}/p?q=1 HTTP/1.1\r\nHost: allowed.test:{port}\r\nProxy-Authorization: Basic eDp5\r\nConnection: close\r\n\r\n"
+    );
+    let answer = exchange(&socket, request.as_bytes()).await;
+    assert!(
+        answer.starts_with("HTTP/1.1 200") && answer.ends_with("hi"),
+        "{answer}"
+    );
+    let got = seen.lock().unwrap()[0].clone();
+    assert!(got.starts_with("GET /p?q=1 HTTP/1.1\r\n"), "{got}");
+    assert!(
+        !got.to_ascii_lowercase().contains("proxy-authorization"),
+        "{got}"
+    );
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let e = events.lock().unwrap()[0].clone();
+    assert_eq!(
+        (e.host.as_str(), e.decision, e.reason.as_deref()),
+        ("allowed.test", EgressDecision::Allowed, None)
+    );
+    assert!(e.bytes_up > 0 && e.bytes_down > 0, "{e:?}");
+}
+
+#[tokio::test]
+async fn a_tunnel_whose_client_hello_names_another_server_is_refused_before_dialling() {
+    let (port, seen) = upstream().await;
+    let (b, _dir, socket, events) = proxy(port).await;
+    let mut s = UnixStream::connect(&socket).await.unwrap();
+    s.write_all(format!("CONNECT allowed.test:{port} HTTP/1.1\r\n\r\n").as_bytes())
+        .await
+        .unwrap();
+    let mut head = [0u8; 19];
+    s.read_exact(&mut head).await.unwrap();
+    assert_eq!(&head[..12], b"HTTP/1.1 200");
+    s.write_all(&super::sni::tests::rustls_hello("elsewhere.test"))
+        .await
+        .unwrap();
+    let mut rest = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(5), s.read_to_end(&mut rest)).await;
+    assert!(rest.ends_with(&ACCESS_DENIED_ALERT), "{rest:?}");
+    assert!(seen.lock().unwrap().is_empty());
+    let e = events.lock().unwrap()[0].clone();
+    assert_eq!(e.decision, EgressDecision::Denied);
+    assert!(
+        e.reason
+            .unwrap()
+            .contains("\"elsewhere.test\", not the CONNECT host allowed.test")
+    );
+    // Revoking the grant removes the egress socket.
+    for id in b.grant_ids() {
+        b.revoke(&id);
+    }
+    assert!(!socket.exists());
+}
+
+#[test]
+fn basic_credentials_are_base64_of_po_and_the_token() {
+    assert_eq!(basic_credentials("abc"), "Basic cG86YWJj");
+    assert_eq!(basic_credentials("ab"), "Basic cG86YWI=");
+    assert_eq!(basic_credentials("a"), "Basic cG86YQ==");
+}
+
+#[tokio::test]
+async fn the_tcp_route_names_its_grant_with_proxy_credentials_on_every_request() {
+    let (port, seen) = upstream().await;
+    let dir = tempfile::tempdir().unwrap();
+    let broker = Broker::start(BrokerOptions {
+        host_env: HashMap::new(),
+        socket_dir: dir.path().into(),
+        tcp: true,
+        egress: Some(EgressPolicy {
+            allow: vec![rules::parse_allow(&format!("allowed.test:{port}")).unwrap()],
+            resolve: BTreeMap::from([("allowed.test".to_string(), IpAddr::from([127, 0, 0, 1]))]),
+        }),
+    })
+    .await
+    .unwrap();
+    let grant = broker
+        .grant(GrantRequest {
+            workspace: "w".into(),
+            providers: None,
+            transport: RouteKind::Tcp,
+            owner: None,
+            container_socket: None,
+            container_host: None,
+            secret: None,
+            socket_folder: None,
+        })
+        .unwrap();
+    let egress = broker.egress_tcp_address().unwrap();
+    let url = grant
+        .env
+        .get(EGRESS_PROXY_VAR)
+        .unwrap()
+        .expose()
+        .to_string();
+    let prefix = "http://po:";
+    let token = url[prefix.len()..url.find('@').unwrap()].to_string();
+    assert_eq!(
+        &url[url.find('@').unwrap()..],
+        format!("@host.docker.internal:{}", egress.port())
+    );
+    assert!(!format!("{grant:?}").contains(&token));
+    let send = |auth: Option<String>| {
+        let request = format!(
+            "GET http://allowed.test:{port}/t HTTP/1.1\r\nHost: allowed.test:{port}\r\n{}Connection: close\r\n\r\n",
+            auth.map(|a| format!("Proxy-Authorization: {a}\r\n"))
+                .unwrap_or_default()
+        );
+        async move {
+            let mut s = tokio::net::TcpStream::connect(egress).await.unwrap();
+            s.write_all(request.as_bytes()).await.unwrap();
+            let mut out = Vec::new();
+            let _ = tokio::time::timeout(Duration::from_secs(5), s.read_to_end(&mut out)).await;
+            String::from_utf8_lossy(&out).into_owned()
+        }
+    };
+    assert!(send(None).await.starts_with("HTTP/1.1 407"));
+    assert!(
+        send(Some(basic_credentials("forged")))
+            .await
+            .starts_with("HTTP/1.1 407")
+    );
+    let ok = send(Some(basic_credentials(&token))).await;
+    assert!(ok.starts_with("HTTP/1.1 200") && ok.ends_with("hi"), "{ok}");
+    // The credentials never reach the upstream.
+    assert!(
+        !seen.lock().unwrap()[0]
+            .to_ascii_lowercase()
+            .contains("proxy-authorization")
+    );
+    broker.revoke(&grant.id);
+    assert!(
+        send(Some(basic_credentials(&token)))
+            .await
+            .starts_with("HTTP/1.1 407")
+    );
+    broker.close().await;
+}

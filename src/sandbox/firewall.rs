@@ -1,0 +1,192 @@
+//! Network containment as data: the egress mode (`network`, `PO_SANDBOX_NETWORK`) and the nft
+//! ruleset a workspace's network namespace gets, as a pure function of the mode and the
+//! addresses that matter (the network's gateway, the DNS servers the engine forwards to, the
+//! host's own addresses, the broker's TCP route). The namespace holder (`holder`) loads it.
+
+use std::net::IpAddr;
+
+use sha2::{Digest, Sha256};
+
+use crate::error::{Error, Result};
+
+/// The variable that sets the egress mode when the `network` option does not.
+pub const NETWORK_VAR: &str = "PO_SANDBOX_NETWORK";
+/// The nft table the holder loads (and adoption looks for).
+pub const TABLE: &str = "po_sandbox";
+/// IPv4 ranges no workspace reaches in any mode: private (RFC 1918), shared address space
+/// (RFC 6598), link-local and cloud metadata, "this network".
+pub const REFUSED_V4: [&str; 6] = [
+    "0.0.0.0/8",
+    "10.0.0.0/8",
+    "100.64.0.0/10",
+    "169.254.0.0/16",
+    "172.16.0.0/12",
+    "192.168.0.0/16",
+];
+/// IPv6 ranges no workspace reaches in any mode: unique-local and link-local.
+pub const REFUSED_V6: [&str; 2] = ["fc00::/7", "fe80::/10"];
+
+/// What a workspace may reach beyond the isolation every mode has.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum NetworkMode {
+    /// The public internet (the default).
+    #[default]
+    Open,
+    /// Nothing but loopback and the broker route.
+    None,
+    /// Only listed hosts, through the host-side forward proxy reached over the broker route.
+    /// At packet level it is exactly [`NetworkMode::None`]: the proxy is the only way out.
+    Allowlist,
+}
+
+/// The accepted values, for messages.
+pub const MODES: &str = "'open', 'none' or 'allowlist'";
+
+impl NetworkMode {
+    /// Parses a mode name (surrounding blanks ignored).
+    pub fn parse(s: &str) -> Option<NetworkMode> {
+        match s.trim() {
+            "open" => Some(NetworkMode::Open),
+            "none" => Some(NetworkMode::None),
+            "allowlist" => Some(NetworkMode::Allowlist),
+            _ => None,
+        }
+    }
+
+    /// The name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            NetworkMode::Open => "open",
+            NetworkMode::None => "none",
+            NetworkMode::Allowlist => "allowlist",
+        }
+    }
+
+    /// Whether packets may leave for the public internet.
+    pub fn internet(self) -> bool {
+        self == NetworkMode::Open
+    }
+
+    /// `network`, else `PO_SANDBOX_NETWORK` (blank: unset), else `open`; `OPTIONS_INVALID`
+    /// naming the option or variable and the accepted values otherwise.
+    pub fn resolve(option: Option<&str>, var: Option<&str>) -> Result<NetworkMode> {
+        let (name, value) = match (option, var) {
+            (Some(v), _) => ("network", v),
+            (None, Some(v)) if !v.trim().is_empty() => (NETWORK_VAR, v),
+            _ => return Ok(NetworkMode::Open),
+        };
+        NetworkMode::parse(value).ok_or_else(|| Error::OptionsInvalid {
+            option: name.into(),
+            reason: format!("{value:?} is not a network mode: use {MODES}"),
+        })
+    }
+}
+
+/// Everything the ruleset depends on.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RulesInput {
+    /// The egress mode.
+    pub mode: NetworkMode,
+    /// The per-hub network's gateway (the host side of the bridge), refused in every mode.
+    pub gateway: Option<IpAddr>,
+    /// DNS servers the engine's resolver forwards to from inside the namespace (Podman's
+    /// aardvark-dns on the gateway; Docker's upstreams), allowed on port 53 in `open` mode.
+    pub dns: Vec<IpAddr>,
+    /// The host's own addresses (when the engine runs on this host), refused in every mode.
+    pub host_addresses: Vec<IpAddr>,
+    /// The broker's TCP port when the route is TCP (`host.docker.internal:<port>` on VM
+    /// engines): that one address:port is allowed; the holder resolves the name at its start.
+    pub broker_port: Option<u16>,
+    /// The egress proxy's TCP port on the same address (the `allowlist` mode on the TCP
+    /// route), allowed like the broker's.
+    pub egress_port: Option<u16>,
+}
+
+/// The nft set of addresses, or `None` when empty.
+fn set_of(addrs: impl Iterator<Item = String>) -> Option<String> {
+    let mut list: Vec<String> = addrs.collect();
+    list.sort();
+    list.dedup();
+    (!list.is_empty()).then(|| format!("{{ {} }}", list.join(", ")))
+}
+
+/// The addresses of one family, as text.
+fn family(addrs: &[IpAddr], v4: bool) -> impl Iterator<Item = String> + '_ {
+    addrs
+        .iter()
+        .filter(move |a| a.is_ipv4() == v4 && !a.is_loopback() && !a.is_unspecified())
+        .map(IpAddr::to_string)
+}
+
+/// The nft ruleset: one `inet` table whose output hook accepts loopback and replies (the
+/// published port), allows the broker's TCP route and, in `open` mode, DNS to the engine's
+/// resolvers, rejects (TCP reset, else ICMP admin-prohibited: attempts fail at once) the
+/// gateway, the host's addresses and the refused ranges, then accepts the rest in `open`
+/// mode and rejects it otherwise. Loaded atomically (`nft -f`): the table is replaced whole.
+/// With a broker port, the ruleset expects `define broker = <ip>` before it (the holder adds
+/// it).
+pub fn ruleset(input: &RulesInput) -> String {
+    let mut rules = vec![
+        "oif \"lo\" accept".to_string(),
+        "ct state established,related accept".to_string(),
+    ];
+    for port in input.broker_port.iter().chain(input.egress_port.iter()) {
+        rules.push(format!("ip daddr $broker tcp dport {port} accept"));
+    }
+    if input.mode.internet() {
+        for v4 in [true, false] {
+            if let Some(set) = set_of(family(&input.dns, v4)) {
+                let ip = if v4 { "ip" } else { "ip6" };
+                rules.push(format!("{ip} daddr {set} udp dport 53 accept"));
+                rules.push(format!("{ip} daddr {set} tcp dport 53 accept"));
+            }
+        }
+    }
+    let mut host: Vec<IpAddr> = input.host_addresses.clone();
+    host.extend(input.gateway);
+    let refused_v4 = REFUSED_V4
+        .iter()
+        .map(|s| s.to_string())
+        .chain(family(&host, true));
+    let refused_v6 = REFUSED_V6
+        .iter()
+        .map(|s| s.to_string())
+        .chain(family(&host, false));
+    for (ip, set) in [("ip", set_of(refused_v4)), ("ip6", set_of(refused_v6))] {
+        let set = set.expect("the fixed ranges are never empty");
+        rules.push(format!("{ip} daddr {set} jump refuse"));
+    }
+    if !input.mode.internet() {
+        rules.push("jump refuse".into());
+    }
+    let body: String = rules.iter().map(|r| format!("    {r}\n")).collect();
+    format!(
+        "table inet {TABLE}\ndelete table inet {TABLE}\ntable inet {TABLE} {{\n  \
+         chain refuse {{\n    meta l4proto tcp reject with tcp reset\n    \
+         reject with icmpx type admin-prohibited\n  }}\n  \
+         chain output {{\n    type filter hook output priority 0; policy accept;\n{body}  }}\n}}\n"
+    )
+}
+
+/// The ruleset's hash (16 hex digits): the holder's `po.net-rules` label, and a comment in
+/// the loaded table that adoption looks for.
+pub fn rules_hash(ruleset: &str) -> String {
+    hex::encode(&Sha256::digest(ruleset.as_bytes())[..8])
+}
+
+/// The ruleset with its hash as the table's marker: a named counter `po_rules_<hash>` that
+/// `nft list table` shows (comments need a newer nft than some hosts have).
+pub fn marked(ruleset: &str) -> (String, String) {
+    let hash = rules_hash(ruleset);
+    let marker = format!("  counter po_rules_{hash} {{\n  }}\n");
+    let text = ruleset.replacen("  chain refuse {", &format!("{marker}  chain refuse {{"), 1);
+    (text, hash)
+}
+
+/// Whether `nft list table` output shows the ruleset with this hash loaded.
+pub fn shows_rules(listing: &str, hash: &str) -> bool {
+    listing.contains(&format!("counter po_rules_{hash}")) && listing.contains("hook output")
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,177 @@
+use super::*;
+
+fn ip(s: &str) -> IpAddr {
+    s.parse().unwrap()
+}
+
+fn input(mode: NetworkMode) -> RulesInput {
+    RulesInput {
+        mode,
+        gateway: Some(ip("172.30.0.1")),
+        dns: vec![ip("10.255.255.53"), ip("127.0.0.53")],
+        host_addresses: vec![ip("192.0.2.2"), ip("127.0.0.1"), ip("fd00::2"), ip("::1")],
+        broker_port: None,
+        egress_port: None,
+    }
+}
+
+/// The rules of the output chain, one per line, trimmed.
+fn output_rules(text: &str) -> Vec<String> {
+    let start = text.find("chain output {").unwrap();
+    text[start..]
+        .lines()
+        .skip(2)
+        .map(str::trim)
+        .take_while(|l| *l != "}")
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn modes_parse_by_name_and_nothing_else() {
+    for (s, m) in [
+        ("open", NetworkMode::Open),
+        (" none ", NetworkMode::None),
+        ("allowlist", NetworkMode::Allowlist),
+    ] {
+        assert_eq!(NetworkMode::parse(s), Some(m));
+        assert_eq!(NetworkMode::parse(m.as_str()), Some(m));
+    }
+    for bad in ["", "Open", "closed", "off", "allow-list", "none,open"] {
+        assert_eq!(NetworkMode::parse(bad), None, "{bad:?}");
+    }
+    assert_eq!(NetworkMode::default(), NetworkMode::Open);
+}
+
+#[test]
+fn the_option_wins_over_the_variable_and_bad_values_name_their_source() {
+    let r = NetworkMode::resolve;
+    assert_eq!(r(None, None).unwrap(), NetworkMode::Open);
+    assert_eq!(r(None, Some("  ")).unwrap(), NetworkMode::Open);
+    assert_eq!(r(None, Some("none")).unwrap(), NetworkMode::None);
+    assert_eq!(
+        r(Some("allowlist"), Some("none")).unwrap(),
+        NetworkMode::Allowlist
+    );
+    let e = r(Some("closed"), None).unwrap_err();
+    assert_eq!(e.code(), "OPTIONS_INVALID");
+    let text = e.to_string();
+    assert!(
+        text.contains("network") && text.contains("closed") && text.contains("'allowlist'"),
+        "{text}"
+    );
+    let e = r(None, Some("shut")).unwrap_err();
+    assert!(e.to_string().contains(NETWORK_VAR), "{e}");
+}
+
+#[test]
+fn every_mode_accepts_loopback_and_replies_first_and_refuses_the_private_ranges_the_gateway_and_the_host()
+ {
+    for mode in [NetworkMode::Open, NetworkMode::None, NetworkMode::Allowlist] {
+        let rules = output_rules(&ruleset(&input(mode)));
+        assert_eq!(rules[0], "oif \"lo\" accept");
+        assert_eq!(rules[1], "ct state established,related accept");
+        let v4 = rules
+            .iter()
+            .find(|r| r.starts_with("ip daddr {") && r.ends_with("jump refuse"))
+            .unwrap();
+        for range in REFUSED_V4
+            .iter()
+            .copied()
+            .chain(["172.30.0.1", "192.0.2.2"])
+        {
+            assert!(v4.contains(range), "{mode:?}: {range} not in {v4}");
+        }
+        assert!(!v4.contains("127.0.0.1"), "loopback is never refused: {v4}");
+        let v6 = rules.iter().find(|r| r.starts_with("ip6 daddr {")).unwrap();
+        for range in ["fc00::/7", "fe80::/10", "fd00::2"] {
+            assert!(v6.contains(range), "{mode:?}: {range} not in {v6}");
+        }
+        assert!(!v6.contains("::1,") && !v6.contains(" ::1 "), "{v6}");
+    }
+}
+
+#[test]
+fn open_mode_allows_the_rest_and_dns_to_the_engines_resolvers_only() {
+    let rules = output_rules(&ruleset(&input(NetworkMode::Open)));
+    assert!(
+        rules.contains(&"ip daddr { 10.255.255.53 } udp dport 53 accept".to_string()),
+        "{rules:?}"
+    );
+    assert!(rules.contains(&"ip daddr { 10.255.255.53 } tcp dport 53 accept".to_string()));
+    // DNS comes before the refusal of its (private) address.
+    let dns = rules.iter().position(|r| r.contains("dport 53")).unwrap();
+    let refuse = rules
+        .iter()
+        .position(|r| r.ends_with("jump refuse"))
+        .unwrap();
+    assert!(dns < refuse);
+    assert_ne!(rules.last().unwrap(), "jump refuse");
+}
+
+#[test]
+fn none_and_allowlist_refuse_everything_else_and_have_no_dns() {
+    for mode in [NetworkMode::None, NetworkMode::Allowlist] {
+        let text = ruleset(&input(mode));
+        let rules = output_rules(&text);
+        assert_eq!(rules.last().unwrap(), "jump refuse", "{mode:?}");
+        assert!(!text.contains("dport 53"), "{mode:?}: {text}");
+    }
+    // At packet level allowlist is none: the proxy arrives over the broker route.
+    assert_eq!(
+        ruleset(&input(NetworkMode::None)),
+        ruleset(&input(NetworkMode::Allowlist))
+    );
+}
+
+#[test]
+fn a_tcp_broker_route_allows_that_port_on_the_resolved_address_before_any_refusal() {
+    let mut i = input(NetworkMode::None);
+    i.broker_port = Some(41234);
+    let rules = output_rules(&ruleset(&i));
+    assert_eq!(rules[2], "ip daddr $broker tcp dport 41234 accept");
+    assert!(!ruleset(&input(NetworkMode::None)).contains("$broker"));
+    // The allowlist mode's egress proxy port on the same address, next.
+    let mut i = input(NetworkMode::Allowlist);
+    i.broker_port = Some(41234);
+    i.egress_port = Some(41235);
+    let rules = output_rules(&ruleset(&i));
+    assert_eq!(rules[2], "ip daddr $broker tcp dport 41234 accept");
+    assert_eq!(rules[3], "ip daddr $broker tcp dport 41235 accept");
+}
+
+#[test]
+fn refusals_reset_tcp_and_answer_the_rest_admin_prohibited_never_drop() {
+    let text = ruleset(&input(NetworkMode::None));
+    assert!(text.contains("meta l4proto tcp reject with tcp reset"));
+    assert!(text.contains("reject with icmpx type admin-prohibited"));
+    assert!(!text.contains("drop"));
+    // The table is replaced whole in one transaction.
+    assert!(text.starts_with("table inet po_sandbox\ndelete table inet po_sandbox\n"));
+}
+
+#[test]
+fn the_hash_follows_the_ruleset_and_marks_the_table() {
+    let a = ruleset(&input(NetworkMode::Open));
+    let b = ruleset(&input(NetworkMode::None));
+    assert_ne!(rules_hash(&a), rules_hash(&b));
+    assert_eq!(rules_hash(&a), rules_hash(&a.clone()));
+    let (text, hash) = marked(&a);
+    assert_eq!(hash, rules_hash(&a));
+    assert!(text.contains(&format!("counter po_rules_{hash} {{")));
+    let listing = format!(
+        "table inet po_sandbox {{\n\tcounter po_rules_{hash} {{\n\t\tpackets 0 bytes 0\n\t}}\n\tchain output {{\n\t\ttype filter hook output priority filter; policy accept;\n"
+    );
+    assert!(shows_rules(&listing, &hash));
+    assert!(!shows_rules(&listing, &rules_hash(&b)));
+    assert!(!shows_rules("", &hash));
+}
+
+#[test]
+fn addresses_are_sorted_and_deduplicated_so_the_hash_is_stable() {
+    let mut i = input(NetworkMode::Open);
+    let mut j = i.clone();
+    i.host_addresses.reverse();
+    j.host_addresses.push(ip("192.0.2.2"));
+    assert_eq!(ruleset(&i), ruleset(&j));
+}
