@@ -149,6 +149,17 @@ function assertRefused(container, targets, cli = 'docker') {
   }
 }
 
+/** The nft table loaded in a holder's namespace, as the host's root lists it (nobody in the
+ * namespace can: neither the holder nor the workspace has a capability). */
+function rulesOf(holder) {
+  return execFileSync('nsenter', ['-t', String(holder.State.Pid), '-n', 'nft', 'list', 'table', 'inet', 'po_sandbox'], { encoding: 'utf8' })
+}
+
+/** The holder's health as the engine reports it. */
+function healthOf(id, cli = 'docker') {
+  return JSON.parse(execFileSync(cli, ['inspect', id], { encoding: 'utf8' }))[0].State.Health?.Status
+}
+
 /** The facts every workspace container and its holder show. */
 function assertContained(c, owner, mode) {
   const info = inspect(c.containerId)
@@ -164,8 +175,11 @@ function assertContained(c, owner, mode) {
   assert.deepEqual(Object.keys(holder.NetworkSettings.Networks), [`po-net-${owner}`])
   assert.equal(holder.HostConfig.PortBindings['7300/tcp'][0].HostIp, '127.0.0.1')
   assert.equal(Number(holder.HostConfig.PortBindings['7300/tcp'][0].HostPort || holder.NetworkSettings.Ports['7300/tcp'][0].HostPort), c.hostPort)
-  assert.deepEqual([...holder.HostConfig.CapAdd].sort(), ['NET_ADMIN', 'SETGID', 'SETPCAP', 'SETUID'])
-  // Its idle process gave every capability up (bounding set too) and runs as nobody.
+  // No capability at all (CIS 5.4: nothing added), nobody; its rules helper is gone.
+  assert.deepEqual(holder.HostConfig.CapAdd ?? [], [])
+  assert.deepEqual(holder.HostConfig.CapDrop, ['ALL'])
+  assert.equal(holder.Config.User, '65534:65534')
+  assert.match(rulesOf(holder), new RegExp(`counter po_rules_${holder.Config.Labels['po.net-rules']}`))
   const status = readFileSync(`/proc/${holder.State.Pid}/status`, 'utf8')
   for (const set of ['CapInh', 'CapPrm', 'CapEff', 'CapBnd', 'CapAmb']) {
     assert.match(status, new RegExp(`^${set}:\\s+0+$`, 'm'), `the holder's ${set}`)
@@ -248,29 +262,56 @@ test('a bad network mode is OPTIONS_INVALID naming the option or variable and th
   assert.throws(() => openLayer({ ...options, env: { ...options.env, PO_SANDBOX_NETWORK: 'off' } }), (e) => e.code === 'OPTIONS_INVALID' && /PO_SANDBOX_NETWORK/.test(e.message))
 })
 
-test('adoption: a holder that lost its rules, or another mode, is drift: replaced, saying why; a removed holder too', async (t) => {
+test('adoption: a holder that lost its rules gets them again, with no capability in the namespace; a restarted holder too; another mode or a removed holder is drift', async (t) => {
   const poHome = tempHome(t)
   const owner = newOwner()
   cleanupOwner(t, owner)
   writeBundle(poHome)
   const ws = tempWorkspace(t)
-  const options = baseOptions(poHome, owner, { workspaces: [{ id: 'nd', path: ws }] })
+  const options = baseOptions(poHome, owner, { workspaces: [{ id: 'nd', path: ws }], healthIntervalMs: 1000 })
   const first = (await openLayer(options).layer.provider.ready()).workspaces[0].container
   // A second hub adopts it as it is.
   const same = (await openLayer(options).layer.provider.ready()).workspaces[0].container
   assert.equal(same.containerId, first.containerId)
   assert.equal(same.adopted, true)
 
-  // Its rules flushed (as root in the holder): not adopted.
+  // Neither the workspace nor the holder can touch the rules: no capability in the namespace.
   const holder = holderOf(first.containerId)
-  dockerCli(['exec', holder.Id, 'nft', 'delete', 'table', 'inet', 'po_sandbox'])
-  const flushed = openLayer(options)
-  const after = (await flushed.layer.provider.ready()).workspaces[0]
+  for (const [who, user] of [[first.containerId, null], [holder.Id, null], [holder.Id, '0:0']]) {
+    const args = ['exec', ...(user ? ['-u', user] : []), who, 'nft', 'delete', 'table', 'inet', 'po_sandbox']
+    const r = await run('docker', args)
+    assert.notEqual(r.code, 0, `${args.join(' ')} succeeded`)
+    assert.match(r.stderr + r.stdout, /Operation not permitted|not permitted/i)
+  }
+  // Flushed from the host's root: the holder's health check sees the marker answer, the next
+  // adoption loads the rules again (same container, nothing replaced).
+  execFileSync('nsenter', ['-t', String(holder.State.Pid), '-n', 'nft', 'delete', 'table', 'inet', 'po_sandbox'])
+  await waitFor(() => healthOf(holder.Id) === 'unhealthy', 'the holder unhealthy without its rules', 30000)
+  const after = (await openLayer(options).layer.provider.ready()).workspaces[0]
   assert.equal(after.state, 'running', JSON.stringify(after))
-  assert.notEqual(after.container.containerId, first.containerId)
-  assert.match(after.container.replacedReason ?? '', /network rules are not loaded/)
-  assert.equal(dockerCli(['ps', '-aq', '--filter', `id=${holder.Id}`]), '', 'the old holder went with its container')
-  assertRefused(after.container.containerId, refusedTargets(`po-net-${owner}`))
+  assert.equal(after.container.containerId, first.containerId)
+  assert.equal(after.container.replacedReason ?? null, null)
+  assert.match(rulesOf(holderOf(first.containerId)), /hook output/)
+  assertRefused(first.containerId, refusedTargets(`po-net-${owner}`))
+  assert.deepEqual(ownersContainers(owner), [`po-${owner}-nd`, `pon-${owner}-nd`], 'no rules helper left')
+
+  // The holder restarted under a running hub: its event brings the rules back and the
+  // workspace into the new namespace, on the holder's new port, with no call.
+  const live = openLayer(options)
+  await live.layer.provider.ready()
+  dockerCli(['restart', holder.Id])
+  const fresh = holderOf(first.containerId)
+  assert.notEqual(fresh.State.StartedAt, holder.State.StartedAt)
+  await waitFor(async () => {
+    const s = await live.layer.provider.status()
+    const c = s.workspaces[0].container
+    if (!c?.url) return false
+    try { return (await getJson(c.url, '/api/health')).ok === true } catch { return false }
+  }, 'the workspace answering again after its holder restarted', 60000)
+  const moved = live.events.filter((e) => e.type === 'workspace' && e.workspaceId === 'nd' && e.state === 'restarted')
+  assert.ok(moved.some((e) => /holder restarted/.test(e.reason ?? '')), JSON.stringify(moved))
+  assert.match(rulesOf(holderOf(first.containerId)), /hook output/)
+  assertRefused(first.containerId, refusedTargets(`po-net-${owner}`))
 
   // Another mode: replaced.
   const none = openLayer({ ...options, network: 'none' })
@@ -288,7 +329,7 @@ test('adoption: a holder that lost its rules, or another mode, is drift: replace
   assert.deepEqual(ownersContainers(owner), [])
 })
 
-test('Podman: the holder loads the rules there too; refused at once, the port answers, stop removes the holder', async (t) => {
+test('Podman: the rules helper loads the rules there too; refused at once, the port answers, stop removes the holder', async (t) => {
   try {
     execFileSync('podman', ['--version'], { stdio: 'ignore' })
   } catch {
@@ -323,8 +364,8 @@ test('Podman: the holder loads the rules there too; refused at once, the port an
   assert.equal(c.posture.egress, 'none')
   const holder = holderOf(c.containerId, 'podman')
   assert.equal(holder.Config.Labels['po.net-mode'], 'none')
-  const rules = execFileSync('podman', ['exec', holder.Id, 'nft', 'list', 'table', 'inet', 'po_sandbox'], { encoding: 'utf8' })
-  assert.match(rules, new RegExp(`counter po_rules_${holder.Config.Labels['po.net-rules']}`))
+  assert.deepEqual(holder.HostConfig.CapAdd ?? [], [])
+  assert.match(rulesOf(holder), new RegExp(`counter po_rules_${holder.Config.Labels['po.net-rules']}`))
   assertRefused(c.containerId, [...refusedTargets(`po-net-${owner}`, null, 'podman'), ['the internet stand-in', INTERNET, INTERNET_PORT]], 'podman')
   assert.equal((await getJson(c.url, '/api/health')).ok, true)
   assert.equal(await layer.containers.stop('pn'), true)

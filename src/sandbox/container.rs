@@ -41,6 +41,8 @@ pub struct LiveContainer {
     pub labels: HashMap<String, String>,
     /// When it was created (RFC 3339), as the engine says.
     pub created: Option<String>,
+    /// When it last started (RFC 3339), as the engine says; empty when never.
+    pub started_at: String,
     /// What adoption checks.
     pub posture: LivePosture,
 }
@@ -50,6 +52,46 @@ impl LiveContainer {
     pub fn running(&self) -> bool {
         self.state == "running"
     }
+
+    /// Its network mode (`container:<id>` when it joined a holder).
+    pub fn network_mode(&self) -> Option<&str> {
+        self.posture
+            .namespaces
+            .iter()
+            .find(|(k, _)| k == "network")
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// An RFC 3339 time as (seconds since the epoch, nanoseconds): what the engine gives for
+/// `StartedAt` (Docker in UTC, Podman with the host's offset). `None` when it is not one.
+pub fn rfc3339(t: &str) -> Option<(i64, u32)> {
+    let num = |s: &str| s.parse::<i64>().ok();
+    let (date, rest) = t.split_once('T')?;
+    let mut d = date.splitn(3, '-');
+    let (y, m, day) = (num(d.next()?)?, num(d.next()?)?, num(d.next()?)?);
+    let zone_at = rest.find(['Z', 'z', '+', '-'])?;
+    let (clock, zone) = rest.split_at(zone_at);
+    let (hms, frac) = clock.split_once('.').unwrap_or((clock, ""));
+    let mut c = hms.splitn(3, ':');
+    let (h, mi, s) = (num(c.next()?)?, num(c.next()?)?, num(c.next()?)?);
+    let nanos: u32 = format!("{frac:0<9}").get(..9)?.parse().ok()?;
+    let offset = match zone {
+        "Z" | "z" => 0,
+        z => {
+            let sign = if z.starts_with('-') { -1 } else { 1 };
+            let (oh, om) = z[1..].split_once(':')?;
+            sign * (num(oh)? * 3600 + num(om)? * 60)
+        }
+    };
+    // Days from the civil date (Howard Hinnant's algorithm).
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let doy = (153 * (m + if m > 2 { -3 } else { 9 }) + 2) / 5 + day - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    Some((days * 86_400 + h * 3600 + mi * 60 + s - offset, nanos))
 }
 
 pub(crate) fn engine_err(
@@ -145,6 +187,11 @@ pub(crate) fn live_from(
         host_port,
         labels,
         created: info.created.map(|c| c.to_string()),
+        started_at: info
+            .state
+            .as_ref()
+            .and_then(|s| s.started_at.clone())
+            .unwrap_or_default(),
         posture,
     }
 }

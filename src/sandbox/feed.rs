@@ -12,7 +12,7 @@ use bollard::query_parameters::EventsOptionsBuilder;
 use futures_util::StreamExt;
 
 use super::service::{WorkspaceContainer, WorkspaceContainers};
-use super::spec::{LABEL_OWNER, LABEL_WORKSPACE};
+use super::spec::{LABEL_HOLDER_OF, LABEL_OWNER, LABEL_WORKSPACE};
 use crate::events::WorkspaceChange;
 
 /// What an engine event means for one of this owner's workspaces.
@@ -26,6 +26,9 @@ pub enum Happening {
     Started,
     /// Its health check failed.
     Unhealthy,
+    /// Its network namespace holder started (the id is the holder's): its rules are to be
+    /// loaded.
+    HolderStarted,
 }
 
 /// One event, read: the workspace, the container id, and what happened. `None` for events of
@@ -37,8 +40,12 @@ pub fn classify(msg: &EventMessage, owner: &str) -> Option<(String, String, Happ
     if attrs.get(LABEL_OWNER).map(String::as_str) != Some(owner) {
         return None;
     }
-    let workspace = attrs.get(LABEL_WORKSPACE)?.clone();
     let id = actor.id.clone()?;
+    if let Some(ws) = attrs.get(LABEL_HOLDER_OF) {
+        return (msg.action.as_deref()? == "start")
+            .then(|| (ws.clone(), id, Happening::HolderStarted));
+    }
+    let workspace = attrs.get(LABEL_WORKSPACE)?.clone();
     let happening = match msg.action.as_deref()? {
         "die" => Happening::Died(attrs.get("exitCode").cloned()),
         "oom" => Happening::OutOfMemory,
@@ -75,10 +82,23 @@ pub async fn follow(service: WorkspaceContainers, on_change: OnChange) {
         } else {
             service.list().await
         };
+        let resynced = !first;
         first = false;
         match resync {
             Ok(all) => {
                 pause = Duration::from_secs(1);
+                // Holders that started meanwhile have no rules yet: their workspaces wait at
+                // their start gates (at first, adoption sees to the rules).
+                if resynced {
+                    match service.running_holders().await {
+                        Ok(holders) => {
+                            for (ws, id) in holders {
+                                spawn_holder_started(&service, ws, id);
+                            }
+                        }
+                        Err(e) => tracing::debug!(error = %e, "engine events: cannot list holders"),
+                    }
+                }
                 for c in &all {
                     // After a gap, a running container the provider knew elsewhere (another
                     // port, another id) was restarted meanwhile, e.g. by an engine restart.
@@ -177,7 +197,24 @@ async fn react(
             let reason = "its health check failed".to_string();
             events.workspace(ws, WorkspaceChange::Unhealthy, Some(id), Some(reason));
         }
+        Happening::HolderStarted => spawn_holder_started(service, ws.to_string(), id.to_string()),
     }
+}
+
+/// Loads a started holder's rules in a task of its own (a helper container runs: the feed
+/// reads on meanwhile); a failure is reported as the workspace's health.
+fn spawn_holder_started(service: &WorkspaceContainers, ws: String, holder: String) {
+    let service = service.clone();
+    tokio::spawn(async move {
+        if let Err(e) = service.holder_started(&ws, &holder).await {
+            tracing::warn!(workspace = %ws, holder = %holder, error = %e, "cannot load a holder's network rules");
+            let reason =
+                format!("the network rules of its namespace holder could not be loaded: {e}");
+            service
+                .events()
+                .workspace(&ws, WorkspaceChange::Unhealthy, None, Some(reason));
+        }
+    });
 }
 
 #[cfg(test)]
@@ -232,5 +269,15 @@ mod tests {
             });
             assert_eq!(got, want, "{:?}", m.action);
         }
+        // A holder's start is its workspace's (the id the holder's); nothing else of it.
+        let holder = [(LABEL_OWNER, "o1"), (LABEL_HOLDER_OF, "w")];
+        assert_eq!(
+            classify(&msg("start", &holder), "o1"),
+            Some(("w".into(), "c1".into(), Happening::HolderStarted))
+        );
+        for action in ["die", "oom", "health_status: unhealthy", "create"] {
+            assert_eq!(classify(&msg(action, &holder), "o1"), None, "{action}");
+        }
+        assert_eq!(classify(&msg("start", &holder), "o2"), None);
     }
 }

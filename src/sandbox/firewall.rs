@@ -1,7 +1,7 @@
 //! Network containment as data: the egress mode (`network`, `PO_SANDBOX_NETWORK`) and the nft
 //! ruleset a workspace's network namespace gets, as a pure function of the mode and the
 //! addresses that matter (the network's gateway, the DNS servers the engine forwards to, the
-//! host's own addresses, the broker's TCP route). The namespace holder (`holder`) loads it.
+//! host's own addresses, the broker's TCP route). A short-lived helper loads it into the namespace holder's namespace (`holder`).
 
 use std::net::IpAddr;
 
@@ -11,7 +11,7 @@ use crate::error::{Error, Result};
 
 /// The variable that sets the egress mode when the `network` option does not.
 pub const NETWORK_VAR: &str = "PO_SANDBOX_NETWORK";
-/// The nft table the holder loads (and adoption looks for).
+/// The nft table the rules helper loads.
 pub const TABLE: &str = "po_sandbox";
 /// IPv4 ranges no workspace reaches in any mode: private (RFC 1918), shared address space
 /// (RFC 6598), link-local and cloud metadata, "this network".
@@ -25,6 +25,33 @@ pub const REFUSED_V4: [&str; 6] = [
 ];
 /// IPv6 ranges no workspace reaches in any mode: unique-local and link-local.
 pub const REFUSED_V6: [&str; 2] = ["fc00::/7", "fe80::/10"];
+
+/// The marker of loaded rules: a TCP connection to this loopback address and port is refused
+/// with ICMP admin-prohibited (`EHOSTUNREACH`) by the rules and only by them (without them it
+/// is `ECONNREFUSED`). Anything in the namespace can look, with no capability: the holder's
+/// health check and the workspace's start gate do. It never leaves the namespace.
+pub const MARK_ADDR: &str = "127.80.79.78";
+/// The marker's port (discard).
+pub const MARK_PORT: u16 = 9;
+
+/// The JavaScript (for the bundle's interpreter, `node -e`) that looks for the [`MARK_ADDR`]
+/// marker: exits 0 when the rules refuse it. With `wait`, it looks again every second until
+/// they do, saying once on stderr that it waits (the workspace's start gate); otherwise it
+/// exits 1 (the holder's health check: no whitespace then, as Podman 4.3 re-splits a health
+/// check's arguments on it).
+pub fn mark_probe(wait: bool) -> String {
+    let again = match wait {
+        true => {
+            "(w||console.error('po-sandbox: waiting for the network rules of the namespace holder'),w=1,setTimeout(t,1000))"
+        }
+        false => "process.exit(1)",
+    };
+    format!(
+        "let{{connect:c}}=require('net'),w=0,t=()=>{{let{{s}}={{s:c({{host:'{MARK_ADDR}',port:{MARK_PORT}}})}};\
+         s.on('connect',()=>{{s.destroy();{again}}});\
+         s.on('error',e=>e.code==='EHOSTUNREACH'?process.exit(0):{again})}};t()"
+    )
+}
 
 /// What a workspace may reach beyond the isolation every mode has.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -118,7 +145,8 @@ fn family(addrs: &[IpAddr], v4: bool) -> impl Iterator<Item = String> + '_ {
         .map(IpAddr::to_string)
 }
 
-/// The nft ruleset: one `inet` table whose output hook accepts loopback and replies (the
+/// The nft ruleset: one `inet` table whose output hook refuses the [`MARK_ADDR`] marker,
+/// accepts loopback and replies (the
 /// published port), allows the broker's TCP route and, in `open` mode, DNS to the engine's
 /// resolvers, rejects (TCP reset, else ICMP admin-prohibited: attempts fail at once) the
 /// gateway, the host's addresses and the refused ranges, then accepts the rest in `open`
@@ -127,6 +155,9 @@ fn family(addrs: &[IpAddr], v4: bool) -> impl Iterator<Item = String> + '_ {
 /// it).
 pub fn ruleset(input: &RulesInput) -> String {
     let mut rules = vec![
+        format!(
+            "ip daddr {MARK_ADDR} tcp dport {MARK_PORT} reject with icmpx type admin-prohibited"
+        ),
         "oif \"lo\" accept".to_string(),
         "ct state established,related accept".to_string(),
     ];
@@ -181,11 +212,6 @@ pub fn marked(ruleset: &str) -> (String, String) {
     let marker = format!("  counter po_rules_{hash} {{\n  }}\n");
     let text = ruleset.replacen("  chain refuse {", &format!("{marker}  chain refuse {{"), 1);
     (text, hash)
-}
-
-/// Whether `nft list table` output shows the ruleset with this hash loaded.
-pub fn shows_rules(listing: &str, hash: &str) -> bool {
-    listing.contains(&format!("counter po_rules_{hash}")) && listing.contains("hook output")
 }
 
 #[cfg(test)]

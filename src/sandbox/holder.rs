@@ -1,19 +1,23 @@
 //! The namespace holder of a workspace (the Kubernetes pod pattern): a small container that
 //! owns the workspace's network namespace, joins the per-hub network and publishes the
-//! server's port. At every start of its own (first start, restart policy, engine restart) it
-//! loads the workspace's nft ruleset and only then drops every capability and idles, so its
-//! namespace never runs without rules for longer than that load; the workspace container
-//! joins it (`container:<holder>`) with no capability at all.
+//! server's port. It has no capability at all and idles as nobody. After every start of the
+//! holder (first start, restart policy, engine restart) a short-lived rules helper with
+//! `NET_ADMIN` alone joins its namespace, loads the workspace's nft ruleset (which the holder
+//! carries) and exits; the workspace container joins the holder (`container:<holder>`) with no
+//! capability either, and its process waits at a start gate until the rules' marker shows
+//! (`spec::GATE`), so it never runs without them. A record next to the workspace's token file
+//! (outside every mount) says for which start of the holder this Po home loaded them, so
+//! adoption needs no call into the container.
 
 use std::collections::HashMap;
-use std::time::{Duration, Instant};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use bollard::Docker;
-use bollard::exec::{CreateExecOptions, StartExecResults};
 use bollard::models::{ContainerCreateBody, HostConfig, PortBinding, RestartPolicy};
 use bollard::query_parameters::{
-    CreateContainerOptionsBuilder, InspectContainerOptions, LogsOptionsBuilder,
-    RemoveContainerOptionsBuilder,
+    CreateContainerOptionsBuilder, InspectContainerOptions, RemoveContainerOptionsBuilder,
+    WaitContainerOptions,
 };
 use futures_util::StreamExt;
 
@@ -25,29 +29,41 @@ use crate::sandbox::spec::{
     LABEL_SANDBOX,
 };
 
-/// What the holder prints once its rules are loaded (before it drops its capabilities).
+/// Label: on a rules helper, the workspace whose holder it loads rules into.
+pub const LABEL_RULES_FOR: &str = "po.rules-for";
+/// What the rules helper prints once the rules are loaded.
 pub const READY: &str = "po-net-ready";
-/// The capabilities the holder starts with: `NET_ADMIN` to load the rules, `SETPCAP`,
-/// `SETUID` and `SETGID` to give up every capability (bounding set too) and root right after.
-pub const HOLDER_CAPS: [&str; 4] = ["NET_ADMIN", "SETPCAP", "SETUID", "SETGID"];
-/// How long the holder may take to load its rules.
-const READY_WITHIN: Duration = Duration::from_secs(20);
+/// The one capability the rules helper has.
+pub const HELPER_CAPS: [&str; 1] = ["NET_ADMIN"];
+/// How long the rules helper may take, start to exit.
+const HELPER_WITHIN: Duration = Duration::from_secs(30);
 
-/// The holder's program (POSIX sh: dash and busybox): resolve the broker's host name when the
-/// route is TCP, load the rules (a failure ends the container: it never idles without them),
-/// say so, then idle as nobody with no capability left (bounding and inheritable sets empty;
-/// util-linux's setpriv by its path: busybox's shell prefers its own, smaller applet).
-pub const SCRIPT: &str = r#"set -e
+/// The rules helper's program (POSIX sh: dash and busybox), as root with `NET_ADMIN` alone in
+/// the holder's namespace: resolve the broker's host name when the route is TCP, load the
+/// holder's ruleset unless the one with its hash is loaded already (atomically: the table is
+/// replaced whole), let this hub's TCP broker ports through when they are not yet (a later hub
+/// listens on other ports than the one that made the holder; earlier hubs' ports stay), say
+/// so. Any failure exits non-zero.
+pub const HELPER_SCRIPT: &str = r#"set -e
+b=
 if [ -n "$PO_NET_BROKER_HOST" ]; then
-  b=
   while read -r a n rest; do if [ "$n" = "$PO_NET_BROKER_HOST" ]; then b=$a; fi; done </etc/hosts
   if [ -z "$b" ]; then echo "po-net: $PO_NET_BROKER_HOST is not in /etc/hosts" >&2; exit 1; fi
-  printf 'define broker = %s\n%s\n' "$b" "$PO_NET_RULES" | nft -f /dev/stdin
-else
-  printf '%s\n' "$PO_NET_RULES" | nft -f /dev/stdin
 fi
+if ! nft list counter inet po_sandbox "po_rules_$PO_NET_HASH" >/dev/null 2>&1; then
+  if [ -n "$b" ]; then
+    printf 'define broker = %s
+%s
+' "$b" "$PO_NET_RULES" | nft -f /dev/stdin
+  else
+    printf '%s
+' "$PO_NET_RULES" | nft -f /dev/stdin
+  fi
+fi
+for p in $PO_NET_PORTS; do
+  nft list chain inet po_sandbox output | grep -q "ip daddr $b tcp dport $p accept" || nft insert rule inet po_sandbox output ip daddr "$b" tcp dport "$p" accept
+done
 echo po-net-ready
-exec /usr/bin/setpriv --reuid=65534 --regid=65534 --clear-groups --inh-caps=-all --bounding-set=-all sleep 2147483647
 "#;
 
 /// The holder's name: `pon-<owner>-<workspace>` (never a workspace container's `po-…`).
@@ -55,33 +71,69 @@ pub fn holder_name(owner: &str, workspace_id: &str) -> String {
     format!("pon-{owner}-{workspace_id}")
 }
 
-/// The holder's engine body for a workspace spec, its marked ruleset and the broker's host
-/// name (TCP routes). It carries the spec's published port, `--add-host` entries and DNS run
-/// flags (a `container:` network mode takes none of them), and small limits of its own.
+/// A holder's ruleset, as it carries it for its rules helper.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rules {
+    /// The marked ruleset (`PO_NET_RULES`).
+    pub text: String,
+    /// Its hash (`po.net-rules`, and the table's marker counter).
+    pub hash: String,
+    /// The broker's host name the helper resolves (`PO_NET_BROKER_HOST`, TCP routes).
+    pub broker_host: Option<String>,
+}
+
+impl Rules {
+    /// The marked ruleset of `input`, with the broker's host name on a TCP route.
+    pub fn of(input: &firewall::RulesInput, broker_host: Option<&str>) -> Rules {
+        let (text, hash) = firewall::marked(&firewall::ruleset(input));
+        Rules {
+            text,
+            hash,
+            broker_host: broker_host.map(str::to_string),
+        }
+    }
+
+    /// What an adopted holder carries; `None` when it carries no rules.
+    pub fn carried_by(h: &HolderPosture) -> Option<Rules> {
+        Some(Rules {
+            text: h.rules.clone()?,
+            hash: h.rules_hash.clone()?,
+            broker_host: h.broker_host.clone(),
+        })
+    }
+}
+
+/// The holder's engine body for a workspace spec, its rules and its network. It carries the
+/// spec's published port, `--add-host` entries and DNS run flags (a `container:` network mode
+/// takes none of them), the rules for its helper, and small limits of its own (room for its
+/// health check: the bundle's interpreter looking for the rules' marker).
 pub fn create_body(
     spec: &ContainerSpec,
-    rules: &str,
-    rules_hash: &str,
-    broker_host: Option<&str>,
+    rules: &Rules,
     podman: bool,
     network: &str,
 ) -> ContainerCreateBody {
     let port = format!("{}/tcp", spec.container_port);
-    let labels = labels(spec, rules_hash);
-    let mut env = vec![format!("PO_NET_RULES={rules}")];
-    env.extend(broker_host.map(|h| format!("PO_NET_BROKER_HOST={h}")));
+    let labels = labels(spec, &rules.hash);
+    let mut env = vec![format!("PO_NET_RULES={}", rules.text)];
+    env.extend(
+        rules
+            .broker_host
+            .as_ref()
+            .map(|h| format!("PO_NET_BROKER_HOST={h}")),
+    );
     let f = &spec.run_flags;
     let vec_or_none = |v: &Vec<String>| (!v.is_empty()).then(|| v.clone());
     ContainerCreateBody {
         image: Some(spec.image.clone()),
-        entrypoint: Some(vec!["/bin/sh".into(), "-c".into()]),
-        cmd: Some(vec![SCRIPT.into()]),
+        entrypoint: Some(vec!["sleep".into(), "2147483647".into()]),
+        cmd: Some(vec![]),
         env: Some(env),
         labels: Some(labels),
-        user: Some("0:0".into()),
+        user: Some("65534:65534".into()),
         exposed_ports: Some(vec![port.clone()]),
         stop_signal: Some("SIGKILL".into()),
-        healthcheck: Some(health(spec, rules_hash)),
+        healthcheck: Some(health(spec)),
         host_config: Some(HostConfig {
             network_mode: Some(network.to_string()),
             port_bindings: Some(HashMap::from([(
@@ -92,18 +144,18 @@ pub fn create_body(
                 }]),
             )])),
             cap_drop: Some(vec!["ALL".into()]),
-            cap_add: Some(HOLDER_CAPS.iter().map(|c| c.to_string()).collect()),
+            cap_add: None,
             security_opt: Some(vec!["no-new-privileges".into()]),
             readonly_rootfs: Some(true),
             // Not asked for where the engine cannot enforce them (rootless on cgroup v1).
-            pids_limit: spec.limits_enforced.then_some(16),
-            memory: spec.limits_enforced.then_some(32 << 20),
+            pids_limit: spec.limits_enforced.then_some(32),
+            memory: spec.limits_enforced.then_some(128 << 20),
             nano_cpus: spec.limits_enforced.then_some(500_000_000),
             cpu_shares: spec.limits_enforced.then_some(spec.limits.cpu_shares),
             privileged: Some(false),
-            // Rootless Podman's keep-id: made here, and the workspace container joins this
-            // user namespace with the network one (a network namespace is only joined from
-            // the user namespace that owns it).
+            // Rootless Podman's keep-id: made here, and the workspace container and the rules
+            // helper join this user namespace with the network one (a network namespace is
+            // only joined from the user namespace that owns it).
             userns_mode: spec.keep_id.then(|| "keep-id".to_string()),
             ulimits: podman.then(container::podman_ulimits),
             extra_hosts: (!spec.extra_hosts.is_empty()).then(|| spec.extra_hosts.clone()),
@@ -142,16 +194,22 @@ fn labels(spec: &ContainerSpec, rules_hash: &str) -> HashMap<String, String> {
     .collect()
 }
 
-/// Healthy while its rules are loaded (CIS 5.27): the marker counter is listed.
-fn health(spec: &ContainerSpec, rules_hash: &str) -> bollard::models::HealthConfig {
+/// Healthy while its rules are loaded (CIS 5.27): the bundle's interpreter (the workspace's
+/// own health check names it) sees the rules' marker refused, with no capability.
+fn health(spec: &ContainerSpec) -> bollard::models::HealthConfig {
+    let interpreter = spec
+        .health
+        .test
+        .get(1)
+        .cloned()
+        .unwrap_or_else(|| "node".into());
     bollard::models::HealthConfig {
-        test: Some(
-            ["CMD", "nft", "list", "counter", "inet", firewall::TABLE]
-                .iter()
-                .map(|s| s.to_string())
-                .chain([format!("po_rules_{rules_hash}")])
-                .collect(),
-        ),
+        test: Some(vec![
+            "CMD".into(),
+            interpreter,
+            "-e".into(),
+            firewall::mark_probe(false),
+        ]),
         interval: Some(spec.health.interval_ns),
         timeout: Some(spec.health.timeout_ns),
         retries: Some(spec.health.retries),
@@ -165,14 +223,12 @@ fn health(spec: &ContainerSpec, rules_hash: &str) -> bollard::models::HealthConf
 pub async fn create(
     docker: &Docker,
     spec: &ContainerSpec,
-    rules: &firewall::RulesInput,
-    broker_host: Option<&str>,
+    rules: &Rules,
     podman: bool,
     network: &str,
 ) -> Result<String> {
     let name = name_of(spec);
-    let (text, hash) = firewall::marked(&firewall::ruleset(rules));
-    let body = create_body(spec, &text, &hash, broker_host, podman, network);
+    let body = create_body(spec, rules, podman, network);
     let options = CreateContainerOptionsBuilder::new().name(&name).build();
     let created = match docker
         .create_container(Some(options.clone()), body.clone())
@@ -198,58 +254,146 @@ fn name_of(spec: &ContainerSpec) -> String {
     )
 }
 
-/// Starts a created holder and waits until its rules are loaded. Any failure removes the
-/// holder (nothing half-done) and names its output.
-pub async fn ready(docker: &Docker, spec: &ContainerSpec, id: &str) -> Result<()> {
-    let Err(why) = start_and_wait(docker, id).await else {
-        return Ok(());
+/// How a rules helper is made for a holder.
+#[derive(Debug, Clone, Copy)]
+pub struct Helper<'a> {
+    /// The image (the workspace's: it has nft).
+    pub image: &'a str,
+    /// The owner and workspace, for its labels and messages.
+    pub owner: &'a str,
+    pub workspace: &'a str,
+    /// Rootless Podman's keep-id: it joins the holder's user namespace too.
+    pub keep_id: bool,
+    /// Podman (its ulimits).
+    pub podman: bool,
+    /// The engine enforces limits.
+    pub limits_enforced: bool,
+}
+
+/// Starts a created holder and loads its rules (with `ports` let through); any failure
+/// removes the holder (nothing half-done) and names the helper's output.
+pub async fn ready(
+    docker: &Docker,
+    helper: Helper<'_>,
+    id: &str,
+    rules: &Rules,
+    ports: &[u16],
+) -> Result<()> {
+    let started = container::start(docker, id).await;
+    let loaded = match started {
+        Ok(()) => load_rules(docker, helper, id, rules, ports).await,
+        Err(e) => Err(e),
     };
-    let logs = container::logs_tail(docker, id, 20).await;
-    let _ = remove(docker, id).await;
-    let workspace = spec
-        .labels
-        .get(crate::sandbox::spec::LABEL_WORKSPACE)
-        .cloned()
-        .unwrap_or_default();
+    if loaded.is_err() {
+        let _ = remove(docker, id).await;
+    }
+    loaded
+}
+
+/// Runs a rules helper in a running holder's namespace: loads `rules` unless loaded, lets
+/// `ports` through on the broker's address. The helper is removed whatever happens.
+pub async fn load_rules(
+    docker: &Docker,
+    helper: Helper<'_>,
+    holder_id: &str,
+    rules: &Rules,
+    ports: &[u16],
+) -> Result<()> {
+    let body = helper_body(helper, holder_id, rules, ports);
+    let made = docker
+        .create_container(
+            None::<bollard::query_parameters::CreateContainerOptions>,
+            body,
+        )
+        .await
+        .map_err(engine_err(
+            docker,
+            format!("create the network rules helper of {}", helper.workspace),
+        ))?;
+    let outcome = tokio::time::timeout(HELPER_WITHIN, run_helper(docker, &made.id)).await;
+    let logs = container::logs_tail(docker, &made.id, 20).await;
+    let _ = remove(docker, &made.id).await;
+    let why = match outcome {
+        Ok(Ok(0)) if logs.lines().any(|l| l.trim() == READY) => return Ok(()),
+        Ok(Ok(code)) => format!("it exited with code {code}"),
+        Ok(Err(e)) => e.to_string(),
+        Err(_) => format!("it did not finish within {} s", HELPER_WITHIN.as_secs()),
+    };
     Err(Error::container(
-        &workspace,
+        helper.workspace,
         format!(
-            "its network holder {} did not load the {} network rules ({why}); its output:\n{logs}",
-            name_of(spec),
-            spec.network_mode.as_str()
+            "the network rules helper did not load the rules into its holder {} ({why}); its output:\n{logs}",
+            &holder_id[..holder_id.len().min(12)]
         ),
     ))
 }
 
-/// Starts the holder and waits for its [`READY`] line.
-async fn start_and_wait(docker: &Docker, id: &str) -> std::result::Result<(), String> {
-    container::start(docker, id)
-        .await
-        .map_err(|e| e.to_string())?;
-    let started = Instant::now();
-    loop {
-        let options = LogsOptionsBuilder::new().stdout(true).stderr(false).build();
-        let mut out = String::new();
-        let mut stream = docker.logs(id, Some(options));
-        while let Some(Ok(chunk)) = stream.next().await {
-            out.push_str(&String::from_utf8_lossy(&chunk.into_bytes()));
-        }
-        if out.lines().any(|l| l.trim() == READY) {
-            return Ok(());
-        }
-        match container::inspect(docker, id, None).await {
-            Ok(Some(c)) if !c.running() => return Err(format!("it is {}", c.state)),
-            Ok(None) => return Err("it is gone".into()),
-            _ => {}
-        }
-        if started.elapsed() > READY_WITHIN {
-            return Err(format!("not ready within {} s", READY_WITHIN.as_secs()));
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
+/// The rules helper's engine body: root with `NET_ADMIN` alone, in the holder's network (and,
+/// on keep-id, user) namespace, read-only, small, removed by whoever made it.
+fn helper_body(
+    helper: Helper<'_>,
+    holder_id: &str,
+    rules: &Rules,
+    ports: &[u16],
+) -> ContainerCreateBody {
+    let ports: Vec<String> = ports.iter().map(u16::to_string).collect();
+    let mut env = vec![
+        format!("PO_NET_RULES={}", rules.text),
+        format!("PO_NET_HASH={}", rules.hash),
+        format!("PO_NET_PORTS={}", ports.join(" ")),
+    ];
+    env.extend(
+        rules
+            .broker_host
+            .as_ref()
+            .map(|h| format!("PO_NET_BROKER_HOST={h}")),
+    );
+    let labels = HashMap::from([
+        (LABEL_SANDBOX.to_string(), "1".to_string()),
+        (LABEL_OWNER.to_string(), helper.owner.to_string()),
+        (LABEL_RULES_FOR.to_string(), helper.workspace.to_string()),
+    ]);
+    let joined = format!("container:{holder_id}");
+    ContainerCreateBody {
+        image: Some(helper.image.to_string()),
+        entrypoint: Some(vec!["/bin/sh".into(), "-c".into()]),
+        cmd: Some(vec![HELPER_SCRIPT.into()]),
+        env: Some(env),
+        labels: Some(labels),
+        user: Some("0:0".into()),
+        host_config: Some(HostConfig {
+            network_mode: Some(joined.clone()),
+            cap_drop: Some(vec!["ALL".into()]),
+            cap_add: Some(HELPER_CAPS.iter().map(|c| c.to_string()).collect()),
+            security_opt: Some(vec!["no-new-privileges".into()]),
+            readonly_rootfs: Some(true),
+            pids_limit: helper.limits_enforced.then_some(16),
+            memory: helper.limits_enforced.then_some(64 << 20),
+            privileged: Some(false),
+            userns_mode: helper.keep_id.then_some(joined),
+            ulimits: helper.podman.then(container::podman_ulimits),
+            runtime: None,
+            ..Default::default()
+        }),
+        ..Default::default()
     }
 }
 
-/// Removes a holder (by id or name) at once: it holds no state. Gone already is fine.
+/// Starts a helper and waits for its exit code.
+async fn run_helper(docker: &Docker, id: &str) -> Result<i64> {
+    container::start(docker, id).await?;
+    let mut wait = docker.wait_container(id, None::<WaitContainerOptions>);
+    match wait.next().await {
+        Some(Ok(r)) => Ok(r.status_code),
+        // A non-zero exit comes as an error carrying the code.
+        Some(Err(bollard::errors::Error::DockerContainerWaitError { code, .. })) => Ok(code),
+        Some(Err(e)) => Err(engine_err(docker, format!("wait for container {id}"))(e)),
+        None => Ok(-1),
+    }
+}
+
+/// Removes a holder or helper (by id or name) at once: it holds no state. Gone already is
+/// fine.
 pub async fn remove(docker: &Docker, id: &str) -> Result<()> {
     let options = RemoveContainerOptionsBuilder::new().force(true).build();
     match docker.remove_container(id, Some(options)).await {
@@ -259,30 +403,35 @@ pub async fn remove(docker: &Docker, id: &str) -> Result<()> {
     }
 }
 
-/// Removes the holders of an owner (one workspace's, or all). Returns how many.
+/// Removes the holders of an owner (one workspace's, or all) and any rules helper a killed hub
+/// left. Returns how many holders.
 pub async fn remove_of(docker: &Docker, owner: &str, workspace: Option<&str>) -> Result<usize> {
-    let mut labels = vec![format!("{LABEL_OWNER}={owner}")];
-    labels.push(match workspace {
-        Some(w) => format!("{LABEL_HOLDER_OF}={w}"),
-        None => LABEL_HOLDER_OF.to_string(),
-    });
-    let list = container::list_labelled(docker, labels).await?;
-    for c in &list {
-        if let Some(id) = &c.id {
-            remove(docker, id).await?;
+    let mut holders = 0;
+    for label in [LABEL_HOLDER_OF, LABEL_RULES_FOR] {
+        let mut labels = vec![format!("{LABEL_OWNER}={owner}")];
+        labels.push(match workspace {
+            Some(w) => format!("{label}={w}"),
+            None => label.to_string(),
+        });
+        let list = container::list_labelled(docker, labels).await?;
+        for c in &list {
+            if let Some(id) = &c.id {
+                remove(docker, id).await?;
+            }
+        }
+        if label == LABEL_HOLDER_OF {
+            holders = list.len();
         }
     }
-    Ok(list.len())
+    Ok(holders)
 }
 
 /// The holder a workspace container joined (`container:<id>` network mode), as adoption reads
-/// it; with `check_rules`, one exec lists its nft table to see the rules are loaded. `None`
-/// when the container joined none or it is gone.
+/// it: one inspect, no call into it. `None` when the container joined none or it is gone.
 pub async fn posture(
     docker: &Docker,
     network_mode: &str,
     container_port: u16,
-    check_rules: bool,
 ) -> Result<Option<HolderPosture>> {
     let Some(id) = network_mode.strip_prefix("container:") else {
         return Ok(None);
@@ -295,15 +444,24 @@ pub async fn posture(
         Err(e) if is_status(&e, 404) => return Ok(None),
         Err(e) => return Err(engine_err(docker, format!("inspect container {id}"))(e)),
     };
+    let env: Vec<String> = info
+        .config
+        .as_ref()
+        .and_then(|c| c.env.clone())
+        .unwrap_or_default();
+    let var = |name: &str| {
+        env.iter()
+            .find_map(|e| e.strip_prefix(&format!("{name}=")).map(str::to_string))
+    };
+    let state = info.state.clone().unwrap_or_default();
+    let started_at = state.started_at.clone().unwrap_or_default();
+    let health = state
+        .health
+        .as_ref()
+        .and_then(|h| h.status)
+        .map(|s| s.to_string());
     let live = container::live_from(info, Some(container_port));
     let label = |k: &str| live.labels.get(k).cloned();
-    let rules_hash = label(LABEL_NET_RULES);
-    let rules_loaded = match (&rules_hash, check_rules && live.running()) {
-        (Some(hash), true) => rules_listed(docker, &live.id)
-            .await?
-            .is_some_and(|l| firewall::shows_rules(&l, hash)),
-        _ => false,
-    };
     Ok(Some(HolderPosture {
         id: live.id.clone(),
         running: live.running(),
@@ -311,96 +469,177 @@ pub async fn posture(
         networks: live.posture.networks.clone(),
         ports: live.posture.ports.clone(),
         mode: label(LABEL_NET_MODE).and_then(|m| NetworkMode::parse(&m)),
-        rules_hash,
-        rules_checked: check_rules,
-        rules_loaded,
+        rules_hash: label(LABEL_NET_RULES),
+        rules: var("PO_NET_RULES"),
+        broker_host: var("PO_NET_BROKER_HOST"),
+        started_at,
+        health,
         cap_add: live.posture.cap_add.clone(),
         privileged: live.posture.privileged,
     }))
 }
 
-/// `nft list table inet po_sandbox` in the holder (as root, with the holder's capabilities);
-/// `None` when it could not run.
-async fn rules_listed(docker: &Docker, id: &str) -> Result<Option<String>> {
-    let cmd = ["nft", "list", "table", "inet", firewall::TABLE];
-    run_in(
-        docker,
-        id,
-        cmd.iter().map(|a| a.to_string()).collect(),
-        vec![],
-    )
-    .await
+/// The record of loaded rules for a workspace: next to its token file, outside every mount.
+pub fn record_path(token_file: &Path) -> PathBuf {
+    token_file.with_extension("net")
 }
 
-/// Lets a TCP broker route's `ports` (this hub's broker and egress proxy listeners) through
-/// the holder's rules, on the address its `host` resolves to there, when they are not yet:
-/// a later hub listens on other ports than the hub that made the holder. Each rule goes
-/// first in the output chain (before any refusal); earlier hubs' ports stay.
-pub async fn allow_broker_ports(
+/// Whether a record says the rules were loaded for this start of this holder with these
+/// broker ports let through.
+pub fn record_covers(record: &str, holder_id: &str, started_at: &str, ports: &[u16]) -> bool {
+    let mut words = record.split_whitespace();
+    let (Some(id), Some(at)) = (words.next(), words.next()) else {
+        return false;
+    };
+    let listed: Vec<u16> = words
+        .next()
+        .unwrap_or_default()
+        .split(',')
+        .filter_map(|p| p.parse().ok())
+        .collect();
+    id == holder_id && at == started_at && ports.iter().all(|p| listed.contains(p))
+}
+
+/// The record after loading for this start of this holder with `ports`: the ports of an
+/// earlier load for the same start stay (other hubs' routes), any other start's go.
+pub fn record_with(record: &str, holder_id: &str, started_at: &str, ports: &[u16]) -> String {
+    let mut all: Vec<u16> = ports.to_vec();
+    if record_covers(record, holder_id, started_at, &[]) {
+        all.extend(
+            record
+                .split_whitespace()
+                .nth(2)
+                .unwrap_or_default()
+                .split(',')
+                .filter_map(|p| p.parse::<u16>().ok()),
+        );
+    }
+    all.sort_unstable();
+    all.dedup();
+    let list: Vec<String> = all.iter().map(u16::to_string).collect();
+    let list = if list.is_empty() {
+        "-".to_string()
+    } else {
+        list.join(",")
+    };
+    format!("{holder_id} {started_at} {list}\n")
+}
+
+/// Sees to it that a running holder's rules are loaded (with `ports` let through): not when
+/// the record says so for its current start and its health check does not say otherwise;
+/// otherwise its rules helper runs and the record is written. Says whether the helper ran.
+pub async fn ensure_rules(
     docker: &Docker,
-    workspace: &str,
-    id: &str,
-    host: &str,
+    helper: Helper<'_>,
+    holder: &HolderPosture,
+    record: &Path,
     ports: &[u16],
-) -> Result<()> {
-    let script = format!(
-        r#"set -e
-b=
-while read -r a n rest; do if [ "$n" = "$H" ]; then b=$a; fi; done </etc/hosts
-[ -n "$b" ] || {{ echo "$H is not in /etc/hosts"; exit 1; }}
-for p in $PORTS; do
-  nft list chain inet {t} output | grep -q "ip daddr $b tcp dport $p accept" || nft insert rule inet {t} output ip daddr "$b" tcp dport "$p" accept
-done
-echo po-net-allowed"#,
-        t = firewall::TABLE
-    );
-    let ports: Vec<String> = ports.iter().map(u16::to_string).collect();
-    let env = vec![format!("H={host}"), format!("PORTS={}", ports.join(" "))];
-    let cmd = vec!["/bin/sh".to_string(), "-c".into(), script];
-    let out = run_in(docker, id, cmd, env).await?.unwrap_or_default();
-    if out.trim_end().ends_with("po-net-allowed") {
-        return Ok(());
+) -> Result<bool> {
+    let known = std::fs::read_to_string(record).unwrap_or_default();
+    let unhealthy = holder.health.as_deref() == Some("unhealthy");
+    if !unhealthy && record_covers(&known, &holder.id, &holder.started_at, ports) {
+        return Ok(false);
     }
-    Err(crate::error::Error::container(
-        workspace,
-        format!(
-            "cannot let the broker's ports through its network holder {id}'s rules: {}",
-            out.trim()
-        ),
-    ))
+    let Some(rules) = Rules::carried_by(holder) else {
+        return Err(Error::container(
+            helper.workspace,
+            format!("its network holder {} carries no rules", holder.id),
+        ));
+    };
+    load_rules(docker, helper, &holder.id, &rules, ports).await?;
+    write_record(
+        record,
+        &record_with(&known, &holder.id, &holder.started_at, ports),
+    );
+    Ok(true)
 }
 
-/// Runs `cmd` in the holder as root (with the holder's capabilities), its output as text;
-/// `None` when the holder is gone or not running.
-async fn run_in(
-    docker: &Docker,
-    id: &str,
-    cmd: Vec<String>,
-    env: Vec<String>,
-) -> Result<Option<String>> {
-    let config = CreateExecOptions {
-        cmd: Some(cmd),
-        env: Some(env),
-        attach_stdout: Some(true),
-        attach_stderr: Some(true),
-        user: Some("0:0".into()),
-        ..Default::default()
-    };
-    let exec = match docker.create_exec(id, config).await {
-        Ok(e) => e,
-        Err(e) if is_status(&e, 409) || is_status(&e, 404) => return Ok(None),
-        Err(e) => return Err(engine_err(docker, format!("exec in container {id}"))(e)),
-    };
-    let started = docker
-        .start_exec(&exec.id, None)
-        .await
-        .map_err(engine_err(docker, format!("exec in container {id}")))?;
-    let StartExecResults::Attached { mut output, .. } = started else {
-        return Ok(None);
-    };
-    let mut out = String::new();
-    while let Some(Ok(chunk)) = output.next().await {
-        out.push_str(&String::from_utf8_lossy(&chunk.into_bytes()));
+/// Writes the record (whole, by rename; owner-only where modes exist). A failure only costs
+/// a helper run next time.
+pub fn write_record(record: &Path, text: &str) {
+    let tmp = record.with_extension(format!("net.{}", std::process::id()));
+    let written = std::fs::write(&tmp, text).and_then(|()| std::fs::rename(&tmp, record));
+    if let Err(e) = written {
+        let _ = std::fs::remove_file(&tmp);
+        tracing::warn!(record = %record.display(), error = %e, "cannot write the network rules record");
     }
-    Ok(Some(out))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_record_covers_one_start_of_one_holder_with_its_ports() {
+        let r = record_with("", "h1", "2026-12-01T10:00:00Z", &[]);
+        assert_eq!(r, "h1 2026-12-01T10:00:00Z -\n");
+        assert!(record_covers(&r, "h1", "2026-12-01T10:00:00Z", &[]));
+        assert!(
+            !record_covers(&r, "h1", "2026-12-01T10:05:00Z", &[]),
+            "restarted since"
+        );
+        assert!(
+            !record_covers(&r, "h2", "2026-12-01T10:00:00Z", &[]),
+            "another holder"
+        );
+        assert!(
+            !record_covers(&r, "h1", "2026-12-01T10:00:00Z", &[4000]),
+            "a port not let through"
+        );
+        assert!(!record_covers("", "h1", "x", &[]));
+        assert!(!record_covers("garbage", "garbage", "", &[]));
+    }
+
+    #[test]
+    fn ports_of_the_same_start_add_up_and_another_start_forgets_them() {
+        let r = record_with("", "h1", "t1", &[4001, 4000]);
+        assert_eq!(r, "h1 t1 4000,4001\n");
+        let r = record_with(&r, "h1", "t1", &[5000, 4000]);
+        assert_eq!(r, "h1 t1 4000,4001,5000\n");
+        assert!(record_covers(&r, "h1", "t1", &[4001, 5000]));
+        let r = record_with(&r, "h1", "t2", &[6000]);
+        assert_eq!(r, "h1 t2 6000\n");
+        assert!(!record_covers(&r, "h1", "t2", &[4000]));
+    }
+
+    #[test]
+    fn the_helper_has_net_admin_alone_in_the_holders_namespaces() {
+        let rules = Rules {
+            text: "table inet po_sandbox {}".into(),
+            hash: "0123456789abcdef".into(),
+            broker_host: Some("host.docker.internal".into()),
+        };
+        let helper = Helper {
+            image: "img",
+            owner: "o1",
+            workspace: "w1",
+            keep_id: true,
+            podman: true,
+            limits_enforced: true,
+        };
+        let body = helper_body(helper, "abc", &rules, &[4000, 4001]);
+        let hc = body.host_config.unwrap();
+        assert_eq!(hc.cap_drop, Some(vec!["ALL".to_string()]));
+        assert_eq!(hc.cap_add, Some(vec!["NET_ADMIN".to_string()]));
+        assert_eq!(hc.network_mode.as_deref(), Some("container:abc"));
+        assert_eq!(hc.userns_mode.as_deref(), Some("container:abc"));
+        assert_eq!(hc.readonly_rootfs, Some(true));
+        assert_eq!(hc.privileged, Some(false));
+        let env = body.env.unwrap();
+        assert!(env.contains(&"PO_NET_PORTS=4000 4001".to_string()));
+        assert!(env.contains(&"PO_NET_HASH=0123456789abcdef".to_string()));
+        assert!(env.contains(&"PO_NET_BROKER_HOST=host.docker.internal".to_string()));
+        assert_eq!(body.labels.unwrap()[LABEL_RULES_FOR], "w1");
+        let rootful = Helper {
+            keep_id: false,
+            ..helper
+        };
+        assert_eq!(
+            helper_body(rootful, "abc", &rules, &[])
+                .host_config
+                .unwrap()
+                .userns_mode,
+            None
+        );
+    }
 }

@@ -155,6 +155,8 @@ struct Inner {
     stops_requested: Mutex<HashMap<String, std::time::Instant>>,
     /// The id of the per-hub network, once this hub found or made it (one at a time).
     network: tokio::sync::Mutex<Option<String>>,
+    /// Holders this hub is making: their create path loads their rules, not the event feed.
+    readying: Mutex<std::collections::HashSet<String>>,
 }
 
 /// This hub's part in serving one workspace's broker socket.
@@ -245,6 +247,7 @@ impl WorkspaceContainers {
                 broker_owners: Mutex::new(HashMap::new()),
                 stops_requested: Mutex::new(HashMap::new()),
                 network: tokio::sync::Mutex::new(None),
+                readying: Mutex::new(std::collections::HashSet::new()),
             }),
         }
     }
@@ -333,8 +336,8 @@ impl WorkspaceContainers {
     }
 
     /// Inspects a workspace container and the namespace holder it joined (its published port is
-    /// the holder's); with `check_rules`, whether the holder's rules are loaded too.
-    async fn inspect_ws(&self, id: &str, check_rules: bool) -> Result<Option<LiveContainer>> {
+    /// the holder's).
+    async fn inspect_ws(&self, id: &str) -> Result<Option<LiveContainer>> {
         let docker = &self.inner.docker;
         let port = self.inner.config.bundle.server.port;
         let Some(mut live) = container::inspect(docker, id, Some(port)).await? else {
@@ -347,7 +350,7 @@ impl WorkspaceContainers {
             .find(|(k, _)| k == "network")
             .map(|(_, v)| v.clone())
             .unwrap_or_default();
-        if let Some(h) = holder::posture(docker, &mode, port, check_rules).await? {
+        if let Some(h) = holder::posture(docker, &mode, port).await? {
             live.host_port = h.host_port;
             live.posture.holder = Some(h);
         }
@@ -362,28 +365,169 @@ impl WorkspaceContainers {
             .map(|_| ())
     }
 
-    /// On a TCP broker route, lets this hub's broker (and egress proxy) port through the
-    /// adopted container's holder rules, which carry the ports of the hub that made it.
-    async fn allow_this_hubs_broker(&self, id: &str, live: &LiveContainer) -> Result<()> {
-        let c = &self.inner.config;
-        let Some(w) = c.broker.as_ref().filter(|w| w.transport == RouteKind::Tcp) else {
-            return Ok(());
+    /// This hub's TCP broker route ports (broker and egress proxy), which a holder's rules let
+    /// through; none on a socket route.
+    fn route_ports(&self) -> Vec<u16> {
+        let Some(w) = self
+            .inner
+            .config
+            .broker
+            .as_ref()
+            .filter(|w| w.transport == RouteKind::Tcp)
+        else {
+            return vec![];
         };
-        let Some(holder) = live.posture.holder.as_ref() else {
-            return Ok(());
-        };
-        let ports: Vec<u16> = [w.broker.tcp_address(), w.broker.egress_tcp_address()]
+        [w.broker.tcp_address(), w.broker.egress_tcp_address()]
             .into_iter()
             .flatten()
             .map(|a| a.port())
-            .collect();
-        let host = crate::broker::server::CONTAINER_HOST;
-        holder::allow_broker_ports(&self.changes(), id, &holder.id, host, &ports).await
+            .collect()
+    }
+
+    /// How this hub makes a workspace's rules helper.
+    fn helper<'a>(&'a self, workspace_id: &'a str) -> holder::Helper<'a> {
+        let c = &self.inner.config;
+        holder::Helper {
+            image: &c.image,
+            owner: &c.owner,
+            workspace: workspace_id,
+            keep_id: c.mode.keep_id,
+            podman: c.podman,
+            limits_enforced: c.mode.limits_enforced,
+        }
+    }
+
+    /// Where this Po home records the rules loaded into a workspace's holder.
+    fn rules_record(&self, workspace_id: &str) -> PathBuf {
+        let c = &self.inner.config;
+        holder::record_path(&spec::token_file(&c.po_home, &c.owner, workspace_id))
+    }
+
+    /// Sees to it that an adopted container's holder has its rules loaded, with this hub's TCP
+    /// broker ports let through (the holder carries the ports of the hub that made it): after
+    /// an engine restart the holder came back without them, and the container's process waits
+    /// at its start gate until they are loaded.
+    async fn ensure_rules(&self, id: &str, live: &LiveContainer) -> Result<()> {
+        let Some(h) = live.posture.holder.as_ref() else {
+            return Ok(());
+        };
+        let ran = holder::ensure_rules(
+            &self.changes(),
+            self.helper(id),
+            h,
+            &self.rules_record(id),
+            &self.route_ports(),
+        )
+        .await?;
+        if ran {
+            tracing::info!(workspace = %id, holder = %h.id, "network rules loaded into the holder");
+        }
+        Ok(())
+    }
+
+    /// A holder of this owner started (its own restart, or the engine's): loads its rules (its
+    /// workspace's process waits at its start gate until then), and restarts its workspace's
+    /// container when that one still runs in the namespace of the holder's previous start.
+    pub async fn holder_started(&self, workspace_id: &str, holder_id: &str) -> Result<()> {
+        if self.readying(holder_id) {
+            return Ok(());
+        }
+        let docker = &self.changes();
+        let port = self.inner.config.bundle.server.port;
+        let joined = format!("container:{holder_id}");
+        let Some(h) = holder::posture(docker, &joined, port).await? else {
+            return Ok(());
+        };
+        if !h.running {
+            return Ok(());
+        }
+        holder::ensure_rules(
+            docker,
+            self.helper(workspace_id),
+            &h,
+            &self.rules_record(workspace_id),
+            &self.route_ports(),
+        )
+        .await?;
+        for cid in self.ids_of(workspace_id).await? {
+            let Some(c) = container::inspect(docker, &cid, None).await? else {
+                continue;
+            };
+            // Started before the holder's current start: in the namespace of its previous one.
+            let in_old = c.network_mode() == Some(joined.as_str())
+                && c.running()
+                && container::rfc3339(&c.started_at) < container::rfc3339(&h.started_at);
+            if in_old {
+                docker
+                    .restart_container(
+                        &c.id,
+                        None::<bollard::query_parameters::RestartContainerOptions>,
+                    )
+                    .await
+                    .map_err(container::engine_err(
+                        docker,
+                        format!("restart container {}", c.id),
+                    ))?;
+                self.inner.events.workspace(
+                    workspace_id,
+                    WorkspaceChange::Restarted,
+                    Some(&c.id),
+                    Some(
+                        "its network namespace holder restarted: restarted into the new namespace"
+                            .into(),
+                    ),
+                );
+            }
+        }
+        Ok(())
+    }
+
+    /// The running holders of this owner, with their workspaces.
+    pub async fn running_holders(&self) -> Result<Vec<(String, String)>> {
+        let labels = vec![
+            format!("{}={}", spec::LABEL_OWNER, self.inner.config.owner),
+            spec::LABEL_HOLDER_OF.to_string(),
+        ];
+        let list = container::list_labelled(&self.inner.docker, labels).await?;
+        Ok(list
+            .into_iter()
+            .filter(|c| c.state.as_ref().map(|s| s.to_string()).as_deref() == Some("running"))
+            .filter_map(|c| {
+                let ws = c.labels.as_ref()?.get(spec::LABEL_HOLDER_OF)?.clone();
+                Some((ws, c.id?))
+            })
+            .collect())
+    }
+
+    /// Marks a holder as being made by this hub, or no longer.
+    fn set_readying(&self, holder_id: &str, on: bool) {
+        let mut set = self
+            .inner
+            .readying
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        match on {
+            true => set.insert(holder_id.to_string()),
+            false => set.remove(holder_id),
+        };
+    }
+
+    /// Whether this hub is making the holder now (its create path loads the rules itself).
+    fn readying(&self, holder_id: &str) -> bool {
+        self.inner
+            .readying
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .contains(holder_id)
     }
 
     /// Makes (does not start) the workspace's namespace holder on the network `network`;
-    /// returns its id.
-    async fn create_holder(&self, spec: &ContainerSpec, network: &str) -> Result<String> {
+    /// returns its id and the rules it carries.
+    async fn create_holder(
+        &self,
+        spec: &ContainerSpec,
+        network: &str,
+    ) -> Result<(String, holder::Rules)> {
         let c = &self.inner.config;
         let docker = &self.changes();
         // An engine network mode (slirp4netns) has no network to inspect: its host side is
@@ -400,7 +544,7 @@ impl WorkspaceContainers {
             // aardvark-dns answers on the gateway.
             dns.extend(gateway);
         }
-        let rules = RulesInput {
+        let input = RulesInput {
             mode: c.network_mode,
             gateway,
             dns,
@@ -409,7 +553,9 @@ impl WorkspaceContainers {
             egress_port,
         };
         let broker_host = broker_port.map(|_| crate::broker::server::CONTAINER_HOST);
-        holder::create(docker, spec, &rules, broker_host, c.podman, network).await
+        let rules = holder::Rules::of(&input, broker_host);
+        let id = holder::create(docker, spec, &rules, c.podman, network).await?;
+        Ok((id, rules))
     }
 
     /// The per-hub network's id: found or made once, again after `fresh` (it was gone).
@@ -441,7 +587,7 @@ impl WorkspaceContainers {
         {
             return Ok(Created::NameTaken);
         }
-        let holder = match self.create_holder(spec, &network).await {
+        let (holder, rules) = match self.create_holder(spec, &network).await {
             // The network went meanwhile (another hub of the owner removed it): made again.
             Err(e) if e.to_string().contains("network") && e.to_string().contains("not found") => {
                 let network = self.network(true).await?;
@@ -449,13 +595,32 @@ impl WorkspaceContainers {
             }
             other => other?,
         };
-        // The container is created while the holder starts and loads its rules; it starts
-        // only after both (`create_steps`), so its process never runs without them.
+        // The container is created while the holder starts and its helper loads the rules; it
+        // starts only after both (`create_steps`), and its process waits at its start gate
+        // for them besides.
         let joined = format!("container:{holder}");
+        let workspace = spec
+            .labels
+            .get(spec::LABEL_WORKSPACE)
+            .cloned()
+            .unwrap_or_default();
+        let ports = self.route_ports();
+        self.set_readying(&holder, true);
         let (ready, created) = tokio::join!(
-            holder::ready(docker, spec, &holder),
+            holder::ready(docker, self.helper(&workspace), &holder, &rules, &ports),
             container::create(docker, spec, podman, &joined)
         );
+        if ready.is_ok() {
+            let port = self.inner.config.bundle.server.port;
+            if let Ok(Some(h)) = holder::posture(docker, &joined, port).await {
+                let record = self.rules_record(&workspace);
+                holder::write_record(
+                    &record,
+                    &holder::record_with("", &h.id, &h.started_at, &ports),
+                );
+            }
+        }
+        self.set_readying(&holder, false);
         match (ready, created) {
             (Ok(()), Ok(Created::New(id))) => Ok(Created::New(id)),
             (ready, created) => {
@@ -732,7 +897,7 @@ impl WorkspaceContainers {
         };
         let mut replaced_reason = None;
         for cid in ids {
-            let Some(live) = self.inspect_ws(&cid, true).await? else {
+            let Some(live) = self.inspect_ws(&cid).await? else {
                 continue;
             };
             if !live.running() {
@@ -808,7 +973,7 @@ impl WorkspaceContainers {
                 Some(format!("its broker grant could not be restored: {e}")),
             );
         }
-        self.allow_this_hubs_broker(id, &live).await?;
+        self.ensure_rules(id, &live).await?;
         if !answered {
             self.wait_ready(id, spec, &live).await?;
         }
@@ -986,7 +1151,7 @@ impl WorkspaceContainers {
     ) -> Result<Option<LiveContainer>> {
         let deadline = std::time::Instant::now() + Duration::from_secs(15);
         loop {
-            let (holder, why) = match self.inspect_ws(&spec.name, true).await? {
+            let (holder, why) = match self.inspect_ws(&spec.name).await? {
                 None => return Ok(None),
                 Some(live) if live.running() => match spec::check_posture(spec, &live.posture) {
                     Ok(()) => return Ok(Some(live)),
@@ -1036,7 +1201,7 @@ impl WorkspaceContainers {
             e => Error::container(&ws.id, e.to_string()),
         })?;
         let live = self
-            .inspect_ws(id, false)
+            .inspect_ws(id)
             .await?
             .ok_or_else(|| Error::container(&ws.id, "it vanished right after it started"))?;
         self.inner.events.workspace(
@@ -1048,7 +1213,7 @@ impl WorkspaceContainers {
         // Unhealthy: the error carries its logs, and the rollback removes it.
         self.wait_ready(&ws.id, spec, &live).await?;
         // It answers: a failed re-read (for the port) keeps the first one rather than undo it.
-        let live = match self.inspect_ws(id, false).await {
+        let live = match self.inspect_ws(id).await {
             Ok(Some(newer)) => newer,
             _ => live,
         };
@@ -1065,7 +1230,7 @@ impl WorkspaceContainers {
         workspace::check_id(id)?;
         let ids = self.ids_of(id).await?;
         for cid in ids {
-            let Some(live) = self.inspect_ws(&cid, true).await? else {
+            let Some(live) = self.inspect_ws(&cid).await? else {
                 continue;
             };
             if !live.running() {
@@ -1238,7 +1403,7 @@ impl WorkspaceContainers {
 
     /// A container of this owner as it is now (by id or name); `None` when it is gone.
     pub async fn current(&self, id: &str) -> Result<Option<WorkspaceContainer>> {
-        let live = self.inspect_ws(id, false).await?;
+        let live = self.inspect_ws(id).await?;
         Ok(live.map(|l| self.report(&l, false, None)))
     }
 
@@ -1258,7 +1423,7 @@ impl WorkspaceContainers {
             .flatten()
             .collect();
         let found =
-            futures_util::future::join_all(ids.iter().map(|cid| self.inspect_ws(cid, false))).await;
+            futures_util::future::join_all(ids.iter().map(|cid| self.inspect_ws(cid))).await;
         let mut out = Vec::new();
         for live in found {
             if let Some(live) = live? {

@@ -68,7 +68,7 @@ pub const LABEL_NETWORK: &str = "po.network";
 pub const LABEL_HOLDER_OF: &str = "po.holder-of";
 /// Label: on a namespace holder, the egress mode of its rules.
 pub const LABEL_NET_MODE: &str = "po.net-mode";
-/// Label: on a namespace holder, the hash of the ruleset it loads at every start.
+/// Label: on a namespace holder, the hash of the ruleset it carries (its helper loads it).
 pub const LABEL_NET_RULES: &str = "po.net-rules";
 
 /// Host variables a container may inherit (exact names).
@@ -177,6 +177,25 @@ pub fn health_probe(bundle: &RuntimeBundle, interval: std::time::Duration) -> He
         retries: 3,
         start_period_ns: 60_000_000_000,
     }
+}
+
+/// The workspace's start gate (POSIX sh): the bundle's interpreter waits until the namespace's
+/// network rules are loaded (`firewall::mark_probe`), then the server runs in the shell's place.
+/// The holder loads no rules itself (it has no capability): a short-lived helper does, after
+/// every start of the holder; until then the workspace's own process waits here.
+pub const GATE: &str = r#"p=$1; shift; "$1" -e "$p" && exec "$@""#;
+
+/// A bundle command behind the [`GATE`]: `/bin/sh -c GATE po-net-gate <probe> <command…>`.
+pub fn gated(command: Vec<String>) -> Vec<String> {
+    let mut cmd = vec![
+        "/bin/sh".to_string(),
+        "-c".into(),
+        GATE.into(),
+        "po-net-gate".into(),
+        crate::sandbox::firewall::mark_probe(true),
+    ];
+    cmd.extend(command);
+    cmd
 }
 
 /// The per-hub network of an owner: a labelled bridge every container of the owner joins
@@ -361,7 +380,7 @@ pub fn build(input: &SpecInput) -> ContainerSpec {
         image: input.image.to_string(),
         labels: BTreeMap::new(),
         env: BTreeMap::new(),
-        cmd: input.bundle.command(),
+        cmd: gated(input.bundle.command()),
         working_dir: in_container(&ws.path),
         user: input.user.to_string(),
         binds: binds(input, &p),
@@ -662,11 +681,15 @@ pub struct HolderPosture {
     pub mode: Option<NetworkMode>,
     /// Its `po.net-rules` label.
     pub rules_hash: Option<String>,
-    /// Whether the loaded rules were looked at (`rules_loaded` means something).
-    pub rules_checked: bool,
-    /// Its nft table is loaded and carries `rules_hash`.
-    pub rules_loaded: bool,
-    /// Its `CapAdd` (what it starts with, before it drops everything).
+    /// The ruleset it carries (`PO_NET_RULES`), which its rules helper loads.
+    pub rules: Option<String>,
+    /// The broker's host name its rules resolve (`PO_NET_BROKER_HOST`, TCP routes).
+    pub broker_host: Option<String>,
+    /// When it last started (`State.StartedAt`): rules are loaded once per start.
+    pub started_at: String,
+    /// Its health (`State.Health.Status`): `healthy` while the rules' marker is refused.
+    pub health: Option<String>,
+    /// Its `CapAdd` (none).
     pub cap_add: Vec<String>,
     /// It runs privileged.
     pub privileged: bool,
@@ -940,9 +963,11 @@ fn check_health(spec: &ContainerSpec, live: &LivePosture) -> Result<(), String> 
     Ok(())
 }
 
-/// In its namespace holder's network, which is on the per-hub network only, runs, enforces
-/// the spec's egress mode and has its rules loaded (the holder may be in an engine network
-/// mode instead: slirp4netns for the forced TCP route on rootless Podman).
+/// In its namespace holder's network, which is on the per-hub network only, runs with no
+/// capability and carries the rules of the spec's egress mode (the holder may be in an engine
+/// network mode instead: slirp4netns for the forced TCP route on rootless Podman). Whether the
+/// rules are loaded is the service's to see to (`holder::ensure_rules`): they are loaded
+/// again, not the container replaced.
 fn check_network(spec: &ContainerSpec, live: &LivePosture) -> Result<(), String> {
     let Some(h) = &live.holder else {
         return Err("it has no network namespace holder (no network rules)".into());
@@ -987,18 +1012,14 @@ fn check_network(spec: &ContainerSpec, live: &LivePosture) -> Result<(), String>
             spec.network_mode.as_str()
         ));
     }
-    if h.privileged
-        || h.cap_add
-            .iter()
-            .any(|c| !crate::sandbox::holder::HOLDER_CAPS.contains(&c.trim_start_matches("CAP_")))
-    {
+    if h.privileged || !h.cap_add.is_empty() {
         return Err(format!(
-            "its holder has capabilities beyond its own ({})",
+            "its holder has capabilities ({}); it has none",
             h.cap_add.join(", ")
         ));
     }
-    if h.rules_checked && !h.rules_loaded {
-        return Err("its network rules are not loaded in its holder".into());
+    if h.rules.is_none() || h.rules_hash.is_none() {
+        return Err("its holder carries no network rules".into());
     }
     Ok(())
 }

@@ -94,15 +94,31 @@ fn vm_engines_get_the_gateway_host_and_podman_its_ulimits() {
     let hc = body.host_config.unwrap();
     // The holder carries the host entry: a `container:` network mode takes none.
     assert!(hc.extra_hosts.is_none());
+    let rules = crate::sandbox::holder::Rules {
+        text: "rules".into(),
+        hash: "0123456789abcdef".into(),
+        broker_host: Some("host.docker.internal".into()),
+    };
     let holder = crate::sandbox::holder::create_body(
         &spec(vec!["host.docker.internal:host-gateway".into()]),
-        "rules",
-        "0123456789abcdef",
-        Some("host.docker.internal"),
+        &rules,
         true,
         "net-id",
     );
+    // No capability, nobody, idle; healthy while the rules' marker is refused.
+    assert_eq!(holder.user.as_deref(), Some("65534:65534"));
+    let probe = holder.healthcheck.as_ref().unwrap().test.clone().unwrap();
+    assert_eq!(
+        probe[2..],
+        [
+            "-e".to_string(),
+            crate::sandbox::firewall::mark_probe(false)
+        ]
+    );
     let hh = holder.host_config.unwrap();
+    assert_eq!(hh.cap_drop, Some(vec!["ALL".to_string()]));
+    assert_eq!(hh.cap_add, None);
+    assert_eq!(hh.privileged, Some(false));
     assert_eq!(
         hh.extra_hosts.unwrap(),
         ["host.docker.internal:host-gateway"]
@@ -277,7 +293,12 @@ fn run_flags_map_onto_the_host_config_and_keep_the_hardening() {
     assert!(hc.dns.is_none() && hc.dns_search.is_none() && hc.dns_options.is_none());
     let mut flagged = spec(vec![]);
     flagged.run_flags = s.run_flags.clone();
-    let holder = crate::sandbox::holder::create_body(&flagged, "r", "h", None, false, "n")
+    let rules = crate::sandbox::holder::Rules {
+        text: "r".into(),
+        hash: "h".into(),
+        broker_host: None,
+    };
+    let holder = crate::sandbox::holder::create_body(&flagged, &rules, false, "n")
         .host_config
         .unwrap();
     assert_eq!(holder.dns.unwrap(), ["192.0.2.53"]);
@@ -332,4 +353,35 @@ fn no_run_flags_leave_the_body_as_it_was_and_a_ulimit_flag_replaces_podmans() {
         .device_requests
         .unwrap()[0];
     assert_eq!((gpu.count, gpu.driver.as_deref()), (Some(-1), Some("")));
+}
+
+#[test]
+fn engine_times_compare_across_zones_and_precisions() {
+    assert_eq!(rfc3339("1970-01-01T00:00:00Z"), Some((0, 0)));
+    assert_eq!(
+        rfc3339("2026-12-01T10:00:00.5Z"),
+        Some((1_796_119_200, 500_000_000))
+    );
+    assert_eq!(
+        rfc3339("2026-12-01T11:00:00.000000001+01:00"),
+        Some((1_796_119_200, 1))
+    );
+    assert_eq!(
+        rfc3339("2026-12-01T05:30:00-04:30"),
+        rfc3339("2026-12-01T10:00:00Z")
+    );
+    assert!(rfc3339("2026-12-01T10:00:00.1Z") < rfc3339("2026-12-01T10:00:00.123Z"));
+    assert_eq!(
+        rfc3339("0001-01-01T00:00:00Z").map(|t| t.0),
+        Some(-62_135_596_800)
+    );
+    for bad in [
+        "",
+        "yesterday",
+        "2026-12-01",
+        "2026-12-01T10:00:00",
+        "2026-12-01T10:00Z",
+    ] {
+        assert_eq!(rfc3339(bad), None, "{bad}");
+    }
 }

@@ -69,8 +69,8 @@ fn every_mode_accepts_loopback_and_replies_first_and_refuses_the_private_ranges_
  {
     for mode in [NetworkMode::Open, NetworkMode::None, NetworkMode::Allowlist] {
         let rules = output_rules(&ruleset(&input(mode)));
-        assert_eq!(rules[0], "oif \"lo\" accept");
-        assert_eq!(rules[1], "ct state established,related accept");
+        assert_eq!(rules[1], "oif \"lo\" accept");
+        assert_eq!(rules[2], "ct state established,related accept");
         let v4 = rules
             .iter()
             .find(|r| r.starts_with("ip daddr {") && r.ends_with("jump refuse"))
@@ -129,15 +129,15 @@ fn a_tcp_broker_route_allows_that_port_on_the_resolved_address_before_any_refusa
     let mut i = input(NetworkMode::None);
     i.broker_port = Some(41234);
     let rules = output_rules(&ruleset(&i));
-    assert_eq!(rules[2], "ip daddr $broker tcp dport 41234 accept");
+    assert_eq!(rules[3], "ip daddr $broker tcp dport 41234 accept");
     assert!(!ruleset(&input(NetworkMode::None)).contains("$broker"));
     // The allowlist mode's egress proxy port on the same address, next.
     let mut i = input(NetworkMode::Allowlist);
     i.broker_port = Some(41234);
     i.egress_port = Some(41235);
     let rules = output_rules(&ruleset(&i));
-    assert_eq!(rules[2], "ip daddr $broker tcp dport 41234 accept");
-    assert_eq!(rules[3], "ip daddr $broker tcp dport 41235 accept");
+    assert_eq!(rules[3], "ip daddr $broker tcp dport 41234 accept");
+    assert_eq!(rules[4], "ip daddr $broker tcp dport 41235 accept");
 }
 
 #[test]
@@ -159,12 +159,6 @@ fn the_hash_follows_the_ruleset_and_marks_the_table() {
     let (text, hash) = marked(&a);
     assert_eq!(hash, rules_hash(&a));
     assert!(text.contains(&format!("counter po_rules_{hash} {{")));
-    let listing = format!(
-        "table inet po_sandbox {{\n\tcounter po_rules_{hash} {{\n\t\tpackets 0 bytes 0\n\t}}\n\tchain output {{\n\t\ttype filter hook output priority filter; policy accept;\n"
-    );
-    assert!(shows_rules(&listing, &hash));
-    assert!(!shows_rules(&listing, &rules_hash(&b)));
-    assert!(!shows_rules("", &hash));
 }
 
 #[test]
@@ -174,4 +168,33 @@ fn addresses_are_sorted_and_deduplicated_so_the_hash_is_stable() {
     i.host_addresses.reverse();
     j.host_addresses.push(ip("192.0.2.2"));
     assert_eq!(ruleset(&i), ruleset(&j));
+}
+
+#[test]
+fn the_marker_is_refused_admin_prohibited_before_loopback_is_accepted_in_every_mode() {
+    for mode in [NetworkMode::Open, NetworkMode::None, NetworkMode::Allowlist] {
+        let rules = output_rules(&ruleset(&input(mode)));
+        assert_eq!(
+            rules[0],
+            format!(
+                "ip daddr {MARK_ADDR} tcp dport {MARK_PORT} reject with icmpx type admin-prohibited"
+            )
+        );
+        assert_eq!(rules[1], "oif \"lo\" accept");
+    }
+    assert!(
+        MARK_ADDR.starts_with("127."),
+        "the marker never leaves the namespace"
+    );
+}
+
+#[test]
+fn the_marker_probe_has_no_whitespace_for_health_checks_and_waits_only_when_asked() {
+    let health = mark_probe(false);
+    assert!(!health.contains(char::is_whitespace), "{health}");
+    assert!(health.contains(MARK_ADDR) && health.contains("EHOSTUNREACH"));
+    assert!(!health.contains("setTimeout"));
+    let gate = mark_probe(true);
+    assert!(gate.contains("setTimeout(t,1000)") && gate.contains("waiting for the network rules"));
+    assert!(!gate.contains("process.exit(1)"));
 }

@@ -125,7 +125,10 @@ fn names_labels_and_command() {
     assert_eq!(s.labels["po.sandbox"], "1");
     assert_eq!(s.labels["po.image-digest"], "abc");
     assert_eq!(s.labels["po.spec-hash"], s.spec_hash);
-    assert_eq!(s.cmd, ["node", "/opt/po/server.js", "--serve"]);
+    // The bundle's command, behind the gate that waits for the namespace's rules.
+    assert_eq!(&s.cmd[..4], ["/bin/sh", "-c", GATE, "po-net-gate"]);
+    assert_eq!(s.cmd[4], crate::sandbox::firewall::mark_probe(true));
+    assert_eq!(&s.cmd[5..], ["node", "/opt/po/server.js", "--serve"]);
     assert_eq!(s.working_dir, "/src/acme");
     assert_eq!(s.user, "1000:1000");
     assert_eq!(s.container_port, 7300);
@@ -299,12 +302,11 @@ fn live_of(s: &ContainerSpec) -> LivePosture {
             ports: vec![("7300/tcp".into(), "127.0.0.1".into())],
             mode: Some(s.network_mode),
             rules_hash: Some("0123456789abcdef".into()),
-            rules_checked: true,
-            rules_loaded: true,
-            cap_add: crate::sandbox::holder::HOLDER_CAPS
-                .iter()
-                .map(|c| c.to_string())
-                .collect(),
+            rules: Some("table inet po_sandbox {}".into()),
+            broker_host: None,
+            started_at: "2026-12-01T10:00:00.000000000Z".into(),
+            health: Some("healthy".into()),
+            cap_add: vec![],
             privileged: false,
         }),
     }
@@ -900,7 +902,7 @@ fn the_egress_mode_is_in_the_hash_and_the_environment() {
 }
 
 #[test]
-fn adoption_needs_a_running_holder_on_the_network_in_the_specs_mode_with_its_rules_loaded() {
+fn adoption_needs_a_running_holder_without_capabilities_on_the_network_in_the_specs_mode() {
     let s = spec_with(&[], &[]);
     assert_eq!(check_posture(&s, &live_of(&s)), Ok(()));
     let drift = |change: &dyn Fn(&mut LivePosture)| {
@@ -912,7 +914,8 @@ fn adoption_needs_a_running_holder_on_the_network_in_the_specs_mode_with_its_rul
         |f: fn(&mut HolderPosture)| move |l: &mut LivePosture| f(l.holder.as_mut().unwrap());
     assert!(drift(&|l| l.holder = None).contains("no network namespace holder"));
     assert!(drift(&holder(|h| h.running = false)).contains("not running"));
-    assert!(drift(&holder(|h| h.rules_loaded = false)).contains("rules are not loaded"));
+    assert!(drift(&holder(|h| h.rules = None)).contains("carries no network rules"));
+    assert!(drift(&holder(|h| h.rules_hash = None)).contains("carries no network rules"));
     assert!(
         drift(&holder(|h| h.mode = Some(NetworkMode::None)))
             .contains("network mode is none, not open")
@@ -921,19 +924,21 @@ fn adoption_needs_a_running_holder_on_the_network_in_the_specs_mode_with_its_rul
     assert!(
         drift(&holder(|h| h.networks = vec!["bridge".into()])).contains("not only po-net-hub1")
     );
-    assert!(drift(&holder(|h| h.cap_add.push("SYS_ADMIN".into()))).contains("capabilities beyond"));
-    assert!(drift(&holder(|h| h.privileged = true)).contains("capabilities beyond"));
+    for cap in ["NET_ADMIN", "SETUID", "SYS_ADMIN"] {
+        let with = |l: &mut LivePosture| l.holder.as_mut().unwrap().cap_add.push(cap.into());
+        assert!(drift(&with).contains(&format!("capabilities ({cap})")));
+    }
+    assert!(drift(&holder(|h| h.privileged = true)).contains("capabilities ()"));
     assert!(drift(&holder(|h| h.ports.clear())).contains("publishes no port"));
     assert!(
         drift(&|l| l.namespaces = vec![("network".into(), "po-net-hub1".into())])
             .contains("not its holder's namespace")
     );
     assert!(drift(&|l| l.ports = vec![("7300/tcp".into(), "127.0.0.1".into())]).contains("itself"));
-    // Read without the rules check (a listing), the rest still counts.
-    let mut unchecked = live_of(&s);
-    unchecked.holder.as_mut().unwrap().rules_checked = false;
-    unchecked.holder.as_mut().unwrap().rules_loaded = false;
-    assert_eq!(check_posture(&s, &unchecked), Ok(()));
+    // Rules not loaded (unhealthy, or restarted since) are loaded again, not drift.
+    let mut unloaded = live_of(&s);
+    unloaded.holder.as_mut().unwrap().health = Some("unhealthy".into());
+    assert_eq!(check_posture(&s, &unloaded), Ok(()));
 }
 
 #[test]
