@@ -3,12 +3,15 @@
 // this test starts on the host's 127.0.0.1 under made-up names that `networkResolve` maps there
 // (an HTTPS one with a test CA, a plain-HTTP one serving a git repository). Allowed, denied,
 // SNI and Host mismatches, names resolving to loopback, IP literals, the audit events, git clone
-// through the proxy, and the real pi getting the proxy variables. Traffic goes only to listeners
-// this test created; the container cannot reach the host's loopback except through the proxy.
+// through the proxy, and the real pi getting the proxy variables; then npm install, run by the
+// real pi's bash tool in the workspace container, from a fake registry in networkAllow and from
+// one that is not. Traffic goes only to listeners this test created; the container cannot reach
+// the host's loopback except through the proxy.
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { execFileSync } from 'node:child_process'
-import { mkdirSync, readFileSync, writeFileSync } from 'node:fs'
+import { createHash } from 'node:crypto'
+import { cpSync, existsSync, mkdirSync, readFileSync, readdirSync, writeFileSync } from 'node:fs'
 import http from 'node:http'
 import https from 'node:https'
 import path from 'node:path'
@@ -96,6 +99,25 @@ bridge.listen(0, '127.0.0.1', async () => {
   process.exit(0)
 })
 `
+
+/**
+ * Runs in a container: the real pi in RPC mode with the extension in `EXTENSION` (a package
+ * folder), sending each of `COMMANDS` after the previous one's answer; prints pi's lines.
+ */
+const PI_DRIVER = String.raw`
+const { spawn } = require('node:child_process')
+const commands = JSON.parse(process.env.COMMANDS), NL = String.fromCharCode(10)
+const pi = spawn('node', [process.env.PI, '--mode', 'rpc', '--no-session', '--extension', process.env.EXTENSION], { stdio: ['pipe', 'pipe', 'inherit'] })
+let buf = '', sent = 0
+const next = () => { if (sent < commands.length) { pi.stdin.write(JSON.stringify({ ...commands[sent], id: 'c' + sent }) + NL); sent++ } else pi.stdin.end() }
+pi.stdout.on('data', (d) => { buf += d; let i; while ((i = buf.indexOf(NL)) >= 0) { const line = buf.slice(0, i); buf = buf.slice(i + 1); console.log(line); try { if (JSON.parse(line).type === 'response') next() } catch {} } })
+setTimeout(next, 100)
+setTimeout(() => { pi.kill('SIGKILL'); process.exit(2) }, 60000)
+pi.on('close', () => process.exit(0))
+`
+
+/** The answers (`response` lines) in the driver's output. */
+const piAnswers = (stdout) => stdout.split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l)).filter((m) => m.type === 'response')
 
 async function probe(containerId, probes, ca) {
   const r = await run('docker', ['exec', '-e', 'PATH=/usr/local/bin:/usr/bin:/bin', '-e', `PROBES=${JSON.stringify(probes)}`, '-e', `CA=${ca}`, containerId, 'node', '-e', PROBE])
@@ -223,30 +245,165 @@ test('allowlist egress through the proxy: allowed, denied, SNI and Host mismatch
     { type: 'bash', command: `NODE_USE_ENV_PROXY=1 node -e "${fetchScript}"`, excludeFromContext: true },
     { type: 'bash', command: `git clone -q http://plain.test:${P}/repo.git /tmp/from-pi && cat /tmp/from-pi/hello.txt`, excludeFromContext: true },
   ]
-  // Drives pi's RPC mode inside the container: one command after the other's answer.
-  const driver = String.raw`
-const { spawn } = require('node:child_process')
-const commands = JSON.parse(process.env.COMMANDS), NL = String.fromCharCode(10)
-const pi = spawn('node', [process.env.PI, '--mode', 'rpc', '--no-session', '--extension', '/pkg'], { stdio: ['pipe', 'pipe', 'inherit'] })
-let buf = '', sent = 0
-const next = () => { if (sent < commands.length) { pi.stdin.write(JSON.stringify({ ...commands[sent], id: 'c' + sent }) + NL); sent++ } else pi.stdin.end() }
-pi.stdout.on('data', (d) => { buf += d; let i; while ((i = buf.indexOf(NL)) >= 0) { const line = buf.slice(0, i); buf = buf.slice(i + 1); console.log(line); try { if (JSON.parse(line).type === 'response') next() } catch {} } })
-setTimeout(next, 100)
-setTimeout(() => { pi.kill('SIGKILL'); process.exit(2) }, 60000)
-pi.on('close', () => process.exit(0))
-`
   const user = `${process.getuid()}:${process.getgid()}`
   const r = await run('docker', [
     'run', '--name', name, '--network', 'none', '--cap-drop', 'ALL', '--security-opt', 'no-new-privileges', '--user', user, '-w', '/tmp',
     '-v', `${folder}:/run/po-broker`, '-v', `${root}:/pkg:ro`,
     ...keep.flatMap(([k, v]) => ['-e', `${k}=${v}`]),
     '-e', 'HOME=/tmp', '-e', 'PI_CODING_AGENT_DIR=/tmp/agent', '-e', 'PI_OFFLINE=1', '-e', 'PI_SKIP_VERSION_CHECK=1', '-e', 'PI_TELEMETRY=0',
-    '-e', `COMMANDS=${JSON.stringify(commands)}`, '-e', `PI=${PI_IN_CONTAINER}`,
-    TEST_BASE, 'node', '-e', driver,
+    '-e', `COMMANDS=${JSON.stringify(commands)}`, '-e', `PI=${PI_IN_CONTAINER}`, '-e', 'EXTENSION=/pkg',
+    TEST_BASE, 'node', '-e', PI_DRIVER,
   ])
-  const answers = r.stdout.split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l)).filter((m) => m.type === 'response')
+  const answers = piAnswers(r.stdout)
   const out = (id) => answers.find((a) => a.id === id)?.data?.output ?? ''
   assert.match(out('c0'), /^proxy=(http:\/\/127\.0\.0\.1:\d+)\|\1\|\1\|\1 no=.*localhost,127\.0\.0\.1,::1/, `pi's bash output:\n${r.stdout}\n${r.stderr}`)
   assert.match(out('c1'), /200 plain upstream saw GET \/from-pi/, `pi's bash output:\n${r.stdout}\n${r.stderr}`)
   assert.equal(out('c2'), 'hello through the egress proxy\n', `pi's bash output:\n${r.stdout}\n${r.stderr}`)
+})
+
+/**
+ * A fake npm registry on 127.0.0.1 serving one package, `name`@1.0.0 (its `index.js` exports
+ * `text`): the packument at `/<name>` and a tarball built here, whose URL in the packument names
+ * `host:<port>` as npm would get it from a real registry. Records every request it gets.
+ */
+async function fakeRegistry(t, dir, host, name, text) {
+  const pkg = path.join(dir, host, 'package')
+  mkdirSync(pkg, { recursive: true })
+  writeFileSync(path.join(pkg, 'package.json'), JSON.stringify({ name, version: '1.0.0', main: 'index.js' }))
+  writeFileSync(path.join(pkg, 'index.js'), `module.exports = ${JSON.stringify(text)}\n`)
+  execFileSync('tar', ['-czf', 'package.tgz', 'package'], { cwd: path.join(dir, host) })
+  const tarball = readFileSync(path.join(dir, host, 'package.tgz'))
+  const tarballPath = `/${name}/-/${name}-1.0.0.tgz`
+  const requests = []
+  let packument
+  const up = await listen(t, http.createServer((req, res) => {
+    requests.push({ method: req.method, url: req.url, host: req.headers.host, proxyAuth: req.headers['proxy-authorization'] })
+    if (req.url === `/${name}`) res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(packument))
+    else if (req.url === tarballPath) res.writeHead(200, { 'content-type': 'application/octet-stream' }).end(tarball)
+    else res.writeHead(404, { 'content-type': 'application/json' }).end('{"error":"not found"}')
+  }))
+  const origin = `http://${host}:${up.port}`
+  packument = {
+    name,
+    'dist-tags': { latest: '1.0.0' },
+    versions: {
+      '1.0.0': {
+        name, version: '1.0.0', main: 'index.js',
+        dist: {
+          tarball: origin + tarballPath,
+          shasum: createHash('sha1').update(tarball).digest('hex'),
+          integrity: 'sha512-' + createHash('sha512').update(tarball).digest('base64'),
+        },
+      },
+    },
+  }
+  return { ...up, origin, tarballPath, requests }
+}
+
+/**
+ * Puts the real pi and this package (its manifest, index.js, the built addon, the extension)
+ * into the runtime bundle folder, which every workspace container mounts read-only at /opt/po,
+ * as a bundle ships them. node_modules is hard-linked when it can be (same file system; the
+ * read-only mount keeps the container from writing through the links), else copied.
+ */
+function bundlePiAndExtension(bundle) {
+  try {
+    execFileSync('cp', ['-al', path.join(root, 'node_modules'), path.join(bundle, 'node_modules')], { stdio: 'pipe' })
+  } catch {
+    cpSync(path.join(root, 'node_modules'), path.join(bundle, 'node_modules'), { recursive: true, verbatimSymlinks: true })
+  }
+  const pkg = path.join(bundle, 'node_modules', '@agimon-ai', 'po-sandbox')
+  mkdirSync(pkg, { recursive: true })
+  const files = ['package.json', 'index.js', ...readdirSync(root).filter((f) => f.endsWith('.node'))]
+  for (const f of files) cpSync(path.join(root, f), path.join(pkg, f))
+  cpSync(path.join(root, 'extensions'), path.join(pkg, 'extensions'), { recursive: true })
+  return { pi: '/opt/po/node_modules/@earendil-works/pi-coding-agent/dist/bundle/cli.js', extension: '/opt/po/node_modules/@agimon-ai/po-sandbox' }
+}
+
+test('npm install in a workspace container goes through the egress proxy: an allowed registry installs, an unlisted one is refused with the reason', { timeout: 120000 }, async (t) => {
+  const dir = tempDir(t, 'po-egress-npm-')
+  const allowed = await fakeRegistry(t, dir, 'registry.npm.test', 'po-tiny', 'po-tiny from the allowed registry')
+  const unlisted = await fakeRegistry(t, dir, 'unlisted.npm.test', 'po-tiny', 'po-tiny from the unlisted registry')
+
+  const poHome = tempHome(t)
+  const owner = newOwner()
+  cleanupOwner(t, owner)
+  const ws = tempWorkspace(t)
+  const inBundle = bundlePiAndExtension(writeBundle(poHome))
+  // Two projects in the workspace, each depending on po-tiny from one registry (.npmrc), and npm
+  // itself (the test base image has node, not npm).
+  for (const [app, registry] of [['allowed', allowed], ['unlisted', unlisted]]) {
+    mkdirSync(path.join(ws, app))
+    writeFileSync(path.join(ws, app, 'package.json'), JSON.stringify({ name: app, version: '1.0.0', private: true, dependencies: { 'po-tiny': '^1.0.0' } }))
+    writeFileSync(path.join(ws, app, '.npmrc'), `registry=${registry.origin}/\n`)
+  }
+  const npmRoot = path.dirname(path.dirname(execFileSync('bash', ['-c', 'readlink -f "$(command -v npm)"'], { encoding: 'utf8' }).trim()))
+  cpSync(npmRoot, path.join(ws, '.tools', 'npm'), { recursive: true })
+  const npm = `node ${ws}/.tools/npm/bin/npm-cli.js install --no-audit --no-fund --no-update-notifier --fetch-retries=0`
+
+  // Both names map to the host's loopback (where the registries listen); only one is listed.
+  const { layer, events } = openLayer(baseOptions(poHome, owner, {
+    workspaces: [{ id: 'npm', path: ws }],
+    network: 'allowlist',
+    networkAllow: [`registry.npm.test:${allowed.port}`],
+    networkResolve: ['registry.npm.test=127.0.0.1', 'unlisted.npm.test=127.0.0.1'],
+  }))
+  const status = await layer.provider.ready()
+  assert.equal(status.workspaces[0].state, 'running', JSON.stringify(status.workspaces[0]))
+  const c = status.workspaces[0].container
+  // What the container itself has: the egress socket, no proxy variable; the extension sets those.
+  const env = inspect(c.containerId).Config.Env
+  assert.ok(env.includes('PO_BROKER_EGRESS_SOCKET=/run/po-broker/egress.sock'), env.join('\n'))
+  assert.deepEqual(env.filter((kv) => /^(https?_proxy|HTTPS?_PROXY)=/.test(kv)), [])
+
+  // The real pi in the workspace container, its extension loaded: its bash tool runs npm with
+  // the environment the extension gave pi (no proxy flag: npm reads the variables).
+  const commands = [
+    { type: 'bash', command: 'echo "proxy=$HTTPS_PROXY|$HTTP_PROXY|$https_proxy|$http_proxy no=$NO_PROXY"', excludeFromContext: true },
+    { type: 'bash', command: `cd ${ws}/allowed && ${npm} 2>&1; echo "npm exit $?"; node -e "console.log(require('po-tiny'))"`, excludeFromContext: true },
+    { type: 'bash', command: `cd ${ws}/unlisted && ${npm} 2>&1; echo "npm exit $?"`, excludeFromContext: true },
+  ]
+  const r = await run('docker', [
+    'exec', '-e', 'PI_CODING_AGENT_DIR=/tmp/agent', '-e', 'PI_OFFLINE=1', '-e', 'PI_SKIP_VERSION_CHECK=1', '-e', 'PI_TELEMETRY=0',
+    '-e', `COMMANDS=${JSON.stringify(commands)}`, '-e', `PI=${inBundle.pi}`, '-e', `EXTENSION=${inBundle.extension}`,
+    '-w', ws, c.containerId, 'node', '-e', PI_DRIVER,
+  ])
+  const answers = piAnswers(r.stdout)
+  const out = (id) => answers.find((a) => a.id === id)?.data?.output ?? ''
+  const all = `pi in the workspace container:\n${r.stdout}\n${r.stderr}`
+  const [, proxy] = out('c0').match(/^proxy=(http:\/\/127\.0\.0\.1:\d+)\|\1\|\1\|\1 no=/) ?? []
+  assert.ok(proxy, all)
+
+  // The allowed registry: installed, the content is the package's, the lock names the registry.
+  assert.match(out('c1'), /npm exit 0\npo-tiny from the allowed registry\n/, all)
+  assert.equal(readFileSync(path.join(ws, 'allowed', 'node_modules', 'po-tiny', 'index.js'), 'utf8'), 'module.exports = "po-tiny from the allowed registry"\n')
+  const lock = JSON.parse(readFileSync(path.join(ws, 'allowed', 'package-lock.json'), 'utf8'))
+  assert.equal(lock.packages['node_modules/po-tiny'].resolved, allowed.origin + allowed.tarballPath)
+  // It saw the packument and the tarball requests, under the test name, as the proxy sends them
+  // (origin form, no proxy headers): the container resolves no name and reaches no host port.
+  assert.deepEqual(allowed.requests.map((q) => [q.method, q.url, q.host, q.proxyAuth]), [
+    ['GET', '/po-tiny', `registry.npm.test:${allowed.port}`, undefined],
+    ['GET', allowed.tarballPath, `registry.npm.test:${allowed.port}`, undefined],
+  ])
+  // One allowed audit event per request, for the listed host.
+  const egress = () => events.filter((e) => e.type === 'egress')
+  await waitFor(() => egress().filter((e) => e.host === 'registry.npm.test').length === 2, 'two egress events for registry.npm.test')
+  for (const e of egress().filter((e) => e.host === 'registry.npm.test')) {
+    assert.equal(e.decision, 'allowed', JSON.stringify(e))
+    assert.equal(e.workspaceId, 'npm')
+    assert.equal(e.port, allowed.port)
+    assert.ok(e.bytesUp > 0 && e.bytesDown > 0, JSON.stringify(e))
+  }
+
+  // The unlisted registry: npm fails on the proxy's 403, its reason in npm's output; the registry
+  // behind the name never got a connection; the denial is audited.
+  const reason = `unlisted.npm.test:${unlisted.port} is not in networkAllow`
+  assert.match(out('c2'), /npm error code E403/, all)
+  assert.ok(out('c2').includes(`egress denied: ${reason}`), all)
+  assert.match(out('c2'), /npm exit [1-9]/, all)
+  assert.deepEqual(unlisted.seen, [])
+  assert.deepEqual(unlisted.requests, [])
+  await waitFor(() => egress().some((e) => e.host === 'unlisted.npm.test'), 'the egress event for unlisted.npm.test')
+  assert.deepEqual(egress().filter((e) => e.host === 'unlisted.npm.test').map((e) => [e.decision, e.port, e.reason]), [['denied', unlisted.port, reason]])
+  assert.ok(!existsSync(path.join(ws, 'unlisted', 'node_modules', 'po-tiny')))
 })

@@ -8,9 +8,10 @@
 //! naming the same destination). The destination, in its one canonical form ([`rules`]), must
 //! be in `networkAllow`; a name is dialled at the address `networkResolve` maps it to, or at
 //! the addresses it resolves to, none of which may be non-public. A denial answers `403` with
-//! `egress denied: <why>`. Every tunnel and every plain request is one audit event, emitted
-//! when its upstream connection closes (or at once when denied): never a header beyond the
-//! authority, never a body. Windows has no socket grants, so none of the serving is used there.
+//! `egress denied: <why>`, as the body and as the status line's reason phrase. Every tunnel and
+//! every plain request is one audit event, emitted when its upstream connection closes (or at
+//! once when denied): never a header beyond the authority, never a body. Windows has no socket
+//! grants, so none of the serving is used there.
 #![cfg_attr(not(unix), allow(dead_code, unused_imports))]
 
 pub(crate) mod rules;
@@ -178,6 +179,8 @@ impl Scope {
     }
 }
 
+/// The proxy's own answer: `line` as the body and as the status line's reason phrase, since
+/// clients such as npm show the status line of an error and never its body.
 fn text(status: StatusCode, line: &str) -> Response<ResponseBody> {
     let mut r = Response::new(
         Full::new(Bytes::from(format!("{line}\n")))
@@ -189,7 +192,22 @@ fn text(status: StatusCode, line: &str) -> Response<ResponseBody> {
         hyper::header::CONTENT_TYPE,
         HeaderValue::from_static("text/plain; charset=utf-8"),
     );
+    if let Some(reason) = reason_phrase(line) {
+        r.extensions_mut().insert(reason);
+    }
     r
+}
+
+/// Longest reason phrase sent; a longer line keeps the standard phrase (the body still has it).
+const MAX_REASON_BYTES: usize = 512;
+
+/// `line` as a status-line reason phrase, when it is short and has no byte a reason phrase
+/// may not carry (hyper checks: no control characters, so no CR or LF).
+fn reason_phrase(line: &str) -> Option<hyper::ext::ReasonPhrase> {
+    if line.len() > MAX_REASON_BYTES {
+        return None;
+    }
+    hyper::ext::ReasonPhrase::try_from(line.as_bytes()).ok()
 }
 
 /// The destination of a request, checked: its canonical form and the addresses to dial.

@@ -105,7 +105,12 @@ async fn an_unlisted_destination_is_denied_with_the_reason_and_audited() {
         b"CONNECT denied.test:443 HTTP/1.1\r\nHost: denied.test:443\r\n\r\n",
     )
     .await;
-    assert!(answer.starts_with("HTTP/1.1 403"), "{answer}");
+    // The reason in the status line too: npm shows that line of an error, not its body.
+    assert!(
+        answer
+            .starts_with("HTTP/1.1 403 egress denied: denied.test:443 is not in networkAllow\r\n"),
+        "{answer}"
+    );
     assert!(
         answer.ends_with("egress denied: denied.test:443 is not in networkAllow\n"),
         "{answer}"
@@ -260,4 +265,29 @@ async fn the_tcp_route_names_its_grant_with_proxy_credentials_on_every_request()
             .starts_with("HTTP/1.1 407")
     );
     broker.close().await;
+}
+
+#[test]
+fn a_reason_phrase_is_the_line_when_short_and_printable() {
+    let phrase = |line: &str| reason_phrase(line).map(|r| r.as_bytes().to_vec());
+    assert_eq!(
+        phrase("egress denied: a.test:443 is not in networkAllow").as_deref(),
+        Some(&b"egress denied: a.test:443 is not in networkAllow"[..])
+    );
+    assert_eq!(phrase("egress denied: a\r\nX-Injected: 1"), None);
+    assert_eq!(
+        phrase("tab\tis fine").as_deref(),
+        Some(&b"tab\tis fine"[..])
+    );
+    assert_eq!(phrase(&"x".repeat(MAX_REASON_BYTES + 1)), None);
+    // Without a phrase the response keeps the standard one and its body.
+    let r = text(StatusCode::BAD_GATEWAY, &"y".repeat(MAX_REASON_BYTES + 1));
+    assert!(r.extensions().get::<hyper::ext::ReasonPhrase>().is_none());
+    let r = text(StatusCode::FORBIDDEN, "egress denied: why");
+    assert_eq!(
+        r.extensions()
+            .get::<hyper::ext::ReasonPhrase>()
+            .map(|p| p.as_bytes()),
+        Some(&b"egress denied: why"[..])
+    );
 }
