@@ -71,6 +71,9 @@ try {
   // where it had them read-only.
   const mountArgs = info.Mounts.flatMap((m) => ['-v', `${m.Type === 'volume' ? m.Name : m.Source}:${m.Destination}${m.RW ? '' : ':ro'}`])
   const entrypoint = info.Config.Entrypoint?.length ? info.Config.Entrypoint : null
+  // The bundle's own command: the provider's runs behind a start gate that waits for the
+  // holder's network rules, which a plain container has none of.
+  const cmd = info.Config.Cmd?.[3] === 'po-net-gate' ? info.Config.Cmd.slice(5) : (info.Config.Cmd ?? [])
   const runArgs = (name) => [
     'run', '-d', '--name', name, '--label', 'po.bench=1',
     '-p', `127.0.0.1::${containerPort}`,
@@ -81,7 +84,7 @@ try {
     ...(entrypoint ? ['--entrypoint', entrypoint[0]] : []),
     info.Config.Image,
     ...(entrypoint ? entrypoint.slice(1) : []),
-    ...(info.Config.Cmd ?? []),
+    ...cmd,
   ]
   await layer.containers.stop('warm')
 

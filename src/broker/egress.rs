@@ -578,19 +578,30 @@ impl Broker {
                         let permit = permit.clone();
                         async move { Ok::<_, std::convert::Infallible>(scope.handle(req, permit).await) }
                     });
-                    let conn = hyper::server::conn::http1::Builder::new()
-                        .timer(TokioTimer::new())
-                        .header_read_timeout(HEAD_TIMEOUT)
-                        .max_buf_size(MAX_HEAD_BYTES)
-                        .keep_alive(true)
-                        .serve_connection(TokioIo::new(stream), service)
-                        .with_upgrades();
-                    if let Err(e) = conn.await {
-                        tracing::debug!(error = %e, "egress connection ended");
-                    }
+                    serve_connection(stream, service).await;
                 });
             }
         }
+    }
+}
+
+/// Serves one proxy connection (either route's): HTTP/1.1, kept alive, with upgrades (`CONNECT`
+/// tunnels), its head bounded in time and size.
+async fn serve_connection<I, S>(stream: I, service: S)
+where
+    I: AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+    S: hyper::service::HttpService<Incoming, ResBody = ResponseBody>,
+    S::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let conn = hyper::server::conn::http1::Builder::new()
+        .timer(TokioTimer::new())
+        .header_read_timeout(HEAD_TIMEOUT)
+        .max_buf_size(MAX_HEAD_BYTES)
+        .keep_alive(true)
+        .serve_connection(TokioIo::new(stream), service)
+        .with_upgrades();
+    if let Err(e) = conn.await {
+        tracing::debug!(error = %e, "egress connection ended");
     }
 }
 
@@ -664,16 +675,7 @@ impl Broker {
                         })
                     }
                 });
-                let conn = hyper::server::conn::http1::Builder::new()
-                    .timer(TokioTimer::new())
-                    .header_read_timeout(HEAD_TIMEOUT)
-                    .max_buf_size(MAX_HEAD_BYTES)
-                    .keep_alive(true)
-                    .serve_connection(TokioIo::new(stream), service)
-                    .with_upgrades();
-                if let Err(e) = conn.await {
-                    tracing::debug!(error = %e, "egress connection ended");
-                }
+                serve_connection(stream, service).await;
             });
         }
     }

@@ -31,8 +31,6 @@ use crate::sandbox::spec::{
 
 /// Label: on a rules helper, the workspace whose holder it loads rules into.
 pub const LABEL_RULES_FOR: &str = "po.rules-for";
-/// What the rules helper prints once the rules are loaded.
-pub const READY: &str = "po-net-ready";
 /// The one capability the rules helper has.
 pub const HELPER_CAPS: [&str; 1] = ["NET_ADMIN"];
 /// How long the rules helper may take, start to exit.
@@ -270,8 +268,9 @@ pub struct Helper<'a> {
     pub limits_enforced: bool,
 }
 
-/// Starts a created holder and loads its rules (with `ports` let through); any failure
-/// removes the holder (nothing half-done) and names the helper's output.
+/// Starts a created holder and loads its rules (with `ports` let through): its helper is
+/// created while the holder starts. Any failure removes the holder (nothing half-done) and
+/// names the helper's output.
 pub async fn ready(
     docker: &Docker,
     helper: Helper<'_>,
@@ -279,10 +278,18 @@ pub async fn ready(
     rules: &Rules,
     ports: &[u16],
 ) -> Result<()> {
-    let started = container::start(docker, id).await;
-    let loaded = match started {
-        Ok(()) => load_rules(docker, helper, id, rules, ports).await,
-        Err(e) => Err(e),
+    let (started, made) = tokio::join!(
+        container::start(docker, id),
+        create_helper(docker, helper, id, rules, ports)
+    );
+    let loaded = match (started, made) {
+        (Ok(()), Ok(helper_id)) => run_helper(docker, helper, id, &helper_id).await,
+        (started, made) => {
+            if let Ok(helper_id) = &made {
+                let _ = remove(docker, helper_id).await;
+            }
+            started.and(made.map(|_| ()))
+        }
     };
     if loaded.is_err() {
         let _ = remove(docker, id).await;
@@ -299,6 +306,18 @@ pub async fn load_rules(
     rules: &Rules,
     ports: &[u16],
 ) -> Result<()> {
+    let helper_id = create_helper(docker, helper, holder_id, rules, ports).await?;
+    run_helper(docker, helper, holder_id, &helper_id).await
+}
+
+/// Creates (does not start) a rules helper for a holder; returns its id.
+async fn create_helper(
+    docker: &Docker,
+    helper: Helper<'_>,
+    holder_id: &str,
+    rules: &Rules,
+    ports: &[u16],
+) -> Result<String> {
     let body = helper_body(helper, holder_id, rules, ports);
     let made = docker
         .create_container(
@@ -310,11 +329,25 @@ pub async fn load_rules(
             docker,
             format!("create the network rules helper of {}", helper.workspace),
         ))?;
-    let outcome = tokio::time::timeout(HELPER_WITHIN, run_helper(docker, &made.id)).await;
-    let logs = container::logs_tail(docker, &made.id, 20).await;
-    let _ = remove(docker, &made.id).await;
+    Ok(made.id)
+}
+
+/// Starts a created helper, waits for its exit and removes it. Exit 0 means the rules are
+/// loaded (its script stops at the first failure); otherwise the error names its output.
+async fn run_helper(
+    docker: &Docker,
+    helper: Helper<'_>,
+    holder_id: &str,
+    helper_id: &str,
+) -> Result<()> {
+    let outcome = tokio::time::timeout(HELPER_WITHIN, started_exit(docker, helper_id)).await;
+    if let Ok(Ok(0)) = outcome {
+        remove(docker, helper_id).await?;
+        return Ok(());
+    }
+    let logs = container::logs_tail(docker, helper_id, 20).await;
+    let _ = remove(docker, helper_id).await;
     let why = match outcome {
-        Ok(Ok(0)) if logs.lines().any(|l| l.trim() == READY) => return Ok(()),
         Ok(Ok(code)) => format!("it exited with code {code}"),
         Ok(Err(e)) => e.to_string(),
         Err(_) => format!("it did not finish within {} s", HELPER_WITHIN.as_secs()),
@@ -380,7 +413,7 @@ fn helper_body(
 }
 
 /// Starts a helper and waits for its exit code.
-async fn run_helper(docker: &Docker, id: &str) -> Result<i64> {
+async fn started_exit(docker: &Docker, id: &str) -> Result<i64> {
     container::start(docker, id).await?;
     let mut wait = docker.wait_container(id, None::<WaitContainerOptions>);
     match wait.next().await {
