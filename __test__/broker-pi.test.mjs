@@ -11,7 +11,7 @@ import net from 'node:net'
 import path from 'node:path'
 
 import { addon, onJsonLines, root, tempDir } from './helpers.mjs'
-import { startUpstream } from './upstreams.mjs'
+import { modelRequest, startUpstream } from './upstreams.mjs'
 
 const { startCredentialBroker } = addon
 const piBin = path.join(root, 'node_modules', '@earendil-works', 'pi-coding-agent', 'dist', 'bundle', 'cli.js')
@@ -145,24 +145,6 @@ async function brokered(t, transport = 'socket') {
     for (const key of Object.values(keys)) assert.ok(!value.includes(key), 'a real key is in the grant environment')
   }
   return { up, keys, tokens, grant, broker }
-}
-
-/** The one model request an upstream saw, after checking the key and the token. */
-function modelRequest(upstream, { key, token, header, api, path: expectedPath }) {
-  const calls = upstream.requests.filter((r) => r.api)
-  assert.equal(calls.length, 1, `expected one model request, got: ${JSON.stringify(upstream.requests.map((r) => `${r.method} ${r.url}`))}`)
-  const [req] = calls
-  assert.equal(req.api, api)
-  assert.equal(req.path, expectedPath)
-  const expected = header === 'authorization' ? `Bearer ${key}` : key
-  assert.equal(req.headers[header], expected, `the upstream saw ${header}: ${req.headers[header]}`)
-  for (const r of upstream.requests) {
-    assert.ok(!JSON.stringify(r.headers).includes(token), `the upstream saw the token in ${r.method} ${r.url}`)
-    assert.ok(!r.url.includes(token), 'the upstream saw the token in the URL')
-  }
-  if (header === 'x-api-key') assert.equal(req.headers.authorization, undefined)
-  if (header === 'authorization') assert.equal(req.headers['x-api-key'], undefined)
-  return req
 }
 
 const cases = [

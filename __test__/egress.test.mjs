@@ -11,12 +11,13 @@ import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { execFileSync } from 'node:child_process'
 import { createHash } from 'node:crypto'
-import { cpSync, existsSync, mkdirSync, readFileSync, readdirSync, writeFileSync } from 'node:fs'
+import { cpSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs'
 import http from 'node:http'
 import https from 'node:https'
 import path from 'node:path'
 
 import { root, run, tempDir, waitFor } from './helpers.mjs'
+import { PI_DRIVER, bundlePiAndExtension, piAnswers, piInContainer } from './pi-fixtures.mjs'
 import {
   TEST_BASE, baseOptions, brokerDirOf, brokerFolder, cleanupOwner, inspect, newOwner, openLayer,
   tempHome, tempWorkspace, useTestBaseImage, writeBundle,
@@ -99,25 +100,6 @@ bridge.listen(0, '127.0.0.1', async () => {
   process.exit(0)
 })
 `
-
-/**
- * Runs in a container: the real pi in RPC mode with the extension in `EXTENSION` (a package
- * folder), sending each of `COMMANDS` after the previous one's answer; prints pi's lines.
- */
-const PI_DRIVER = String.raw`
-const { spawn } = require('node:child_process')
-const commands = JSON.parse(process.env.COMMANDS), NL = String.fromCharCode(10)
-const pi = spawn('node', [process.env.PI, '--mode', 'rpc', '--no-session', '--extension', process.env.EXTENSION], { stdio: ['pipe', 'pipe', 'inherit'] })
-let buf = '', sent = 0
-const next = () => { if (sent < commands.length) { pi.stdin.write(JSON.stringify({ ...commands[sent], id: 'c' + sent }) + NL); sent++ } else pi.stdin.end() }
-pi.stdout.on('data', (d) => { buf += d; let i; while ((i = buf.indexOf(NL)) >= 0) { const line = buf.slice(0, i); buf = buf.slice(i + 1); console.log(line); try { if (JSON.parse(line).type === 'response') next() } catch {} } })
-setTimeout(next, 100)
-setTimeout(() => { pi.kill('SIGKILL'); process.exit(2) }, 60000)
-pi.on('close', () => process.exit(0))
-`
-
-/** The answers (`response` lines) in the driver's output. */
-const piAnswers = (stdout) => stdout.split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l)).filter((m) => m.type === 'response')
 
 async function probe(containerId, probes, ca) {
   const r = await run('docker', ['exec', '-e', 'PATH=/usr/local/bin:/usr/bin:/bin', '-e', `PROBES=${JSON.stringify(probes)}`, '-e', `CA=${ca}`, containerId, 'node', '-e', PROBE])
@@ -300,26 +282,6 @@ async function fakeRegistry(t, dir, host, name, text) {
   return { ...up, origin, tarballPath, requests }
 }
 
-/**
- * Puts the real pi and this package (its manifest, index.js, the built addon, the extension)
- * into the runtime bundle folder, which every workspace container mounts read-only at /opt/po,
- * as a bundle ships them. node_modules is hard-linked when it can be (same file system; the
- * read-only mount keeps the container from writing through the links), else copied.
- */
-function bundlePiAndExtension(bundle) {
-  try {
-    execFileSync('cp', ['-al', path.join(root, 'node_modules'), path.join(bundle, 'node_modules')], { stdio: 'pipe' })
-  } catch {
-    cpSync(path.join(root, 'node_modules'), path.join(bundle, 'node_modules'), { recursive: true, verbatimSymlinks: true })
-  }
-  const pkg = path.join(bundle, 'node_modules', '@agimon-ai', 'po-sandbox')
-  mkdirSync(pkg, { recursive: true })
-  const files = ['package.json', 'index.js', ...readdirSync(root).filter((f) => f.endsWith('.node'))]
-  for (const f of files) cpSync(path.join(root, f), path.join(pkg, f))
-  cpSync(path.join(root, 'extensions'), path.join(pkg, 'extensions'), { recursive: true })
-  return { pi: '/opt/po/node_modules/@earendil-works/pi-coding-agent/dist/bundle/cli.js', extension: '/opt/po/node_modules/@agimon-ai/po-sandbox' }
-}
-
 test('npm install in a workspace container goes through the egress proxy: an allowed registry installs, an unlisted one is refused with the reason', { timeout: 120000 }, async (t) => {
   const dir = tempDir(t, 'po-egress-npm-')
   const allowed = await fakeRegistry(t, dir, 'registry.npm.test', 'po-tiny', 'po-tiny from the allowed registry')
@@ -363,14 +325,9 @@ test('npm install in a workspace container goes through the egress proxy: an all
     { type: 'bash', command: `cd ${ws}/allowed && ${npm} 2>&1; echo "npm exit $?"; node -e "console.log(require('po-tiny'))"`, excludeFromContext: true },
     { type: 'bash', command: `cd ${ws}/unlisted && ${npm} 2>&1; echo "npm exit $?"`, excludeFromContext: true },
   ]
-  const r = await run('docker', [
-    'exec', '-e', 'PI_CODING_AGENT_DIR=/tmp/agent', '-e', 'PI_OFFLINE=1', '-e', 'PI_SKIP_VERSION_CHECK=1', '-e', 'PI_TELEMETRY=0',
-    '-e', `COMMANDS=${JSON.stringify(commands)}`, '-e', `PI=${inBundle.pi}`, '-e', `EXTENSION=${inBundle.extension}`,
-    '-w', ws, c.containerId, 'node', '-e', PI_DRIVER,
-  ])
-  const answers = piAnswers(r.stdout)
-  const out = (id) => answers.find((a) => a.id === id)?.data?.output ?? ''
-  const all = `pi in the workspace container:\n${r.stdout}\n${r.stderr}`
+  const r = await piInContainer(c.containerId, inBundle, commands, { workdir: ws })
+  const out = (id) => r.answer(id)?.data?.output ?? ''
+  const { all } = r
   const [, proxy] = out('c0').match(/^proxy=(http:\/\/127\.0\.0\.1:\d+)\|\1\|\1\|\1 no=/) ?? []
   assert.ok(proxy, all)
 

@@ -8,19 +8,24 @@
 // host (a port-less bridge where the kernel lacks the dummy driver): local addresses, so even a missing rule never sends a packet off the machine), and
 // one standing for "the internet" at 198.18.0.1 (a benchmark-range address) inside a network
 // namespace the test makes, routed over a veth pair: reachable only on this machine.
+// In `none` mode the real pi, in the workspace container with this package's extension, still
+// completes a streamed model call through the broker to a fake provider on the host's loopback.
 import { test, before, after } from 'node:test'
 import assert from 'node:assert/strict'
 import { spawn, execFileSync } from 'node:child_process'
+import { randomBytes } from 'node:crypto'
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs'
 import net from 'node:net'
 import os from 'node:os'
 import path from 'node:path'
 
 import { dockerCli, root, run, waitFor } from './helpers.mjs'
+import { bundlePiAndExtension, piInContainer, piLines } from './pi-fixtures.mjs'
 import {
   TEST_BASE, baseOptions, cleanupOwner, getJson, inspect, modelsUpstream, newOwner, openLayer, removePodmanOwner,
   tempHome, tempWorkspace, useTestBaseImage, writeBundle,
 } from './provider-fixtures.mjs'
+import { modelRequest, startUpstream } from './upstreams.mjs'
 
 useTestBaseImage()
 
@@ -255,6 +260,52 @@ for (const mode of ['none', 'allowlist']) {
     assert.deepEqual(ownersContainers(owner), [])
   })
 }
+
+test('none: the real pi in the workspace container, its extension loaded, completes a streamed model call through the broker; the fake provider sees the host\'s key, never the token', { timeout: 120000 }, async (t) => {
+  const poHome = tempHome(t)
+  const owner = newOwner()
+  cleanupOwner(t, owner)
+  const inBundle = bundlePiAndExtension(writeBundle(poHome))
+  const up = await startUpstream({ name: 'anthropic', t })
+  const key = `sk-ant-api03-REAL-${randomBytes(16).toString('hex')}`
+  const ws = tempWorkspace(t)
+  const env = { ...baseOptions(poHome, owner).env, ANTHROPIC_API_KEY: key, ANTHROPIC_BASE_URL: up.origin }
+  const { layer } = openLayer(baseOptions(poHome, owner, { env, network: 'none', workspaces: [{ id: 'np', path: ws }] }))
+  const status = await layer.provider.ready()
+  assert.equal(status.workspaces[0].state, 'running', JSON.stringify(status.workspaces[0]))
+  const c = status.workspaces[0].container
+  // No route out: `none` (posture, holder, rules), and nothing but the broker answers.
+  assertContained(c, owner, 'none')
+  assertRefused(c.containerId, [...refusedTargets(`po-net-${owner}`), ['the internet stand-in', INTERNET, INTERNET_PORT]])
+  // The container holds a token in the key's variable and never the key.
+  const containerEnv = inspect(c.containerId).Config.Env
+  const token = containerEnv.find((kv) => kv.startsWith('ANTHROPIC_API_KEY='))?.slice('ANTHROPIC_API_KEY='.length)
+  assert.ok(token && token !== key, containerEnv.join('\n'))
+  assert.ok(!containerEnv.some((kv) => kv.includes(key)), 'the real key is in the container')
+
+  const model = 'claude-haiku-4-5'
+  const r = await piInContainer(c.containerId, inBundle, [
+    { type: 'set_model', provider: 'anthropic', modelId: model },
+    { type: 'prompt', message: 'ping' },
+    { type: 'get_last_assistant_text' },
+  ], { workdir: ws })
+  assert.equal(r.code, 0, r.all)
+  assert.deepEqual(r.answers.map((a) => [a.id, a.success]), [['c0', true], ['c1', true], ['c2', true]], r.all)
+  // The extension re-pointed anthropic at its loopback bridge in the container.
+  assert.match(r.answer('c0').data.baseUrl, /^http:\/\/127\.0\.0\.1:\d+\/anthropic$/, r.all)
+  assert.equal(r.answer('c1').data.disposition, 'started', r.all)
+  // pi streamed the answer (its text deltas) and shows it as the last assistant text.
+  const deltas = piLines(r.stdout).filter((m) => m.type === 'message_update' && m.assistantMessageEvent?.type === 'text_delta')
+  assert.ok(deltas.length > 1, r.all)
+  assert.equal(deltas.map((m) => m.assistantMessageEvent.delta).join(''), up.reply, r.all)
+  assert.equal(r.answer('c2').data.text, up.reply, r.all)
+  // The fake provider: one streamed Messages request with the host's key, never the token.
+  const req = modelRequest(up, { key, token, header: 'x-api-key', api: 'anthropic-messages', path: '/v1/messages' })
+  assert.equal(req.body.model, model)
+  assert.equal(req.body.stream, true)
+  await layer.containers.stopAll()
+  assert.deepEqual(ownersContainers(owner), [])
+})
 
 test('a bad network mode is OPTIONS_INVALID naming the option or variable and the modes, before anything is made', () => {
   const options = baseOptions('/tmp/po-net-never', newOwner())

@@ -10,6 +10,8 @@
 //
 // Anything else gets a 404 (and is recorded too). The reply text is `pong from <name>`, where
 // `name` is given when the upstream starts, so a test can tell which upstream answered.
+// `modelRequest` checks the one model request an upstream saw: the real key, never the token.
+import assert from 'node:assert/strict'
 import http from 'node:http'
 
 /**
@@ -61,6 +63,28 @@ export async function startUpstream({ name = 'upstream', delayMs = 15, t } = {})
   }
   t?.after(() => upstream.close())
   return upstream
+}
+
+/**
+ * The one model request `upstream` saw, after checking it: its wire format (`api`) and `path`,
+ * the real `key` in `header` (`authorization` as a Bearer, or `x-api-key`) and not in the other
+ * one, and the container's `token` nowhere in any request's headers or URL.
+ */
+export function modelRequest(upstream, { key, token, header, api, path: expectedPath }) {
+  const calls = upstream.requests.filter((r) => r.api)
+  assert.equal(calls.length, 1, `expected one model request, got: ${JSON.stringify(upstream.requests.map((r) => `${r.method} ${r.url}`))}`)
+  const [req] = calls
+  assert.equal(req.api, api)
+  assert.equal(req.path, expectedPath)
+  const expected = header === 'authorization' ? `Bearer ${key}` : key
+  assert.equal(req.headers[header], expected, `the upstream saw ${header}: ${req.headers[header]}`)
+  for (const r of upstream.requests) {
+    assert.ok(!JSON.stringify(r.headers).includes(token), `the upstream saw the token in ${r.method} ${r.url}`)
+    assert.ok(!r.url.includes(token), 'the upstream saw the token in the URL')
+  }
+  if (header === 'x-api-key') assert.equal(req.headers.authorization, undefined)
+  if (header === 'authorization') assert.equal(req.headers['x-api-key'], undefined)
+  return req
 }
 
 function apiOf(method, path) {
