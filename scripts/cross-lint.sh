@@ -16,25 +16,11 @@ cd "$(dirname "$0")/.."
 
 cache=${PO_SANDBOX_CROSS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/po-sandbox-cross}
 targets=${PO_SANDBOX_CROSS_TARGETS:-x86_64-apple-darwin aarch64-apple-darwin x86_64-pc-windows-msvc}
-zig_version=0.17.1
 
 die() { echo "cross-lint: $*" >&2; exit 1; }
 
-# zig from PyPI's ziglang, in a venv of its own (Debian's pip refuses to install system-wide).
-ensure_zig() {
-  local py=$cache/venv/bin/python
-  if [ -x "$py" ] && "$py" -m ziglang version >/dev/null 2>&1; then
-    return
-  fi
-  command -v python3 >/dev/null 2>&1 || die "python3 is missing: install it (Debian: apt-get install python3 python3-venv) to get zig for the cross-target checks"
-  echo "cross-lint: installing zig (PyPI ziglang==$zig_version) into $cache/venv"
-  rm -rf "$cache/venv"
-  mkdir -p "$cache"
-  python3 -m venv "$cache/venv" \
-    || die "python3 -m venv failed: install python3-venv (Debian: apt-get install python3-venv)"
-  "$cache/venv/bin/pip" install --quiet --disable-pip-version-check "ziglang==$zig_version" \
-    || die "pip could not install ziglang==$zig_version into $cache/venv (network?)"
-}
+# shellcheck source=scripts/lib/zig-venv.sh
+. scripts/lib/zig-venv.sh
 
 # A compiler wrapper: zig cc for `zig_target`, without the arguments zig refuses (`drop` is a
 # case pattern).
@@ -53,12 +39,6 @@ exec "$cache/venv/bin/python" -m ziglang cc -target $zig_target "\${args[@]}"
 WRAP
   chmod +x "$file.tmp"
   mv "$file.tmp" "$file"
-}
-
-ensure_target() {
-  rustup target list --installed 2>/dev/null | grep -qx "$1" && return
-  command -v rustup >/dev/null 2>&1 || die "rustup is missing: the standard library for $1 comes from 'rustup target add $1'"
-  rustup target add "$1" || die "rustup target add $1 failed"
 }
 
 ensure_zig

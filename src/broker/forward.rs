@@ -42,18 +42,39 @@ pub fn https_client() -> Result<HttpsClient> {
     http.enforce_http(false);
     http.set_nodelay(true);
     http.set_connect_timeout(Some(Duration::from_secs(30)));
-    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
-    let builder = hyper_rustls::HttpsConnectorBuilder::new();
-    let tls = match builder.with_provider_and_native_roots(provider.clone()) {
-        Ok(b) => b,
-        Err(_) => hyper_rustls::HttpsConnectorBuilder::new()
-            .with_provider_and_webpki_roots(provider)
-            .map_err(|e| Error::broker_caused("no TLS set-up", e))?,
-    };
-    let connector = tls.https_or_http().enable_http1().wrap_connector(http);
+    let connector = tls_builder()?
+        .https_or_http()
+        .enable_http1()
+        .wrap_connector(http);
     Ok(Client::builder(TokioExecutor::new())
         .pool_idle_timeout(Duration::from_secs(90))
         .build(connector))
+}
+
+type TlsBuilder = hyper_rustls::HttpsConnectorBuilder<hyper_rustls::builderstates::WantsSchemes>;
+
+/// The system's roots (`SSL_CERT_FILE` / `SSL_CERT_DIR` honoured), else Mozilla's.
+#[cfg(not(target_os = "macos"))]
+fn tls_builder() -> Result<TlsBuilder> {
+    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+    match hyper_rustls::HttpsConnectorBuilder::new()
+        .with_provider_and_native_roots(provider.clone())
+    {
+        Ok(b) => Ok(b),
+        Err(_) => hyper_rustls::HttpsConnectorBuilder::new()
+            .with_provider_and_webpki_roots(provider)
+            .map_err(|e| Error::broker_caused("no TLS set-up", e)),
+    }
+}
+
+/// Mozilla's roots only: the keychain backend links Apple's Security framework, which a
+/// build on Linux has no SDK for (see README, Limits).
+#[cfg(target_os = "macos")]
+fn tls_builder() -> Result<TlsBuilder> {
+    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+    hyper_rustls::HttpsConnectorBuilder::new()
+        .with_provider_and_webpki_roots(provider)
+        .map_err(|e| Error::broker_caused("no TLS set-up", e))
 }
 
 /// A request that passed every rule: its provider, the path after the provider segment, its
