@@ -32,28 +32,32 @@ bash scripts/build-test-base-image.sh
 step "lint: node --check, bash -n, cargo fmt --check, cargo clippy -D warnings (npm run lint)"
 PO_SANDBOX_LINT_CROSS=separately bash scripts/lint.sh
 
-# The cross-target clippy of `npm run lint` (scripts/cross-lint.sh: CPU-bound, 5-6 minutes from
-# cold here) runs in the background from now on, next to the unit tests and the container
-# suites (which mostly wait on containers), and is waited for at the end. It needs the host
-# release build scripts the steps above made, and cargo's lock on target/release keeps it
-# from racing a release build.
-step "lint: cross-target clippy (scripts/cross-lint.sh), in the background"
+# The cross-target work runs in the background from now on, next to the unit tests and the
+# container suites (which mostly wait on containers), and is waited for at the end:
+#  - the cross-target clippy of `npm run lint` (scripts/cross-lint.sh: darwin x2, windows-msvc;
+#    CPU-bound, 5-6 minutes from cold here);
+#  - the macOS addons (scripts/build-darwin.sh --pack: about 3.5 minutes a target from cold
+#    here), packed into their platform packages and checked (Mach-O, CPU, napi entry point).
+# Both need the host release build scripts the steps above made, and cargo's lock on
+# target/release keeps them from racing a release build.
+step "cross-target clippy and the macOS addons (scripts/cross-lint.sh, scripts/build-darwin.sh --pack), in the background"
 cross_log=$(mktemp)
-setsid bash scripts/cross-lint.sh >"$cross_log" 2>&1 &
+cross_pack=$(mktemp -d)
+setsid bash -c 'bash scripts/cross-lint.sh && bash scripts/build-darwin.sh --pack "$1"' cross "$cross_pack" >"$cross_log" 2>&1 &
 cross_pid=$!
 cross_done() {
   local rc=0
   wait "$cross_pid" || rc=$?
-  step "lint: cross-target clippy (scripts/cross-lint.sh) output"
+  step "cross-target clippy and the macOS addons: output"
   cat "$cross_log"
-  rm -f "$cross_log"
+  rm -rf "$cross_log" "$cross_pack"
   if [ "$rc" -ne 0 ]; then
-    echo "scripts/cross-lint.sh failed (exit $rc): see its output above; 'bash scripts/cross-lint.sh' runs it alone." >&2
+    echo "the cross-target checks failed (exit $rc): see their output above; 'bash scripts/cross-lint.sh' and 'bash scripts/build-darwin.sh --pack <dir>' run them alone." >&2
     exit "$rc"
   fi
 }
 # A step failing before the end stops the check too (its own session: cargo and rustc with it).
-trap 'rc=$?; kill -- "-$cross_pid" 2>/dev/null || true; rm -f "$cross_log"; exit $rc' EXIT
+trap 'rc=$?; kill -- "-$cross_pid" 2>/dev/null || true; rm -rf "$cross_log" "$cross_pack"; exit $rc' EXIT
 
 step "rust: unit tests"
 # Unit tests in the dev profile: compiling the dependencies unoptimised and the crate's test
