@@ -22,8 +22,8 @@ import path from 'node:path'
 import { dockerCli, root, run, waitFor } from './helpers.mjs'
 import { bundlePiAndExtension, piInContainer, piLines } from './pi-fixtures.mjs'
 import {
-  TEST_BASE, baseOptions, cleanupOwner, getJson, inspect, modelsUpstream, newOwner, openLayer, removePodmanOwner,
-  tempHome, tempWorkspace, useTestBaseImage, writeBundle,
+  TEST_BASE, baseOptions, cleanupOwner, getJson, inspect, killHub, modelsUpstream, newOwner, openLayer, removePodmanOwner,
+  spawnHub, tempHome, tempWorkspace, useTestBaseImage, writeBundle, writeHubChild,
 } from './provider-fixtures.mjs'
 import { modelRequest, startUpstream } from './upstreams.mjs'
 
@@ -378,6 +378,122 @@ test('adoption: a holder that lost its rules gets them again, with no capability
   assert.deepEqual(ownersContainers(owner), [`po-${owner}-nd`, `pon-${owner}-nd`])
   await none.layer.containers.stop('nd')
   assert.deepEqual(ownersContainers(owner), [])
+})
+
+/** The tables in a holder's network namespace, as the host's root lists them. */
+function tablesOf(holder) {
+  return execFileSync('nsenter', ['-t', String(holder.State.Pid), '-n', 'nft', 'list', 'tables'], { encoding: 'utf8' })
+}
+
+/** The processes of a container as its process list (`docker top`) has them, each as its exact
+ * argv (read from /proc: ps joins the words, and the gate's shell names the server's command
+ * among its own arguments). */
+function processesOf(id) {
+  const pids = dockerCli(['top', id, '-o', 'pid']).split('\n').slice(1).map((l) => l.trim()).filter(Boolean)
+  const argvs = []
+  for (const pid of pids) {
+    let cmdline
+    try { cmdline = readFileSync(`/proc/${pid}/cmdline`, 'utf8') } catch { continue } // gone since
+    argvs.push(cmdline.replace(/\0$/, '').split('\0'))
+  }
+  return argvs
+}
+
+/** What the published port answers from the host: `HTTP <status>`, or null for no HTTP answer. */
+async function httpAnswer(port) {
+  try {
+    const res = await fetch(`http://127.0.0.1:${port}/api/health`, { signal: AbortSignal.timeout(2000) })
+    await res.body?.cancel()
+    return `HTTP ${res.status}`
+  } catch {
+    return null
+  }
+}
+
+test('the start gate: a workspace container restarted into its restarted holder\'s rule-less namespace with no hub keeps its server from running until a hub loads the rules', { timeout: 180000 }, async (t) => {
+  // What would fail without the gate (`spec::gated`): the container's command would be the
+  // server itself, so `docker restart` would run it at once in a namespace with no rules: the
+  // published port would answer HTTP within the hold below, and the process list would show the
+  // server and no gate. The absent table is this test's precondition (nobody ran a helper), not
+  // the gate's doing; the port answering once a hub loads the rules proves the probed port was
+  // the right one.
+  const poHome = tempHome(t)
+  const owner = newOwner()
+  cleanupOwner(t, owner)
+  writeBundle(poHome)
+  const server = ['node', '/opt/po/server.js'] // the test bundle's command (no interpreter named)
+  const isServer = (argv) => server.every((a, i) => argv[i] === a)
+  const isGate = (argv) => argv[0] === '/bin/sh' && argv[1] === '-c' && argv[3] === 'po-net-gate'
+  const ws = tempWorkspace(t)
+  const script = writeHubChild(t)
+  const payload = { options: baseOptions(poHome, owner, { workspaces: [{ id: 'ng', path: ws }] }), mode: 'exit75' }
+
+  // A hub makes the workspace with its rules, then exits with 75: the containers stay.
+  const first = spawnHub(t, script, payload)
+  const s1 = (await first.result()).workspaces[0]
+  assert.equal(s1.state, 'running', JSON.stringify(s1))
+  assert.deepEqual(await first.exited, { code: 75, signal: null })
+  const id = s1.container.containerId
+  const before = holderOf(id)
+  assert.match(rulesOf(before), /hook output/)
+  assert.ok(processesOf(id).some(isServer), 'the server runs after the first hub')
+  const record = path.join(poHome, 'sandbox-tokens', owner, 'ng.net')
+  assert.deepEqual(readFileSync(record, 'utf8').split(' ').slice(0, 2), [before.Id, before.State.StartedAt], 'the rules record covers the first start')
+  const logs = async () => { const r = await run('docker', ['logs', id]); return r.stdout + r.stderr }
+  const starts = (text) => text.split('\n').filter((l) => l.startsWith('po-test-server starting')).length
+  assert.equal(starts(await logs()), 1)
+
+  // No hub: the holder restarts (a fresh namespace, no rules, nobody to run its helper), then
+  // the workspace container restarts into that namespace.
+  dockerCli(['restart', before.Id])
+  const holder = holderOf(id)
+  assert.notEqual(holder.State.StartedAt, before.State.StartedAt, 'the holder restarted')
+  dockerCli(['restart', id])
+  assert.equal(inspect(id).State.Running, true)
+  const ms = (at) => Date.parse(at.replace(/(\.\d{3})\d+/, '$1')) // the engine gives nanoseconds
+  assert.ok(ms(inspect(id).State.StartedAt) > ms(holder.State.StartedAt), 'the workspace started after its holder')
+  const port = Number(holder.NetworkSettings.Ports['7300/tcp'][0].HostPort)
+  await waitFor(() => processesOf(id).some((argv) => isGate(argv) || isServer(argv)), 'the workspace container\'s process', 20000)
+
+  // For several seconds: no HTTP answer on the published port, no rules in the namespace, the
+  // gate waiting and no server process.
+  const holdUntil = Date.now() + 6000
+  let rounds = 0
+  while (Date.now() < holdUntil) {
+    assert.equal(await httpAnswer(port), null, `the published port 127.0.0.1:${port} answered before the rules were loaded`)
+    assert.doesNotMatch(tablesOf(holder), /po_sandbox/, 'rules in the restarted holder\'s namespace with no hub')
+    const procs = processesOf(id)
+    assert.ok(procs.some(isGate), `the gate is not in the process list: ${JSON.stringify(procs)}`)
+    assert.ok(!procs.some(isServer), `the server runs without the rules: ${JSON.stringify(procs)}`)
+    rounds++
+    await new Promise((r) => setTimeout(r, 1000))
+  }
+  assert.ok(rounds >= 4, `only ${rounds} rounds in the hold`)
+  assert.equal(inspect(id).State.Running, true, 'the container waits, it does not exit')
+  const held = await logs()
+  assert.equal(starts(held), 1, `the server started again without the rules:\n${held}`)
+  assert.match(held, /po-sandbox: waiting for the network rules of the namespace holder/)
+
+  // A hub adopts it: its record does not cover the holder's new start, so its helper loads the
+  // rules; the gate lets the server run, on the same port, with the refusals in force.
+  const second = spawnHub(t, script, { ...payload, mode: 'wait' })
+  const s2 = (await second.result()).workspaces[0]
+  assert.equal(s2.state, 'running', JSON.stringify(s2))
+  assert.equal(s2.container.containerId, id)
+  assert.equal(s2.container.adopted, true)
+  assert.equal(s2.container.replacedReason ?? null, null)
+  assert.equal(s2.container.hostPort, port)
+  assert.match(rulesOf(holderOf(id)), new RegExp(`counter po_rules_${holder.Config.Labels['po.net-rules']}`))
+  assert.deepEqual(readFileSync(record, 'utf8').split(' ').slice(0, 2), [holder.Id, holder.State.StartedAt], 'the record covers the new start')
+  assert.equal(await httpAnswer(port), 'HTTP 200')
+  assert.equal((await getJson(s2.container.url, '/api/health')).ok, true)
+  const procs = processesOf(id)
+  assert.ok(procs.some(isServer) && !procs.some(isGate), `the gate gave way to the server: ${JSON.stringify(procs)}`)
+  assert.equal(starts(await logs()), 2)
+  assertRefused(id, refusedTargets(`po-net-${owner}`))
+  // The hub's feed may be running a helper of its own for the holder's start: it goes too.
+  await waitFor(() => ownersContainers(owner).join(' ') === `po-${owner}-ng pon-${owner}-ng`, 'no rules helper left', 30000)
+  await killHub(second)
 })
 
 test('Podman: the rules helper loads the rules there too; refused at once, the port answers, stop removes the holder', async (t) => {
