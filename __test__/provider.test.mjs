@@ -820,7 +820,10 @@ test('two hubs on one Po home: one serves the broker socket at a time; when it i
   const c = await first.result('container')
   const folder = brokerFolder(brokerDirOf(owner), owner, 'two')
   const socket = path.join(folder, 'broker.sock')
-  const bound = statSync(socket).ino
+  // A socket file's identity: its inode number and its change time in nanoseconds (a socket
+  // bound after the old one was unlinked may get the freed inode number back).
+  const identity = () => { const st = statSync(socket, { bigint: true }); return `${st.ino}@${st.ctimeNs}` }
+  const bound = identity()
   assert.equal((await getJson(c.url, '/call')).status, 200)
 
   // The second hub adopts the container but leaves the socket to the first.
@@ -828,10 +831,10 @@ test('two hubs on one Po home: one serves the broker socket at a time; when it i
   const c2 = await second.result('container')
   assert.equal(c2.containerId, c.containerId)
   assert.equal(c2.adopted, true)
-  assert.equal(statSync(socket).ino, bound, 'the second hub replaced the socket the first serves')
+  assert.equal(identity(), bound, 'the second hub replaced the socket the first serves')
   // The second hub killed: nothing changes for the container.
   await killHub(second)
-  assert.equal(statSync(socket).ino, bound)
+  assert.equal(identity(), bound)
   const afterSecond = await getJson(c.url, '/call')
   assert.equal(afterSecond.status, 200, JSON.stringify(afterSecond))
 
@@ -846,5 +849,5 @@ test('two hubs on one Po home: one serves the broker socket at a time; when it i
   }, 'the surviving hub to serve the broker socket', 10000)
   assert.equal(served.status, 200)
   assert.equal(seen.at(-1).headers.authorization, `Bearer ${REAL}`)
-  assert.notEqual(statSync(socket).ino, bound, 'the survivor bound its own socket')
+  assert.notEqual(identity(), bound, 'the survivor bound its own socket')
 })

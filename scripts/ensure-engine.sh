@@ -66,15 +66,24 @@ if ! docker_answers; then
   fi
   echo "ensure-engine: starting dockerd (log: $log)"
   nohup dockerd >"$log" 2>&1 &
-  if [ -n "${PO_SANDBOX_DOCKERD_PIDFILE:-}" ]; then echo "$!" >"$PO_SANDBOX_DOCKERD_PIDFILE"; fi
+  started=$!
   for _ in $(seq 1 120); do
     docker_answers && break
+    kill -0 "$started" 2>/dev/null || break
     sleep 0.5
   done
   if ! docker_answers; then
     echo "ensure-engine: dockerd did not come up within 60 s. Its log ends with:" >&2
     tail -n 20 "$log" >&2 || true
     exit 1
+  fi
+  # The pid is recorded only when this dockerd is the one answering: when another dockerd was
+  # starting at the same moment (its pid file won), ours has exited and that one is not ours to
+  # stop.
+  if kill -0 "$started" 2>/dev/null; then
+    if [ -n "${PO_SANDBOX_DOCKERD_PIDFILE:-}" ]; then echo "$started" >"$PO_SANDBOX_DOCKERD_PIDFILE"; fi
+  else
+    echo "ensure-engine: another dockerd came up at the same time and answers; the one started here exited (its log: $log)"
   fi
   echo "ensure-engine: Docker answers ($(docker version --format '{{.Server.Version}}'))"
 fi
