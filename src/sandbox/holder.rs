@@ -41,14 +41,14 @@ const HELPER_WITHIN: Duration = Duration::from_secs(30);
 /// holder's ruleset unless the one with its hash is loaded already (atomically: the table is
 /// replaced whole), let this hub's TCP broker ports through when they are not yet (a later hub
 /// listens on other ports than the one that made the holder; earlier hubs' ports stay), say
-/// so. Any failure exits non-zero.
+/// so. Any failure exits non-zero. The table's name comes as `PO_NET_TABLE` ([`firewall::TABLE`]).
 pub const HELPER_SCRIPT: &str = r#"set -e
 b=
 if [ -n "$PO_NET_BROKER_HOST" ]; then
   while read -r a n rest; do if [ "$n" = "$PO_NET_BROKER_HOST" ]; then b=$a; fi; done </etc/hosts
   if [ -z "$b" ]; then echo "po-net: $PO_NET_BROKER_HOST is not in /etc/hosts" >&2; exit 1; fi
 fi
-if ! nft list counter inet po_sandbox "po_rules_$PO_NET_HASH" >/dev/null 2>&1; then
+if ! nft list counter inet "$PO_NET_TABLE" "po_rules_$PO_NET_HASH" >/dev/null 2>&1; then
   if [ -n "$b" ]; then
     printf 'define broker = %s
 %s
@@ -59,7 +59,7 @@ if ! nft list counter inet po_sandbox "po_rules_$PO_NET_HASH" >/dev/null 2>&1; t
   fi
 fi
 for p in $PO_NET_PORTS; do
-  nft list chain inet po_sandbox output | grep -q "ip daddr $b tcp dport $p accept" || nft insert rule inet po_sandbox output ip daddr "$b" tcp dport "$p" accept
+  nft list chain inet "$PO_NET_TABLE" output | grep -q "ip daddr $b tcp dport $p accept" || nft insert rule inet "$PO_NET_TABLE" output ip daddr "$b" tcp dport "$p" accept
 done
 echo po-net-ready
 "#;
@@ -373,6 +373,7 @@ fn helper_body(
     let mut env = vec![
         format!("PO_NET_RULES={}", rules.text),
         format!("PO_NET_HASH={}", rules.hash),
+        format!("PO_NET_TABLE={}", firewall::TABLE),
         format!("PO_NET_PORTS={}", ports.join(" ")),
     ];
     env.extend(
@@ -638,7 +639,7 @@ mod tests {
     #[test]
     fn the_helper_has_net_admin_alone_in_the_holders_namespaces() {
         let rules = Rules {
-            text: "table inet po_sandbox {}".into(),
+            text: format!("table inet {} {{}}", firewall::TABLE),
             hash: "0123456789abcdef".into(),
             broker_host: Some("host.docker.internal".into()),
         };
@@ -661,6 +662,11 @@ mod tests {
         let env = body.env.unwrap();
         assert!(env.contains(&"PO_NET_PORTS=4000 4001".to_string()));
         assert!(env.contains(&"PO_NET_HASH=0123456789abcdef".to_string()));
+        assert!(env.contains(&format!("PO_NET_TABLE={}", firewall::TABLE)));
+        assert!(
+            !HELPER_SCRIPT.contains(firewall::TABLE),
+            "one spelling of the table"
+        );
         assert!(env.contains(&"PO_NET_BROKER_HOST=host.docker.internal".to_string()));
         assert_eq!(body.labels.unwrap()[LABEL_RULES_FOR], "w1");
         let rootful = Helper {
