@@ -111,12 +111,19 @@ impl RuntimeBundle {
         }
     }
 
-    /// The container's command: interpreter (or "node"), entry, args.
+    /// The interpreter that runs the entry: the bundle's, or [`DEFAULT_INTERPRETER`].
+    pub fn interpreter(&self) -> &str {
+        self.server
+            .interpreter
+            .as_deref()
+            .unwrap_or(DEFAULT_INTERPRETER)
+    }
+
+    /// The container's command: interpreter, entry, args.
     pub fn command(&self) -> Vec<String> {
         let s = &self.server;
-        let interpreter = s.interpreter.as_deref().unwrap_or(DEFAULT_INTERPRETER);
         let mut cmd = Vec::with_capacity(2 + s.args.len());
-        cmd.push(interpreter.to_string());
+        cmd.push(self.interpreter().to_string());
         cmd.push(s.entry.clone());
         cmd.extend(s.args.iter().cloned());
         cmd

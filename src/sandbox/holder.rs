@@ -192,19 +192,13 @@ fn labels(spec: &ContainerSpec, rules_hash: &str) -> HashMap<String, String> {
     .collect()
 }
 
-/// Healthy while its rules are loaded (CIS 5.27): the bundle's interpreter (the workspace's
-/// own health check names it) sees the rules' marker refused, with no capability.
+/// Healthy while its rules are loaded (CIS 5.27): the bundle's interpreter sees the rules'
+/// marker refused, with no capability.
 fn health(spec: &ContainerSpec) -> bollard::models::HealthConfig {
-    let interpreter = spec
-        .health
-        .test
-        .get(1)
-        .cloned()
-        .unwrap_or_else(|| "node".into());
     bollard::models::HealthConfig {
         test: Some(vec![
             "CMD".into(),
-            interpreter,
+            spec.interpreter.clone(),
             "-e".into(),
             firewall::mark_probe(false),
         ]),

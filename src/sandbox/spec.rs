@@ -160,7 +160,7 @@ pub struct HealthProbe {
 /// The health probe of a bundle: its interpreter (Node) asks `healthPath` on the server's port
 /// over loopback inside the container; 2xx is healthy. No shell is involved.
 pub fn health_probe(bundle: &RuntimeBundle, interval: std::time::Duration) -> HealthProbe {
-    let interpreter = bundle.command().into_iter().next().unwrap_or_default();
+    let interpreter = bundle.interpreter().to_string();
     let path = serde_json::to_string(&bundle.server.health_path).unwrap_or_default();
     // No whitespace: Podman 4.3 re-splits a health check's arguments on it.
     let script = format!(
@@ -260,6 +260,9 @@ pub struct ContainerSpec {
     pub env: BTreeMap<String, String>,
     /// The command.
     pub cmd: Vec<String>,
+    /// The bundle's interpreter (the command's first word behind the gate): the start gate,
+    /// the health check and the namespace holder's health check run it.
+    pub interpreter: String,
     /// Working directory: the workspace.
     pub working_dir: String,
     /// `uid:gid`.
@@ -381,6 +384,7 @@ pub fn build(input: &SpecInput) -> ContainerSpec {
         labels: BTreeMap::new(),
         env: BTreeMap::new(),
         cmd: gated(input.bundle.command()),
+        interpreter: input.bundle.interpreter().to_string(),
         working_dir: in_container(&ws.path),
         user: input.user.to_string(),
         binds: binds(input, &p),

@@ -9,6 +9,7 @@ fn spec(extra_hosts: Vec<String>) -> ContainerSpec {
         labels: BTreeMap::from([("po.owner".to_string(), "o".to_string())]),
         env: BTreeMap::from([("PO_SANDBOX".to_string(), "1".to_string())]),
         cmd: vec!["node".into(), "/opt/po/s.js".into()],
+        interpreter: "node".into(),
         working_dir: "/w".into(),
         user: "1000:1000".into(),
         binds: vec![Bind {

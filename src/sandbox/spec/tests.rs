@@ -742,6 +742,7 @@ fn the_health_check_probes_the_bundles_health_path_with_its_interpreter() {
     let s = spec_with(&[], &[]);
     let t = &s.health.test;
     assert_eq!(t[..3], ["CMD", "node", "-e"]);
+    assert_eq!(s.interpreter, "node");
     assert!(
         t[3].contains("port:7300") && t[3].contains("path:\"/api/health\""),
         "{}",
