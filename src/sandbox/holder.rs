@@ -263,32 +263,49 @@ pub struct Helper<'a> {
 }
 
 /// Starts a created holder and loads its rules (with `ports` let through): its helper is
-/// created while the holder starts. Any failure removes the holder (nothing half-done) and
-/// names the helper's output.
+/// created while the holder starts, and the holder's `State.StartedAt` is read while the
+/// helper runs. Returns that start, for the rules record (`None` when the engine did not say
+/// it: no record then, and the next adoption runs a helper). Any failure removes the holder
+/// (nothing half-done) and names the helper's output.
 pub async fn ready(
     docker: &Docker,
     helper: Helper<'_>,
     id: &str,
     rules: &Rules,
     ports: &[u16],
-) -> Result<()> {
+) -> Result<Option<String>> {
     let (started, made) = tokio::join!(
         container::start(docker, id),
         create_helper(docker, helper, id, rules, ports)
     );
     let loaded = match (started, made) {
-        (Ok(()), Ok(helper_id)) => run_helper(docker, helper, id, &helper_id).await,
+        (Ok(()), Ok(helper_id)) => {
+            let (ran, at) = tokio::join!(
+                run_helper(docker, helper, id, &helper_id),
+                started_at(docker, id)
+            );
+            ran.map(|()| at)
+        }
         (started, made) => {
             if let Ok(helper_id) = &made {
                 let _ = remove(docker, helper_id).await;
             }
-            started.and(made.map(|_| ()))
+            started.and(made.map(|_| None))
         }
     };
     if loaded.is_err() {
         let _ = remove(docker, id).await;
     }
     loaded
+}
+
+/// A container's `State.StartedAt`; `None` when the engine does not give it.
+async fn started_at(docker: &Docker, id: &str) -> Option<String> {
+    let info = docker
+        .inspect_container(id, None::<InspectContainerOptions>)
+        .await
+        .ok()?;
+    info.state?.started_at
 }
 
 /// Runs a rules helper in a running holder's namespace: loads `rules` unless loaded, lets

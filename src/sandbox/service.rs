@@ -610,19 +610,15 @@ impl WorkspaceContainers {
             holder::ready(docker, self.helper(&workspace), &holder, &rules, &ports),
             container::create(docker, spec, podman, &joined)
         );
-        if ready.is_ok() {
-            let port = self.inner.config.bundle.server.port;
-            if let Ok(Some(h)) = holder::posture(docker, &joined, port).await {
-                let record = self.rules_record(&workspace);
-                holder::write_record(
-                    &record,
-                    &holder::record_with("", &h.id, &h.started_at, &ports),
-                );
-            }
+        if let Ok(Some(started_at)) = &ready {
+            holder::write_record(
+                &self.rules_record(&workspace),
+                &holder::record_with("", &holder, started_at, &ports),
+            );
         }
         self.set_readying(&holder, false);
         match (ready, created) {
-            (Ok(()), Ok(Created::New(id))) => Ok(Created::New(id)),
+            (Ok(_), Ok(Created::New(id))) => Ok(Created::New(id)),
             (ready, created) => {
                 if let Ok(Created::New(id)) = &created {
                     let _ = container::stop_and_remove(docker, id).await;
