@@ -529,36 +529,28 @@ pub fn record_path(token_file: &Path) -> PathBuf {
     token_file.with_extension("net")
 }
 
+/// The ports a record lists as let through for this start of this holder; `None` when it is
+/// about another holder or start (or no record at all). The record is `<id> <StartedAt>
+/// <port,port…|->`.
+fn record_ports(record: &str, holder_id: &str, started_at: &str) -> Option<Vec<u16>> {
+    let mut words = record.split_whitespace();
+    let (id, at) = (words.next()?, words.next()?);
+    let listed = words.next().unwrap_or_default().split(',');
+    (id == holder_id && at == started_at).then(|| listed.filter_map(|p| p.parse().ok()).collect())
+}
+
 /// Whether a record says the rules were loaded for this start of this holder with these
 /// broker ports let through.
 pub fn record_covers(record: &str, holder_id: &str, started_at: &str, ports: &[u16]) -> bool {
-    let mut words = record.split_whitespace();
-    let (Some(id), Some(at)) = (words.next(), words.next()) else {
-        return false;
-    };
-    let listed: Vec<u16> = words
-        .next()
-        .unwrap_or_default()
-        .split(',')
-        .filter_map(|p| p.parse().ok())
-        .collect();
-    id == holder_id && at == started_at && ports.iter().all(|p| listed.contains(p))
+    record_ports(record, holder_id, started_at)
+        .is_some_and(|listed| ports.iter().all(|p| listed.contains(p)))
 }
 
 /// The record after loading for this start of this holder with `ports`: the ports of an
 /// earlier load for the same start stay (other hubs' routes), any other start's go.
 pub fn record_with(record: &str, holder_id: &str, started_at: &str, ports: &[u16]) -> String {
     let mut all: Vec<u16> = ports.to_vec();
-    if record_covers(record, holder_id, started_at, &[]) {
-        all.extend(
-            record
-                .split_whitespace()
-                .nth(2)
-                .unwrap_or_default()
-                .split(',')
-                .filter_map(|p| p.parse::<u16>().ok()),
-        );
-    }
+    all.extend(record_ports(record, holder_id, started_at).unwrap_or_default());
     all.sort_unstable();
     all.dedup();
     let list: Vec<String> = all.iter().map(u16::to_string).collect();
