@@ -3,6 +3,8 @@
 //! help skill that tells a contained session's agent what its sandbox is (help).
 
 pub(crate) mod bridge;
+#[cfg(test)]
+pub(crate) mod fixtures;
 pub(crate) mod help;
 pub(crate) mod identity;
 pub(crate) mod rebase;

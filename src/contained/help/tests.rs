@@ -1,11 +1,6 @@
 use super::*;
+use crate::contained::fixtures::{EGRESS_BRIDGED, env};
 use crate::contained::identity::read_state;
-
-fn env(vars: &[(&str, &str)]) -> HashMap<String, String> {
-    vars.iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect()
-}
 
 fn skill_of(vars: &[(&str, &str)], cwd: Option<&str>) -> Option<String> {
     let e = env(vars);
@@ -119,13 +114,10 @@ fn problems_are_listed_as_in_the_report() {
 #[test]
 fn the_network_section_tells_how_to_use_the_egress_proxy() {
     let vars = [
-        ("PO_SANDBOX", "1"),
-        ("PO_WORKSPACE", "acme"),
-        ("PO_BROKER_PROVIDERS", ""),
-        ("PO_BROKER_SOCKET", "/run/po-broker/broker.sock"),
-        ("PO_BROKER_EGRESS_SOCKET", "/run/po-broker/egress.sock"),
-        ("HTTPS_PROXY", "http://127.0.0.1:4567"),
-    ];
+        &EGRESS_BRIDGED[..],
+        &[("HTTPS_PROXY", "http://127.0.0.1:4567")],
+    ]
+    .concat();
     let md = skill_of(&vars, None).unwrap();
     assert!(
         md.contains("through the host's egress proxy (`/run/po-broker/egress.sock`)"),
@@ -136,6 +128,6 @@ fn the_network_section_tells_how_to_use_the_egress_proxy() {
         "{md}"
     );
     assert!(md.contains("403 egress denied"), "{md}");
-    let md = skill_of(&vars[..5], None).unwrap();
+    let md = skill_of(&EGRESS_BRIDGED, None).unwrap();
     assert!(md.contains("This session has not bridged it"), "{md}");
 }

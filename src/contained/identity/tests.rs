@@ -1,10 +1,5 @@
 use super::*;
-
-fn env(vars: &[(&str, &str)]) -> HashMap<String, String> {
-    vars.iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect()
-}
+use crate::contained::fixtures::{EGRESS_BRIDGED, env};
 
 #[test]
 fn host_with_nothing_set() {
@@ -174,15 +169,8 @@ fn guarded_paths_are_listed_in_the_report_inside_a_container() {
 
 #[test]
 fn the_egress_proxy_is_reported_with_its_address_once_bridged() {
-    let vars = [
-        ("PO_SANDBOX", "1"),
-        ("PO_WORKSPACE", "acme"),
-        ("PO_BROKER_PROVIDERS", ""),
-        ("PO_BROKER_SOCKET", "/run/po-broker/broker.sock"),
-        ("PO_BROKER_EGRESS_SOCKET", "/run/po-broker/egress.sock"),
-    ];
     // A grant for the proxy alone names no provider: no problem.
-    let s = read_state(&env(&vars));
+    let s = read_state(&env(&EGRESS_BRIDGED));
     assert!(s.problems.is_empty(), "{:?}", s.problems);
     assert_eq!(
         s.egress_socket.as_deref(),
@@ -192,7 +180,7 @@ fn the_egress_proxy_is_reported_with_its_address_once_bridged() {
     assert!(report(&s).contains(
         "Egress proxy: on (bridged to /run/po-broker/egress.sock), but this session has not set it"
     ));
-    let mut with_proxy = vars.to_vec();
+    let mut with_proxy = EGRESS_BRIDGED.to_vec();
     with_proxy.push(("HTTPS_PROXY", "http://127.0.0.1:4567"));
     let s = read_state(&env(&with_proxy));
     assert_eq!(s.egress_proxy.as_deref(), Some("http://127.0.0.1:4567"));
