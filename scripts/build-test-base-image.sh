@@ -11,7 +11,7 @@
 #   - the shared libraries node needs (from `ldd`), copied under the paths ldd shows;
 #   - Debian's git (/usr/bin/git, /usr/lib/git-core, its templates and their libraries), for the
 #     guarded-path tests that commit, branch and fetch inside a container;
-#   - Debian's nft and util-linux's setpriv with their libraries (the network namespace holder);
+#   - Debian's nft with its libraries (the network rules helper loads a holder's rules with it);
 #   - /etc/passwd, /etc/group (root and node:1000), /etc/nsswitch.conf, /etc/hosts, /tmp (1777).
 #
 # Idempotent: the image carries the label po.test-base.digest=<sha256 of node binary + this
@@ -132,8 +132,8 @@ done | sort -u | while read -r lib; do
   cp -L "$lib" "$rootfs$lib"
 done
 
-# Debian's nft and util-linux's setpriv (the namespace holder loads its rules with nft, then
-# gives up every capability with setpriv), and their libraries; they replace busybox applets.
+# Debian's nft (the rules helper loads a namespace holder's rules with it) and its libraries; it
+# replaces a busybox applet of that name, if any.
 if ! command -v nft >/dev/null 2>&1; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     log "installing Debian's nftables (the test image carries nft)"
@@ -142,16 +142,14 @@ if ! command -v nft >/dev/null 2>&1; then
     apt-get install -y -qq nftables >/dev/null || die "'apt-get install nftables' failed: install it by hand"
   fi
 fi
-for bin in /usr/sbin/nft /usr/bin/setpriv; do
-  [ -x "$bin" ] || die "$bin is missing: 'apt-get install nftables util-linux', as root"
-  rm -f "$rootfs$bin"
-  mkdir -p "$rootfs$(dirname "$bin")"
-  cp "$bin" "$rootfs$bin"
-  LC_ALL=C ldd "$bin" | awk '/=> \//{print $3} /^[[:space:]]*\//{print $1}' | while read -r lib; do
-    [ -e "$rootfs$lib" ] && continue
-    mkdir -p "$rootfs$(dirname "$lib")"
-    cp -L "$lib" "$rootfs$lib"
-  done
+nft=/usr/sbin/nft
+[ -x "$nft" ] || die "$nft is missing: 'apt-get install nftables', as root"
+rm -f "$rootfs$nft"
+cp "$nft" "$rootfs$nft"
+LC_ALL=C ldd "$nft" | awk '/=> \//{print $3} /^[[:space:]]*\//{print $1}' | while read -r lib; do
+  [ -e "$rootfs$lib" ] && continue
+  mkdir -p "$rootfs$(dirname "$lib")"
+  cp -L "$lib" "$rootfs$lib"
 done
 
 cat >"$rootfs/etc/passwd" <<'EOF'
