@@ -19,7 +19,7 @@ import net from 'node:net'
 import os from 'node:os'
 import path from 'node:path'
 
-import { dockerCli, root, run, waitFor } from './helpers.mjs'
+import { dockerCli, run, waitFor } from './helpers.mjs'
 import { bundlePiAndExtension, piInContainer, piLines } from './pi-fixtures.mjs'
 import {
   TEST_BASE, baseOptions, cleanupOwner, getJson, inspect, killHub, modelsUpstream, newOwner, openLayer, removePodmanOwner,
