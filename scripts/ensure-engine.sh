@@ -65,7 +65,10 @@ if ! docker_answers; then
     exit 1
   fi
   echo "ensure-engine: starting dockerd (log: $log)"
-  nohup dockerd >"$log" 2>&1 &
+  # In a session of its own: a Ctrl-C in the terminal that ran `npm test`, or the end of the
+  # process group that started it, does not take the engine down with it. (A script's
+  # background command is no group leader, so setsid execs dockerd in place: $! is its pid.)
+  setsid nohup dockerd >"$log" 2>&1 </dev/null &
   started=$!
   for _ in $(seq 1 120); do
     docker_answers && break
@@ -80,7 +83,7 @@ if ! docker_answers; then
   # The pid is recorded only when this dockerd is the one answering: when another dockerd was
   # starting at the same moment (its pid file won), ours has exited and that one is not ours to
   # stop.
-  if kill -0 "$started" 2>/dev/null; then
+  if [ "$(cat "/proc/$started/comm" 2>/dev/null)" = dockerd ]; then
     if [ -n "${PO_SANDBOX_DOCKERD_PIDFILE:-}" ]; then echo "$started" >"$PO_SANDBOX_DOCKERD_PIDFILE"; fi
   else
     echo "ensure-engine: another dockerd came up at the same time and answers; the one started here exited (its log: $log)"
