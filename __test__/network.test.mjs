@@ -496,6 +496,79 @@ test('the start gate: a workspace container restarted into its restarted holder\
   await killHub(second)
 })
 
+test('TCP broker route: each hub\'s ports go into the holder\'s port set, and a second load of the rules (two helpers that both found none loaded) keeps another hub\'s ports', { timeout: 180000 }, async (t) => {
+  // On a TCP route the holder's rules let the broker ports of the hub that made it through;
+  // a later hub's rules helper adds its own ports to the set `broker_ports`. Two hubs whose
+  // helpers both looked before either had loaded the rules both load them; a load keeps the
+  // set's elements (declare, flush the chains, fill them, in one transaction), so the first
+  // hub's ports stay. The race is made here by taking the rules' marker counter away from the
+  // host before the third hub adopts (its helper then loads the rules again); a load that
+  // replaced the table whole (as before the set) loses the second hub's ports, and this test
+  // fails. (On rootful Docker's bridge a container cannot reach the host's loopback: no call
+  // is made over this route here; the rootless Podman suite carries a real one.)
+  const poHome = tempHome(t)
+  const owner = newOwner()
+  cleanupOwner(t, owner)
+  writeBundle(poHome)
+  const ws = tempWorkspace(t)
+  const script = writeHubChild(t)
+  const payload = { options: baseOptions(poHome, owner, { brokerTransport: 'tcp', network: 'none', workspaces: [{ id: 'tcp', path: ws }] }), mode: 'exit75' }
+  const record = path.join(poHome, 'sandbox-tokens', owner, 'tcp.net')
+  const listed = () => readFileSync(record, 'utf8').trim().split(' ')[2].split(',').map(Number)
+  const setOf = (holder) => {
+    const text = execFileSync('nsenter', ['-t', String(holder.State.Pid), '-n', 'nft', 'list', 'set', 'inet', 'po_sandbox', 'broker_ports'], { encoding: 'utf8' })
+    const m = text.match(/elements = \{([^}]*)\}/)
+    return m ? m[1].split(',').map((p) => Number(p.trim())).sort((a, b) => a - b) : []
+  }
+  const hub = async (name) => {
+    const h = spawnHub(t, script, payload)
+    const s = (await h.result()).workspaces[0]
+    assert.equal(s.state, 'running', `${name}: ${JSON.stringify(s)}`)
+    assert.deepEqual(await h.exited, { code: 75, signal: null })
+    return s.container
+  }
+
+  // The first hub makes the holder: its ports are rules of the ruleset (and, from its helper,
+  // in the set as well).
+  const c1 = await hub('first')
+  const holder = holderOf(c1.containerId)
+  const first = listed()
+  assert.ok(first.length >= 1, `the first hub let no TCP port through: ${readFileSync(record, 'utf8')}`)
+  const rules = rulesOf(holder)
+  for (const p of first) assert.match(rules, new RegExp(`tcp dport ${p} accept`))
+  assert.match(rules, /tcp dport @broker_ports accept/)
+  const sorted = (...lists) => lists.flat().sort((a, b) => a - b)
+  assert.deepEqual(setOf(holder), sorted(first))
+
+  // A second hub adopts (same container): its helper adds its ports to the set.
+  const c2 = await hub('second')
+  assert.equal(c2.containerId, c1.containerId)
+  assert.equal(c2.adopted, true)
+  const second = listed().filter((p) => !first.includes(p))
+  assert.ok(second.length >= 1, `the second hub's ports are not in the record: ${readFileSync(record, 'utf8')}`)
+  assert.deepEqual(setOf(holder), sorted(first, second))
+
+  // The marker counter taken away: the third hub's helper finds no rules loaded and loads them
+  // again, as a helper that looked before another had loaded does. The second hub's ports stay.
+  const hash = holder.Config.Labels['po.net-rules']
+  execFileSync('nsenter', ['-t', String(holder.State.Pid), '-n', 'nft', 'delete', 'counter', 'inet', 'po_sandbox', `po_rules_${hash}`])
+  assert.doesNotMatch(rulesOf(holder), /counter po_rules_/)
+  const c3 = await hub('third')
+  assert.equal(c3.containerId, c1.containerId)
+  const third = listed().filter((p) => !first.includes(p) && !second.includes(p))
+  assert.ok(third.length >= 1, `the third hub's ports are not in the record: ${readFileSync(record, 'utf8')}`)
+  const after = rulesOf(holder)
+  assert.match(after, new RegExp(`counter po_rules_${hash}`), 'the third hub\'s helper loaded the rules again')
+  assert.deepEqual(setOf(holder), sorted(first, second, third), 'a second load lost another hub\'s ports')
+  // Loaded twice, each rule once: the marker first, then loopback.
+  const chain = after.slice(after.indexOf('chain output'))
+  assert.equal(chain.split('127.80.79.78').length - 1, 1, after)
+  assert.equal(chain.split('tcp dport @broker_ports accept').length - 1, 1, after)
+  for (const p of first) assert.equal(chain.split(`tcp dport ${p} accept`).length - 1, 1, after)
+  assertRefused(c1.containerId, refusedTargets(`po-net-${owner}`))
+  await waitFor(() => ownersContainers(owner).join(' ') === `po-${owner}-tcp pon-${owner}-tcp`, 'no rules helper left', 30000)
+})
+
 test('Podman: the rules helper loads the rules there too; refused at once, the port answers, stop removes the holder', async (t) => {
   try {
     execFileSync('podman', ['--version'], { stdio: 'ignore' })

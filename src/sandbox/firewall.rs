@@ -13,6 +13,9 @@ use crate::error::{Error, Result};
 pub const NETWORK_VAR: &str = "PO_SANDBOX_NETWORK";
 /// The nft table the rules helper loads.
 pub const TABLE: &str = "po_sandbox";
+/// The set, in [`TABLE`], of the TCP broker ports of hubs other than the one that made the
+/// holder (on a TCP broker route).
+pub const PORT_SET: &str = "broker_ports";
 /// IPv4 ranges no workspace reaches in any mode: private (RFC 1918), shared address space
 /// (RFC 6598), link-local and cloud metadata, "this network".
 pub const REFUSED_V4: [&str; 6] = [
@@ -150,9 +153,13 @@ fn family(addrs: &[IpAddr], v4: bool) -> impl Iterator<Item = String> + '_ {
 /// published port), allows the broker's TCP route and, in `open` mode, DNS to the engine's
 /// resolvers, rejects (TCP reset, else ICMP admin-prohibited: attempts fail at once) the
 /// gateway, the host's addresses and the refused ranges, then accepts the rest in `open`
-/// mode and rejects it otherwise. Loaded atomically (`nft -f`): the table is replaced whole.
-/// With a broker port, the ruleset expects `define broker = <ip>` before it (the holder adds
-/// it).
+/// mode and rejects it otherwise. Loaded atomically (`nft -f`), and again as often as wanted:
+/// the table and its chains are declared (made when missing), the chains flushed and filled
+/// again, in one transaction, so a second load gives the same table with no moment without
+/// rules. On a TCP broker route the ruleset also has the set [`PORT_SET`] of other hubs'
+/// broker ports (their rules helpers add to it): a set's elements survive a load, so a helper
+/// that loads after another hub's helper added its ports does not take them away. With a broker
+/// port, the ruleset expects `define broker = <ip>` before it (the helper adds it).
 pub fn ruleset(input: &RulesInput) -> String {
     let mut rules = vec![
         format!(
@@ -163,6 +170,9 @@ pub fn ruleset(input: &RulesInput) -> String {
     ];
     for port in input.broker_port.iter().chain(input.egress_port.iter()) {
         rules.push(format!("ip daddr $broker tcp dport {port} accept"));
+    }
+    if input.broker_port.is_some() {
+        rules.push(format!("ip daddr $broker tcp dport @{PORT_SET} accept"));
     }
     if input.mode.internet() {
         for v4 in [true, false] {
@@ -190,12 +200,25 @@ pub fn ruleset(input: &RulesInput) -> String {
     if !input.mode.internet() {
         rules.push("jump refuse".into());
     }
-    let body: String = rules.iter().map(|r| format!("    {r}\n")).collect();
+    let set = if input.broker_port.is_some() {
+        format!("  set {PORT_SET} {{\n    type inet_service;\n  }}\n")
+    } else {
+        String::new()
+    };
+    let refuse = [
+        "meta l4proto tcp reject with tcp reset",
+        "reject with icmpx type admin-prohibited",
+    ];
+    let add = |chain: &str, rule: &String| format!("add rule inet {TABLE} {chain} {rule}\n");
+    let refuse: String = refuse
+        .iter()
+        .map(|r| add("refuse", &r.to_string()))
+        .collect();
+    let output: String = rules.iter().map(|r| add("output", r)).collect();
     format!(
-        "table inet {TABLE}\ndelete table inet {TABLE}\ntable inet {TABLE} {{\n  \
-         chain refuse {{\n    meta l4proto tcp reject with tcp reset\n    \
-         reject with icmpx type admin-prohibited\n  }}\n  \
-         chain output {{\n    type filter hook output priority 0; policy accept;\n{body}  }}\n}}\n"
+        "table inet {TABLE} {{\n{set}  chain refuse {{\n  }}\n  \
+         chain output {{\n    type filter hook output priority 0; policy accept;\n  }}\n}}\n\
+         flush chain inet {TABLE} refuse\nflush chain inet {TABLE} output\n{refuse}{output}"
     )
 }
 

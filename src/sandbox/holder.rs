@@ -38,10 +38,13 @@ const HELPER_WITHIN: Duration = Duration::from_secs(30);
 
 /// The rules helper's program (POSIX sh: dash and busybox), as root with `NET_ADMIN` alone in
 /// the holder's namespace: resolve the broker's host name when the route is TCP, load the
-/// holder's ruleset unless the one with its hash is loaded already (atomically: the table is
-/// replaced whole), let this hub's TCP broker ports through when they are not yet (a later hub
-/// listens on other ports than the one that made the holder; earlier hubs' ports stay), say
-/// so. Any failure exits non-zero. The table's name comes as `PO_NET_TABLE` ([`firewall::TABLE`]).
+/// holder's ruleset unless the one with its hash is loaded already (atomically; a load keeps
+/// the port set's elements, see [`firewall::ruleset`]), let this hub's TCP broker ports through
+/// (a later hub listens on other ports than the one that made the holder; earlier hubs' ports
+/// stay, also when two helpers both load because both looked before either had loaded): added
+/// to the port set, or, in a holder made before the set, as rules of their own. Say so. Any
+/// failure exits non-zero. The table's and the set's names come as `PO_NET_TABLE` and
+/// `PO_NET_PORT_SET` ([`firewall::TABLE`], [`firewall::PORT_SET`]).
 pub const HELPER_SCRIPT: &str = r#"set -e
 b=
 if [ -n "$PO_NET_BROKER_HOST" ]; then
@@ -58,9 +61,17 @@ if ! nft list counter inet "$PO_NET_TABLE" "po_rules_$PO_NET_HASH" >/dev/null 2>
 ' "$PO_NET_RULES" | nft -f /dev/stdin
   fi
 fi
-for p in $PO_NET_PORTS; do
-  nft list chain inet "$PO_NET_TABLE" output | grep -q "ip daddr $b tcp dport $p accept" || nft insert rule inet "$PO_NET_TABLE" output ip daddr "$b" tcp dport "$p" accept
-done
+if [ -n "$PO_NET_PORTS" ]; then
+  if nft list set inet "$PO_NET_TABLE" "$PO_NET_PORT_SET" >/dev/null 2>&1; then
+    l=
+    for p in $PO_NET_PORTS; do l="$l${l:+, }$p"; done
+    nft add element inet "$PO_NET_TABLE" "$PO_NET_PORT_SET" "{ $l }"
+  else
+    for p in $PO_NET_PORTS; do
+      nft list chain inet "$PO_NET_TABLE" output | grep -q "ip daddr $b tcp dport $p accept" || nft insert rule inet "$PO_NET_TABLE" output ip daddr "$b" tcp dport "$p" accept
+    done
+  fi
+fi
 echo po-net-ready
 "#;
 
@@ -385,6 +396,7 @@ fn helper_body(
         format!("PO_NET_RULES={}", rules.text),
         format!("PO_NET_HASH={}", rules.hash),
         format!("PO_NET_TABLE={}", firewall::TABLE),
+        format!("PO_NET_PORT_SET={}", firewall::PORT_SET),
         format!("PO_NET_PORTS={}", ports.join(" ")),
     ];
     env.extend(
@@ -669,6 +681,11 @@ mod tests {
         assert!(
             !HELPER_SCRIPT.contains(firewall::TABLE),
             "one spelling of the table"
+        );
+        assert!(env.contains(&format!("PO_NET_PORT_SET={}", firewall::PORT_SET)));
+        assert!(
+            !HELPER_SCRIPT.contains(firewall::PORT_SET),
+            "one spelling of the set"
         );
         assert!(env.contains(&"PO_NET_BROKER_HOST=host.docker.internal".to_string()));
         assert_eq!(body.labels.unwrap()[LABEL_RULES_FOR], "w1");

@@ -15,14 +15,11 @@ fn input(mode: NetworkMode) -> RulesInput {
     }
 }
 
-/// The rules of the output chain, one per line, trimmed.
+/// The rules of the output chain, in order.
 fn output_rules(text: &str) -> Vec<String> {
-    let start = text.find("chain output {").unwrap();
-    text[start..]
-        .lines()
-        .skip(2)
-        .map(str::trim)
-        .take_while(|l| *l != "}")
+    let add = format!("add rule inet {TABLE} output ");
+    text.lines()
+        .filter_map(|l| l.strip_prefix(add.as_str()))
         .map(str::to_string)
         .collect()
 }
@@ -130,7 +127,11 @@ fn a_tcp_broker_route_allows_that_port_on_the_resolved_address_before_any_refusa
     i.broker_port = Some(41234);
     let rules = output_rules(&ruleset(&i));
     assert_eq!(rules[3], "ip daddr $broker tcp dport 41234 accept");
-    assert!(!ruleset(&input(NetworkMode::None)).contains("$broker"));
+    // Other hubs' ports: the set their helpers add to, right after.
+    assert_eq!(rules[4], "ip daddr $broker tcp dport @broker_ports accept");
+    assert!(ruleset(&i).contains("  set broker_ports {\n    type inet_service;\n  }\n"));
+    let socket_route = ruleset(&input(NetworkMode::None));
+    assert!(!socket_route.contains("$broker") && !socket_route.contains("broker_ports"));
     // The allowlist mode's egress proxy port on the same address, next.
     let mut i = input(NetworkMode::Allowlist);
     i.broker_port = Some(41234);
@@ -138,6 +139,7 @@ fn a_tcp_broker_route_allows_that_port_on_the_resolved_address_before_any_refusa
     let rules = output_rules(&ruleset(&i));
     assert_eq!(rules[3], "ip daddr $broker tcp dport 41234 accept");
     assert_eq!(rules[4], "ip daddr $broker tcp dport 41235 accept");
+    assert_eq!(rules[5], "ip daddr $broker tcp dport @broker_ports accept");
 }
 
 #[test]
@@ -146,8 +148,44 @@ fn refusals_reset_tcp_and_answer_the_rest_admin_prohibited_never_drop() {
     assert!(text.contains("meta l4proto tcp reject with tcp reset"));
     assert!(text.contains("reject with icmpx type admin-prohibited"));
     assert!(!text.contains("drop"));
-    // The table is replaced whole in one transaction.
-    assert!(text.starts_with("table inet po_sandbox\ndelete table inet po_sandbox\n"));
+}
+
+#[test]
+fn a_load_declares_the_table_then_flushes_and_fills_its_chains_and_never_deletes_it() {
+    let mut i = input(NetworkMode::Open);
+    i.broker_port = Some(41234);
+    let text = ruleset(&i);
+    // Declared (made when missing, kept when there: the port set keeps its elements), then
+    // both chains flushed and filled in the same transaction.
+    assert!(
+        text.starts_with("table inet po_sandbox {\n  set broker_ports {"),
+        "{text}"
+    );
+    assert!(!text.contains("delete"), "{text}");
+    let lines: Vec<&str> = text.lines().collect();
+    let flush_refuse = lines
+        .iter()
+        .position(|l| *l == "flush chain inet po_sandbox refuse");
+    let flush_output = lines
+        .iter()
+        .position(|l| *l == "flush chain inet po_sandbox output");
+    let first_add = lines.iter().position(|l| l.starts_with("add rule "));
+    let last_decl = lines.iter().position(|l| *l == "}");
+    assert!(last_decl < flush_refuse && flush_refuse < flush_output && flush_output < first_add);
+    // Every rule after the declaration is an `add rule` of one of the two chains.
+    for l in &lines[flush_output.unwrap() + 1..] {
+        assert!(
+            l.starts_with("add rule inet po_sandbox refuse ")
+                || l.starts_with("add rule inet po_sandbox output "),
+            "{l}"
+        );
+    }
+    // The marker counter goes into the declaration.
+    let (marked_text, hash) = marked(&text);
+    let counter = marked_text
+        .find(&format!("counter po_rules_{hash}"))
+        .unwrap();
+    assert!(counter < marked_text.find("flush chain").unwrap());
 }
 
 #[test]
