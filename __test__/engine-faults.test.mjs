@@ -180,6 +180,12 @@ test('a container whose server dies is restarted by the engine: died and restart
   assert.match(died.reason, /exited with code 137/)
   assert.equal(died.containerId, c.containerId)
   assert.ok(events.indexOf(died) < events.indexOf(ofWorkspace('restarted')))
+  // Said once: the feed says it when it looks at the died container and finds it running
+  // again, or on the engine's start event, not both.
+  await new Promise((r) => setTimeout(r, 1500))
+  const all = (state) => events.filter((e) => e.type === 'workspace' && e.workspaceId === 'crash' && e.state === state)
+  assert.equal(all('restarted').length, 1, JSON.stringify(events.filter((e) => e.type === 'workspace')))
+  assert.equal(all('died').length, 1, JSON.stringify(events.filter((e) => e.type === 'workspace')))
   // The port is published by the workspace's network namespace holder, which the crash did
   // not touch: the restarted container is back in the same namespace, behind the same port,
   // and status() says so, without any call to the provider.

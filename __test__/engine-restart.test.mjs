@@ -143,8 +143,14 @@ test('an engine restart: the container comes back on another port and status() s
   assert.equal(now.url, `http://127.0.0.1:${port}`)
   assert.equal(now.containerId, before.containerId, 'the same container, restarted by its policy: not a new one')
   assert.equal(now.state, 'running')
-  const restarted = events.filter((e) => e.type === 'workspace' && e.workspaceId === 'rs' && e.state === 'restarted')
-  assert.ok(restarted.length >= 1, `a restarted event: ${JSON.stringify(events.filter((e) => e.type === 'workspace'))}`)
+  // The event may come a moment after status() shows the port (the feed updates the status
+  // when it looks at the died container, which the engine may have restarted by then, and
+  // says `restarted` on the engine's start event; events reach JS on a later turn).
+  const restartedEvents = () => events.filter((e) => e.type === 'workspace' && e.workspaceId === 'rs' && e.state === 'restarted')
+  await waitFor(() => restartedEvents().length >= 1, 'a restarted event', 10000).catch(() => {
+    assert.fail(`no restarted event: ${JSON.stringify(events.filter((e) => e.type === 'workspace'))}`)
+  })
+  const restarted = restartedEvents()
   assert.match(restarted.at(-1).reason, new RegExp(`now on 127\\.0\\.0\\.1:${port}`))
   // The status's url answers: the container's server is reachable where the status says.
   await waitFor(async () => {

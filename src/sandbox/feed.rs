@@ -102,8 +102,11 @@ pub async fn follow(service: WorkspaceContainers, on_change: OnChange) {
                 for c in &all {
                     // After a gap, a running container the provider knew elsewhere (another
                     // port, another id) was restarted meanwhile, e.g. by an engine restart.
-                    if on_change(&c.workspace_id, c) && c.state == "running" {
-                        died.remove(&c.container_id);
+                    // Also when its status is already current: a container whose death was
+                    // seen (and whose restart was not) came back meanwhile.
+                    let changed = on_change(&c.workspace_id, c);
+                    let was_dead = died.remove(&c.container_id);
+                    if c.state == "running" && (changed || was_dead) {
                         let port = c
                             .host_port
                             .map_or_else(String::new, |p| format!(", now on 127.0.0.1:{p}"));
@@ -149,6 +152,14 @@ pub async fn follow(service: WorkspaceContainers, on_change: OnChange) {
     }
 }
 
+/// The reason of a `restarted` event for a container the engine restarted, with its port.
+fn restarted_by_the_engine(now: &WorkspaceContainer) -> String {
+    let port = now
+        .host_port
+        .map_or_else(String::new, |p| format!(", now on 127.0.0.1:{p}"));
+    format!("restarted by the engine{port}")
+}
+
 async fn react(
     service: &WorkspaceContainers,
     on_change: &OnChange,
@@ -169,13 +180,24 @@ async fn react(
             let Ok(Some(now)) = service.current(id).await else {
                 return;
             };
-            died.insert(id.to_string());
             let code = code.map_or_else(String::new, |c| format!(" with code {c}"));
             let reason = format!(
                 "its process exited{code}; the engine restarts it (restart policy unless-stopped)"
             );
             events.workspace(ws, WorkspaceChange::Died, Some(id), Some(reason));
             on_change(ws, &now);
+            if now.state == "running" {
+                // Restarted already (its `start` event may be gone with the stream, as in an
+                // engine restart): say so now, once.
+                events.workspace(
+                    ws,
+                    WorkspaceChange::Restarted,
+                    Some(id),
+                    Some(restarted_by_the_engine(&now)),
+                );
+            } else {
+                died.insert(id.to_string());
+            }
         }
         Happening::OutOfMemory => {
             let reason = "the kernel killed a process in it for lack of memory".to_string();
@@ -184,10 +206,7 @@ async fn react(
         Happening::Started => {
             if let Ok(Some(now)) = service.current(id).await {
                 if died.remove(id) {
-                    let port = now
-                        .host_port
-                        .map_or_else(String::new, |p| format!(", now on 127.0.0.1:{p}"));
-                    let reason = format!("restarted by the engine{port}");
+                    let reason = restarted_by_the_engine(&now);
                     events.workspace(ws, WorkspaceChange::Restarted, Some(id), Some(reason));
                 }
                 on_change(ws, &now);
