@@ -104,9 +104,11 @@ pub async fn follow(service: WorkspaceContainers, on_change: OnChange) {
                     // port, another id) was restarted meanwhile, e.g. by an engine restart.
                     // Also when its status is already current: a container whose death was
                     // seen (and whose restart was not) came back meanwhile.
+                    // A death it saw stays remembered until the container runs again.
                     let changed = on_change(&c.workspace_id, c);
-                    let was_dead = died.remove(&c.container_id);
-                    if c.state == "running" && (changed || was_dead) {
+                    let running = c.state == "running";
+                    let was_dead = running && died.remove(&c.container_id);
+                    if running && (changed || was_dead) {
                         let port = c
                             .host_port
                             .map_or_else(String::new, |p| format!(", now on 127.0.0.1:{p}"));
