@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Cross-target clippy (`npm run lint` and so `npm test` run it): the crate is checked, with
+# Cross-target clippy (`npm run test:platforms` runs it): the crate is checked, with
 # warnings as errors, for x86_64-apple-darwin, aarch64-apple-darwin and x86_64-pc-windows-msvc
 # as well as for this machine. ring's C code needs a C compiler for each target: zig (PyPI
 # `ziglang`) plays it, installed into a venv under the cache folder the first time. Nothing is
@@ -9,8 +9,8 @@
 #                            (default: ${XDG_CACHE_HOME:-$HOME/.cache}/po-sandbox-cross)
 #   PO_SANDBOX_CROSS_TARGETS the targets to check (default: the three above, space-separated)
 #   CARGO_TARGET_DIR         shared with the host build: each target's output goes to
-#                            $CARGO_TARGET_DIR/<triple>/release, host build scripts and proc
-#                            macros are the ones the host clippy --release already built.
+#                            $CARGO_TARGET_DIR/<triple>/release, and the host build scripts and
+#                            proc macros are built once for all three.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

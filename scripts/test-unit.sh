@@ -10,11 +10,11 @@ step() { printf '\n== %s\n' "$*"; }
 
 if ! ls ./*.node >/dev/null 2>&1; then
   step "build the addon (no .node here yet)"
-  npx napi build --platform --release
+  npx napi build --platform --features tokio/test-util
 fi
 
-step "rust: unit tests (cargo test --release)"
-cargo test --release
+step "rust: unit tests (cargo test)"
+cargo test
 
 step "types: tsc --noEmit --strict (npm run typecheck)"
 npm run --silent typecheck
@@ -22,4 +22,5 @@ npm run --silent typecheck
 step "node:test suites that need no engine"
 node --test --test-concurrency=2 --test-timeout=120000 \
   __test__/broker.test.mjs __test__/broker-attacks.test.mjs __test__/broker-tls.test.mjs \
-  __test__/broker-pi.test.mjs __test__/pi.test.mjs __test__/package.test.mjs
+  __test__/broker-pi.test.mjs __test__/pi.test.mjs __test__/package.test.mjs __test__/identity.test.mjs \
+  __test__/bridge.test.mjs
