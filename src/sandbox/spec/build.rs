@@ -6,6 +6,7 @@ use std::path::Path;
 use sha2::{Digest, Sha256};
 
 use super::names::*;
+use crate::names::paths::{HOME_DIR, RUNTIME_DIR, TOKEN_PATH};
 use crate::host::{HostOs, UserIds};
 use crate::platform::container_path;
 use crate::runtime_bundle::RuntimeBundle;
@@ -484,73 +485,87 @@ fn hash(spec: &ContainerSpec) -> String {
         network_mode,
         spec_hash: _,
     } = spec;
-    let mut h = Sha256::new();
-    let mut field = |tag: &str, value: &str| {
-        h.update(tag.as_bytes());
-        h.update([0]);
-        h.update(value.as_bytes());
-        h.update([0]);
-    };
-    field("image", image);
-    field("user", user);
-    field("workdir", working_dir);
-    field("port", &container_port.to_string());
-    field("pids", &pids_limit.to_string());
-    for c in cmd {
-        field("cmd", c);
-    }
-    for (k, v) in env {
-        field("env", &format!("{k}={v}"));
-    }
-    for b in binds {
-        field(
-            "bind",
-            &format!("{}:{}:{}", b.source.display(), b.target, b.read_only),
-        );
-    }
-    for v in volumes {
-        field("volume", &format!("{}:{}", v.name, v.target));
-    }
-    for e in extra_hosts {
-        field("host", e);
-    }
+    let mut h = SpecHasher(Sha256::new());
+    h.field("image", image);
+    h.field("user", user);
+    h.field("workdir", working_dir);
+    h.field("port", &container_port.to_string());
+    h.field("pids", &pids_limit.to_string());
+    h.each("cmd", cmd);
+    h.each("env", env.iter().map(|(k, v)| format!("{k}={v}")));
+    h.mounts(binds, volumes);
+    h.each("host", extra_hosts);
     // Absent when there are none, so a spec without run flags hashes as it always did; the
     // parsed fields follow from the flags given.
-    for f in &run_flags.given {
-        field("run-flag", f);
-    }
-    let Limits {
-        memory,
-        nano_cpus,
-        cpu_shares,
-    } = limits;
-    field("limits", &format!("{memory}:{nano_cpus}:{cpu_shares}"));
-    field("read-only-root", &read_only_root.to_string());
-    for (path, options) in tmpfs {
-        field("tmpfs", &format!("{path}:{options}"));
-    }
-    let HealthProbe {
-        test,
-        interval_ns,
-        timeout_ns,
-        retries,
-        start_period_ns,
-    } = health;
-    for t in test {
-        field("health", t);
-    }
-    field(
-        "health-timing",
-        &format!("{interval_ns}:{timeout_ns}:{retries}:{start_period_ns}"),
-    );
-    field("network", network);
+    h.each("run-flag", &run_flags.given);
+    h.limits(limits);
+    h.field("read-only-root", &read_only_root.to_string());
+    h.each("tmpfs", tmpfs.iter().map(|(path, o)| format!("{path}:{o}")));
+    h.health(health);
+    h.field("network", network);
     // Absent in the usual (rootful) case, so such a spec hashes as it always did.
     if *keep_id {
-        field("userns", "keep-id");
+        h.field("userns", "keep-id");
     }
     if !limits_enforced {
-        field("limits-enforced", "false");
+        h.field("limits-enforced", "false");
     }
-    field("network-mode", network_mode.as_str());
-    hex::encode(&h.finalize()[..16])
+    h.field("network-mode", network_mode.as_str());
+    hex::encode(&h.0.finalize()[..16])
+}
+
+/// The spec hash as it is fed: each field a tag and a value, each ended by a zero byte.
+struct SpecHasher(Sha256);
+
+impl SpecHasher {
+    /// One tagged value.
+    fn field(&mut self, tag: &str, value: &str) {
+        self.0.update(tag.as_bytes());
+        self.0.update([0]);
+        self.0.update(value.as_bytes());
+        self.0.update([0]);
+    }
+
+    /// One tagged value per item (none for none).
+    fn each<S: AsRef<str>>(&mut self, tag: &str, values: impl IntoIterator<Item = S>) {
+        for v in values {
+            self.field(tag, v.as_ref());
+        }
+    }
+
+    /// The bind mounts, then the volumes.
+    fn mounts(&mut self, binds: &[Bind], volumes: &[VolumeMount]) {
+        for b in binds {
+            let value = format!("{}:{}:{}", b.source.display(), b.target, b.read_only);
+            self.field("bind", &value);
+        }
+        self.each(
+            "volume",
+            volumes.iter().map(|v| format!("{}:{}", v.name, v.target)),
+        );
+    }
+
+    /// The memory and CPU limits, as one field.
+    fn limits(&mut self, limits: &Limits) {
+        let Limits {
+            memory,
+            nano_cpus,
+            cpu_shares,
+        } = limits;
+        self.field("limits", &format!("{memory}:{nano_cpus}:{cpu_shares}"));
+    }
+
+    /// The health check's command, then its timing.
+    fn health(&mut self, health: &HealthProbe) {
+        let HealthProbe {
+            test,
+            interval_ns,
+            timeout_ns,
+            retries,
+            start_period_ns,
+        } = health;
+        self.each("health", test);
+        let timing = format!("{interval_ns}:{timeout_ns}:{retries}:{start_period_ns}");
+        self.field("health-timing", &timing);
+    }
 }
