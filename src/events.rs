@@ -5,7 +5,17 @@ use std::sync::{Arc, Mutex};
 
 use napi_derive::napi;
 
-use crate::provider::ProviderState;
+/// The provider's state.
+#[napi(string_enum = "lowercase")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProviderState {
+    /// Start-up runs (engine, runtime bundle, image).
+    Starting,
+    /// The service is usable.
+    Ready,
+    /// Start-up failed; `reason` says why and what to do.
+    Unavailable,
+}
 
 /// Where an image is: `checking`, `cached`, `building`, `progress`, `built` or `failed`.
 #[napi(string_enum = "lowercase")]

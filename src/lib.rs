@@ -12,6 +12,7 @@ mod events;
 mod host;
 mod image;
 mod logging;
+mod names;
 mod napi;
 mod platform;
 mod provider;

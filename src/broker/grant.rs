@@ -11,15 +11,14 @@ use hmac::{Hmac, Mac};
 use sha2::Sha256;
 use tokio::sync::Semaphore;
 
-use super::egress::{
-    EGRESS_PROXY_VAR, EGRESS_SOCKET, EGRESS_SOCKET_VAR, EgressSocket, Scope, basic_credentials,
-};
+use super::egress::{EGRESS_SOCKET, EgressSocket, Scope, basic_credentials};
 use super::request::TokenIndex;
 use super::routes::{self, ProviderRoute};
 use super::secret::Secret;
-use super::server::{Broker, DISABLE_VAR, GrantState, PER_GRANT_CONNECTIONS, TokenEntry, hash};
+use super::server::{Broker, GrantState, PER_GRANT_CONNECTIONS, TokenEntry, hash};
 use super::socket::{bind_socket, file_identity};
 use crate::error::{Error, Result};
+use crate::names::vars::{DISABLE_VAR, EGRESS_PROXY_VAR, EGRESS_SOCKET_VAR};
 
 /// How a container on a VM engine reaches the host.
 pub const CONTAINER_HOST: &str = "host.docker.internal";
@@ -300,7 +299,7 @@ impl Broker {
     /// Grants a container its credentials. Must run inside a Tokio runtime (the socket route
     /// starts a listener). With the broker off, the grant carries nothing.
     pub fn grant(&self, request: GrantRequest) -> Result<Grant> {
-        crate::sandbox::workspace::check_id(&request.workspace)?;
+        crate::names::ids::check_id(&request.workspace)?;
         let env = &self.inner.host_env;
         let id = format!(
             "g{}-{}",
@@ -339,7 +338,7 @@ impl Broker {
     /// random, `PO_BROKER_PROVIDERS` and the socket route variable), without opening a route
     /// or making the tokens live here: for a container whose socket another hub serves.
     pub fn unbound_grant(&self, request: GrantRequest) -> Result<Grant> {
-        crate::sandbox::workspace::check_id(&request.workspace)?;
+        crate::names::ids::check_id(&request.workspace)?;
         let env = &self.inner.host_env;
         if !self.inner.enabled {
             return Ok(grant_when_off("unbound".into(), request.workspace, env));

@@ -28,11 +28,10 @@ use super::routes::{self, ProviderRoute};
 use super::secret::Secret;
 use super::socket::file_identity;
 use crate::error::{Error, Result};
+use crate::names::vars::DISABLE_VAR;
 
 pub use super::grant::{CONTAINER_HOST, Grant, GrantRequest, GrantRoute, RouteKind};
 
-/// `PO_SANDBOX_BROKER=0` turns the broker off: grants carry no credentials and no route.
-pub const DISABLE_VAR: &str = "PO_SANDBOX_BROKER";
 /// Longer than pi's 300 s request timeout, so a slow stream is never cut by the broker.
 pub const IDLE_TIMEOUT: Duration = Duration::from_secs(330);
 /// How long a request head may take to arrive, counted from when the broker waits for one (a

@@ -8,6 +8,8 @@
 use std::collections::BTreeMap;
 
 use crate::error::{Error, Result};
+use crate::names::paths;
+pub(crate) use crate::names::vars::RUN_FLAGS_VAR;
 
 mod values;
 pub use values::{bytes, check_tmpfs_against, nano_cpus};
@@ -16,18 +18,15 @@ use values::{
     whole,
 };
 
-/// The host variable: a whitespace-separated list of flags (the `runFlags` option wins).
-pub const RUN_FLAGS_VAR: &str = "PO_SANDBOX_RUN_FLAGS";
-
 /// Where every container mounts something of its own (besides the workspace and P, which
 /// [`check_tmpfs_against`] checks per container): a tmpfs may not be at, over or under them.
 pub const FIXED_TARGETS: [&str; 6] = [
-    crate::sandbox::spec::HOME_DIR,
-    crate::sandbox::spec::RUNTIME_DIR,
-    crate::sandbox::spec::GIT_DIR,
+    paths::HOME_DIR,
+    paths::RUNTIME_DIR,
+    paths::GIT_DIR,
     crate::runtime_bundle::MOUNT_POINT,
     "/run/po-sandbox",
-    crate::sandbox::service::BROKER_MOUNT,
+    paths::BROKER_MOUNT,
 ];
 
 /// Every flag the layer accepts, for messages.

@@ -6,8 +6,8 @@ use std::path::Path;
 use sha2::{Digest, Sha256};
 
 use super::names::*;
-use crate::names::paths::{HOME_DIR, RUNTIME_DIR, TOKEN_PATH};
 use crate::host::{HostOs, UserIds};
+use crate::names::paths::{HOME_DIR, RUNTIME_DIR, TOKEN_PATH};
 use crate::platform::container_path;
 use crate::runtime_bundle::RuntimeBundle;
 use crate::sandbox::engine_mode::{NetworkMode as EngineNetwork, SLIRP_HOST_LOOPBACK};

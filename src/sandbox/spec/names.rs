@@ -3,6 +3,8 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::names::paths::{GIT_DIR, HOME_DIR, RUNTIME_DIR};
+
 /// Label: the hub that owns the container.
 pub const LABEL_OWNER: &str = "po.owner";
 /// Label: the workspace id.
@@ -19,14 +21,6 @@ pub const LABEL_WORKSPACE_PATH: &str = "po.workspace-path";
 /// only when there are any).
 pub const LABEL_RUN_FLAGS: &str = "po.run-flags";
 
-/// Where the container's home volume is mounted (world-writable in the image).
-pub const HOME_DIR: &str = "/po-home";
-/// Where the package-cache volume is mounted.
-pub const RUNTIME_DIR: &str = "/po-runtime";
-/// Where the git worktree volume is mounted.
-pub const GIT_DIR: &str = "/po-git";
-/// Where the container's own token file is mounted.
-pub const TOKEN_PATH: &str = "/run/po-sandbox/token";
 /// The seed files copied read-only from `<poHome>` into P when they exist.
 pub const SEED_FILES: [&str; 3] = ["modes.yaml", "domains.yaml", "config.yaml"];
 /// The writable places on the read-only root file system (CIS 5.13), as tmpfs: path and

@@ -7,6 +7,7 @@ use super::posture::{
 };
 use super::*;
 use crate::host::UserIds;
+use crate::names::paths::{GIT_DIR, HOME_DIR, TOKEN_PATH};
 use crate::runtime_bundle::RuntimeBundle;
 use crate::sandbox::engine_mode::EngineMode;
 use crate::sandbox::firewall::NetworkMode;
