@@ -11,6 +11,7 @@ mod error;
 mod events;
 mod host;
 mod image;
+mod lock;
 mod logging;
 mod names;
 mod napi;

@@ -18,6 +18,7 @@ use super::secret::Secret;
 use super::server::{Broker, GrantState, PER_GRANT_CONNECTIONS, TokenEntry, hash};
 use super::socket::{bind_socket, file_identity};
 use crate::error::{Error, Result};
+use crate::lock::{Locked, ReadWriteLocked};
 use crate::names::vars::{DISABLE_VAR, EGRESS_PROXY_VAR, EGRESS_SOCKET_VAR};
 
 /// How a container on a VM engine reaches the host.
@@ -495,8 +496,7 @@ impl Broker {
         let scope = Scope::new(self.clone(), policy, id, &request.workspace);
         self.inner
             .egress_auth
-            .write()
-            .unwrap_or_else(|e| e.into_inner())
+            .write_locked()
             .insert(h, Arc::new(scope));
         Ok(Some((
             format!("http://po:{token}@{host}:{}", address.port()),
@@ -519,7 +519,7 @@ impl Broker {
         };
         let hashes: Vec<[u8; 32]> = entries.iter().map(|e| hash(e.token.expose())).collect();
         {
-            let mut tokens = self.inner.tokens.write().unwrap_or_else(|e| e.into_inner());
+            let mut tokens = self.inner.tokens.write_locked();
             for entry in entries {
                 if let Some(key) = TokenIndex::key(entry.token.expose()) {
                     tokens.index.insert(key);
@@ -527,24 +527,20 @@ impl Broker {
                 tokens.by_hash.insert(hash(entry.token.expose()), entry);
             }
         }
-        self.inner
-            .grants
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(
-                id.to_string(),
-                GrantState {
-                    workspace: workspace.to_string(),
-                    hashes,
-                    socket_dir: open.socket_dir,
-                    socket_file,
-                    owns_dir: open.owns_dir,
-                    task: open.task,
-                    connections,
-                    egress: open.egress,
-                    egress_auth: open.egress_tcp.map(|(_, h)| h),
-                },
-            );
+        self.inner.grants.locked().insert(
+            id.to_string(),
+            GrantState {
+                workspace: workspace.to_string(),
+                hashes,
+                socket_dir: open.socket_dir,
+                socket_file,
+                owns_dir: open.owns_dir,
+                task: open.task,
+                connections,
+                egress: open.egress,
+                egress_auth: open.egress_tcp.map(|(_, h)| h),
+            },
+        );
         open.route
     }
 }
