@@ -225,7 +225,7 @@ pub async fn doctor(
         warnings.push(format!(
             "no guarded paths: a contained agent can write git hooks, .git/config, editor tasks \
              and .envrc that this host runs later; unset {} (or guardedPaths) for the defaults",
-            crate::sandbox::guards::GUARDED_PATHS_VAR
+            crate::names::vars::GUARDED_PATHS_VAR
         ));
     }
     let mut report = DoctorReport {
@@ -426,7 +426,7 @@ fn image_presence(im: &ImageCheck) -> String {
         (Some(false), _) => format!(
             "not built yet, and its base {} is not on the engine: load or build it (no registry needed with {} set to a local image)",
             im.base,
-            crate::image::BASE_VAR
+            crate::names::vars::BASE_VAR
         ),
     }
 }

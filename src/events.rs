@@ -3,9 +3,20 @@
 
 use std::sync::{Arc, Mutex};
 
+use crate::lock::Locked;
 use napi_derive::napi;
 
-use crate::provider::ProviderState;
+/// The provider's state.
+#[napi(string_enum = "lowercase")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProviderState {
+    /// Start-up runs (engine, runtime bundle, image).
+    Starting,
+    /// The service is usable.
+    Ready,
+    /// Start-up failed; `reason` says why and what to do.
+    Unavailable,
+}
 
 /// Where an image is: `checking`, `cached`, `building`, `progress`, `built` or `failed`.
 #[napi(string_enum = "lowercase")]
@@ -167,7 +178,7 @@ impl EventBus {
     pub fn subscribe(&self, listener: Listener) {
         // Replay and registration happen under the lock that `emit` records under, so an
         // event is either in the replayed history or delivered live, never both or neither.
-        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let mut state = self.state.locked();
         for event in &state.history {
             listener(event);
         }
@@ -177,7 +188,7 @@ impl EventBus {
     /// Sends an event to every listener (and to `tracing`).
     pub fn emit(&self, event: Event) {
         tracing::debug!(?event, "po-sandbox event");
-        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let mut state = self.state.locked();
         if state.history.len() == REPLAY_LIMIT {
             // Image build progress goes first, so a long build does not push the engine,
             // runtime, provider and workspace events out of the replay.

@@ -85,7 +85,7 @@ impl HostEnv {
 
     /// Runs inside a sandbox container (`PO_SANDBOX=1`), where containers must not nest.
     pub fn contained(&self) -> bool {
-        self.var(crate::contained::identity::SANDBOX_VAR)
+        self.var(crate::names::vars::SANDBOX_VAR)
             .is_some_and(|v| v.trim() == "1")
     }
 

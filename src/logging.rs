@@ -1,9 +1,7 @@
 //! Diagnostics through `tracing`: off unless `PO_SANDBOX_LOG` holds a filter, then to stderr.
 
+use crate::names::vars::LOG_VAR;
 use std::sync::OnceLock;
-
-/// The variable holding the log filter (`tracing_subscriber::EnvFilter` syntax, e.g. `debug`).
-pub const LOG_VAR: &str = "PO_SANDBOX_LOG";
 
 static INIT: OnceLock<()> = OnceLock::new();
 

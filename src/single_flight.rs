@@ -6,6 +6,7 @@ use std::collections::HashMap;
 use std::hash::Hash;
 use std::sync::Mutex;
 
+use crate::lock::Locked;
 use futures_util::future::{BoxFuture, FutureExt, Shared};
 
 type Run<T> = Shared<BoxFuture<'static, T>>;
@@ -62,7 +63,7 @@ where
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<K, (Run<T>, S)>> {
-        self.running.lock().unwrap_or_else(|e| e.into_inner())
+        self.running.locked()
     }
 }
 

@@ -42,11 +42,6 @@ use super::server::{Broker, HEAD_TIMEOUT, IDLE_TIMEOUT};
 
 /// The egress socket's file name in a grant's route folder.
 pub const EGRESS_SOCKET: &str = "egress.sock";
-/// The container's variable naming the egress socket.
-pub const EGRESS_SOCKET_VAR: &str = "PO_BROKER_EGRESS_SOCKET";
-/// The container's variable with the egress proxy's URL on the TCP route: the broker's egress
-/// port as the container reaches it, with the grant's egress credentials (`po:<token>`).
-pub const EGRESS_PROXY_VAR: &str = "PO_BROKER_EGRESS_PROXY";
 /// Connections (tunnels and plain-HTTP connections) one grant may have open at once.
 pub const EGRESS_CONNECTIONS: usize = 64;
 /// How long dialling an upstream (and looking its name up) may take.

@@ -11,15 +11,15 @@ use hmac::{Hmac, Mac};
 use sha2::Sha256;
 use tokio::sync::Semaphore;
 
-use super::egress::{
-    EGRESS_PROXY_VAR, EGRESS_SOCKET, EGRESS_SOCKET_VAR, EgressSocket, Scope, basic_credentials,
-};
+use super::egress::{EGRESS_SOCKET, EgressSocket, Scope, basic_credentials};
 use super::request::TokenIndex;
 use super::routes::{self, ProviderRoute};
 use super::secret::Secret;
-use super::server::{Broker, DISABLE_VAR, GrantState, PER_GRANT_CONNECTIONS, TokenEntry, hash};
+use super::server::{Broker, GrantState, PER_GRANT_CONNECTIONS, TokenEntry, hash};
 use super::socket::{bind_socket, file_identity};
 use crate::error::{Error, Result};
+use crate::lock::{Locked, ReadWriteLocked};
+use crate::names::vars::{DISABLE_VAR, EGRESS_PROXY_VAR, EGRESS_SOCKET_VAR};
 
 /// How a container on a VM engine reaches the host.
 pub const CONTAINER_HOST: &str = "host.docker.internal";
@@ -300,7 +300,7 @@ impl Broker {
     /// Grants a container its credentials. Must run inside a Tokio runtime (the socket route
     /// starts a listener). With the broker off, the grant carries nothing.
     pub fn grant(&self, request: GrantRequest) -> Result<Grant> {
-        crate::sandbox::workspace::check_id(&request.workspace)?;
+        crate::names::ids::check_id(&request.workspace)?;
         let env = &self.inner.host_env;
         let id = format!(
             "g{}-{}",
@@ -339,7 +339,7 @@ impl Broker {
     /// random, `PO_BROKER_PROVIDERS` and the socket route variable), without opening a route
     /// or making the tokens live here: for a container whose socket another hub serves.
     pub fn unbound_grant(&self, request: GrantRequest) -> Result<Grant> {
-        crate::sandbox::workspace::check_id(&request.workspace)?;
+        crate::names::ids::check_id(&request.workspace)?;
         let env = &self.inner.host_env;
         if !self.inner.enabled {
             return Ok(grant_when_off("unbound".into(), request.workspace, env));
@@ -496,8 +496,7 @@ impl Broker {
         let scope = Scope::new(self.clone(), policy, id, &request.workspace);
         self.inner
             .egress_auth
-            .write()
-            .unwrap_or_else(|e| e.into_inner())
+            .write_locked()
             .insert(h, Arc::new(scope));
         Ok(Some((
             format!("http://po:{token}@{host}:{}", address.port()),
@@ -520,7 +519,7 @@ impl Broker {
         };
         let hashes: Vec<[u8; 32]> = entries.iter().map(|e| hash(e.token.expose())).collect();
         {
-            let mut tokens = self.inner.tokens.write().unwrap_or_else(|e| e.into_inner());
+            let mut tokens = self.inner.tokens.write_locked();
             for entry in entries {
                 if let Some(key) = TokenIndex::key(entry.token.expose()) {
                     tokens.index.insert(key);
@@ -528,24 +527,20 @@ impl Broker {
                 tokens.by_hash.insert(hash(entry.token.expose()), entry);
             }
         }
-        self.inner
-            .grants
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(
-                id.to_string(),
-                GrantState {
-                    workspace: workspace.to_string(),
-                    hashes,
-                    socket_dir: open.socket_dir,
-                    socket_file,
-                    owns_dir: open.owns_dir,
-                    task: open.task,
-                    connections,
-                    egress: open.egress,
-                    egress_auth: open.egress_tcp.map(|(_, h)| h),
-                },
-            );
+        self.inner.grants.locked().insert(
+            id.to_string(),
+            GrantState {
+                workspace: workspace.to_string(),
+                hashes,
+                socket_dir: open.socket_dir,
+                socket_file,
+                owns_dir: open.owns_dir,
+                task: open.task,
+                connections,
+                egress: open.egress,
+                egress_auth: open.egress_tcp.map(|(_, h)| h),
+            },
+        );
         open.route
     }
 }

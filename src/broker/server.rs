@@ -28,11 +28,11 @@ use super::routes::{self, ProviderRoute};
 use super::secret::Secret;
 use super::socket::file_identity;
 use crate::error::{Error, Result};
+use crate::lock::{Locked, ReadWriteLocked};
+use crate::names::vars::DISABLE_VAR;
 
 pub use super::grant::{CONTAINER_HOST, Grant, GrantRequest, GrantRoute, RouteKind};
 
-/// `PO_SANDBOX_BROKER=0` turns the broker off: grants carry no credentials and no route.
-pub const DISABLE_VAR: &str = "PO_SANDBOX_BROKER";
 /// Longer than pi's 300 s request timeout, so a slow stream is never cut by the broker.
 pub const IDLE_TIMEOUT: Duration = Duration::from_secs(330);
 /// How long a request head may take to arrive, counted from when the broker waits for one (a
@@ -214,7 +214,7 @@ impl Broker {
                 .map_err(|e| Error::broker_caused("cannot read the TCP listener's address", e))?;
             let this = broker.clone();
             let task = tokio::spawn(async move { this.serve_tcp(listener).await });
-            *broker.inner.tcp.lock().unwrap_or_else(|e| e.into_inner()) = Some((addr, task));
+            *broker.inner.tcp.locked() = Some((addr, task));
             if broker.inner.egress.is_some() {
                 broker.listen_egress_tcp().await?;
             }
@@ -243,52 +243,29 @@ impl Broker {
         let this = self.clone();
         let connections = Arc::new(Semaphore::new(MAX_TCP_CONNECTIONS));
         let task = tokio::spawn(async move { this.serve_egress_tcp(listener, connections).await });
-        *self
-            .inner
-            .egress_tcp
-            .lock()
-            .unwrap_or_else(|e| e.into_inner()) = Some((addr, task));
+        *self.inner.egress_tcp.locked() = Some((addr, task));
         Ok(())
     }
 
     /// The TCP route's egress port, when listening.
     pub fn egress_tcp_address(&self) -> Option<SocketAddr> {
-        self.inner
-            .egress_tcp
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .as_ref()
-            .map(|(a, _)| *a)
+        self.inner.egress_tcp.locked().as_ref().map(|(a, _)| *a)
     }
 
     /// The grant a `Proxy-Authorization` value names on the TCP route's egress port.
     pub(super) fn egress_scope(&self, value: &[u8]) -> Option<Arc<Scope>> {
         let h: [u8; 32] = Sha256::digest(value).into();
-        self.inner
-            .egress_auth
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(&h)
-            .cloned()
+        self.inner.egress_auth.read_locked().get(&h).cloned()
     }
 
     /// The loopback TCP address, when listening.
     pub fn tcp_address(&self) -> Option<SocketAddr> {
-        self.inner
-            .tcp
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .as_ref()
-            .map(|(a, _)| *a)
+        self.inner.tcp.locked().as_ref().map(|(a, _)| *a)
     }
 
     /// Adds an audit listener.
     pub fn on_audit(&self, listener: AuditListener) {
-        self.inner
-            .listeners
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push(listener);
+        self.inner.listeners.locked().push(listener);
     }
 
     pub(super) fn audit(&self, event: AuditEvent) {
@@ -303,12 +280,7 @@ impl Broker {
             error = event.error.as_deref().unwrap_or(""),
             "broker request"
         );
-        let listeners = self
-            .inner
-            .listeners
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone();
+        let listeners = self.inner.listeners.locked().clone();
         for l in listeners {
             l(&event);
         }
@@ -316,11 +288,7 @@ impl Broker {
 
     /// Adds an egress audit listener.
     pub fn on_egress(&self, listener: EgressListener) {
-        self.inner
-            .egress_listeners
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push(listener);
+        self.inner.egress_listeners.locked().push(listener);
     }
 
     pub(super) fn egress_audit(&self, event: EgressEvent) {
@@ -336,12 +304,7 @@ impl Broker {
             duration_ms = event.duration_ms,
             "egress connection"
         );
-        let listeners = self
-            .inner
-            .egress_listeners
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone();
+        let listeners = self.inner.egress_listeners.locked().clone();
         for l in listeners {
             l(&event);
         }
@@ -356,16 +319,11 @@ impl Broker {
     /// Revokes a grant; hands back its aborted listener tasks, so that `close` can wait for the
     /// listener to be dropped. The socket file is gone when this returns.
     fn revoke_inner(&self, grant_id: &str) -> Option<Vec<tokio::task::JoinHandle<()>>> {
-        let state = self
-            .inner
-            .grants
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(grant_id)?;
+        let state = self.inner.grants.locked().remove(grant_id)?;
         {
             // A later grant from the same token file carries the same tokens: those entries are
             // its own now and stay.
-            let mut tokens = self.inner.tokens.write().unwrap_or_else(|e| e.into_inner());
+            let mut tokens = self.inner.tokens.write_locked();
             for h in &state.hashes {
                 if tokens.by_hash.get(h).is_some_and(|e| e.grant == grant_id)
                     && let Some(e) = tokens.by_hash.remove(h)
@@ -390,11 +348,7 @@ impl Broker {
             egress_task = Some(task);
         }
         if let Some(h) = state.egress_auth {
-            self.inner
-                .egress_auth
-                .write()
-                .unwrap_or_else(|e| e.into_inner())
-                .remove(&h);
+            self.inner.egress_auth.write_locked().remove(&h);
         }
         if let (Some(dir), Some(bound)) = (state.socket_dir, state.socket_file) {
             // Only the socket this grant bound: a later grant on the same folder replaced it.
@@ -413,7 +367,7 @@ impl Broker {
     /// Whether a grant is still in force and, for a socket route, its socket is still the
     /// one it bound (nobody removed or replaced it).
     pub fn grant_live(&self, grant_id: &str) -> bool {
-        let grants = self.inner.grants.lock().unwrap_or_else(|e| e.into_inner());
+        let grants = self.inner.grants.locked();
         let Some(state) = grants.get(grant_id) else {
             return false;
         };
@@ -426,13 +380,7 @@ impl Broker {
 
     /// The grants alive now.
     pub fn grant_ids(&self) -> Vec<String> {
-        self.inner
-            .grants
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .keys()
-            .cloned()
-            .collect()
+        self.inner.grants.locked().keys().cloned().collect()
     }
 
     /// Revokes every grant and stops listening. Returns once every listener is dropped: a
@@ -445,7 +393,7 @@ impl Broker {
             .flatten()
             .collect();
         for listener in [&self.inner.tcp, &self.inner.egress_tcp] {
-            if let Some((_, task)) = listener.lock().unwrap_or_else(|e| e.into_inner()).take() {
+            if let Some((_, task)) = listener.locked().take() {
                 task.abort();
                 tasks.push(task);
             }
@@ -611,7 +559,7 @@ impl Broker {
         let auth = request::auth_header(headers)?;
         let target = req.uri().path_and_query().map_or(path, |pq| pq.as_str());
         {
-            let tokens = self.inner.tokens.read().unwrap_or_else(|e| e.into_inner());
+            let tokens = self.inner.tokens.read_locked();
             request::token_placement(&tokens.index, req.method().as_str(), target, headers, auth)?;
         }
         event.path = request::audited_path(path, Some(route.id), true);
@@ -620,8 +568,7 @@ impl Broker {
         event.workspace = self
             .inner
             .grants
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
+            .locked()
             .get(&grant)
             .map(|g| g.workspace.clone());
         event.grant = Some(grant.clone());
@@ -649,7 +596,7 @@ impl Broker {
         token: &Secret,
         scope: Option<&str>,
     ) -> std::result::Result<String, Refusal> {
-        let tokens = self.inner.tokens.read().unwrap_or_else(|e| e.into_inner());
+        let tokens = self.inner.tokens.read_locked();
         match tokens.by_hash.get(&hash(token.expose())) {
             Some(e)
                 if bool::from(e.token.ct_eq(token))
@@ -664,15 +611,14 @@ impl Broker {
 
     /// A TCP connection counts against the first grant that authenticates on it.
     fn attribute(&self, connection: &Connection, grant: &str) -> std::result::Result<(), Refusal> {
-        let mut held = connection.permit.lock().unwrap_or_else(|e| e.into_inner());
+        let mut held = connection.permit.locked();
         if held.is_some() {
             return Ok(());
         }
         let pool = self
             .inner
             .grants
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
+            .locked()
             .get(grant)
             .map(|g| g.connections.clone());
         if let Some(pool) = pool {

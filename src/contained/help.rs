@@ -5,9 +5,9 @@
 use std::collections::HashMap;
 
 use super::identity::{BrokerRoute, RouteKind, SandboxState};
+use crate::names::paths::{BROKER_MOUNT, GIT_DIR, HOME_DIR, RUNTIME_DIR, TOKEN_PATH};
 use crate::runtime_bundle::MOUNT_POINT as BUNDLE_DIR;
-use crate::sandbox::service::BROKER_MOUNT;
-use crate::sandbox::spec::{GIT_DIR, HOME_DIR, RUNTIME_DIR, SEED_FILES, TOKEN_PATH};
+use crate::sandbox::spec::SEED_FILES;
 
 /// The skill's name: pi offers it as `/skill:po-sandbox`.
 pub const SKILL_NAME: &str = "po-sandbox";

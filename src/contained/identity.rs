@@ -6,25 +6,13 @@
 use std::collections::HashMap;
 
 pub(crate) use crate::broker::server::RouteKind;
+use crate::names::vars::{
+    ADDRESS_VAR, EGRESS_PROXY_VAR, EGRESS_SOCKET_VAR, GUARDED_PATHS_VAR, NETWORK_VAR,
+    PROVIDERS_VAR, SANDBOX_VAR, SOCKET_VAR, WORKSPACE_VAR,
+};
 
-/// Set to `1` in every sandbox container.
-pub const SANDBOX_VAR: &str = "PO_SANDBOX";
-/// The workspace id a container serves.
-pub const WORKSPACE_VAR: &str = "PO_WORKSPACE";
-/// Comma-separated providers whose calls go through the broker.
-pub const PROVIDERS_VAR: &str = "PO_BROKER_PROVIDERS";
-/// A Unix socket route to the broker (absolute path).
-pub const SOCKET_VAR: &str = "PO_BROKER_SOCKET";
-/// A TCP route to the broker (`host:port`).
-pub const ADDRESS_VAR: &str = "PO_BROKER_ADDRESS";
-/// The egress proxy's Unix socket (allowlist mode), beside the broker socket.
-pub const EGRESS_SOCKET_VAR: &str = crate::broker::egress::EGRESS_SOCKET_VAR;
-/// The egress proxy's URL on the TCP route (VM engines), with the grant's credentials.
-pub const EGRESS_PROXY_VAR: &str = crate::broker::egress::EGRESS_PROXY_VAR;
 /// The proxy variables a session sets for its tools once the egress bridge runs.
 pub const PROXY_VARS: [&str; 4] = ["HTTPS_PROXY", "HTTP_PROXY", "https_proxy", "http_proxy"];
-/// Comma-separated paths mounted read-only over the workspace (what the host runs later).
-pub const GUARDS_VAR: &str = crate::sandbox::guards::GUARDED_PATHS_VAR;
 
 /// How brokered provider calls reach the host's credential broker.
 #[napi_derive::napi(object, js_name = "BrokerRouteInfo")]
@@ -101,7 +89,7 @@ fn valid_address(addr: &str) -> bool {
 
 /// The egress mode a container lists (`PO_SANDBOX_NETWORK`); an unknown one is a problem.
 fn network(env: &HashMap<String, String>, problems: &mut Vec<String>) -> Option<String> {
-    use crate::sandbox::firewall::{MODES, NETWORK_VAR, NetworkMode};
+    use crate::sandbox::firewall::{MODES, NetworkMode};
     let value = get(env, NETWORK_VAR)?.trim();
     match NetworkMode::parse(value) {
         Some(m) => Some(m.as_str().to_string()),
@@ -129,7 +117,7 @@ fn network_words(mode: &str) -> &'static str {
 
 /// The guarded paths a container lists (`PO_SANDBOX_GUARDED_PATHS`).
 fn guarded_paths(env: &HashMap<String, String>) -> Vec<String> {
-    get(env, GUARDS_VAR)
+    get(env, GUARDED_PATHS_VAR)
         .unwrap_or_default()
         .split(',')
         .map(str::trim)

@@ -15,11 +15,8 @@ use sha2::{Digest, Sha256};
 
 use crate::error::{Error, Result};
 use crate::host::HostEnv;
+use crate::names::vars::{CONFIG_VAR, CONTEXT_VAR};
 
-/// The variable that names the context, over the config file's `currentContext`.
-pub const CONTEXT_VAR: &str = "DOCKER_CONTEXT";
-/// The variable that moves the docker CLI's config folder.
-pub const CONFIG_VAR: &str = "DOCKER_CONFIG";
 /// The context that means "the defaults".
 pub const DEFAULT_CONTEXT: &str = "default";
 

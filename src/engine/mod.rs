@@ -20,27 +20,17 @@ pub(crate) use report::{CandidateReport, EngineReport, remote_reason};
 
 use crate::error::Result;
 use crate::host::HostEnv;
+use crate::names::vars::{
+    BUILD_IDLE_VAR, CALL_TIMEOUT_VAR, CHANGE_TIMEOUT_VAR, ENGINE_VAR, TIMEOUT_VAR,
+};
 
-/// The variable that picks one engine instead of detecting.
-pub const ENGINE_VAR: &str = "PO_SANDBOX_ENGINE";
-/// The variable that sets the per-step timeout in milliseconds.
-pub const TIMEOUT_VAR: &str = "PO_SANDBOX_ENGINE_TIMEOUT_MS";
 /// Default bound on each of connect, ping, version and info.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_millis(3000);
-/// The variable that bounds every engine call that only reads (ping, version, info, list,
-/// inspect, a log tail), in milliseconds.
-pub const CALL_TIMEOUT_VAR: &str = "PO_SANDBOX_ENGINE_CALL_TIMEOUT_MS";
 /// Default bound on a reading call: an engine that answers at all answers these in
 /// milliseconds; a hung one is reported as `ENGINE_TIMEOUT` after this.
 pub const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(10);
-/// The variable that bounds every engine call that changes something (create, start, remove,
-/// volumes, exec, the start of an image build), in milliseconds. A stop adds its grace.
-pub const CHANGE_TIMEOUT_VAR: &str = "PO_SANDBOX_ENGINE_CHANGE_TIMEOUT_MS";
 /// Default bound on a changing call: a busy engine creates and starts slowly.
 pub const DEFAULT_CHANGE_TIMEOUT: Duration = Duration::from_secs(30);
-/// The variable that bounds the gap between two progress messages of an image build, in
-/// milliseconds (a build is bounded by its progress, not by its length).
-pub const BUILD_IDLE_VAR: &str = "PO_SANDBOX_IMAGE_BUILD_IDLE_TIMEOUT_MS";
 /// Default longest silence of a build step (a quiet `npm install` on a slow network).
 pub const DEFAULT_BUILD_IDLE: Duration = Duration::from_secs(300);
 /// How long a stop lets the container's process exit before the engine kills it.

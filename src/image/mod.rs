@@ -10,14 +10,11 @@ use sha2::{Digest, Sha256};
 
 use crate::error::{Error, Result};
 use crate::events::{EventBus, ImagePhase};
+use crate::names::vars::{BASE_VAR, VARIANT_VAR};
 use crate::single_flight::SingleFlight;
 
 /// The base image of the full recipe.
 pub const DEFAULT_BASE: &str = "node:24-bookworm-slim";
-/// Overrides the base image.
-pub const BASE_VAR: &str = "PO_SANDBOX_BASE_IMAGE";
-/// `full` (default) or `minimal` (toolchain-free).
-pub const VARIANT_VAR: &str = "PO_SANDBOX_IMAGE_VARIANT";
 /// The repository of every sandbox image.
 pub const REPOSITORY: &str = "po-sandbox";
 
@@ -371,7 +368,7 @@ async fn build(
             let idle = bounds.build_idle.as_millis();
             let why = format!(
                 "the engine sent no build output for {idle} ms ({}); the build may be hung: restart the engine, or raise the bound for a slow step",
-                crate::engine::BUILD_IDLE_VAR
+                crate::names::vars::BUILD_IDLE_VAR
             );
             return Err(log.failed(recipe, tag, why));
         };

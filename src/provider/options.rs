@@ -13,6 +13,7 @@ use crate::engine::{self, DetectOptions};
 use crate::error::{Error, Result};
 use crate::host::{HostEnv, HostOs, UserIds};
 use crate::image::ImageRecipe;
+use crate::names::vars::{CPUS_VAR, MEMORY_VAR, NETWORK_ALLOW_VAR, NETWORK_RESOLVE_VAR};
 use crate::runtime_bundle;
 use crate::sandbox::engine_mode::{TRANSPORT_VAR, TransportChoice};
 use crate::sandbox::run_flags::{self, RUN_FLAGS_VAR, RunFlags};
@@ -105,11 +106,6 @@ pub struct ProviderOptions {
     /// The egress mode (`network`, `PO_SANDBOX_NETWORK`; default `open`).
     pub network_mode: crate::sandbox::firewall::NetworkMode,
 }
-
-/// The variable that sets `networkAllow` when the option does not (comma-separated).
-pub const NETWORK_ALLOW_VAR: &str = "PO_SANDBOX_NETWORK_ALLOW";
-/// The variable that sets `networkResolve` when the option does not (comma-separated).
-pub const NETWORK_RESOLVE_VAR: &str = "PO_SANDBOX_NETWORK_RESOLVE";
 
 /// The option's list, else the variable's comma-separated entries, with the name to blame.
 fn list_or_var(
@@ -371,11 +367,6 @@ fn guarded_paths(option: Option<Vec<String>>, host: &HostEnv) -> Result<Vec<Stri
             .collect()),
     }
 }
-
-/// The variable that sets the memory limit when the `memory` option does not.
-pub const MEMORY_VAR: &str = "PO_SANDBOX_MEMORY";
-/// The variable that sets the CPU limit when the `cpus` option does not.
-pub const CPUS_VAR: &str = "PO_SANDBOX_CPUS";
 
 /// `memory`, else `PO_SANDBOX_MEMORY`: a size as for `--memory` (at least `6m`); `None` when
 /// neither is given (derived from the engine later).

@@ -2,19 +2,8 @@
 
 use napi_derive::napi;
 
+pub(crate) use crate::events::ProviderState;
 use crate::sandbox::service::WorkspaceContainer;
-
-/// The provider's state.
-#[napi(string_enum = "lowercase")]
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ProviderState {
-    /// Start-up runs (engine, runtime bundle, image).
-    Starting,
-    /// The service is usable.
-    Ready,
-    /// Start-up failed; `reason` says why and what to do.
-    Unavailable,
-}
 
 /// A configured workspace's place in start-up.
 #[napi(string_enum = "lowercase")]

@@ -5,6 +5,7 @@
 //! slirp4netns instead of the per-hub network.
 
 use crate::broker::server::RouteKind;
+pub(crate) use crate::names::vars::TRANSPORT_VAR;
 
 /// The broker route the provider gives its containers (`brokerTransport`,
 /// `PO_SANDBOX_BROKER_TRANSPORT`).
@@ -18,9 +19,6 @@ pub enum TransportChoice {
     /// Always the broker's loopback TCP port.
     Tcp,
 }
-
-/// The variable that forces the broker route when the `brokerTransport` option does not.
-pub const TRANSPORT_VAR: &str = "PO_SANDBOX_BROKER_TRANSPORT";
 
 impl TransportChoice {
     /// `auto` (also empty or absent), `socket` or `tcp`; `OPTIONS_INVALID` naming `option`

@@ -99,30 +99,7 @@ pub async fn follow(service: WorkspaceContainers, on_change: OnChange) {
                         Err(e) => tracing::debug!(error = %e, "engine events: cannot list holders"),
                     }
                 }
-                for c in &all {
-                    // After a gap, a running container the provider knew elsewhere (another
-                    // port, another id) was restarted meanwhile, e.g. by an engine restart.
-                    // Also when its status is already current: a container whose death was
-                    // seen (and whose restart was not) came back meanwhile.
-                    // A death it saw stays remembered until the container runs again.
-                    let changed = on_change(&c.workspace_id, c);
-                    let running = c.state == "running";
-                    let was_dead = running && died.remove(&c.container_id);
-                    if running && (changed || was_dead) {
-                        let port = c
-                            .host_port
-                            .map_or_else(String::new, |p| format!(", now on 127.0.0.1:{p}"));
-                        let reason = format!(
-                            "restarted while the engine's events were not followed (the engine restarted?){port}"
-                        );
-                        service.events().workspace(
-                            &c.workspace_id,
-                            WorkspaceChange::Restarted,
-                            Some(&c.container_id),
-                            Some(reason),
-                        );
-                    }
-                }
+                report_resync(&service, &on_change, &mut died, &all);
             }
             Err(e) => {
                 tracing::debug!(error = %e, "engine events: cannot list, retrying");
@@ -151,6 +128,38 @@ pub async fn follow(service: WorkspaceContainers, on_change: OnChange) {
         }
         tracing::info!("engine events: the stream ended (engine restarted?); re-opening");
         tokio::time::sleep(pause).await;
+    }
+}
+
+/// Reports each container of a resynchronising list to `on_change`, and says `restarted` for
+/// a running one the provider knew elsewhere (another port, another id), e.g. after an engine
+/// restart. Also when its status is already current: a container whose death was seen (and
+/// whose restart was not) came back meanwhile. A death it saw stays remembered until the
+/// container runs again.
+fn report_resync(
+    service: &WorkspaceContainers,
+    on_change: &OnChange,
+    died: &mut HashSet<String>,
+    all: &[WorkspaceContainer],
+) {
+    for c in all {
+        let changed = on_change(&c.workspace_id, c);
+        let running = c.state == "running";
+        let was_dead = running && died.remove(&c.container_id);
+        if running && (changed || was_dead) {
+            let port = c
+                .host_port
+                .map_or_else(String::new, |p| format!(", now on 127.0.0.1:{p}"));
+            let reason = format!(
+                "restarted while the engine's events were not followed (the engine restarted?){port}"
+            );
+            service.events().workspace(
+                &c.workspace_id,
+                WorkspaceChange::Restarted,
+                Some(&c.container_id),
+                Some(reason),
+            );
+        }
     }
 }
 

@@ -8,9 +8,8 @@ use std::net::IpAddr;
 use sha2::{Digest, Sha256};
 
 use crate::error::{Error, Result};
+pub(crate) use crate::names::vars::NETWORK_VAR;
 
-/// The variable that sets the egress mode when the `network` option does not.
-pub const NETWORK_VAR: &str = "PO_SANDBOX_NETWORK";
 /// The nft table the rules helper loads.
 pub const TABLE: &str = "po_sandbox";
 /// The set, in [`TABLE`], of the TCP broker ports of hubs other than the one that made the

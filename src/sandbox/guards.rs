@@ -8,6 +8,7 @@
 //! workspace's owner), so the container cannot create it either.
 
 use crate::host::HostOs;
+pub(crate) use crate::names::vars::GUARDED_PATHS_VAR;
 use crate::platform::container_path;
 use std::path::{Component, Path, PathBuf};
 
@@ -24,9 +25,6 @@ pub const DEFAULT_GUARDED_PATHS: [&str; 7] = [
     ".envrc",
     ".direnv",
 ];
-/// The variable that changes the list: `+path` adds, `-path` removes, a plain list replaces the
-/// defaults, empty means none.
-pub const GUARDED_PATHS_VAR: &str = "PO_SANDBOX_GUARDED_PATHS";
 /// Guards that are files when they do not exist yet (every other missing guard is a folder).
 const FILE_GUARDS: [&str; 3] = [".envrc", ".git/config", "config"];
 

@@ -113,9 +113,7 @@ pub async fn list(docker: &Docker, owner: Option<&str>) -> Result<Vec<SandboxRow
                     .mounts
                     .unwrap_or_default()
                     .into_iter()
-                    .find(|m| {
-                        m.destination.as_deref() == Some(crate::sandbox::service::BROKER_MOUNT)
-                    })
+                    .find(|m| m.destination.as_deref() == Some(crate::names::paths::BROKER_MOUNT))
                     .and_then(|m| m.source.map(std::path::PathBuf::from)),
             }
         })
@@ -135,7 +133,7 @@ pub async fn stop(
     remove_volumes: bool,
 ) -> Result<Vec<String>> {
     if let Some(w) = workspace {
-        crate::sandbox::workspace::check_id(w)?;
+        crate::names::ids::check_id(w)?;
     }
     let rows = list(docker, Some(owner)).await?;
     let mut stopped = Vec::new();

@@ -13,6 +13,7 @@ use crate::broker::server::{Broker, GrantRequest, RouteKind};
 use crate::error::{Error, Result};
 use crate::events::{EventBus, WorkspaceChange};
 use crate::host::{HostOs, UserIds};
+use crate::names::paths::BROKER_MOUNT;
 use crate::runtime_bundle::RuntimeBundle;
 use crate::sandbox::container::{self, Created, LiveContainer};
 use crate::sandbox::exec;
@@ -94,9 +95,6 @@ impl std::fmt::Debug for BrokerWiring {
             .finish()
     }
 }
-
-/// Where a container's broker socket is mounted.
-pub const BROKER_MOUNT: &str = "/run/po-broker";
 
 impl BrokerWiring {
     /// The stable socket folder of one workspace (its path is part of the spec, so it must not

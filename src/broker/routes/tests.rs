@@ -1,3 +1,4 @@
+use super::upstream::{Scheme, Upstream};
 use super::*;
 
 fn env(vars: &[(&str, &str)]) -> HashMap<String, String> {

@@ -1,7 +1,18 @@
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+
+use super::build::{binds, layer_env};
+use super::posture::{
+    DEFAULT_CAPABILITIES, check_devices, check_network, check_pids_limit, mount_allowed,
+};
 use super::*;
 use crate::host::UserIds;
+use crate::names::paths::{GIT_DIR, HOME_DIR, TOKEN_PATH};
+use crate::runtime_bundle::RuntimeBundle;
 use crate::sandbox::engine_mode::EngineMode;
 use crate::sandbox::firewall::NetworkMode;
+use crate::sandbox::run_flags::RunFlags;
+use crate::sandbox::workspace::Workspace;
 
 fn bundle() -> RuntimeBundle {
     RuntimeBundle {
@@ -949,4 +960,25 @@ fn the_posture_summary_shows_the_egress_mode_and_the_holders_network() {
     assert_eq!(summary.egress.as_deref(), Some("none"));
     assert_eq!(summary.network_holder.as_deref(), Some("h1"));
     assert_eq!(summary.networks, ["po-net-hub1"]);
+}
+
+#[test]
+fn spec_hashes_are_pinned() {
+    // A change here re-creates every running container: only on purpose.
+    let flags = spec_with_flags(&["--runtime=runsc", "--tmpfs=/scratch"]);
+    let hashes = [
+        spec_with(&[("TERM", "xterm")], &["modes.yaml"]).spec_hash,
+        flags.spec_hash,
+        spec_in_mode(rootless_v1()).spec_hash,
+        spec_in_egress_mode(NetworkMode::None).spec_hash,
+    ];
+    assert_eq!(
+        hashes,
+        [
+            "19b69be77774a1fd5f3b25f051b929e1",
+            "dd6745f2220024370cd064597107252f",
+            "6ac92e2b9f1cd553eae9edb438845fee",
+            "733086c7b74a05405a4bb3e591043186",
+        ]
+    );
 }

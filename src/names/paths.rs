@@ -1,0 +1,12 @@
+//! Where the layer puts things inside a container.
+
+/// Where the container's home volume is mounted (world-writable in the image).
+pub const HOME_DIR: &str = "/po-home";
+/// Where the package-cache volume is mounted.
+pub const RUNTIME_DIR: &str = "/po-runtime";
+/// Where the git worktree volume is mounted.
+pub const GIT_DIR: &str = "/po-git";
+/// Where the container's own token file is mounted.
+pub const TOKEN_PATH: &str = "/run/po-sandbox/token";
+/// Where a container's broker socket is mounted.
+pub const BROKER_MOUNT: &str = "/run/po-broker";

@@ -1,0 +1,100 @@
+//! Names and paths of a workspace's container: its labels, where things are inside it, and the
+//! names of the container, its volumes, its network and its token file.
+
+use std::path::{Path, PathBuf};
+
+use crate::names::paths::{GIT_DIR, HOME_DIR, RUNTIME_DIR};
+
+/// Label: the hub that owns the container.
+pub const LABEL_OWNER: &str = "po.owner";
+/// Label: the workspace id.
+pub const LABEL_WORKSPACE: &str = "po.workspace";
+/// Label: marks every container and volume this layer makes.
+pub const LABEL_SANDBOX: &str = "po.sandbox";
+/// Label: the image digest the container was made from.
+pub const LABEL_IMAGE_DIGEST: &str = "po.image-digest";
+/// Label: the hash of the spec, for drift detection.
+pub const LABEL_SPEC_HASH: &str = "po.spec-hash";
+/// Label: the workspace folder (for `po-sandbox ls`).
+pub const LABEL_WORKSPACE_PATH: &str = "po.workspace-path";
+/// Label: the run flags the container was made with, space-separated (for `po-sandbox ls`;
+/// only when there are any).
+pub const LABEL_RUN_FLAGS: &str = "po.run-flags";
+
+/// The seed files copied read-only from `<poHome>` into P when they exist.
+pub const SEED_FILES: [&str; 3] = ["modes.yaml", "domains.yaml", "config.yaml"];
+/// The writable places on the read-only root file system (CIS 5.13), as tmpfs: path and
+/// options. Everything else that is written goes to the workspace, P, or a volume (`HOME`,
+/// the package caches, git worktrees).
+pub const WRITABLE_TMPFS: [(&str, &str); 3] = [
+    ("/tmp", "rw,exec,nosuid,nodev,mode=1777"),
+    ("/var/tmp", "rw,exec,nosuid,nodev,mode=1777"),
+    ("/run", "rw,noexec,nosuid,nodev,mode=1777"),
+];
+/// Label: marks the per-hub network (`workspaces`).
+pub const LABEL_NETWORK: &str = "po.network";
+/// Label: on a namespace holder, the workspace whose network namespace it holds (holders carry
+/// no `po.workspace`: they are part of a workspace, never one).
+pub const LABEL_HOLDER_OF: &str = "po.holder-of";
+/// Label: on a namespace holder, the egress mode of its rules.
+pub const LABEL_NET_MODE: &str = "po.net-mode";
+/// Label: on a namespace holder, the hash of the ruleset it carries (its helper loads it).
+pub const LABEL_NET_RULES: &str = "po.net-rules";
+
+/// A bind mount from the host.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Bind {
+    /// Host path.
+    pub source: PathBuf,
+    /// Container path.
+    pub target: String,
+    /// Mounted read-only.
+    pub read_only: bool,
+}
+
+/// A named volume.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct VolumeMount {
+    /// Volume name.
+    pub name: String,
+    /// Container path.
+    pub target: String,
+}
+
+/// The per-hub network of an owner: a labelled bridge every container of the owner joins
+/// (never the engine's default bridge).
+pub fn network_name(owner: &str) -> String {
+    format!("po-net-{owner}")
+}
+
+/// The deterministic container name of a workspace.
+pub fn container_name(owner: &str, workspace_id: &str) -> String {
+    format!("po-{owner}-{workspace_id}")
+}
+
+/// The named volumes of a workspace: (suffix, mount point).
+pub fn volume_names(owner: &str, workspace_id: &str) -> [VolumeMount; 3] {
+    let name = |suffix: &str| format!("po-{owner}-{workspace_id}-{suffix}");
+    [
+        VolumeMount {
+            name: name("home"),
+            target: HOME_DIR.into(),
+        },
+        VolumeMount {
+            name: name("cache"),
+            target: RUNTIME_DIR.into(),
+        },
+        VolumeMount {
+            name: name("git"),
+            target: GIT_DIR.into(),
+        },
+    ]
+}
+
+/// The host path of a workspace's token file: under `<poHome>/sandbox-tokens`, outside P.
+pub fn token_file(po_home: &Path, owner: &str, workspace_id: &str) -> PathBuf {
+    po_home
+        .join("sandbox-tokens")
+        .join(owner)
+        .join(format!("{workspace_id}.token"))
+}
