@@ -203,10 +203,10 @@ impl Error {
         Arc::try_unwrap(shared).unwrap_or_else(Error::Shared)
     }
 
-    /// An engine request that failed: `ENGINE_TIMEOUT` when the client's bound fired (the bound
-    /// is bollard's per-client timeout, read back from the client), else `ENGINE_REQUEST_FAILED`.
+    /// An engine request that failed: `ENGINE_TIMEOUT` when the client's bound fired (`bound`:
+    /// the client's per-call timeout), else `ENGINE_REQUEST_FAILED`.
     pub fn engine(
-        docker: &bollard::Docker,
+        bound: std::time::Duration,
         operation: impl Into<String>,
         source: bollard::errors::Error,
     ) -> Error {
@@ -215,7 +215,7 @@ impl Error {
             bollard::errors::Error::RequestTimeoutError => Error::EngineTimeout {
                 variable: crate::engine::bound_variable(&operation),
                 operation,
-                waited_ms: docker.timeout().as_millis() as u64,
+                waited_ms: bound.as_millis() as u64,
             },
             source => Error::EngineRequest { operation, source },
         }
@@ -281,7 +281,7 @@ mod tests {
         )
         .unwrap();
         let e = Error::engine(
-            &docker,
+            docker.timeout(),
             "list containers",
             bollard::errors::Error::RequestTimeoutError,
         );
@@ -293,7 +293,7 @@ mod tests {
             "{e}"
         );
         let change = Error::engine(
-            &docker,
+            docker.timeout(),
             "create container x",
             bollard::errors::Error::RequestTimeoutError,
         );
@@ -304,7 +304,7 @@ mod tests {
             "{change}"
         );
         let other = Error::engine(
-            &docker,
+            docker.timeout(),
             "start container x",
             bollard::errors::Error::IOError {
                 err: std::io::Error::other("gone"),

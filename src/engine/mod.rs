@@ -4,9 +4,12 @@
 //! lists every place an engine may answer, in order; [`probe`] visits one candidate and
 //! classifies what it found. [`detect`] walks the list and reports.
 
+pub(crate) mod api;
 pub(crate) mod candidates;
 pub(crate) mod context;
 pub(crate) mod endpoint;
+#[cfg(test)]
+pub(crate) mod fake;
 pub(crate) mod libpod;
 pub(crate) mod probe;
 pub(crate) mod report;
@@ -179,8 +182,8 @@ pub fn bound_variable(operation: &str) -> &'static str {
 }
 
 /// The client for changing calls: `docker` with the [`Bounds::change`] bound.
-pub fn for_changes(docker: &bollard::Docker, bounds: &Bounds) -> bollard::Docker {
-    docker.clone().with_timeout(bounds.change)
+pub fn for_changes<E: api::EngineApi>(docker: &E, bounds: &Bounds) -> E {
+    docker.with_timeout(bounds.change)
 }
 
 /// A client for the engine a report found, speaking its negotiated API, each call bounded by

@@ -276,7 +276,7 @@ async fn is_cached(docker: &Docker, tag: &str) -> Result<bool> {
             status_code: 404, ..
         }) => Ok(false),
         Err(source) => Err(Error::engine(
-            docker,
+            docker.timeout(),
             format!("inspect image {tag}"),
             source,
         )),

@@ -9,6 +9,7 @@ use std::time::Duration;
 use super::{BROKER_MOUNT, Inner, WorkspaceContainers};
 use crate::broker::secret::Secret;
 use crate::broker::server::{Grant, GrantRequest, RouteKind};
+use crate::engine::api::EngineApi;
 use crate::error::{Error, Result};
 use crate::sandbox::locks::HostLock;
 use crate::sandbox::spec;
@@ -62,7 +63,7 @@ pub(super) fn write_token_file(path: &Path) -> std::io::Result<()> {
 /// served it is gone (its lock is free), and re-grants when the token file changed (another hub
 /// made a new container). Ends when the token file is gone (the workspace was stopped), when
 /// the workspace is revoked here, or when the service is gone.
-async fn watch_broker(inner: std::sync::Weak<Inner>, workspace_id: String) {
+async fn watch_broker<E: EngineApi>(inner: std::sync::Weak<Inner<E>>, workspace_id: String) {
     loop {
         tokio::time::sleep(BROKER_WATCH_EVERY).await;
         let Some(inner) = inner.upgrade() else { return };
@@ -84,7 +85,7 @@ async fn watch_broker(inner: std::sync::Weak<Inner>, workspace_id: String) {
     }
 }
 
-impl WorkspaceContainers {
+impl<E: EngineApi> WorkspaceContainers<E> {
     /// Grants a container its broker route and tokens, derived from its token file so a hub
     /// that adopts it later can honour them again. `None` when the broker is off.
     pub(super) fn grant_for(&self, workspace_id: &str) -> Result<Option<Grant>> {
@@ -241,6 +242,18 @@ impl WorkspaceContainers {
             .filter(|(k, _)| k.as_str() == "PO_BROKER_ADDRESS")
             .map(|(k, v)| format!("{k}={}", v.expose()))
             .collect()
+    }
+
+    /// The id of the broker grant this hub holds for a workspace.
+    #[cfg(test)]
+    pub(super) fn granted(&self, workspace_id: &str) -> Option<String> {
+        let grants = self
+            .inner
+            .grants
+            .grants
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        grants.get(workspace_id).map(|(g, _)| g.id.clone())
     }
 
     /// After its container is gone: removes the workspace's token file and ends its broker

@@ -7,6 +7,7 @@ use std::sync::Mutex;
 
 use super::WorkspaceContainers;
 use crate::broker::server::RouteKind;
+use crate::engine::api::EngineApi;
 use crate::error::Result;
 use crate::events::WorkspaceChange;
 use crate::sandbox::container::{self, Created, LiveContainer};
@@ -24,7 +25,7 @@ pub(super) struct HolderState {
     readying: Mutex<HashSet<String>>,
 }
 
-impl WorkspaceContainers {
+impl<E: EngineApi> WorkspaceContainers<E> {
     /// Removes a workspace's namespace holder (after its container).
     pub(super) async fn remove_holder(&self, workspace_id: &str) -> Result<()> {
         let owner = &self.inner.config.owner;
@@ -126,16 +127,9 @@ impl WorkspaceContainers {
                 && c.running()
                 && container::rfc3339(&c.started_at) < container::rfc3339(&h.started_at);
             if in_old {
-                docker
-                    .restart_container(
-                        &c.id,
-                        None::<bollard::query_parameters::RestartContainerOptions>,
-                    )
-                    .await
-                    .map_err(container::engine_err(
-                        docker,
-                        format!("restart container {}", c.id),
-                    ))?;
+                EngineApi::restart_container(docker, &c.id).await.map_err(
+                    container::engine_err(docker, format!("restart container {}", c.id)),
+                )?;
                 self.inner.events.workspace(
                     workspace_id,
                     WorkspaceChange::Restarted,

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use super::grants::write_token_file;
 use super::{Asked, WorkspaceContainer, WorkspaceContainers, short_id};
+use crate::engine::api::EngineApi;
 use crate::error::{Error, Result};
 use crate::events::WorkspaceChange;
 use crate::sandbox::container::{self, Created, LiveContainer};
@@ -17,7 +18,7 @@ use crate::sandbox::locks::HostLock;
 use crate::sandbox::spec::{self, ContainerSpec, LABEL_WORKSPACE_PATH};
 use crate::sandbox::workspace::{self, Workspace};
 
-impl WorkspaceContainers {
+impl<E: EngineApi> WorkspaceContainers<E> {
     /// Adopts or creates the workspace's container and waits until its server answers.
     /// Concurrent calls for one workspace share one operation.
     pub async fn start(&self, ws: Workspace) -> Result<WorkspaceContainer> {
@@ -243,7 +244,7 @@ impl WorkspaceContainers {
         ws: &Workspace,
         spec: &ContainerSpec,
         replaced_reason: Option<String>,
-        made: &mut Rollback<'_>,
+        made: &mut Rollback<'_, E>,
     ) -> Result<WorkspaceContainer> {
         let c = &self.inner.config;
         let token = spec::token_file(&c.po_home, &c.owner, &ws.id);
@@ -498,17 +499,17 @@ impl WorkspaceContainers {
 
 /// What `create` made so far, undone together when a later step fails: nothing half-done
 /// (no container, token file or broker grant of a container that does not run).
-struct Rollback<'a> {
-    service: &'a WorkspaceContainers,
+struct Rollback<'a, E> {
+    service: &'a WorkspaceContainers<E>,
     workspace: &'a str,
     token: Option<PathBuf>,
     granted: bool,
     container: Option<String>,
 }
 
-impl<'a> Rollback<'a> {
+impl<'a, E: EngineApi> Rollback<'a, E> {
     /// Nothing made yet.
-    fn new(service: &'a WorkspaceContainers, workspace: &'a str) -> Self {
+    fn new(service: &'a WorkspaceContainers<E>, workspace: &'a str) -> Self {
         Rollback {
             service,
             workspace,

@@ -19,6 +19,7 @@ use std::time::Duration;
 use bollard::Docker;
 
 use crate::broker::server::{Broker, RouteKind};
+use crate::engine::api::EngineApi;
 use crate::error::{Error, Result};
 use crate::events::EventBus;
 use crate::host::{HostOs, UserIds};
@@ -143,8 +144,8 @@ pub struct WorkspaceContainer {
     pub posture: ContainerPosture,
 }
 
-struct Inner {
-    docker: Docker,
+struct Inner<E> {
+    docker: E,
     config: ServiceConfig,
     events: EventBus,
     /// Start operations in flight, by workspace id.
@@ -158,19 +159,26 @@ struct Inner {
 }
 
 /// The workspace containers of one hub (owner). Cheap to clone.
-#[derive(Clone)]
-pub struct WorkspaceContainers {
-    inner: Arc<Inner>,
+pub struct WorkspaceContainers<E = Docker> {
+    inner: Arc<Inner<E>>,
 }
 
-impl WorkspaceContainers {
+impl<E> Clone for WorkspaceContainers<E> {
+    fn clone(&self) -> Self {
+        WorkspaceContainers {
+            inner: self.inner.clone(),
+        }
+    }
+}
+
+impl<E: EngineApi> WorkspaceContainers<E> {
     /// The client for calls that change something: the service's, with the change bound.
-    pub(super) fn changes(&self) -> Docker {
+    pub(super) fn changes(&self) -> E {
         crate::engine::for_changes(&self.inner.docker, &self.inner.config.bounds)
     }
 
     /// A service over one engine and configuration.
-    pub fn new(docker: Docker, config: ServiceConfig, events: EventBus) -> Self {
+    pub fn new(docker: E, config: ServiceConfig, events: EventBus) -> Self {
         WorkspaceContainers {
             inner: Arc::new(Inner {
                 docker,
@@ -287,7 +295,7 @@ impl WorkspaceContainers {
     }
 
     /// The engine client.
-    pub fn docker(&self) -> &Docker {
+    pub fn docker(&self) -> &E {
         &self.inner.docker
     }
 
@@ -301,6 +309,9 @@ impl WorkspaceContainers {
         self.inner.docker.ping().await.is_ok()
     }
 }
+
+#[cfg(test)]
+mod tests;
 
 /// The short form of a container id, as the engine's CLI shows it.
 fn short_id(id: &str) -> &str {

@@ -6,6 +6,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use super::WorkspaceContainers;
+use crate::engine::api::EngineApi;
 use crate::error::Result;
 use crate::events::WorkspaceChange;
 use crate::sandbox::container;
@@ -20,7 +21,7 @@ const STOP_REQUEST_KEPT: Duration = Duration::from_secs(300);
 #[derive(Default)]
 pub(super) struct StopRequests(Mutex<HashMap<String, Instant>>);
 
-impl WorkspaceContainers {
+impl<E: EngineApi> WorkspaceContainers<E> {
     /// Stops and removes a container, first noting that the stop is on request, so the event
     /// feed does not report its exit as a death.
     /// Its workspace's namespace holder goes with it.
