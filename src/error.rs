@@ -207,17 +207,19 @@ impl Error {
     /// the client's per-call timeout), else `ENGINE_REQUEST_FAILED`.
     pub fn engine(
         bound: std::time::Duration,
-        operation: impl Into<String>,
+        operation: crate::engine::Operation,
         source: bollard::errors::Error,
     ) -> Error {
-        let operation = operation.into();
         match source {
             bollard::errors::Error::RequestTimeoutError => Error::EngineTimeout {
-                variable: crate::engine::bound_variable(&operation),
-                operation,
+                variable: operation.bound_variable(),
+                operation: operation.to_string(),
                 waited_ms: bound.as_millis() as u64,
             },
-            source => Error::EngineRequest { operation, source },
+            source => Error::EngineRequest {
+                operation: operation.to_string(),
+                source,
+            },
         }
     }
 
@@ -280,9 +282,10 @@ mod tests {
             bollard::API_DEFAULT_VERSION,
         )
         .unwrap();
+        use crate::engine::{Operation, Resource};
         let e = Error::engine(
             docker.timeout(),
-            "list containers",
+            Operation::List(Resource::Container),
             bollard::errors::Error::RequestTimeoutError,
         );
         assert_eq!(e.code(), "ENGINE_TIMEOUT");
@@ -294,7 +297,7 @@ mod tests {
         );
         let change = Error::engine(
             docker.timeout(),
-            "create container x",
+            Operation::Create(Resource::Container, "x".into()),
             bollard::errors::Error::RequestTimeoutError,
         );
         assert!(
@@ -305,7 +308,7 @@ mod tests {
         );
         let other = Error::engine(
             docker.timeout(),
-            "start container x",
+            Operation::Start("x".into()),
             bollard::errors::Error::IOError {
                 err: std::io::Error::other("gone"),
             },

@@ -277,7 +277,7 @@ async fn is_cached(docker: &Docker, tag: &str) -> Result<bool> {
         }) => Ok(false),
         Err(source) => Err(Error::engine(
             docker.timeout(),
-            format!("inspect image {tag}"),
+            crate::engine::Operation::Inspect(crate::engine::Resource::Image, tag.to_string()),
             source,
         )),
     }

@@ -14,6 +14,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::engine::STOP_GRACE;
 use crate::engine::api::{EngineApi, Filters};
+use crate::engine::{Operation, Resource};
 use crate::error::{Error, Result};
 use crate::sandbox::run_flags::{Gpus, RunFlags};
 use crate::sandbox::spec::{ContainerSpec, LABEL_RUN_FLAGS, LABEL_SPEC_HASH, LivePosture};
@@ -90,9 +91,8 @@ pub fn rfc3339(t: &str) -> Option<(i64, u32)> {
 
 pub(crate) fn engine_err(
     docker: &impl EngineApi,
-    operation: impl Into<String>,
+    operation: Operation,
 ) -> impl FnOnce(bollard::errors::Error) -> Error {
-    let operation = operation.into();
     let bound = docker.timeout();
     move |source| Error::engine(bound, operation, source)
 }
@@ -117,7 +117,7 @@ pub async fn list_labelled(
     docker
         .list_containers(labels)
         .await
-        .map_err(engine_err(docker, "list containers"))
+        .map_err(engine_err(docker, Operation::List(Resource::Container)))
 }
 
 /// Lists the ids of containers (any state) carrying every `label=value`.
@@ -137,10 +137,8 @@ pub async fn inspect(
         Ok(i) => i,
         Err(e) if is_status(&e, 404) => return Ok(None),
         Err(e) => {
-            return Err(engine_err(
-                docker,
-                format!("inspect container {id_or_name}"),
-            )(e));
+            let op = Operation::Inspect(Resource::Container, id_or_name.into());
+            return Err(engine_err(docker, op)(e));
         }
     };
     Ok(Some(live_from(info, container_port)))
@@ -321,10 +319,10 @@ pub async fn ensure_volumes(docker: &impl EngineApi, spec: &ContainerSpec) -> Re
             labels: Some(labels.clone()),
             ..Default::default()
         };
-        docker
-            .create_volume(request)
-            .await
-            .map_err(engine_err(docker, format!("create volume {}", v.name)))?;
+        docker.create_volume(request).await.map_err(engine_err(
+            docker,
+            Operation::Create(Resource::Volume, v.name.clone()),
+        ))?;
     }
     Ok(())
 }
@@ -344,13 +342,18 @@ pub async fn remove_volumes(
     let listed = docker
         .list_volumes(filters)
         .await
-        .map_err(engine_err(docker, "list volumes"))?;
+        .map_err(engine_err(docker, Operation::List(Resource::Volume)))?;
     let mut removed = Vec::new();
     for name in listed {
         match docker.remove_volume(&name).await {
             Ok(()) => removed.push(name),
             Err(e) if is_status(&e, 404) => {}
-            Err(e) => return Err(engine_err(docker, format!("remove volume {name}"))(e)),
+            Err(e) => {
+                return Err(engine_err(
+                    docker,
+                    Operation::Remove(Resource::Volume, name),
+                )(e));
+            }
         }
     }
     removed.sort();
@@ -569,10 +572,10 @@ pub async fn create(
         Err(e) if is_status(&e, 404) && e.to_string().contains("network") => {
             Ok(Created::NetworkGone)
         }
-        Err(e) => Err(engine_err(
-            docker,
-            format!("create container {}", spec.name),
-        )(e)),
+        Err(e) => {
+            let op = Operation::Create(Resource::Container, spec.name.clone());
+            Err(engine_err(docker, op)(e))
+        }
     }
 }
 
@@ -581,7 +584,7 @@ pub async fn start(docker: &impl EngineApi, id: &str) -> Result<()> {
     match docker.start_container(id).await {
         Ok(()) => Ok(()),
         Err(e) if is_status(&e, 304) => Ok(()),
-        Err(e) => Err(engine_err(docker, format!("start container {id}"))(e)),
+        Err(e) => Err(engine_err(docker, Operation::Start(id.into()))(e)),
     }
 }
 
@@ -594,14 +597,17 @@ pub async fn stop_and_remove(docker: &impl EngineApi, id: &str) -> Result<()> {
     match stopper.stop_container(id, grace).await {
         Ok(()) => {}
         Err(e) if is_status(&e, 304) || is_status(&e, 404) => {}
-        Err(e) => return Err(engine_err(&stopper, format!("stop container {id}"))(e)),
+        Err(e) => return Err(engine_err(&stopper, Operation::Stop(id.into()))(e)),
     }
     match docker.remove_container(id).await {
         Ok(()) => Ok(()),
         Err(e) if is_status(&e, 404) => Ok(()),
         // Another stop is already removing it.
         Err(e) if is_status(&e, 409) => Ok(()),
-        Err(e) => Err(engine_err(docker, format!("remove container {id}"))(e)),
+        Err(e) => Err(engine_err(
+            docker,
+            Operation::Remove(Resource::Container, id.into()),
+        )(e)),
     }
 }
 

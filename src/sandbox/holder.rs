@@ -16,6 +16,7 @@ use std::time::Duration;
 use bollard::models::{ContainerCreateBody, HostConfig, PortBinding, RestartPolicy};
 
 use crate::engine::api::EngineApi;
+use crate::engine::{Operation, Resource};
 use crate::error::{Error, Result};
 use crate::sandbox::container::{self, engine_err, is_status};
 use crate::sandbox::firewall::{self, NetworkMode};
@@ -234,7 +235,10 @@ pub async fn create(
         }
         other => other,
     };
-    created.map_err(engine_err(docker, format!("create container {name}")))
+    created.map_err(engine_err(
+        docker,
+        Operation::Create(Resource::Container, name),
+    ))
 }
 
 /// The holder's name for a workspace spec.
@@ -332,7 +336,7 @@ async fn create_helper(
         .await
         .map_err(engine_err(
             docker,
-            format!("create the network rules helper of {}", helper.workspace),
+            Operation::CreateHelper(helper.workspace.into()),
         ))
 }
 
@@ -424,7 +428,7 @@ async fn started_exit(docker: &impl EngineApi, id: &str) -> Result<i64> {
     docker
         .wait_container(id)
         .await
-        .map_err(engine_err(docker, format!("wait for container {id}")))
+        .map_err(engine_err(docker, Operation::Wait(id.into())))
 }
 
 /// Removes a holder or helper (by id or name) at once: it holds no state. Gone already is
@@ -433,7 +437,10 @@ pub async fn remove(docker: &impl EngineApi, id: &str) -> Result<()> {
     match docker.remove_container(id).await {
         Ok(()) => Ok(()),
         Err(e) if is_status(&e, 404) || is_status(&e, 409) => Ok(()),
-        Err(e) => Err(engine_err(docker, format!("remove container {id}"))(e)),
+        Err(e) => Err(engine_err(
+            docker,
+            Operation::Remove(Resource::Container, id.into()),
+        )(e)),
     }
 }
 
@@ -477,7 +484,12 @@ pub async fn posture(
     let info = match docker.inspect_container(id).await {
         Ok(i) => i,
         Err(e) if is_status(&e, 404) => return Ok(None),
-        Err(e) => return Err(engine_err(docker, format!("inspect container {id}"))(e)),
+        Err(e) => {
+            return Err(engine_err(
+                docker,
+                Operation::Inspect(Resource::Container, id.into()),
+            )(e));
+        }
     };
     let env: Vec<String> = info
         .config
@@ -705,6 +717,9 @@ mod tests {
         };
         let e = ready(&engine, helper, &id, &rules, &[]).await.unwrap_err();
         assert!(e.to_string().contains("exited with code 3"), "{e}");
-        assert!(engine.state().containers.is_empty(), "holder or helper left");
+        assert!(
+            engine.state().containers.is_empty(),
+            "holder or helper left"
+        );
     }
 }

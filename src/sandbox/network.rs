@@ -7,6 +7,7 @@ use std::collections::HashMap;
 use bollard::models::{Network, NetworkCreateRequest};
 
 use crate::engine::api::EngineApi;
+use crate::engine::{Operation, Resource};
 use crate::error::Result;
 use crate::sandbox::container::{engine_err, is_status};
 use crate::sandbox::spec::{LABEL_NETWORK, LABEL_OWNER, LABEL_SANDBOX, network_name};
@@ -37,7 +38,7 @@ async fn listed(docker: &impl EngineApi, owner: &str) -> Result<Vec<Network>> {
     let mut found: Vec<Network> = docker
         .list_networks(filters)
         .await
-        .map_err(engine_err(docker, "list networks"))?
+        .map_err(engine_err(docker, Operation::List(Resource::Network)))?
         .into_iter()
         .filter(|n| n.name.as_deref() == Some(name.as_str()))
         .collect();
@@ -74,7 +75,12 @@ pub async fn ensure(docker: &impl EngineApi, owner: &str) -> Result<String> {
     let made = match docker.create_network(request).await {
         Ok(id) => Some(id),
         Err(e) if is_status(&e, 409) => None,
-        Err(e) => return Err(engine_err(docker, format!("create network {name}"))(e)),
+        Err(e) => {
+            return Err(engine_err(
+                docker,
+                Operation::Create(Resource::Network, name),
+            )(e));
+        }
     };
     let found = listed(docker, owner).await?;
     let winner = found.first().and_then(|n| n.id.clone()).or(made.clone());
@@ -103,7 +109,12 @@ pub async fn remove_unused(docker: &impl EngineApi, owner: &str) -> Result<Vec<S
         let in_use = match inspected {
             Ok(i) => i.containers.is_some_and(|c| !c.is_empty()),
             Err(e) if is_status(&e, 404) => continue,
-            Err(e) => return Err(engine_err(docker, format!("inspect network {id}"))(e)),
+            Err(e) => {
+                return Err(engine_err(
+                    docker,
+                    Operation::Inspect(Resource::Network, id),
+                )(e));
+            }
         };
         if in_use {
             continue;
@@ -119,10 +130,10 @@ pub async fn remove_unused(docker: &impl EngineApi, owner: &str) -> Result<Vec<S
 
 /// The gateway of a network (the host's side of its bridge), as its IPAM config says.
 pub async fn gateway(docker: &impl EngineApi, id: &str) -> Result<Option<std::net::IpAddr>> {
-    let inspected = docker
-        .inspect_network(id)
-        .await
-        .map_err(engine_err(docker, format!("inspect network {id}")))?;
+    let inspected = docker.inspect_network(id).await.map_err(engine_err(
+        docker,
+        Operation::Inspect(Resource::Network, id.into()),
+    ))?;
     Ok(inspected
         .ipam
         .and_then(|i| i.config)

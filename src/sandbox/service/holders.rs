@@ -7,6 +7,7 @@ use std::sync::Mutex;
 
 use super::WorkspaceContainers;
 use crate::broker::server::RouteKind;
+use crate::engine::Operation;
 use crate::engine::api::EngineApi;
 use crate::error::Result;
 use crate::events::WorkspaceChange;
@@ -128,7 +129,7 @@ impl<E: EngineApi> WorkspaceContainers<E> {
                 && container::rfc3339(&c.started_at) < container::rfc3339(&h.started_at);
             if in_old {
                 EngineApi::restart_container(docker, &c.id).await.map_err(
-                    container::engine_err(docker, format!("restart container {}", c.id)),
+                    container::engine_err(docker, Operation::Restart(c.id.clone())),
                 )?;
                 self.inner.events.workspace(
                     workspace_id,
