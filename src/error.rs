@@ -203,21 +203,23 @@ impl Error {
         Arc::try_unwrap(shared).unwrap_or_else(Error::Shared)
     }
 
-    /// An engine request that failed: `ENGINE_TIMEOUT` when the client's bound fired (the bound
-    /// is bollard's per-client timeout, read back from the client), else `ENGINE_REQUEST_FAILED`.
+    /// An engine request that failed: `ENGINE_TIMEOUT` when the client's bound fired (`bound`:
+    /// the client's per-call timeout), else `ENGINE_REQUEST_FAILED`.
     pub fn engine(
-        docker: &bollard::Docker,
-        operation: impl Into<String>,
+        bound: std::time::Duration,
+        operation: crate::engine::Operation,
         source: bollard::errors::Error,
     ) -> Error {
-        let operation = operation.into();
         match source {
             bollard::errors::Error::RequestTimeoutError => Error::EngineTimeout {
-                variable: crate::engine::bound_variable(&operation),
-                operation,
-                waited_ms: docker.timeout().as_millis() as u64,
+                variable: operation.bound_variable(),
+                operation: operation.to_string(),
+                waited_ms: bound.as_millis() as u64,
             },
-            source => Error::EngineRequest { operation, source },
+            source => Error::EngineRequest {
+                operation: operation.to_string(),
+                source,
+            },
         }
     }
 
@@ -280,9 +282,10 @@ mod tests {
             bollard::API_DEFAULT_VERSION,
         )
         .unwrap();
+        use crate::engine::{Operation, Resource};
         let e = Error::engine(
-            &docker,
-            "list containers",
+            docker.timeout(),
+            Operation::List(Resource::Container),
             bollard::errors::Error::RequestTimeoutError,
         );
         assert_eq!(e.code(), "ENGINE_TIMEOUT");
@@ -293,8 +296,8 @@ mod tests {
             "{e}"
         );
         let change = Error::engine(
-            &docker,
-            "create container x",
+            docker.timeout(),
+            Operation::Create(Resource::Container, "x".into()),
             bollard::errors::Error::RequestTimeoutError,
         );
         assert!(
@@ -304,8 +307,8 @@ mod tests {
             "{change}"
         );
         let other = Error::engine(
-            &docker,
-            "start container x",
+            docker.timeout(),
+            Operation::Start("x".into()),
             bollard::errors::Error::IOError {
                 err: std::io::Error::other("gone"),
             },

@@ -4,10 +4,14 @@
 //! lists every place an engine may answer, in order; [`probe`] visits one candidate and
 //! classifies what it found. [`detect`] walks the list and reports.
 
+pub(crate) mod api;
 pub(crate) mod candidates;
 pub(crate) mod context;
 pub(crate) mod endpoint;
+#[cfg(test)]
+pub(crate) mod fake;
 pub(crate) mod libpod;
+pub(crate) mod operation;
 pub(crate) mod probe;
 pub(crate) mod report;
 
@@ -15,6 +19,7 @@ use std::time::Duration;
 
 pub(crate) use candidates::candidates;
 pub(crate) use endpoint::Endpoint;
+pub(crate) use operation::{Operation, Resource};
 pub(crate) use probe::Outcome;
 pub(crate) use report::{CandidateReport, EngineReport, remote_reason};
 
@@ -155,22 +160,9 @@ fn ms_var(host: &HostEnv, var: &str, max: u64, default: Duration) -> Result<Dura
     }
 }
 
-/// The variable whose bound an engine operation (as the layer names it: "list containers",
-/// "create container x"…) is held to: [`CHANGE_TIMEOUT_VAR`] for one that changes something,
-/// [`CALL_TIMEOUT_VAR`] for one that reads.
-pub fn bound_variable(operation: &str) -> &'static str {
-    const CHANGING: [&str; 7] = [
-        "create", "start", "stop", "remove", "build", "exec", "resize",
-    ];
-    match operation.split_whitespace().next() {
-        Some(verb) if CHANGING.contains(&verb) => CHANGE_TIMEOUT_VAR,
-        _ => CALL_TIMEOUT_VAR,
-    }
-}
-
 /// The client for changing calls: `docker` with the [`Bounds::change`] bound.
-pub fn for_changes(docker: &bollard::Docker, bounds: &Bounds) -> bollard::Docker {
-    docker.clone().with_timeout(bounds.change)
+pub fn for_changes<E: api::EngineApi>(docker: &E, bounds: &Bounds) -> E {
+    docker.with_timeout(bounds.change)
 }
 
 /// A client for the engine a report found, speaking its negotiated API, each call bounded by
@@ -244,24 +236,46 @@ mod tests {
 
     #[test]
     fn operations_name_their_bound() {
-        for op in [
-            "create container po-x",
-            "start container 1a2b",
-            "stop container 1a2b",
-            "remove container 1a2b",
-            "create volume v",
-            "remove volume v",
+        let id = || "1a2b".to_string();
+        for (op, text) in [
+            (
+                Operation::Create(Resource::Container, "po-x".into()),
+                "create container po-x",
+            ),
+            (Operation::Start(id()), "start container 1a2b"),
+            (Operation::Stop(id()), "stop container 1a2b"),
+            (Operation::Restart(id()), "restart container 1a2b"),
+            (
+                Operation::Remove(Resource::Container, id()),
+                "remove container 1a2b",
+            ),
+            (
+                Operation::Create(Resource::Volume, "v".into()),
+                "create volume v",
+            ),
+            (
+                Operation::Remove(Resource::Volume, "v".into()),
+                "remove volume v",
+            ),
+            (
+                Operation::CreateHelper("w".into()),
+                "create the network rules helper of w",
+            ),
         ] {
-            assert_eq!(bound_variable(op), CHANGE_TIMEOUT_VAR, "{op}");
+            assert_eq!(op.to_string(), text);
+            assert_eq!(op.bound_variable(), CHANGE_TIMEOUT_VAR, "{op}");
         }
-        for op in [
-            "list containers",
-            "inspect container po-x",
-            "list volumes",
-            "ping",
-            "",
+        for (op, text) in [
+            (Operation::List(Resource::Container), "list containers"),
+            (
+                Operation::Inspect(Resource::Container, "po-x".into()),
+                "inspect container po-x",
+            ),
+            (Operation::List(Resource::Volume), "list volumes"),
+            (Operation::Wait(id()), "wait for container 1a2b"),
         ] {
-            assert_eq!(bound_variable(op), CALL_TIMEOUT_VAR, "{op}");
+            assert_eq!(op.to_string(), text);
+            assert_eq!(op.bound_variable(), CALL_TIMEOUT_VAR, "{op}");
         }
     }
 

@@ -273,8 +273,8 @@ async fn is_cached(docker: &Docker, tag: &str) -> Result<bool> {
             status_code: 404, ..
         }) => Ok(false),
         Err(source) => Err(Error::engine(
-            docker,
-            format!("inspect image {tag}"),
+            docker.timeout(),
+            crate::engine::Operation::Inspect(crate::engine::Resource::Image, tag.to_string()),
             source,
         )),
     }

@@ -5,21 +5,16 @@
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use bollard::Docker;
 use bollard::models::{
     ContainerConfig, ContainerCreateBody, ContainerInspectResponse, DeviceRequest, HealthConfig,
     HostConfig, Mount, MountType, ResourcesUlimits, RestartPolicy, RestartPolicyNameEnum,
     VolumeCreateRequest,
 };
-use bollard::query_parameters::{
-    CreateContainerOptionsBuilder, InspectContainerOptions, ListContainersOptionsBuilder,
-    LogsOptionsBuilder, RemoveContainerOptionsBuilder, StartContainerOptions,
-    StopContainerOptionsBuilder,
-};
-use futures_util::StreamExt;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::engine::STOP_GRACE;
+use crate::engine::api::{EngineApi, Filters};
+use crate::engine::{Operation, Resource};
 use crate::error::{Error, Result};
 use crate::sandbox::run_flags::{Gpus, RunFlags};
 use crate::sandbox::spec::{ContainerSpec, LABEL_RUN_FLAGS, LABEL_SPEC_HASH, LivePosture};
@@ -95,11 +90,11 @@ pub fn rfc3339(t: &str) -> Option<(i64, u32)> {
 }
 
 pub(crate) fn engine_err(
-    docker: &Docker,
-    operation: impl Into<String>,
+    docker: &impl EngineApi,
+    operation: Operation,
 ) -> impl FnOnce(bollard::errors::Error) -> Error {
-    let operation = operation.into();
-    move |source| Error::engine(docker, operation, source)
+    let bound = docker.timeout();
+    move |source| Error::engine(bound, operation, source)
 }
 
 pub(crate) fn is_status(e: &bollard::errors::Error, code: u16) -> bool {
@@ -116,22 +111,17 @@ pub fn enum_str<T: serde::Serialize>(v: &T) -> String {
 
 /// Lists containers (any state) carrying every `label=value`.
 pub async fn list_labelled(
-    docker: &Docker,
+    docker: &impl EngineApi,
     labels: Vec<String>,
 ) -> Result<Vec<bollard::models::ContainerSummary>> {
-    let filters: HashMap<&str, Vec<String>> = HashMap::from([("label", labels)]);
-    let options = ListContainersOptionsBuilder::new()
-        .all(true)
-        .filters(&filters)
-        .build();
     docker
-        .list_containers(Some(options))
+        .list_containers(labels)
         .await
-        .map_err(engine_err(docker, "list containers"))
+        .map_err(engine_err(docker, Operation::List(Resource::Container)))
 }
 
 /// Lists the ids of containers (any state) carrying every `label=value`.
-pub async fn list_ids(docker: &Docker, labels: &[(&str, &str)]) -> Result<Vec<String>> {
+pub async fn list_ids(docker: &impl EngineApi, labels: &[(&str, &str)]) -> Result<Vec<String>> {
     let labels = labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
     let list = list_labelled(docker, labels).await?;
     Ok(list.into_iter().filter_map(|c| c.id).collect())
@@ -139,21 +129,16 @@ pub async fn list_ids(docker: &Docker, labels: &[(&str, &str)]) -> Result<Vec<St
 
 /// Inspects a container by id or name; `None` when there is none.
 pub async fn inspect(
-    docker: &Docker,
+    docker: &impl EngineApi,
     id_or_name: &str,
     container_port: Option<u16>,
 ) -> Result<Option<LiveContainer>> {
-    let info = match docker
-        .inspect_container(id_or_name, None::<InspectContainerOptions>)
-        .await
-    {
+    let info = match docker.inspect_container(id_or_name).await {
         Ok(i) => i,
         Err(e) if is_status(&e, 404) => return Ok(None),
         Err(e) => {
-            return Err(engine_err(
-                docker,
-                format!("inspect container {id_or_name}"),
-            )(e));
+            let op = Operation::Inspect(Resource::Container, id_or_name.into());
+            return Err(engine_err(docker, op)(e));
         }
     };
     Ok(Some(live_from(info, container_port)))
@@ -321,7 +306,7 @@ fn live_mounts(info: &ContainerInspectResponse) -> Vec<(String, String, String, 
 }
 
 /// Creates the named volumes of a spec, labelled; existing ones are kept as they are.
-pub async fn ensure_volumes(docker: &Docker, spec: &ContainerSpec) -> Result<()> {
+pub async fn ensure_volumes(docker: &impl EngineApi, spec: &ContainerSpec) -> Result<()> {
     let labels: HashMap<String, String> = spec
         .labels
         .iter()
@@ -334,10 +319,10 @@ pub async fn ensure_volumes(docker: &Docker, spec: &ContainerSpec) -> Result<()>
             labels: Some(labels.clone()),
             ..Default::default()
         };
-        docker
-            .create_volume(request)
-            .await
-            .map_err(engine_err(docker, format!("create volume {}", v.name)))?;
+        docker.create_volume(request).await.map_err(engine_err(
+            docker,
+            Operation::Create(Resource::Volume, v.name.clone()),
+        ))?;
     }
     Ok(())
 }
@@ -345,7 +330,7 @@ pub async fn ensure_volumes(docker: &Docker, spec: &ContainerSpec) -> Result<()>
 /// Removes the volumes labelled with this owner (and workspace, when given); gone already is
 /// fine. Returns their names.
 pub async fn remove_volumes(
-    docker: &Docker,
+    docker: &impl EngineApi,
     owner: &str,
     workspace: Option<&str>,
 ) -> Result<Vec<String>> {
@@ -353,27 +338,22 @@ pub async fn remove_volumes(
     if let Some(w) = workspace {
         labels.push(format!("po.workspace={w}"));
     }
-    let filters = HashMap::from([("label".to_string(), labels)]);
+    let filters: Filters = HashMap::from([("label".to_string(), labels)]);
     let listed = docker
-        .list_volumes(Some(
-            bollard::query_parameters::ListVolumesOptionsBuilder::new()
-                .filters(&filters)
-                .build(),
-        ))
+        .list_volumes(filters)
         .await
-        .map_err(engine_err(docker, "list volumes"))?;
+        .map_err(engine_err(docker, Operation::List(Resource::Volume)))?;
     let mut removed = Vec::new();
-    for v in listed.volumes.unwrap_or_default() {
-        match docker
-            .remove_volume(
-                &v.name,
-                None::<bollard::query_parameters::RemoveVolumeOptions>,
-            )
-            .await
-        {
-            Ok(()) => removed.push(v.name),
+    for name in listed {
+        match docker.remove_volume(&name).await {
+            Ok(()) => removed.push(name),
             Err(e) if is_status(&e, 404) => {}
-            Err(e) => return Err(engine_err(docker, format!("remove volume {}", v.name))(e)),
+            Err(e) => {
+                return Err(engine_err(
+                    docker,
+                    Operation::Remove(Resource::Volume, name),
+                )(e));
+            }
         }
     }
     removed.sort();
@@ -573,14 +553,11 @@ pub fn apply_run_flags(hc: &mut HostConfig, f: &RunFlags) {
 /// Creates (does not start) the container of a spec, on the network with id `network` (its
 /// name could be ambiguous while two hubs race to create it).
 pub async fn create(
-    docker: &Docker,
+    docker: &impl EngineApi,
     spec: &ContainerSpec,
     podman: bool,
     network: &str,
 ) -> Result<Created> {
-    let options = CreateContainerOptionsBuilder::new()
-        .name(&spec.name)
-        .build();
     let mut body = create_body(spec, podman);
     if let Some(hc) = body.host_config.as_mut() {
         hc.network_mode = Some(network.to_string());
@@ -589,89 +566,60 @@ pub async fn create(
             hc.userns_mode = Some(network.to_string());
         }
     }
-    match docker.create_container(Some(options), body).await {
-        Ok(r) => Ok(Created::New(r.id)),
+    match docker.create_container(Some(&spec.name), body).await {
+        Ok(id) => Ok(Created::New(id)),
         Err(e) if is_status(&e, 409) => Ok(Created::NameTaken),
         Err(e) if is_status(&e, 404) && e.to_string().contains("network") => {
             Ok(Created::NetworkGone)
         }
-        Err(e) => Err(engine_err(
-            docker,
-            format!("create container {}", spec.name),
-        )(e)),
+        Err(e) => {
+            let op = Operation::Create(Resource::Container, spec.name.clone());
+            Err(engine_err(docker, op)(e))
+        }
     }
 }
 
 /// Starts a container; already running is fine.
-pub async fn start(docker: &Docker, id: &str) -> Result<()> {
-    match docker
-        .start_container(id, None::<StartContainerOptions>)
-        .await
-    {
+pub async fn start(docker: &impl EngineApi, id: &str) -> Result<()> {
+    match docker.start_container(id).await {
         Ok(()) => Ok(()),
         Err(e) if is_status(&e, 304) => Ok(()),
-        Err(e) => Err(engine_err(docker, format!("start container {id}"))(e)),
+        Err(e) => Err(engine_err(docker, Operation::Start(id.into()))(e)),
     }
 }
 
 /// Stops ([`STOP_GRACE`] for the process to exit) and removes a container, keeping its
 /// volumes. Gone already is fine. `docker` is the client for changing calls: the stop may take
 /// its bound plus the grace.
-pub async fn stop_and_remove(docker: &Docker, id: &str) -> Result<()> {
+pub async fn stop_and_remove(docker: &impl EngineApi, id: &str) -> Result<()> {
     let grace = STOP_GRACE.as_secs() as i32;
-    let stopper = docker.clone().with_timeout(docker.timeout() + STOP_GRACE);
-    match stopper
-        .stop_container(
-            id,
-            Some(StopContainerOptionsBuilder::new().t(grace).build()),
-        )
-        .await
-    {
+    let stopper = docker.with_timeout(docker.timeout() + STOP_GRACE);
+    match stopper.stop_container(id, grace).await {
         Ok(()) => {}
         Err(e) if is_status(&e, 304) || is_status(&e, 404) => {}
-        Err(e) => return Err(engine_err(&stopper, format!("stop container {id}"))(e)),
+        Err(e) => return Err(engine_err(&stopper, Operation::Stop(id.into()))(e)),
     }
-    match docker
-        .remove_container(
-            id,
-            Some(
-                RemoveContainerOptionsBuilder::new()
-                    .force(true)
-                    .v(false)
-                    .build(),
-            ),
-        )
-        .await
-    {
+    match docker.remove_container(id).await {
         Ok(()) => Ok(()),
         Err(e) if is_status(&e, 404) => Ok(()),
         // Another stop is already removing it.
         Err(e) if is_status(&e, 409) => Ok(()),
-        Err(e) => Err(engine_err(docker, format!("remove container {id}"))(e)),
+        Err(e) => Err(engine_err(
+            docker,
+            Operation::Remove(Resource::Container, id.into()),
+        )(e)),
     }
 }
 
 /// The last `lines` lines of a container's output.
-pub async fn logs_tail(docker: &Docker, id: &str, lines: usize) -> String {
-    let options = LogsOptionsBuilder::new()
-        .stdout(true)
-        .stderr(true)
-        .tail(&lines.to_string())
-        .build();
-    let mut out = String::new();
-    let mut stream = docker.logs(id, Some(options));
+pub async fn logs_tail(docker: &impl EngineApi, id: &str, lines: usize) -> String {
     // A tail, not a follow: the whole read gets the client's (reading) bound.
-    let read = async {
-        while let Some(Ok(chunk)) = stream.next().await {
-            out.push_str(&String::from_utf8_lossy(&chunk.into_bytes()));
-        }
-    };
-    if tokio::time::timeout(docker.timeout(), read).await.is_err() {
+    let Ok(out) = tokio::time::timeout(docker.timeout(), docker.logs_tail(id, lines)).await else {
         return format!(
             "(the engine did not send the logs within {} ms)",
             docker.timeout().as_millis()
         );
-    }
+    };
     if out.trim().is_empty() {
         "(no output)".to_string()
     } else {
@@ -710,7 +658,7 @@ pub async fn answers(port: u16, path: &str) -> bool {
 /// Waits until the server answers `path` on `port`, checking every second that the container
 /// still runs. `Err` holds why it gave up.
 pub async fn wait_healthy(
-    docker: &Docker,
+    docker: &impl EngineApi,
     id: &str,
     port: u16,
     path: &str,

@@ -6,13 +6,13 @@
 
 use std::time::Duration;
 
-use bollard::Docker;
 use bollard::container::LogOutput;
 use bollard::exec::{StartExecOptions, StartExecResults};
 use bollard::models::ExecConfig;
 use futures_util::StreamExt;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 
+use crate::engine::api::EngineApi;
 use crate::error::{Error, Result};
 
 /// The longest command line accepted (arguments and separators, in bytes).
@@ -60,7 +60,7 @@ pub fn check_command(command: &[String]) -> Result<()> {
 /// Runs the request in `container_id` attached to this process's stdin, stdout and stderr, and
 /// returns the command's exit code.
 pub async fn run(
-    docker: &Docker,
+    docker: &impl EngineApi,
     container_id: &str,
     workspace: &str,
     req: ExecRequest,
@@ -82,18 +82,18 @@ pub async fn run(
         env: (!req.env.is_empty()).then(|| req.env.clone()),
         ..Default::default()
     };
-    let exec = docker
+    let exec_id = docker
         .create_exec(container_id, config)
         .await
         .map_err(failed("create the exec"))?;
     let started = docker
         .start_exec(
-            &exec.id,
-            Some(StartExecOptions {
+            &exec_id,
+            StartExecOptions {
                 detach: false,
                 tty: req.tty,
                 output_capacity: None,
-            }),
+            },
         )
         .await
         .map_err(failed("start the exec"))?;
@@ -103,11 +103,11 @@ pub async fn run(
     let _raw = req.tty.then(terminal::RawMode::enter).flatten();
     if req.tty {
         // Before any input is passed on, so what the command reads comes after its size is set.
-        terminal::resize(docker, &exec.id).await;
+        terminal::resize(docker, &exec_id).await;
     }
     let resizer = req
         .tty
-        .then(|| tokio::spawn(terminal::follow_size(docker.clone(), exec.id.clone())));
+        .then(|| tokio::spawn(terminal::follow_size(docker.clone(), exec_id.clone())));
     let feeder = tokio::spawn(feed_stdin(tokio::io::stdin(), input));
     let copied = copy_output(output).await;
     feeder.abort();
@@ -115,7 +115,7 @@ pub async fn run(
         r.abort();
     }
     copied.map_err(|e| Error::container_caused(workspace, "copy the command's output", e))?;
-    exit_code(docker, &exec.id)
+    exit_code(docker, &exec_id)
         .await
         .map_err(failed("inspect the exec"))
 }
@@ -173,7 +173,7 @@ async fn write_now(to: &mut (impl AsyncWrite + Unpin), bytes: &[u8]) -> std::io:
 
 /// The exit code once the engine has recorded it (the output can end a moment before).
 async fn exit_code(
-    docker: &Docker,
+    docker: &impl EngineApi,
     exec_id: &str,
 ) -> std::result::Result<i64, bollard::errors::Error> {
     let mut pause = Duration::from_millis(5);
@@ -193,8 +193,7 @@ async fn exit_code(
 
 /// The local terminal: raw mode while attached, and its size.
 mod terminal {
-    use bollard::Docker;
-    use bollard::exec::ResizeExecOptions;
+    use crate::engine::api::EngineApi;
 
     /// The terminal's settings before raw mode; restored when dropped.
     #[cfg(unix)]
@@ -259,24 +258,22 @@ mod terminal {
     }
 
     /// Gives the exec this terminal's size (best effort: a failed resize leaves the old size).
-    pub async fn resize(docker: &Docker, exec_id: &str) {
+    pub async fn resize(docker: &impl EngineApi, exec_id: &str) {
         if let Some((height, width)) = size() {
-            let _ = docker
-                .resize_exec(exec_id, ResizeExecOptions { height, width })
-                .await;
+            let _ = docker.resize_exec(exec_id, height, width).await;
         }
     }
 
     /// Gives the exec this terminal's size after every SIGWINCH (Unix only).
     #[cfg(not(unix))]
-    pub async fn follow_size(docker: Docker, exec_id: String) {
+    pub async fn follow_size(docker: impl EngineApi, exec_id: String) {
         // No SIGWINCH on Windows: the size set at the start stays.
         let _ = (docker, exec_id);
     }
 
     /// Gives the exec this terminal's size after every SIGWINCH.
     #[cfg(unix)]
-    pub async fn follow_size(docker: Docker, exec_id: String) {
+    pub async fn follow_size(docker: impl EngineApi, exec_id: String) {
         use tokio::signal::unix::{SignalKind, signal};
         let Ok(mut changes) = signal(SignalKind::window_change()) else {
             return;

@@ -8,11 +8,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bollard::models::EventMessage;
-use bollard::query_parameters::EventsOptionsBuilder;
 use futures_util::StreamExt;
 
 use super::service::{WorkspaceContainer, WorkspaceContainers};
 use super::spec::{LABEL_HOLDER_OF, LABEL_OWNER, LABEL_WORKSPACE};
+use crate::engine::api::EngineApi;
 use crate::events::WorkspaceChange;
 
 /// What an engine event means for one of this owner's workspaces.
@@ -70,7 +70,7 @@ const MAX_PAUSE: Duration = Duration::from_secs(2);
 const SETTLE: Duration = Duration::from_millis(500);
 
 /// Follows the engine's events for `service`'s owner until the task is dropped.
-pub async fn follow(service: WorkspaceContainers, on_change: OnChange) {
+pub async fn follow<E: EngineApi>(service: WorkspaceContainers<E>, on_change: OnChange) {
     let mut pause = Duration::from_secs(1);
     let mut died: HashSet<String> = HashSet::new();
     let mut first = true;
@@ -109,11 +109,13 @@ pub async fn follow(service: WorkspaceContainers, on_change: OnChange) {
             }
         }
         let filters = HashMap::from([
-            ("type", vec!["container".to_string()]),
-            ("label", vec![format!("{LABEL_OWNER}={}", service.owner())]),
+            ("type".to_string(), vec!["container".to_string()]),
+            (
+                "label".to_string(),
+                vec![format!("{LABEL_OWNER}={}", service.owner())],
+            ),
         ]);
-        let options = EventsOptionsBuilder::new().filters(&filters).build();
-        let mut stream = service.docker().events(Some(options));
+        let mut stream = service.docker().events(filters);
         while let Some(item) = stream.next().await {
             let msg = match item {
                 Ok(m) => m,
@@ -136,8 +138,8 @@ pub async fn follow(service: WorkspaceContainers, on_change: OnChange) {
 /// restart. Also when its status is already current: a container whose death was seen (and
 /// whose restart was not) came back meanwhile. A death it saw stays remembered until the
 /// container runs again.
-fn report_resync(
-    service: &WorkspaceContainers,
+fn report_resync<E: EngineApi>(
+    service: &WorkspaceContainers<E>,
     on_change: &OnChange,
     died: &mut HashSet<String>,
     all: &[WorkspaceContainer],
@@ -171,8 +173,8 @@ fn restarted_by_the_engine(now: &WorkspaceContainer) -> String {
     format!("restarted by the engine{port}")
 }
 
-async fn react(
-    service: &WorkspaceContainers,
+async fn react<E: EngineApi>(
+    service: &WorkspaceContainers<E>,
     on_change: &OnChange,
     died: &mut HashSet<String>,
     ws: &str,
@@ -233,7 +235,11 @@ async fn react(
 
 /// Loads a started holder's rules in a task of its own (a helper container runs: the feed
 /// reads on meanwhile); a failure is reported as the workspace's health.
-fn spawn_holder_started(service: &WorkspaceContainers, ws: String, holder: String) {
+fn spawn_holder_started<E: EngineApi>(
+    service: &WorkspaceContainers<E>,
+    ws: String,
+    holder: String,
+) {
     let service = service.clone();
     tokio::spawn(async move {
         if let Err(e) = service.holder_started(&ws, &holder).await {

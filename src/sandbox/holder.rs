@@ -13,14 +13,10 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use bollard::Docker;
 use bollard::models::{ContainerCreateBody, HostConfig, PortBinding, RestartPolicy};
-use bollard::query_parameters::{
-    CreateContainerOptionsBuilder, InspectContainerOptions, RemoveContainerOptionsBuilder,
-    WaitContainerOptions,
-};
-use futures_util::StreamExt;
 
+use crate::engine::api::EngineApi;
+use crate::engine::{Operation, Resource};
 use crate::error::{Error, Result};
 use crate::sandbox::container::{self, engine_err, is_status};
 use crate::sandbox::firewall::{self, NetworkMode};
@@ -224,7 +220,7 @@ fn health(spec: &ContainerSpec) -> bollard::models::HealthConfig {
 /// Makes (does not start) the workspace's holder on the network with id `network`; returns its
 /// id. A stale holder of the same name is replaced.
 pub async fn create(
-    docker: &Docker,
+    docker: &impl EngineApi,
     spec: &ContainerSpec,
     rules: &Rules,
     podman: bool,
@@ -232,20 +228,17 @@ pub async fn create(
 ) -> Result<String> {
     let name = name_of(spec);
     let body = create_body(spec, rules, podman, network);
-    let options = CreateContainerOptionsBuilder::new().name(&name).build();
-    let created = match docker
-        .create_container(Some(options.clone()), body.clone())
-        .await
-    {
+    let created = match docker.create_container(Some(&name), body.clone()).await {
         Err(e) if is_status(&e, 409) => {
             remove(docker, &name).await?;
-            docker.create_container(Some(options), body).await
+            docker.create_container(Some(&name), body).await
         }
         other => other,
     };
-    Ok(created
-        .map_err(engine_err(docker, format!("create container {name}")))?
-        .id)
+    created.map_err(engine_err(
+        docker,
+        Operation::Create(Resource::Container, name),
+    ))
 }
 
 /// The holder's name for a workspace spec.
@@ -279,7 +272,7 @@ pub struct Helper<'a> {
 /// it: no record then, and the next adoption runs a helper). Any failure removes the holder
 /// (nothing half-done) and names the helper's output.
 pub async fn ready(
-    docker: &Docker,
+    docker: &impl EngineApi,
     helper: Helper<'_>,
     id: &str,
     rules: &Rules,
@@ -311,18 +304,15 @@ pub async fn ready(
 }
 
 /// A container's `State.StartedAt`; `None` when the engine does not give it.
-async fn started_at(docker: &Docker, id: &str) -> Option<String> {
-    let info = docker
-        .inspect_container(id, None::<InspectContainerOptions>)
-        .await
-        .ok()?;
+async fn started_at(docker: &impl EngineApi, id: &str) -> Option<String> {
+    let info = docker.inspect_container(id).await.ok()?;
     info.state?.started_at
 }
 
 /// Runs a rules helper in a running holder's namespace: loads `rules` unless loaded, lets
 /// `ports` through on the broker's address. The helper is removed whatever happens.
 pub async fn load_rules(
-    docker: &Docker,
+    docker: &impl EngineApi,
     helper: Helper<'_>,
     holder_id: &str,
     rules: &Rules,
@@ -334,30 +324,26 @@ pub async fn load_rules(
 
 /// Creates (does not start) a rules helper for a holder; returns its id.
 async fn create_helper(
-    docker: &Docker,
+    docker: &impl EngineApi,
     helper: Helper<'_>,
     holder_id: &str,
     rules: &Rules,
     ports: &[u16],
 ) -> Result<String> {
     let body = helper_body(helper, holder_id, rules, ports);
-    let made = docker
-        .create_container(
-            None::<bollard::query_parameters::CreateContainerOptions>,
-            body,
-        )
+    docker
+        .create_container(None, body)
         .await
         .map_err(engine_err(
             docker,
-            format!("create the network rules helper of {}", helper.workspace),
-        ))?;
-    Ok(made.id)
+            Operation::CreateHelper(helper.workspace.into()),
+        ))
 }
 
 /// Starts a created helper, waits for its exit and removes it. Exit 0 means the rules are
 /// loaded (its script stops at the first failure); otherwise the error names its output.
 async fn run_helper(
-    docker: &Docker,
+    docker: &impl EngineApi,
     helper: Helper<'_>,
     holder_id: &str,
     helper_id: &str,
@@ -437,32 +423,34 @@ fn helper_body(
 }
 
 /// Starts a helper and waits for its exit code.
-async fn started_exit(docker: &Docker, id: &str) -> Result<i64> {
+async fn started_exit(docker: &impl EngineApi, id: &str) -> Result<i64> {
     container::start(docker, id).await?;
-    let mut wait = docker.wait_container(id, None::<WaitContainerOptions>);
-    match wait.next().await {
-        Some(Ok(r)) => Ok(r.status_code),
-        // A non-zero exit comes as an error carrying the code.
-        Some(Err(bollard::errors::Error::DockerContainerWaitError { code, .. })) => Ok(code),
-        Some(Err(e)) => Err(engine_err(docker, format!("wait for container {id}"))(e)),
-        None => Ok(-1),
-    }
+    docker
+        .wait_container(id)
+        .await
+        .map_err(engine_err(docker, Operation::Wait(id.into())))
 }
 
 /// Removes a holder or helper (by id or name) at once: it holds no state. Gone already is
 /// fine.
-pub async fn remove(docker: &Docker, id: &str) -> Result<()> {
-    let options = RemoveContainerOptionsBuilder::new().force(true).build();
-    match docker.remove_container(id, Some(options)).await {
+pub async fn remove(docker: &impl EngineApi, id: &str) -> Result<()> {
+    match docker.remove_container(id).await {
         Ok(()) => Ok(()),
         Err(e) if is_status(&e, 404) || is_status(&e, 409) => Ok(()),
-        Err(e) => Err(engine_err(docker, format!("remove container {id}"))(e)),
+        Err(e) => Err(engine_err(
+            docker,
+            Operation::Remove(Resource::Container, id.into()),
+        )(e)),
     }
 }
 
 /// Removes the holders of an owner (one workspace's, or all) and any rules helper a killed hub
 /// left. Returns how many holders.
-pub async fn remove_of(docker: &Docker, owner: &str, workspace: Option<&str>) -> Result<usize> {
+pub async fn remove_of(
+    docker: &impl EngineApi,
+    owner: &str,
+    workspace: Option<&str>,
+) -> Result<usize> {
     let mut holders = 0;
     for label in [LABEL_HOLDER_OF, LABEL_RULES_FOR] {
         let mut labels = vec![format!("{LABEL_OWNER}={owner}")];
@@ -486,20 +474,22 @@ pub async fn remove_of(docker: &Docker, owner: &str, workspace: Option<&str>) ->
 /// The holder a workspace container joined (`container:<id>` network mode), as adoption reads
 /// it: one inspect, no call into it. `None` when the container joined none or it is gone.
 pub async fn posture(
-    docker: &Docker,
+    docker: &impl EngineApi,
     network_mode: &str,
     container_port: u16,
 ) -> Result<Option<HolderPosture>> {
     let Some(id) = network_mode.strip_prefix("container:") else {
         return Ok(None);
     };
-    let info = match docker
-        .inspect_container(id, None::<InspectContainerOptions>)
-        .await
-    {
+    let info = match docker.inspect_container(id).await {
         Ok(i) => i,
         Err(e) if is_status(&e, 404) => return Ok(None),
-        Err(e) => return Err(engine_err(docker, format!("inspect container {id}"))(e)),
+        Err(e) => {
+            return Err(engine_err(
+                docker,
+                Operation::Inspect(Resource::Container, id.into()),
+            )(e));
+        }
     };
     let env: Vec<String> = info
         .config
@@ -578,7 +568,7 @@ pub fn record_with(record: &str, holder_id: &str, started_at: &str, ports: &[u16
 /// the record says so for its current start and its health check does not say otherwise;
 /// otherwise its rules helper runs and the record is written. Says whether the helper ran.
 pub async fn ensure_rules(
-    docker: &Docker,
+    docker: &impl EngineApi,
     helper: Helper<'_>,
     holder: &HolderPosture,
     record: &Path,
@@ -699,6 +689,37 @@ mod tests {
                 .unwrap()
                 .userns_mode,
             None
+        );
+    }
+
+    /// A holder whose rules helper fails is removed by `ready` itself, with the helper.
+    #[tokio::test]
+    async fn a_holder_whose_rules_do_not_load_is_removed_with_its_helper() {
+        use crate::engine::fake::FakeEngine;
+        let engine = FakeEngine::default();
+        let id = engine
+            .state()
+            .create(Some("h"), ContainerCreateBody::default())
+            .unwrap();
+        engine.state().exit_codes.push(("anon_".into(), 3));
+        let rules = Rules {
+            text: String::new(),
+            hash: "0".into(),
+            broker_host: None,
+        };
+        let helper = Helper {
+            image: "img",
+            owner: "o1",
+            workspace: "w1",
+            keep_id: false,
+            podman: false,
+            limits_enforced: true,
+        };
+        let e = ready(&engine, helper, &id, &rules, &[]).await.unwrap_err();
+        assert!(e.to_string().contains("exited with code 3"), "{e}");
+        assert!(
+            engine.state().containers.is_empty(),
+            "holder or helper left"
         );
     }
 }

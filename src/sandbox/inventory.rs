@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::path::Path;
 
-use bollard::Docker;
+use crate::engine::api::EngineApi;
 
 use crate::error::Result;
 use crate::sandbox::container;
@@ -44,7 +44,7 @@ pub struct SandboxRow {
 }
 
 /// Lists sandbox containers: this owner's, or every owner's when `owner` is `None`.
-pub async fn list(docker: &Docker, owner: Option<&str>) -> Result<Vec<SandboxRow>> {
+pub async fn list(docker: &impl EngineApi, owner: Option<&str>) -> Result<Vec<SandboxRow>> {
     let mut labels = vec![format!("{LABEL_SANDBOX}=1")];
     if let Some(o) = owner {
         labels.push(format!("{LABEL_OWNER}={o}"));
@@ -126,7 +126,7 @@ pub async fn list(docker: &Docker, owner: Option<&str>) -> Result<Vec<SandboxRow
 /// files; their volumes too with `remove_volumes`, else they are kept; the owner's network too when
 /// no container uses it any more. Returns the workspace ids stopped.
 pub async fn stop(
-    docker: &Docker,
+    docker: &impl EngineApi,
     po_home: &Path,
     owner: &str,
     workspace: Option<&str>,

@@ -9,7 +9,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
-use bollard::Docker;
+use crate::engine::api::EngineApi;
 use bollard::models::ContainerSummary;
 use futures_util::FutureExt;
 use futures_util::future::{BoxFuture, Shared};
@@ -126,7 +126,7 @@ impl KnownContainers {
 }
 
 /// One list call for `owner`'s containers.
-pub async fn known_containers(docker: &Docker, owner: &str) -> Result<KnownContainers> {
+pub async fn known_containers(docker: &impl EngineApi, owner: &str) -> Result<KnownContainers> {
     let owner = format!("{LABEL_OWNER}={owner}");
     let list = container::list_labelled(docker, vec![owner]).await?;
     Ok(KnownContainers::from_list(list))
@@ -137,7 +137,7 @@ pub async fn known_containers(docker: &Docker, owner: &str) -> Result<KnownConta
 /// asks are started, not awaited (see [`Asked`]). Reads only; used while the engine check runs,
 /// so a hub restart's adoptions need no wait of their own.
 pub async fn read_ahead(
-    docker: &Docker,
+    docker: &impl EngineApi,
     owner: &str,
     container_port: u16,
     health_path: &str,

@@ -4,10 +4,10 @@
 
 use std::collections::HashMap;
 
-use bollard::Docker;
 use bollard::models::{Network, NetworkCreateRequest};
-use bollard::query_parameters::{InspectNetworkOptions, ListNetworksOptionsBuilder};
 
+use crate::engine::api::EngineApi;
+use crate::engine::{Operation, Resource};
 use crate::error::Result;
 use crate::sandbox::container::{engine_err, is_status};
 use crate::sandbox::spec::{LABEL_NETWORK, LABEL_OWNER, LABEL_SANDBOX, network_name};
@@ -26,7 +26,7 @@ fn labels(owner: &str) -> HashMap<String, String> {
 
 /// The owner's networks with its exact name, oldest first (ties by id): the first is the one
 /// every hub uses.
-async fn listed(docker: &Docker, owner: &str) -> Result<Vec<Network>> {
+async fn listed(docker: &impl EngineApi, owner: &str) -> Result<Vec<Network>> {
     let filters = HashMap::from([(
         "label".to_string(),
         vec![
@@ -34,12 +34,11 @@ async fn listed(docker: &Docker, owner: &str) -> Result<Vec<Network>> {
             format!("{LABEL_NETWORK}={NETWORK_KIND}"),
         ],
     )]);
-    let options = ListNetworksOptionsBuilder::new().filters(&filters).build();
     let name = network_name(owner);
     let mut found: Vec<Network> = docker
-        .list_networks(Some(options))
+        .list_networks(filters)
         .await
-        .map_err(engine_err(docker, "list networks"))?
+        .map_err(engine_err(docker, Operation::List(Resource::Network)))?
         .into_iter()
         .filter(|n| n.name.as_deref() == Some(name.as_str()))
         .collect();
@@ -58,7 +57,7 @@ async fn listed(docker: &Docker, owner: &str) -> Result<Vec<Network>> {
 /// The id of the owner's network, made when there is none. Hubs racing to make it all end on
 /// the oldest one: a creator that finds an older one removes its own (an engine that refuses a
 /// second network of one name answers 409, and the existing one is used).
-pub async fn ensure(docker: &Docker, owner: &str) -> Result<String> {
+pub async fn ensure(docker: &impl EngineApi, owner: &str) -> Result<String> {
     if let Some(id) = listed(docker, owner)
         .await?
         .first()
@@ -74,9 +73,14 @@ pub async fn ensure(docker: &Docker, owner: &str) -> Result<String> {
         ..Default::default()
     };
     let made = match docker.create_network(request).await {
-        Ok(r) => Some(r.id),
+        Ok(id) => Some(id),
         Err(e) if is_status(&e, 409) => None,
-        Err(e) => return Err(engine_err(docker, format!("create network {name}"))(e)),
+        Err(e) => {
+            return Err(engine_err(
+                docker,
+                Operation::Create(Resource::Network, name),
+            )(e));
+        }
     };
     let found = listed(docker, owner).await?;
     let winner = found.first().and_then(|n| n.id.clone()).or(made.clone());
@@ -97,17 +101,20 @@ pub async fn ensure(docker: &Docker, owner: &str) -> Result<String> {
 
 /// Removes the owner's networks that no container uses (the engine also refuses to remove a
 /// network in use, so one joined meanwhile stays). Returns the names removed.
-pub async fn remove_unused(docker: &Docker, owner: &str) -> Result<Vec<String>> {
+pub async fn remove_unused(docker: &impl EngineApi, owner: &str) -> Result<Vec<String>> {
     let mut removed = Vec::new();
     for n in listed(docker, owner).await? {
         let Some(id) = n.id else { continue };
-        let inspected = docker
-            .inspect_network(&id, None::<InspectNetworkOptions>)
-            .await;
+        let inspected = docker.inspect_network(&id).await;
         let in_use = match inspected {
             Ok(i) => i.containers.is_some_and(|c| !c.is_empty()),
             Err(e) if is_status(&e, 404) => continue,
-            Err(e) => return Err(engine_err(docker, format!("inspect network {id}"))(e)),
+            Err(e) => {
+                return Err(engine_err(
+                    docker,
+                    Operation::Inspect(Resource::Network, id),
+                )(e));
+            }
         };
         if in_use {
             continue;
@@ -122,11 +129,11 @@ pub async fn remove_unused(docker: &Docker, owner: &str) -> Result<Vec<String>> 
 }
 
 /// The gateway of a network (the host's side of its bridge), as its IPAM config says.
-pub async fn gateway(docker: &Docker, id: &str) -> Result<Option<std::net::IpAddr>> {
-    let inspected = docker
-        .inspect_network(id, None::<InspectNetworkOptions>)
-        .await
-        .map_err(engine_err(docker, format!("inspect network {id}")))?;
+pub async fn gateway(docker: &impl EngineApi, id: &str) -> Result<Option<std::net::IpAddr>> {
+    let inspected = docker.inspect_network(id).await.map_err(engine_err(
+        docker,
+        Operation::Inspect(Resource::Network, id.into()),
+    ))?;
     Ok(inspected
         .ipam
         .and_then(|i| i.config)

@@ -1,0 +1,281 @@
+//! What the core asks of a container engine, as one narrow trait: containers, networks,
+//! volumes, exec and events. Bollard's [`Docker`] is the one production implementation; the
+//! orchestration is generic over it so unit tests drive it with an in-memory engine.
+//!
+//! Answers keep the engine's own shapes (bollard's models) and errors (its HTTP status codes),
+//! so the callers' decisions (409: the name is taken, 404: gone) are the same for every
+//! implementation.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::time::Duration;
+
+use bollard::Docker;
+use bollard::exec::{ResizeExecOptions, StartExecOptions, StartExecResults};
+use bollard::models::{
+    ContainerCreateBody, ContainerInspectResponse, ContainerSummary, EventMessage,
+    ExecInspectResponse, Network, NetworkCreateRequest, NetworkInspect, VolumeCreateRequest,
+};
+use bollard::query_parameters::{
+    CreateContainerOptionsBuilder, EventsOptionsBuilder, InspectContainerOptions,
+    InspectNetworkOptions, ListContainersOptionsBuilder, ListNetworksOptionsBuilder,
+    ListVolumesOptionsBuilder, LogsOptionsBuilder, RemoveContainerOptionsBuilder,
+    RemoveVolumeOptions, RestartContainerOptions, StartContainerOptions,
+    StopContainerOptionsBuilder, WaitContainerOptions,
+};
+use futures_util::StreamExt;
+use futures_util::stream::BoxStream;
+
+/// An engine call's outcome: the engine client's error keeps its HTTP status.
+pub(crate) type EngineResult<T> = std::result::Result<T, bollard::errors::Error>;
+
+/// Label filters as the engine takes them: `{"label": ["k=v", "k"]}` and the like.
+pub(crate) type Filters = HashMap<String, Vec<String>>;
+
+/// What the core asks of a container engine. Every call is bounded by [`timeout`]
+/// (a hung engine answers `RequestTimeoutError`); [`with_timeout`] gives a client with
+/// another bound.
+///
+/// [`timeout`]: EngineApi::timeout
+/// [`with_timeout`]: EngineApi::with_timeout
+pub(crate) trait EngineApi: Clone + Send + Sync + 'static {
+    /// The bound on each call of this client.
+    fn timeout(&self) -> Duration;
+    /// The same engine, each call bounded by `timeout`.
+    fn with_timeout(&self, timeout: Duration) -> Self;
+    /// Whether the engine answers.
+    fn ping(&self) -> impl Future<Output = EngineResult<()>> + Send;
+    /// Containers in any state whose labels match `labels` (`k=v` or `k`).
+    fn list_containers(
+        &self,
+        labels: Vec<String>,
+    ) -> impl Future<Output = EngineResult<Vec<ContainerSummary>>> + Send;
+    /// One container by id or name (404 when there is none).
+    fn inspect_container(
+        &self,
+        id: &str,
+    ) -> impl Future<Output = EngineResult<ContainerInspectResponse>> + Send;
+    /// Creates (does not start) a container, named or not; returns its id (409: the name is
+    /// taken).
+    fn create_container(
+        &self,
+        name: Option<&str>,
+        body: ContainerCreateBody,
+    ) -> impl Future<Output = EngineResult<String>> + Send;
+    /// Starts a container (304: it runs already).
+    fn start_container(&self, id: &str) -> impl Future<Output = EngineResult<()>> + Send;
+    /// Stops a container, `grace` seconds after its stop signal (304: it was stopped).
+    fn stop_container(&self, id: &str, grace: i32)
+    -> impl Future<Output = EngineResult<()>> + Send;
+    /// Restarts a container.
+    fn restart_container(&self, id: &str) -> impl Future<Output = EngineResult<()>> + Send;
+    /// Removes a container, running or not; its volumes stay (409: another removal is under
+    /// way).
+    fn remove_container(&self, id: &str) -> impl Future<Output = EngineResult<()>> + Send;
+    /// Waits until a started container exits; its exit code.
+    fn wait_container(&self, id: &str) -> impl Future<Output = EngineResult<i64>> + Send;
+    /// The last `lines` lines of a container's output, as far as the engine sent them.
+    fn logs_tail(&self, id: &str, lines: usize) -> impl Future<Output = String> + Send;
+    /// Creates a volume (an existing one of that name is kept as it is).
+    fn create_volume(
+        &self,
+        request: VolumeCreateRequest,
+    ) -> impl Future<Output = EngineResult<()>> + Send;
+    /// The names of the volumes matching `filters`.
+    fn list_volumes(
+        &self,
+        filters: Filters,
+    ) -> impl Future<Output = EngineResult<Vec<String>>> + Send;
+    /// Removes a volume (404: gone).
+    fn remove_volume(&self, name: &str) -> impl Future<Output = EngineResult<()>> + Send;
+    /// The networks matching `filters`.
+    fn list_networks(
+        &self,
+        filters: Filters,
+    ) -> impl Future<Output = EngineResult<Vec<Network>>> + Send;
+    /// Creates a network; returns its id (409: an engine that refuses a second of one name).
+    fn create_network(
+        &self,
+        request: NetworkCreateRequest,
+    ) -> impl Future<Output = EngineResult<String>> + Send;
+    /// One network by id or name, with the containers that use it.
+    fn inspect_network(
+        &self,
+        id: &str,
+    ) -> impl Future<Output = EngineResult<NetworkInspect>> + Send;
+    /// Removes a network (refused while a container uses it).
+    fn remove_network(&self, id: &str) -> impl Future<Output = EngineResult<()>> + Send;
+    /// The engine's events matching `filters`, from now on, until the stream breaks.
+    fn events(&self, filters: Filters) -> BoxStream<'static, EngineResult<EventMessage>>;
+    /// Creates a command run in a running container; returns the exec's id.
+    fn create_exec(
+        &self,
+        container: &str,
+        config: bollard::models::ExecConfig,
+    ) -> impl Future<Output = EngineResult<String>> + Send;
+    /// Starts an exec, attached to its streams.
+    fn start_exec(
+        &self,
+        id: &str,
+        options: StartExecOptions,
+    ) -> impl Future<Output = EngineResult<StartExecResults>> + Send;
+    /// An exec's state (running, exit code).
+    fn inspect_exec(
+        &self,
+        id: &str,
+    ) -> impl Future<Output = EngineResult<ExecInspectResponse>> + Send;
+    /// Gives an exec's terminal a size.
+    fn resize_exec(
+        &self,
+        id: &str,
+        height: u16,
+        width: u16,
+    ) -> impl Future<Output = EngineResult<()>> + Send;
+}
+
+impl EngineApi for Docker {
+    fn timeout(&self) -> Duration {
+        Docker::timeout(self)
+    }
+
+    fn with_timeout(&self, timeout: Duration) -> Self {
+        self.clone().with_timeout(timeout)
+    }
+
+    async fn ping(&self) -> EngineResult<()> {
+        Docker::ping(self).await.map(|_| ())
+    }
+
+    async fn list_containers(&self, labels: Vec<String>) -> EngineResult<Vec<ContainerSummary>> {
+        let filters: HashMap<&str, Vec<String>> = HashMap::from([("label", labels)]);
+        let options = ListContainersOptionsBuilder::new()
+            .all(true)
+            .filters(&filters)
+            .build();
+        Docker::list_containers(self, Some(options)).await
+    }
+
+    async fn inspect_container(&self, id: &str) -> EngineResult<ContainerInspectResponse> {
+        Docker::inspect_container(self, id, None::<InspectContainerOptions>).await
+    }
+
+    async fn create_container(
+        &self,
+        name: Option<&str>,
+        body: ContainerCreateBody,
+    ) -> EngineResult<String> {
+        let options = name.map(|n| CreateContainerOptionsBuilder::new().name(n).build());
+        Ok(Docker::create_container(self, options, body).await?.id)
+    }
+
+    async fn start_container(&self, id: &str) -> EngineResult<()> {
+        Docker::start_container(self, id, None::<StartContainerOptions>).await
+    }
+
+    async fn stop_container(&self, id: &str, grace: i32) -> EngineResult<()> {
+        let options = StopContainerOptionsBuilder::new().t(grace).build();
+        Docker::stop_container(self, id, Some(options)).await
+    }
+
+    async fn restart_container(&self, id: &str) -> EngineResult<()> {
+        Docker::restart_container(self, id, None::<RestartContainerOptions>).await
+    }
+
+    async fn remove_container(&self, id: &str) -> EngineResult<()> {
+        let options = RemoveContainerOptionsBuilder::new()
+            .force(true)
+            .v(false)
+            .build();
+        Docker::remove_container(self, id, Some(options)).await
+    }
+
+    async fn wait_container(&self, id: &str) -> EngineResult<i64> {
+        let mut wait = Docker::wait_container(self, id, None::<WaitContainerOptions>);
+        match wait.next().await {
+            Some(Ok(r)) => Ok(r.status_code),
+            // A non-zero exit comes as an error carrying the code.
+            Some(Err(bollard::errors::Error::DockerContainerWaitError { code, .. })) => Ok(code),
+            Some(Err(e)) => Err(e),
+            None => Ok(-1),
+        }
+    }
+
+    async fn logs_tail(&self, id: &str, lines: usize) -> String {
+        let options = LogsOptionsBuilder::new()
+            .stdout(true)
+            .stderr(true)
+            .tail(&lines.to_string())
+            .build();
+        let mut out = String::new();
+        let mut stream = Docker::logs(self, id, Some(options));
+        while let Some(Ok(chunk)) = stream.next().await {
+            out.push_str(&String::from_utf8_lossy(&chunk.into_bytes()));
+        }
+        out
+    }
+
+    async fn create_volume(&self, request: VolumeCreateRequest) -> EngineResult<()> {
+        Docker::create_volume(self, request).await.map(|_| ())
+    }
+
+    async fn list_volumes(&self, filters: Filters) -> EngineResult<Vec<String>> {
+        let options = ListVolumesOptionsBuilder::new().filters(&filters).build();
+        let listed = Docker::list_volumes(self, Some(options)).await?;
+        Ok(listed
+            .volumes
+            .unwrap_or_default()
+            .into_iter()
+            .map(|v| v.name)
+            .collect())
+    }
+
+    async fn remove_volume(&self, name: &str) -> EngineResult<()> {
+        Docker::remove_volume(self, name, None::<RemoveVolumeOptions>).await
+    }
+
+    async fn list_networks(&self, filters: Filters) -> EngineResult<Vec<Network>> {
+        let options = ListNetworksOptionsBuilder::new().filters(&filters).build();
+        Docker::list_networks(self, Some(options)).await
+    }
+
+    async fn create_network(&self, request: NetworkCreateRequest) -> EngineResult<String> {
+        Ok(Docker::create_network(self, request).await?.id)
+    }
+
+    async fn inspect_network(&self, id: &str) -> EngineResult<NetworkInspect> {
+        Docker::inspect_network(self, id, None::<InspectNetworkOptions>).await
+    }
+
+    async fn remove_network(&self, id: &str) -> EngineResult<()> {
+        Docker::remove_network(self, id).await
+    }
+
+    fn events(&self, filters: Filters) -> BoxStream<'static, EngineResult<EventMessage>> {
+        let options = EventsOptionsBuilder::new().filters(&filters).build();
+        Docker::events(self, Some(options)).boxed()
+    }
+
+    async fn create_exec(
+        &self,
+        container: &str,
+        config: bollard::models::ExecConfig,
+    ) -> EngineResult<String> {
+        Ok(Docker::create_exec(self, container, config).await?.id)
+    }
+
+    async fn start_exec(
+        &self,
+        id: &str,
+        options: StartExecOptions,
+    ) -> EngineResult<StartExecResults> {
+        Docker::start_exec(self, id, Some(options)).await
+    }
+
+    async fn inspect_exec(&self, id: &str) -> EngineResult<ExecInspectResponse> {
+        Docker::inspect_exec(self, id).await
+    }
+
+    async fn resize_exec(&self, id: &str, height: u16, width: u16) -> EngineResult<()> {
+        Docker::resize_exec(self, id, ResizeExecOptions { height, width }).await
+    }
+}

@@ -1,0 +1,721 @@
+//! An in-memory container engine for unit tests: containers, networks and volumes in one
+//! `Mutex<State>`, answering as the engine does (409 on a name clash, 404 after removal,
+//! `NetworkMode: container:<id>` joining a running container), with events, and told to fail
+//! or hang one named call.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bollard::errors::Error as BollardError;
+use bollard::exec::{StartExecOptions, StartExecResults};
+use bollard::models::{
+    ContainerConfig, ContainerCreateBody, ContainerInspectResponse, ContainerState,
+    ContainerStateStatusEnum, ContainerSummary, ContainerSummaryStateEnum, EndpointResource,
+    EndpointSettings, EventActor, EventMessage, EventMessageTypeEnum, ExecConfig,
+    ExecInspectResponse, Ipam, IpamConfig, MountPoint, Network, NetworkCreateRequest,
+    NetworkInspect, NetworkSettings, PortBinding, PortSummary, VolumeCreateRequest,
+};
+use futures_util::StreamExt;
+use futures_util::stream::BoxStream;
+
+use super::api::{EngineApi, EngineResult, Filters};
+
+/// What a faulty call does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Fault {
+    /// Answers with this HTTP status.
+    Fail(u16),
+    /// Never answers: the client's bound fires (`RequestTimeoutError`).
+    Hang,
+}
+
+/// One container as the fake keeps it.
+#[derive(Debug, Clone)]
+pub(crate) struct FakeContainer {
+    pub id: String,
+    pub name: String,
+    pub body: ContainerCreateBody,
+    /// `created`, `running`, `exited`.
+    pub status: &'static str,
+    pub started_at: String,
+    /// The exit code a wait reports once it ran.
+    pub exit_code: i64,
+}
+
+/// A look at every call as it is made (`call subject`), under the state's lock.
+pub(crate) type CallHook = Box<dyn Fn(&str) + Send>;
+
+/// Everything the fake engine holds.
+#[derive(Default)]
+pub(crate) struct State {
+    pub containers: BTreeMap<String, FakeContainer>,
+    pub networks: BTreeMap<String, Network>,
+    pub volumes: BTreeMap<String, HashMap<String, String>>,
+    /// Calls made, as `call subject`, in order.
+    pub calls: Vec<String>,
+    /// Faults by call: the subject (a container's name or id, a network's name…) must contain
+    /// the pattern; `remaining` counts down (`None`: always).
+    faults: Vec<(String, String, Fault, Option<u32>)>,
+    /// The host port published for a container's first port binding (a test's server).
+    pub host_port: u16,
+    /// The exit code of a started container whose name has this prefix, when waited for.
+    pub exit_codes: Vec<(String, i64)>,
+    /// Called with every call (`call subject`) as it is made, under the state's lock.
+    pub on_call: Option<CallHook>,
+    /// Subscribers to the event stream.
+    subscribers: Vec<tokio::sync::mpsc::UnboundedSender<EventMessage>>,
+    next: u64,
+    clock: u64,
+}
+
+/// The in-memory engine. Cheap to clone (one shared state).
+#[derive(Clone)]
+pub(crate) struct FakeEngine {
+    state: Arc<Mutex<State>>,
+    timeout: Duration,
+}
+
+impl Default for FakeEngine {
+    fn default() -> Self {
+        FakeEngine {
+            state: Arc::default(),
+            timeout: Duration::from_millis(200),
+        }
+    }
+}
+
+fn status(code: u16, message: impl Into<String>) -> BollardError {
+    BollardError::DockerResponseServerError {
+        status_code: code,
+        message: message.into(),
+    }
+}
+
+impl FakeEngine {
+    /// The state, to look at or change.
+    pub fn state(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Makes every `call` whose subject contains `pattern` answer with `fault`, `times` times
+    /// (`None`: always).
+    pub fn fault(&self, call: &str, pattern: &str, fault: Fault, times: Option<u32>) {
+        self.state()
+            .faults
+            .push((call.into(), pattern.into(), fault, times));
+    }
+
+    /// How many calls `call` were made.
+    pub fn count(&self, call: &str) -> usize {
+        let s = self.state();
+        s.calls
+            .iter()
+            .filter(|c| c.split(' ').next() == Some(call))
+            .count()
+    }
+
+    /// Sends an event about a container, as the engine would.
+    pub fn emit(&self, action: &str, id: &str) {
+        let mut s = self.state();
+        if let Some(msg) = s.event(action, id) {
+            s.send(msg);
+        }
+    }
+
+    /// Records the call and answers its fault, if any.
+    async fn enter(&self, call: &str, subject: &str) -> EngineResult<()> {
+        let fault = {
+            let mut s = self.state();
+            let subject = s.subject_of(subject);
+            let line = format!("{call} {subject}");
+            if let Some(hook) = &s.on_call {
+                hook(&line);
+            }
+            s.calls.push(line);
+            s.fault_for(call, &subject)
+        };
+        match fault {
+            None => Ok(()),
+            Some(Fault::Fail(code)) => Err(status(code, format!("{call} failed (fake)"))),
+            Some(Fault::Hang) => {
+                tokio::time::sleep(self.timeout).await;
+                Err(BollardError::RequestTimeoutError)
+            }
+        }
+    }
+}
+
+impl State {
+    /// A container's name for its id (what faults match), else the subject itself.
+    fn subject_of(&self, subject: &str) -> String {
+        match self.find(subject) {
+            Some(c) => c.name.clone(),
+            None => subject.to_string(),
+        }
+    }
+
+    fn fault_for(&mut self, call: &str, subject: &str) -> Option<Fault> {
+        let i = self
+            .faults
+            .iter()
+            .position(|(c, p, _, n)| c == call && subject.contains(p.as_str()) && *n != Some(0))?;
+        let (_, _, fault, remaining) = &mut self.faults[i];
+        if let Some(n) = remaining {
+            *n -= 1;
+        }
+        Some(*fault)
+    }
+
+    fn id(&mut self, prefix: &str) -> String {
+        self.next += 1;
+        format!("{prefix}{:060x}", self.next)
+    }
+
+    fn now(&mut self) -> String {
+        self.clock += 1;
+        format!(
+            "2026-01-01T00:00:{:02}.{:09}Z",
+            self.clock / 1000 % 60,
+            self.clock
+        )
+    }
+
+    pub fn find(&self, id_or_name: &str) -> Option<&FakeContainer> {
+        self.containers
+            .get(id_or_name)
+            .or_else(|| self.containers.values().find(|c| c.name == id_or_name))
+            .or_else(|| {
+                (id_or_name.len() >= 12)
+                    .then(|| {
+                        self.containers
+                            .values()
+                            .find(|c| c.id.starts_with(id_or_name))
+                    })
+                    .flatten()
+            })
+    }
+
+    fn find_id(&self, id_or_name: &str) -> EngineResult<String> {
+        self.find(id_or_name)
+            .map(|c| c.id.clone())
+            .ok_or_else(|| status(404, format!("No such container: {id_or_name}")))
+    }
+
+    fn network_id(&self, id_or_name: &str) -> Option<String> {
+        self.networks
+            .iter()
+            .find(|(id, n)| *id == id_or_name || n.name.as_deref() == Some(id_or_name))
+            .map(|(id, _)| id.clone())
+    }
+
+    fn event(&self, action: &str, id: &str) -> Option<EventMessage> {
+        let c = self.find(id)?;
+        let mut attributes = c.body.labels.clone().unwrap_or_default();
+        attributes.insert("name".into(), c.name.clone());
+        Some(EventMessage {
+            typ: Some(EventMessageTypeEnum::CONTAINER),
+            action: Some(action.into()),
+            actor: Some(EventActor {
+                id: Some(c.id.clone()),
+                attributes: Some(attributes),
+            }),
+            ..Default::default()
+        })
+    }
+
+    fn send(&mut self, msg: EventMessage) {
+        self.subscribers.retain(|s| s.send(msg.clone()).is_ok());
+    }
+
+    fn emit(&mut self, action: &str, id: &str) {
+        if let Some(msg) = self.event(action, id) {
+            self.send(msg);
+        }
+    }
+
+    pub fn network_mode_of(c: &FakeContainer) -> String {
+        c.body
+            .host_config
+            .as_ref()
+            .and_then(|h| h.network_mode.clone())
+            .unwrap_or_default()
+    }
+
+    pub fn start(&mut self, id: &str) -> EngineResult<()> {
+        let id = self.find_id(id)?;
+        let c = &self.containers[&id];
+        if c.status == "running" {
+            return Err(status(304, "container already started"));
+        }
+        let mode = Self::network_mode_of(c);
+        if let Some(joined) = mode.strip_prefix("container:") {
+            match self.find(joined) {
+                Some(h) if h.status == "running" => {}
+                Some(_) => {
+                    return Err(status(
+                        409,
+                        "cannot join network of a non running container",
+                    ));
+                }
+                None => return Err(status(404, format!("No such container: {joined}"))),
+            }
+        } else if !mode.is_empty() && self.network_id(&mode).is_none() {
+            return Err(status(404, format!("network {mode} not found")));
+        }
+        let at = self.now();
+        let exit = self
+            .exit_codes
+            .iter()
+            .find(|(p, _)| self.containers[&id].name.starts_with(p.as_str()))
+            .map_or(0, |(_, code)| *code);
+        let c = self.containers.get_mut(&id).expect("found above");
+        c.status = "running";
+        c.started_at = at;
+        c.exit_code = exit;
+        self.emit("start", &id);
+        Ok(())
+    }
+
+    pub fn stop(&mut self, id: &str) -> EngineResult<()> {
+        let id = self.find_id(id)?;
+        let c = self.containers.get_mut(&id).expect("found");
+        if c.status != "running" {
+            return Err(status(304, "container already stopped"));
+        }
+        c.status = "exited";
+        self.emit("die", &id);
+        self.emit("stop", &id);
+        Ok(())
+    }
+
+    pub fn remove(&mut self, id: &str, force: bool) -> EngineResult<()> {
+        let id = self.find_id(id)?;
+        if self.containers[&id].status == "running" {
+            if !force {
+                return Err(status(409, "cannot remove a running container"));
+            }
+            self.emit("die", &id);
+        }
+        self.emit("destroy", &id);
+        self.containers.remove(&id);
+        Ok(())
+    }
+
+    pub fn create(
+        &mut self,
+        name: Option<&str>,
+        body: ContainerCreateBody,
+    ) -> EngineResult<String> {
+        if let Some(n) = name
+            && self.containers.values().any(|c| c.name == n)
+        {
+            return Err(status(
+                409,
+                format!("Conflict. The container name \"/{n}\" is already in use"),
+            ));
+        }
+        let mode = body
+            .host_config
+            .as_ref()
+            .and_then(|h| h.network_mode.clone())
+            .unwrap_or_default();
+        if !mode.is_empty()
+            && !mode.starts_with("container:")
+            && self.network_id(&mode).is_none()
+            && !matches!(mode.as_str(), "bridge" | "host" | "none" | "slirp4netns")
+        {
+            return Err(status(404, format!("network {mode} not found")));
+        }
+        let id = self.id("c");
+        let name = name.map_or_else(|| format!("anon_{}", &id[..12]), str::to_string);
+        let c = FakeContainer {
+            id: id.clone(),
+            name,
+            body,
+            status: "created",
+            started_at: "0001-01-01T00:00:00Z".into(),
+            exit_code: 0,
+        };
+        self.containers.insert(id.clone(), c);
+        self.emit("create", &id);
+        Ok(id)
+    }
+
+    fn matches(labels: &HashMap<String, String>, filters: &[String]) -> bool {
+        filters.iter().all(|f| match f.split_once('=') {
+            Some((k, v)) => labels.get(k).map(String::as_str) == Some(v),
+            None => labels.contains_key(f.as_str()),
+        })
+    }
+}
+
+/// The mounts as the engine reports them, from the create body.
+fn mount_points(body: &ContainerCreateBody) -> Vec<MountPoint> {
+    let mounts = body
+        .host_config
+        .as_ref()
+        .and_then(|h| h.mounts.clone())
+        .unwrap_or_default();
+    mounts
+        .into_iter()
+        .map(|m| {
+            let volume = m.typ == Some(bollard::models::MountType::VOLUME);
+            MountPoint {
+                typ: Some(match volume {
+                    true => "volume".to_string(),
+                    false => "bind".to_string(),
+                }),
+                name: volume.then(|| m.source.clone().unwrap_or_default()),
+                source: m.source,
+                destination: m.target,
+                rw: Some(!m.read_only.unwrap_or(false)),
+                ..Default::default()
+            }
+        })
+        .collect()
+}
+
+/// The published ports: every binding of the body gets the fake's host port.
+fn published(body: &ContainerCreateBody, host_port: u16) -> HashMap<String, Vec<PortBinding>> {
+    let bindings = body
+        .host_config
+        .as_ref()
+        .and_then(|h| h.port_bindings.clone())
+        .unwrap_or_default();
+    bindings
+        .into_iter()
+        .map(|(port, b)| {
+            let b = b
+                .unwrap_or_default()
+                .into_iter()
+                .map(|b| PortBinding {
+                    host_ip: b.host_ip,
+                    host_port: Some(host_port.to_string()),
+                })
+                .collect();
+            (port, b)
+        })
+        .collect()
+}
+
+fn inspect_of(c: &FakeContainer, s: &State) -> ContainerInspectResponse {
+    let b = &c.body;
+    let running = c.status == "running";
+    let mode = State::network_mode_of(c);
+    let networks = (!mode.starts_with("container:") && !mode.is_empty()).then(|| {
+        let name = s
+            .network_id(&mode)
+            .and_then(|id| s.networks[&id].name.clone())
+            .unwrap_or(mode.clone());
+        HashMap::from([(name, EndpointSettings::default())])
+    });
+    let ports = (running && !mode.starts_with("container:")).then(|| {
+        published(b, s.host_port)
+            .into_iter()
+            .map(|(k, v)| (k, Some(v)))
+            .collect()
+    });
+    ContainerInspectResponse {
+        id: Some(c.id.clone()),
+        name: Some(format!("/{}", c.name)),
+        created: Some("2026-01-01T00:00:00Z".into()),
+        state: Some(ContainerState {
+            status: Some(match c.status {
+                "running" => ContainerStateStatusEnum::RUNNING,
+                "exited" => ContainerStateStatusEnum::EXITED,
+                _ => ContainerStateStatusEnum::CREATED,
+            }),
+            running: Some(running),
+            started_at: Some(c.started_at.clone()),
+            exit_code: Some(c.exit_code),
+            ..Default::default()
+        }),
+        config: Some(ContainerConfig {
+            image: b.image.clone(),
+            user: b.user.clone(),
+            env: b.env.clone(),
+            labels: b.labels.clone(),
+            healthcheck: b.healthcheck.clone(),
+            ..Default::default()
+        }),
+        host_config: b.host_config.clone(),
+        mounts: Some(mount_points(b)),
+        network_settings: Some(NetworkSettings {
+            ports,
+            networks,
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+fn summary_of(c: &FakeContainer, s: &State) -> ContainerSummary {
+    let running = c.status == "running";
+    let ports = published(&c.body, s.host_port)
+        .into_iter()
+        .filter(|_| running)
+        .flat_map(|(port, bindings)| {
+            let private: u16 = port
+                .split('/')
+                .next()
+                .and_then(|p| p.parse().ok())
+                .unwrap_or(0);
+            bindings.into_iter().map(move |b| PortSummary {
+                ip: b.host_ip,
+                private_port: private,
+                public_port: b.host_port.and_then(|p| p.parse().ok()),
+                typ: None,
+            })
+        })
+        .collect();
+    ContainerSummary {
+        id: Some(c.id.clone()),
+        names: Some(vec![format!("/{}", c.name)]),
+        image: c.body.image.clone(),
+        labels: c.body.labels.clone(),
+        state: Some(match c.status {
+            "running" => ContainerSummaryStateEnum::RUNNING,
+            "exited" => ContainerSummaryStateEnum::EXITED,
+            _ => ContainerSummaryStateEnum::CREATED,
+        }),
+        ports: Some(ports),
+        mounts: Some(mount_points(&c.body)),
+        ..Default::default()
+    }
+}
+
+impl EngineApi for FakeEngine {
+    fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
+    fn with_timeout(&self, timeout: Duration) -> Self {
+        FakeEngine {
+            state: self.state.clone(),
+            timeout,
+        }
+    }
+
+    async fn ping(&self) -> EngineResult<()> {
+        self.enter("ping", "").await
+    }
+
+    async fn list_containers(&self, labels: Vec<String>) -> EngineResult<Vec<ContainerSummary>> {
+        self.enter("list_containers", &labels.join(",")).await?;
+        let s = self.state();
+        Ok(s.containers
+            .values()
+            .filter(|c| State::matches(&c.body.labels.clone().unwrap_or_default(), &labels))
+            .map(|c| summary_of(c, &s))
+            .collect())
+    }
+
+    async fn inspect_container(&self, id: &str) -> EngineResult<ContainerInspectResponse> {
+        self.enter("inspect_container", id).await?;
+        let s = self.state();
+        let c = s
+            .find(id)
+            .ok_or_else(|| status(404, format!("No such container: {id}")))?;
+        Ok(inspect_of(c, &s))
+    }
+
+    async fn create_container(
+        &self,
+        name: Option<&str>,
+        body: ContainerCreateBody,
+    ) -> EngineResult<String> {
+        self.enter("create_container", name.unwrap_or("")).await?;
+        self.state().create(name, body)
+    }
+
+    async fn start_container(&self, id: &str) -> EngineResult<()> {
+        self.enter("start_container", id).await?;
+        self.state().start(id)
+    }
+
+    async fn stop_container(&self, id: &str, _grace: i32) -> EngineResult<()> {
+        self.enter("stop_container", id).await?;
+        self.state().stop(id)
+    }
+
+    async fn restart_container(&self, id: &str) -> EngineResult<()> {
+        self.enter("restart_container", id).await?;
+        let mut s = self.state();
+        let _ = s.stop(id);
+        s.start(id)
+    }
+
+    async fn remove_container(&self, id: &str) -> EngineResult<()> {
+        self.enter("remove_container", id).await?;
+        self.state().remove(id, true)
+    }
+
+    async fn wait_container(&self, id: &str) -> EngineResult<i64> {
+        self.enter("wait_container", id).await?;
+        let mut s = self.state();
+        let id = s.find_id(id)?;
+        let c = s.containers.get_mut(&id).expect("found");
+        if c.status == "running" {
+            c.status = "exited";
+        }
+        let code = c.exit_code;
+        s.emit("die", &id);
+        Ok(code)
+    }
+
+    async fn logs_tail(&self, id: &str, _lines: usize) -> String {
+        let _ = self.enter("logs", id).await;
+        format!("(fake logs of {id})")
+    }
+
+    async fn create_volume(&self, request: VolumeCreateRequest) -> EngineResult<()> {
+        let name = request.name.clone().unwrap_or_default();
+        self.enter("create_volume", &name).await?;
+        self.state()
+            .volumes
+            .entry(name)
+            .or_insert_with(|| request.labels.unwrap_or_default());
+        Ok(())
+    }
+
+    async fn list_volumes(&self, filters: Filters) -> EngineResult<Vec<String>> {
+        self.enter("list_volumes", "").await?;
+        let labels = filters.get("label").cloned().unwrap_or_default();
+        let s = self.state();
+        Ok(s.volumes
+            .iter()
+            .filter(|(_, l)| State::matches(l, &labels))
+            .map(|(n, _)| n.clone())
+            .collect())
+    }
+
+    async fn remove_volume(&self, name: &str) -> EngineResult<()> {
+        self.enter("remove_volume", name).await?;
+        match self.state().volumes.remove(name) {
+            Some(_) => Ok(()),
+            None => Err(status(404, format!("no such volume: {name}"))),
+        }
+    }
+
+    async fn list_networks(&self, filters: Filters) -> EngineResult<Vec<Network>> {
+        self.enter("list_networks", "").await?;
+        let labels = filters.get("label").cloned().unwrap_or_default();
+        let s = self.state();
+        Ok(s.networks
+            .values()
+            .filter(|n| State::matches(&n.labels.clone().unwrap_or_default(), &labels))
+            .cloned()
+            .collect())
+    }
+
+    async fn create_network(&self, request: NetworkCreateRequest) -> EngineResult<String> {
+        self.enter("create_network", &request.name).await?;
+        let mut s = self.state();
+        let id = s.id("n");
+        let created = s.now();
+        let subnet = s.networks.len() + 18;
+        let network = Network {
+            name: Some(request.name),
+            id: Some(id.clone()),
+            created: Some(created),
+            driver: request.driver,
+            labels: request.labels,
+            ipam: Some(Ipam {
+                config: Some(vec![IpamConfig {
+                    gateway: Some(format!("172.{subnet}.0.1")),
+                    ..Default::default()
+                }]),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        s.networks.insert(id.clone(), network);
+        Ok(id)
+    }
+
+    async fn inspect_network(&self, id: &str) -> EngineResult<NetworkInspect> {
+        self.enter("inspect_network", id).await?;
+        let s = self.state();
+        let nid = s
+            .network_id(id)
+            .ok_or_else(|| status(404, format!("network {id} not found")))?;
+        let network = s.networks[&nid].clone();
+        let name = network.name.clone().unwrap_or_default();
+        let users: HashMap<String, EndpointResource> = s
+            .containers
+            .values()
+            .filter(|c| c.status == "running")
+            .filter(|c| [nid.as_str(), name.as_str()].contains(&State::network_mode_of(c).as_str()))
+            .map(|c| (c.id.clone(), EndpointResource::default()))
+            .collect();
+        Ok(NetworkInspect {
+            name: network.name,
+            id: network.id,
+            created: network.created,
+            driver: network.driver,
+            ipam: network.ipam,
+            labels: network.labels,
+            containers: Some(users),
+            ..Default::default()
+        })
+    }
+
+    async fn remove_network(&self, id: &str) -> EngineResult<()> {
+        self.enter("remove_network", id).await?;
+        let mut s = self.state();
+        let nid = s
+            .network_id(id)
+            .ok_or_else(|| status(404, format!("network {id} not found")))?;
+        let name = s.networks[&nid].name.clone().unwrap_or_default();
+        let used = s.containers.values().any(|c| {
+            c.status == "running"
+                && [nid.as_str(), name.as_str()].contains(&State::network_mode_of(c).as_str())
+        });
+        if used {
+            return Err(status(403, format!("network {name} has active endpoints")));
+        }
+        s.networks.remove(&nid);
+        Ok(())
+    }
+
+    fn events(&self, filters: Filters) -> BoxStream<'static, EngineResult<EventMessage>> {
+        let labels = filters.get("label").cloned().unwrap_or_default();
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        self.state().subscribers.push(tx);
+        futures_util::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|m| (m, rx)) })
+            .filter(move |m: &EventMessage| {
+                let attrs = m
+                    .actor
+                    .as_ref()
+                    .and_then(|a| a.attributes.clone())
+                    .unwrap_or_default();
+                std::future::ready(State::matches(&attrs, &labels))
+            })
+            .map(Ok)
+            .boxed()
+    }
+
+    async fn create_exec(&self, container: &str, _config: ExecConfig) -> EngineResult<String> {
+        self.enter("create_exec", container).await?;
+        Err(status(501, "exec is not faked"))
+    }
+
+    async fn start_exec(
+        &self,
+        id: &str,
+        _options: StartExecOptions,
+    ) -> EngineResult<StartExecResults> {
+        self.enter("start_exec", id).await?;
+        Err(status(501, "exec is not faked"))
+    }
+
+    async fn inspect_exec(&self, id: &str) -> EngineResult<ExecInspectResponse> {
+        self.enter("inspect_exec", id).await?;
+        Err(status(501, "exec is not faked"))
+    }
+
+    async fn resize_exec(&self, id: &str, _height: u16, _width: u16) -> EngineResult<()> {
+        self.enter("resize_exec", id).await
+    }
+}

@@ -1,0 +1,267 @@
+//! Token files and broker grants: a fresh token per container, the grant derived from it, and
+//! which hub serves a workspace's broker socket (with the watch that takes it over).
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use super::{Inner, WorkspaceContainers};
+use crate::broker::secret::Secret;
+use crate::broker::server::{Grant, GrantRequest, RouteKind};
+use crate::engine::api::EngineApi;
+use crate::error::{Error, Result};
+use crate::names::paths::BROKER_MOUNT;
+use crate::sandbox::locks::HostLock;
+use crate::sandbox::spec;
+
+/// How often a hub that does not serve a workspace's broker socket checks whether the one that
+/// does is gone, and the one that does whether the token file changed.
+const BROKER_WATCH_EVERY: Duration = Duration::from_secs(1);
+
+/// The grants this hub holds and the broker sockets it serves or watches.
+#[derive(Default)]
+pub(super) struct BrokerGrants {
+    /// Live broker grants by workspace, with the token-file content each was derived from.
+    grants: Mutex<HashMap<String, (Grant, Secret)>>,
+    /// Socket routes: per workspace, the lock that makes this hub the one serving the
+    /// container's broker socket among hubs sharing the socket folder (when held), and the
+    /// watch that takes over when the holder exits and re-grants when the token file changes.
+    owners: Mutex<HashMap<String, BrokerOwner>>,
+}
+
+/// This hub's part in serving one workspace's broker socket.
+struct BrokerOwner {
+    lock: Option<HostLock>,
+    watch: tokio::task::JoinHandle<()>,
+}
+
+/// A 256-bit random token, hex.
+fn random_token() -> Result<String> {
+    let mut bytes = [0u8; 32];
+    getrandom::fill(&mut bytes)
+        .map_err(|e| Error::container_caused("", "no randomness for a token", e))?;
+    Ok(hex::encode(bytes))
+}
+
+/// Writes a fresh token file with mode 0600 (folder 0700), replacing any earlier one.
+pub(super) fn write_token_file(path: &Path) -> std::io::Result<()> {
+    use std::io::Write;
+    let dir = path.parent().expect("token files live in a folder");
+    crate::platform::private_dirs(std::fs::DirBuilder::new().recursive(true)).create(dir)?;
+    let token = random_token().map_err(std::io::Error::other)?;
+    let tmp = path.with_extension(format!("tmp-{}", std::process::id()));
+    let mut f =
+        crate::platform::private_files(std::fs::OpenOptions::new().write(true).create_new(true))
+            .open(&tmp)?;
+    f.write_all(token.as_bytes())?;
+    f.sync_all()?;
+    std::fs::rename(&tmp, path)
+}
+
+/// Keeps one workspace's broker socket served while this hub has it: every
+/// [`BROKER_WATCH_EVERY`], re-runs the grant, which takes the socket over when the hub that
+/// served it is gone (its lock is free), and re-grants when the token file changed (another hub
+/// made a new container). Ends when the token file is gone (the workspace was stopped), when
+/// the workspace is revoked here, or when the service is gone.
+async fn watch_broker<E: EngineApi>(inner: std::sync::Weak<Inner<E>>, workspace_id: String) {
+    loop {
+        tokio::time::sleep(BROKER_WATCH_EVERY).await;
+        let Some(inner) = inner.upgrade() else { return };
+        let this = WorkspaceContainers { inner };
+        let token = spec::token_file(
+            &this.inner.config.po_home,
+            &this.inner.config.owner,
+            &workspace_id,
+        );
+        if !token.exists() {
+            // The workspace was stopped (by any hub): this hub's part ends, and the socket it
+            // served goes with it.
+            this.revoke_for(&workspace_id);
+            return;
+        }
+        if let Err(e) = this.grant_for(&workspace_id) {
+            tracing::debug!(workspace = %workspace_id, error = %e, "broker watch: no grant");
+        }
+    }
+}
+
+impl<E: EngineApi> WorkspaceContainers<E> {
+    /// Grants a container its broker route and tokens, derived from its token file so a hub
+    /// that adopts it later can honour them again. `None` when the broker is off.
+    pub(super) fn grant_for(&self, workspace_id: &str) -> Result<Option<Grant>> {
+        let c = &self.inner.config;
+        let Some(w) = &c.broker else { return Ok(None) };
+        let token_path = spec::token_file(&c.po_home, &c.owner, workspace_id);
+        let secret = std::fs::read_to_string(&token_path).map_err(|e| {
+            let doing = format!(
+                "cannot read its token file {} for the broker grant",
+                token_path.display()
+            );
+            Error::container_caused(workspace_id, doing, e)
+        })?;
+        let secret = Secret::new(secret.trim());
+        // The same token file and a grant still in force: keep it. A new grant would replace
+        // the socket under the container's keep-alive connections to the old one.
+        if let Some((grant, from)) = self
+            .inner
+            .grants
+            .grants
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(workspace_id)
+            && from.expose() == secret.expose()
+            && w.broker.grant_live(&grant.id)
+        {
+            return Ok(Some(grant.clone()));
+        }
+        let owner = Some((c.user.uid, c.user.gid));
+        let request = GrantRequest {
+            workspace: workspace_id.to_string(),
+            providers: None,
+            transport: w.transport,
+            owner,
+            container_socket: Some(format!("{BROKER_MOUNT}/broker.sock")),
+            container_host: None,
+            secret: Some(secret.clone()),
+            socket_folder: Some(w.socket_folder(&c.owner, workspace_id)),
+        };
+        if w.transport == RouteKind::Socket && !self.serves_broker(workspace_id)? {
+            // Another hub on this socket folder serves the container: its tokens are the same
+            // (from the same token file); this hub takes over when that one is gone.
+            let grant = w.broker.unbound_grant(request)?;
+            return Ok((!grant.providers.is_empty() || w.broker.egress_on()).then_some(grant));
+        }
+        let grant = w.broker.grant(request)?;
+        if grant.providers.is_empty() && !w.broker.egress_on() {
+            // No key on the host that the broker carries and no egress proxy: nothing to hand
+            // the container.
+            w.broker.revoke(&grant.id);
+            return Ok(None);
+        }
+        let previous = self
+            .inner
+            .grants
+            .grants
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(workspace_id.to_string(), (grant.clone(), secret));
+        if let Some((old, _)) = previous
+            && old.id != grant.id
+        {
+            w.broker.revoke(&old.id);
+        }
+        Ok(Some(grant))
+    }
+
+    /// Whether this hub serves the workspace's broker socket: it holds the workspace's broker
+    /// lock, or takes it now. Either way a watch runs from then on (see [`BrokerOwner`]).
+    fn serves_broker(&self, workspace_id: &str) -> Result<bool> {
+        let Some(w) = &self.inner.config.broker else {
+            return Ok(false);
+        };
+        let mut owners = self
+            .inner
+            .grants
+            .owners
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        if let Some(o) = owners.get(workspace_id)
+            && o.lock.is_some()
+        {
+            return Ok(true);
+        }
+        let folder = w.socket_folder(&self.inner.config.owner, workspace_id);
+        let path = folder.with_extension("lock");
+        let lock = HostLock::try_acquire(&path).map_err(|e| {
+            let doing = format!("cannot open its broker lock {}", path.display());
+            Error::container_caused(workspace_id, doing, e)
+        })?;
+        let serves = lock.is_some();
+        match owners.get_mut(workspace_id) {
+            Some(o) => o.lock = lock,
+            None => {
+                let watch = tokio::spawn(watch_broker(
+                    Arc::downgrade(&self.inner),
+                    workspace_id.to_string(),
+                ));
+                owners.insert(workspace_id.to_string(), BrokerOwner { lock, watch });
+            }
+        }
+        Ok(serves)
+    }
+
+    /// Ends a workspace's broker grant and removes its socket folder.
+    pub(super) fn revoke_for(&self, workspace_id: &str) {
+        let id = self
+            .inner
+            .grants
+            .grants
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(workspace_id);
+        let Some(w) = &self.inner.config.broker else {
+            return;
+        };
+        if let Some((grant, _)) = id {
+            w.broker.revoke(&grant.id);
+        }
+        let mut owners = self
+            .inner
+            .grants
+            .owners
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        let served = owners.get(workspace_id).is_some_and(|o| o.lock.is_some());
+        let folder = w.socket_folder(&self.inner.config.owner, workspace_id);
+        // A socket another hub serves is that hub's to remove; this hub's goes before its lock
+        // does, so a hub taking over never loses its fresh socket.
+        if served || !folder.with_extension("lock").exists() {
+            let _ = std::fs::remove_file(folder.join("broker.sock"));
+            let _ = std::fs::remove_dir(&folder);
+        }
+        if let Some(o) = owners.remove(workspace_id) {
+            o.watch.abort();
+        }
+    }
+
+    /// On the TCP route, `PO_BROKER_ADDRESS` of this hub's grant: the port is this hub's, and
+    /// an adopted container's environment holds the port of the hub that created it.
+    pub(super) fn current_broker_address(&self, id: &str) -> Vec<String> {
+        let grants = self
+            .inner
+            .grants
+            .grants
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        let Some((grant, _)) = grants.get(id) else {
+            return vec![];
+        };
+        grant
+            .env
+            .iter()
+            .filter(|(k, _)| k.as_str() == "PO_BROKER_ADDRESS")
+            .map(|(k, v)| format!("{k}={}", v.expose()))
+            .collect()
+    }
+
+    /// The id of the broker grant this hub holds for a workspace.
+    #[cfg(test)]
+    pub(super) fn granted(&self, workspace_id: &str) -> Option<String> {
+        let grants = self
+            .inner
+            .grants
+            .grants
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        grants.get(workspace_id).map(|(g, _)| g.id.clone())
+    }
+
+    /// After its container is gone: removes the workspace's token file and ends its broker
+    /// grant (and the socket, when this hub serves it).
+    pub(super) fn forget_token(&self, id: &str) {
+        let c = &self.inner.config;
+        let _ = std::fs::remove_file(spec::token_file(&c.po_home, &c.owner, id));
+        self.revoke_for(id);
+    }
+}

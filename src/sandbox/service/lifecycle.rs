@@ -1,0 +1,549 @@
+//! The lifecycle of one workspace's container: adopt the one that runs as the spec says,
+//! replace one that drifted, create one otherwise (undoing every step when a later one fails).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::grants::write_token_file;
+use super::{Asked, WorkspaceContainer, WorkspaceContainers, short_id};
+use crate::engine::api::EngineApi;
+use crate::error::{Error, Result};
+use crate::events::WorkspaceChange;
+use crate::sandbox::container::{self, Created, LiveContainer};
+use crate::sandbox::exec;
+use crate::sandbox::guards;
+use crate::sandbox::locks::HostLock;
+use crate::sandbox::spec::{self, ContainerSpec, LABEL_WORKSPACE_PATH};
+use crate::sandbox::workspace::{self, Workspace};
+
+impl<E: EngineApi> WorkspaceContainers<E> {
+    /// Adopts or creates the workspace's container and waits until its server answers.
+    /// Concurrent calls for one workspace share one operation.
+    pub async fn start(&self, ws: Workspace) -> Result<WorkspaceContainer> {
+        self.start_with(ws, None, None).await
+    }
+
+    /// As [`start`](Self::start), with the ids of its containers already listed (one list
+    /// call serves a whole hub start) and, when that read asked its one container's server its
+    /// health path, that ask (awaited after the inspect; see [`Asked`]).
+    pub async fn start_with(
+        &self,
+        ws: Workspace,
+        known_ids: Option<Vec<String>>,
+        asked: Option<Asked>,
+    ) -> Result<WorkspaceContainer> {
+        let key = ws.id.clone();
+        let this = self.clone();
+        let start = move || async move {
+            let id = ws.id.clone();
+            let result = this.start_uncached(ws, known_ids, asked).await;
+            if let Err(e) = &result {
+                this.inner.events.workspace(
+                    &id,
+                    WorkspaceChange::Failed,
+                    None,
+                    Some(e.to_string()),
+                );
+            }
+            result.map_err(Arc::new)
+        };
+        let outcome = self.inner.inflight.run(key, start).await;
+        outcome.map_err(Error::from_shared)
+    }
+
+    async fn start_uncached(
+        &self,
+        ws: Workspace,
+        known_ids: Option<Vec<String>>,
+        asked: Option<Asked>,
+    ) -> Result<WorkspaceContainer> {
+        let events = &self.inner.events;
+        events.workspace(&ws.id, WorkspaceChange::Starting, None, None);
+        // Processes of one hub on this host take turns per workspace, so a second one adopts
+        // what the first made instead of racing it (the container name still arbitrates
+        // between hosts).
+        let c = &self.inner.config;
+        // A tmpfs run flag over this workspace's own mounts is refused before anything is made.
+        let spec = self.spec_for(&ws);
+        spec.check_run_flags()?;
+        let lock_path = spec::token_file(&c.po_home, &c.owner, &ws.id).with_extension("lock");
+        let (_lock, uncontended) = self.start_lock(&ws.id, &lock_path).await?;
+        // What was read before the lock holds only when nobody else held it meanwhile.
+        let asked = asked.filter(|_| uncontended);
+        let ids = match known_ids {
+            Some(ids) => ids,
+            None => self.ids_of(&ws.id).await?,
+        };
+        let mut replaced_reason = None;
+        for cid in ids {
+            let Some(live) = self.inspect_ws(&cid).await? else {
+                continue;
+            };
+            if !live.running() {
+                // A stopped leftover: it would block the deterministic name.
+                self.stop_and_remove(&live.id, &ws.id).await?;
+                events.workspace(
+                    &ws.id,
+                    WorkspaceChange::Removed,
+                    Some(&live.id),
+                    Some(format!("a leftover container was {}", live.state)),
+                );
+                continue;
+            }
+            match spec::check_posture(&spec, &live.posture) {
+                Ok(()) => {
+                    let answered = match asked {
+                        Some(asked) => asked.answered_on(live.host_port).await,
+                        None => false,
+                    };
+                    return self.adopt_live(&ws.id, &spec, live, None, answered).await;
+                }
+                Err(reason) => {
+                    let reason =
+                        format!("container {} was not adopted: {reason}", short_id(&live.id));
+                    events.workspace(
+                        &ws.id,
+                        WorkspaceChange::Replaced,
+                        Some(&live.id),
+                        Some(reason.clone()),
+                    );
+                    self.stop_and_remove(&live.id, &ws.id).await?;
+                    replaced_reason = Some(reason);
+                }
+            }
+        }
+        self.create(&ws, &spec, replaced_reason).await
+    }
+
+    /// Takes the workspace's start lock; says whether it was free at once.
+    async fn start_lock(&self, id: &str, lock_path: &Path) -> Result<(HostLock, bool)> {
+        if let Ok(Some(lock)) = HostLock::try_acquire(lock_path) {
+            return Ok((lock, true));
+        }
+        let wait = self.inner.config.health_timeout + Duration::from_secs(120);
+        let lock = HostLock::acquire(lock_path, wait).await.map_err(|e| {
+            let doing = format!("cannot take the start lock {}", lock_path.display());
+            Error::container_caused(id, doing, e)
+        })?;
+        Ok((lock, false))
+    }
+
+    /// Adopts a running container whose posture matched: its broker grant restored, then its
+    /// server's answer awaited (not again when it `answered` just now on its current port).
+    async fn adopt_live(
+        &self,
+        id: &str,
+        spec: &ContainerSpec,
+        live: LiveContainer,
+        replaced: Option<String>,
+        answered: bool,
+    ) -> Result<WorkspaceContainer> {
+        // The adopted container keeps the tokens it was made with: re-derive them.
+        if let Err(e) = self.grant_for(id) {
+            self.inner.events.workspace(
+                id,
+                WorkspaceChange::Adopted,
+                Some(&live.id),
+                Some(format!("its broker grant could not be restored: {e}")),
+            );
+        }
+        self.ensure_rules(id, &live).await?;
+        if !answered {
+            self.wait_ready(id, spec, &live).await?;
+        }
+        self.inner
+            .events
+            .workspace(id, WorkspaceChange::Adopted, Some(&live.id), None);
+        Ok(self.report(&live, true, replaced))
+    }
+
+    /// Waits until the container's server answers; `CONTAINER_UNHEALTHY` (with its logs) when it does not.
+    async fn wait_ready(&self, id: &str, spec: &ContainerSpec, live: &LiveContainer) -> Result<()> {
+        let c = &self.inner.config;
+        let Some(port) = live.host_port else {
+            return Err(Error::container(
+                id,
+                format!("container {} publishes no host port", live.name),
+            ));
+        };
+        if let Err(why) = container::wait_healthy(
+            &self.inner.docker,
+            &live.id,
+            port,
+            &c.bundle.server.health_path,
+            c.health_timeout,
+        )
+        .await
+        {
+            let logs = container::logs_tail(&self.inner.docker, &live.id, 30).await;
+            tracing::debug!(workspace = id, %why, "container unhealthy");
+            return Err(Error::ContainerUnhealthy {
+                workspace: id.into(),
+                url: format!("http://127.0.0.1:{port}{}", c.bundle.server.health_path),
+                waited_ms: c.health_timeout.as_millis() as u64,
+                logs: format!("({why})\n{logs}"),
+            });
+        }
+        let _ = spec;
+        Ok(())
+    }
+
+    /// Creates, starts and waits for a new container; every step made is undone when one fails.
+    async fn create(
+        &self,
+        ws: &Workspace,
+        spec: &ContainerSpec,
+        replaced_reason: Option<String>,
+    ) -> Result<WorkspaceContainer> {
+        self.prepare_sandbox_dir(ws)?;
+        container::ensure_volumes(&self.changes(), spec).await?;
+        let mut made = Rollback::new(self, &ws.id);
+        let result = self
+            .create_steps(ws, spec, replaced_reason, &mut made)
+            .await;
+        if result.is_err() {
+            made.undo().await;
+        }
+        result
+    }
+
+    /// P exists and holds no stale lock files.
+    fn prepare_sandbox_dir(&self, ws: &Workspace) -> Result<()> {
+        let p = workspace::sandbox_dir(&self.inner.config.po_home, &ws.id);
+        std::fs::create_dir_all(&p).map_err(|e| {
+            Error::container_caused(
+                &ws.id,
+                format_args!("cannot create its sandbox folder {}", p.display()),
+                e,
+            )
+        })?;
+        let removed = crate::sandbox::locks::remove_stale_locks(&p).map_err(|e| {
+            Error::container_caused(
+                &ws.id,
+                format_args!("cannot clear stale locks in {}", p.display()),
+                e,
+            )
+        })?;
+        if !removed.is_empty() {
+            tracing::debug!(workspace = %ws.id, count = removed.len(), "stale locks removed");
+        }
+        let guards = guards::resolve(&ws.path, &self.inner.config.guarded_paths);
+        let made = guards::prepare(&ws.id, &ws.path, &guards)?;
+        if !made.is_empty() {
+            tracing::info!(workspace = %ws.id, placeholders = ?made, "guarded paths given empty placeholders");
+        }
+        Ok(())
+    }
+
+    /// Token file, broker grant, container (or the winner of a name race, adopted), start,
+    /// health; each thing made is recorded in `made` so a failure undoes it.
+    async fn create_steps(
+        &self,
+        ws: &Workspace,
+        spec: &ContainerSpec,
+        replaced_reason: Option<String>,
+        made: &mut Rollback<'_, E>,
+    ) -> Result<WorkspaceContainer> {
+        let c = &self.inner.config;
+        let token = spec::token_file(&c.po_home, &c.owner, &ws.id);
+        // A fresh token per container; written before create so the mount source exists.
+        write_token_file(&token).map_err(|e| {
+            Error::container_caused(
+                &ws.id,
+                format_args!("cannot write its token file {}", token.display()),
+                e,
+            )
+        })?;
+        made.token = Some(token);
+        made.granted = true;
+        let granted_spec = match self.grant_for(&ws.id)? {
+            Some(g) => {
+                let env: BTreeMap<String, String> = g
+                    .env
+                    .iter()
+                    .map(|(k, v)| (k.clone(), v.expose().to_string()))
+                    .collect();
+                Some(self.spec_with(ws, &env))
+            }
+            None => None,
+        };
+        let spec = granted_spec.as_ref().unwrap_or(spec);
+        let id = match self.create_or_adopt(ws, spec).await? {
+            Creation::New(id) => id,
+            Creation::Adopt(live) => {
+                made.disarm();
+                return self
+                    .adopt_live(&ws.id, spec, *live, replaced_reason, false)
+                    .await;
+            }
+        };
+        made.container = Some(id.clone());
+        self.start_and_wait(ws, spec, &id, replaced_reason).await
+    }
+
+    /// Creates the container; when another process holds its name, waits for that one to
+    /// start and hands it back for adoption when it satisfies the spec, or removes it (a
+    /// leftover, or drifted) and tries again, at most three times.
+    async fn create_or_adopt(&self, ws: &Workspace, spec: &ContainerSpec) -> Result<Creation> {
+        let network_gone = || {
+            Error::container(
+                &ws.id,
+                format!(
+                    "its network {} was removed while the container was made; start it again",
+                    spec.network
+                ),
+            )
+        };
+        for _ in 0..2 {
+            match self.create_on_network(spec).await? {
+                Created::New(id) => return Ok(Creation::New(id)),
+                Created::NameTaken => {
+                    if let Some(live) = self.settle_name_holder(ws, spec).await? {
+                        return Ok(Creation::Adopt(Box::new(live)));
+                    }
+                }
+                Created::NetworkGone => return Err(network_gone()),
+            }
+        }
+        match self.create_on_network(spec).await? {
+            Created::New(id) => Ok(Creation::New(id)),
+            Created::NetworkGone => Err(network_gone()),
+            Created::NameTaken => Err(Error::container(
+                &ws.id,
+                format!(
+                    "the name {} stays taken by another container; remove it (docker rm -f {})",
+                    spec.name, spec.name
+                ),
+            )),
+        }
+    }
+
+    /// Another process created the container first. Gives it time to start, then returns it
+    /// when it runs as it should; removes it when it is a leftover or drifted (`None`).
+    async fn settle_name_holder(
+        &self,
+        ws: &Workspace,
+        spec: &ContainerSpec,
+    ) -> Result<Option<LiveContainer>> {
+        let deadline = std::time::Instant::now() + Duration::from_secs(15);
+        loop {
+            let (holder, why) = match self.inspect_ws(&spec.name).await? {
+                None => return Ok(None),
+                Some(live) if live.running() => match spec::check_posture(spec, &live.posture) {
+                    Ok(()) => return Ok(Some(live)),
+                    Err(drift) => (live, format!("was not adopted: {drift}")),
+                },
+                Some(live) if live.state == "created" && std::time::Instant::now() < deadline => {
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                    continue;
+                }
+                Some(live) => {
+                    let why = format!("was {}", live.state);
+                    (live, why)
+                }
+            };
+            self.remove_name_holder(&ws.id, spec, &holder, &why).await?;
+            return Ok(None);
+        }
+    }
+
+    /// Starts a created container. The engine resolves its network by name at start: while
+    /// two hubs race to make the network a duplicate can exist for a moment ("ambiguous"), so
+    /// the start is tried again (a few times) while the hub that made the duplicate removes it.
+    async fn start_container(&self, id: &str) -> Result<()> {
+        let mut tries = 0;
+        loop {
+            match container::start(&self.changes(), id).await {
+                Err(e) if tries < 5 && e.to_string().contains("is ambiguous") => {
+                    tries += 1;
+                    tokio::time::sleep(Duration::from_millis(100 * tries)).await;
+                    self.network(true).await?;
+                }
+                other => return other,
+            }
+        }
+    }
+
+    /// Starts the created container, says so, and waits until its server answers.
+    async fn start_and_wait(
+        &self,
+        ws: &Workspace,
+        spec: &ContainerSpec,
+        id: &str,
+        replaced_reason: Option<String>,
+    ) -> Result<WorkspaceContainer> {
+        self.start_container(id).await.map_err(|e| match e {
+            e @ Error::EngineTimeout { .. } => e,
+            e => Error::container(&ws.id, e.to_string()),
+        })?;
+        let live = self
+            .inspect_ws(id)
+            .await?
+            .ok_or_else(|| Error::container(&ws.id, "it vanished right after it started"))?;
+        self.inner.events.workspace(
+            &ws.id,
+            WorkspaceChange::Created,
+            Some(id),
+            replaced_reason.clone(),
+        );
+        // Unhealthy: the error carries its logs, and the rollback removes it.
+        self.wait_ready(&ws.id, spec, &live).await?;
+        // It answers: a failed re-read (for the port) keeps the first one rather than undo it.
+        let live = match self.inspect_ws(id).await {
+            Ok(Some(newer)) => newer,
+            _ => live,
+        };
+        self.inner
+            .events
+            .workspace(&ws.id, WorkspaceChange::Ready, Some(id), None);
+        Ok(self.report(&live, false, replaced_reason))
+    }
+
+    /// Removes a container that holds the workspace's deterministic name without being one to
+    /// adopt, with a `removed` event saying why.
+    async fn remove_name_holder(
+        &self,
+        workspace_id: &str,
+        spec: &ContainerSpec,
+        live: &LiveContainer,
+        why: &str,
+    ) -> Result<()> {
+        self.stop_and_remove(&live.id, workspace_id).await?;
+        let reason = format!(
+            "container {} held the name {} and {why}",
+            short_id(&live.id),
+            spec.name
+        );
+        self.inner.events.workspace(
+            workspace_id,
+            WorkspaceChange::Removed,
+            Some(&live.id),
+            Some(reason),
+        );
+        Ok(())
+    }
+
+    /// Adopts the workspace's running container when it still satisfies the spec's security
+    /// posture; `None` when there is none. One that drifted is stopped and removed (with an
+    /// event saying why) and `None` returned. Never creates.
+    pub async fn adopt(&self, id: &str, path: Option<&str>) -> Result<Option<WorkspaceContainer>> {
+        workspace::check_id(id)?;
+        let ids = self.ids_of(id).await?;
+        for cid in ids {
+            let Some(live) = self.inspect_ws(&cid).await? else {
+                continue;
+            };
+            if !live.running() {
+                continue;
+            }
+            let ws_path = path
+                .map(str::to_string)
+                .or_else(|| live.labels.get(LABEL_WORKSPACE_PATH).cloned())
+                .unwrap_or_default();
+            let ws = workspace::resolve(id, &ws_path)?;
+            let spec = self.spec_for(&ws);
+            match spec::check_posture(&spec, &live.posture) {
+                Ok(()) => {
+                    return self
+                        .adopt_live(id, &spec, live, None, false)
+                        .await
+                        .map(Some);
+                }
+                Err(reason) => {
+                    self.stop_and_remove(&live.id, id).await?;
+                    // As a stop: its token file and broker grant go with it.
+                    self.forget_token(id);
+                    self.inner.events.workspace(
+                        id,
+                        WorkspaceChange::Removed,
+                        Some(&live.id),
+                        Some(format!("not adopted: {reason}")),
+                    );
+                }
+            }
+        }
+        Ok(None)
+    }
+
+    /// Runs a command in the workspace's running container, attached to this process's standard
+    /// streams, in the workspace folder, as the container's user, with its environment. The
+    /// container is adopted first (posture checked, its broker grant served by this process
+    /// while the command runs). `SANDBOX_NOT_RUNNING` when it has none. Resolves with the exit
+    /// code.
+    pub async fn exec(
+        &self,
+        id: &str,
+        path: Option<&str>,
+        command: Vec<String>,
+        tty: bool,
+    ) -> Result<i64> {
+        workspace::check_id(id)?;
+        exec::check_command(&command)?;
+        let not_running = || Error::SandboxNotRunning {
+            workspace: id.to_string(),
+            folder: path.unwrap_or("<folder>").to_string(),
+        };
+        let container = self.adopt(id, path).await?.ok_or_else(not_running)?;
+        let working_dir = container.container_path.clone().ok_or_else(not_running)?;
+        let request = exec::ExecRequest {
+            command,
+            tty,
+            working_dir,
+            env: self.current_broker_address(id),
+        };
+        exec::run(&self.inner.docker, &container.container_id, id, request).await
+    }
+}
+
+/// What `create` made so far, undone together when a later step fails: nothing half-done
+/// (no container, token file or broker grant of a container that does not run).
+struct Rollback<'a, E> {
+    service: &'a WorkspaceContainers<E>,
+    workspace: &'a str,
+    token: Option<PathBuf>,
+    granted: bool,
+    container: Option<String>,
+}
+
+impl<'a, E: EngineApi> Rollback<'a, E> {
+    /// Nothing made yet.
+    fn new(service: &'a WorkspaceContainers<E>, workspace: &'a str) -> Self {
+        Rollback {
+            service,
+            workspace,
+            token: None,
+            granted: false,
+            container: None,
+        }
+    }
+
+    /// Keeps everything: the work was handed to a container that is adopted instead.
+    fn disarm(&mut self) {
+        self.token = None;
+        self.granted = false;
+        self.container = None;
+    }
+
+    /// Undoes what was made, newest first: the container (and its holder), the token file, the grant.
+    async fn undo(self) {
+        if let Some(id) = &self.container {
+            let _ = self.service.stop_and_remove(id, self.workspace).await;
+        }
+        if let Some(token) = &self.token {
+            let _ = std::fs::remove_file(token);
+        }
+        if self.granted {
+            self.service.revoke_for(self.workspace);
+        }
+    }
+}
+
+/// What `create_or_adopt` ended with.
+enum Creation {
+    /// A container this call created (not started yet).
+    New(String),
+    /// Another process's container that satisfies the spec.
+    Adopt(Box<LiveContainer>),
+}

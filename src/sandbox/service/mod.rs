@@ -1,0 +1,317 @@
+//! `po/workspace-containers`: one hardened container per workspace — adopt the one that
+//! survived, replace one that drifted, create one otherwise; stop them on request only.
+//!
+//! The service is one handle over parts of one concern each: [`lifecycle`] (start, adopt,
+//! create with its rollback), [`holders`] (the namespace holder, its rules and the per-hub
+//! network), [`grants`] (token files and broker grants), [`stopping`] and [`queries`].
+
+mod grants;
+mod holders;
+mod lifecycle;
+mod queries;
+mod stopping;
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bollard::Docker;
+
+use crate::broker::server::{Broker, RouteKind};
+use crate::engine::api::EngineApi;
+use crate::error::{Error, Result};
+use crate::events::EventBus;
+use crate::host::{HostOs, UserIds};
+use crate::names::paths::BROKER_MOUNT;
+use crate::runtime_bundle::RuntimeBundle;
+use crate::sandbox::container::LiveContainer;
+use crate::sandbox::firewall::NetworkMode;
+use crate::sandbox::guards;
+pub use crate::sandbox::known::{Asked, KnownContainers, known_containers};
+use crate::sandbox::run_flags::RunFlags;
+use crate::sandbox::spec::{
+    self, ContainerPosture, ContainerSpec, LABEL_WORKSPACE, LABEL_WORKSPACE_PATH, SpecInput,
+};
+use crate::sandbox::workspace::Workspace;
+use crate::single_flight::SingleFlight;
+
+/// What the service needs to make containers.
+#[derive(Debug, Clone)]
+pub struct ServiceConfig {
+    /// The Po home on the host.
+    pub po_home: PathBuf,
+    /// This hub's owner id.
+    pub owner: String,
+    /// The validated runtime bundle.
+    pub bundle: RuntimeBundle,
+    /// The image tag.
+    pub image: String,
+    /// The image digest.
+    pub image_digest: String,
+    /// `uid:gid`.
+    pub user: UserIds,
+    /// Pid limit.
+    pub pids_limit: i64,
+    /// Guarded paths, relative to each workspace (mounted read-only).
+    pub guarded_paths: Vec<String>,
+    /// Extra engine options (`runFlags`), checked.
+    pub run_flags: RunFlags,
+    /// Memory and CPU limits (before the run flags, which win).
+    pub limits: spec::Limits,
+    /// The interval of the engine health check.
+    pub health_interval: Duration,
+    /// How long to wait for the server's health answer.
+    pub health_timeout: Duration,
+    /// The host environment (for the allowlist).
+    pub host_env: HashMap<String, String>,
+    /// The engine is Podman (which needs explicit ulimits).
+    pub podman: bool,
+    /// What the engine changes about every container (keep-id, unenforced limits, network).
+    pub mode: crate::sandbox::engine_mode::EngineMode,
+    /// The credential broker, when it is on.
+    pub broker: Option<BrokerWiring>,
+    /// How long engine calls may take, by kind (the service's client carries the read bound).
+    pub bounds: crate::engine::Bounds,
+    /// The egress mode (`network`, `PO_SANDBOX_NETWORK`).
+    pub network_mode: NetworkMode,
+    /// The host's own addresses (an engine on this host), refused from every container.
+    pub host_addresses: Vec<std::net::IpAddr>,
+    /// The DNS servers the engine's resolver forwards to from inside a container's namespace
+    /// (Docker: the host's), allowed on port 53 in `open` mode; Podman's is the gateway.
+    pub dns_servers: Vec<std::net::IpAddr>,
+}
+
+/// How containers reach the host's credential broker.
+#[derive(Clone)]
+pub struct BrokerWiring {
+    /// The broker.
+    pub broker: Broker,
+    /// A socket per container (native Linux engines) or the broker's TCP port (VM engines).
+    pub transport: RouteKind,
+    /// Where the per-container socket folders are (short: socket paths are limited).
+    pub socket_root: PathBuf,
+}
+
+impl std::fmt::Debug for BrokerWiring {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BrokerWiring")
+            .field("transport", &self.transport)
+            .field("socket_root", &self.socket_root)
+            .finish()
+    }
+}
+
+impl BrokerWiring {
+    /// The stable socket folder of one workspace (its path is part of the spec, so it must not
+    /// change across hub restarts): `<root>/<owner>-<12 hex of the id's sha256>`.
+    pub fn socket_folder(&self, owner: &str, workspace_id: &str) -> PathBuf {
+        use sha2::{Digest, Sha256};
+        let h = hex::encode(&Sha256::digest(workspace_id.as_bytes())[..6]);
+        self.socket_root.join(format!("{owner}-{h}"))
+    }
+}
+
+/// One workspace's container.
+#[napi_derive::napi(object, object_from_js = false)]
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorkspaceContainer {
+    pub workspace_id: String,
+    /// The workspace folder, when known.
+    pub workspace_path: Option<String>,
+    /// Where the workspace folder is inside the container: the same path, except on Windows
+    /// (`C:\Users\me\proj` is `/mnt/c/Users/me/proj`).
+    pub container_path: Option<String>,
+    pub container_id: String,
+    pub name: String,
+    pub image: String,
+    /// `running`, `exited`…
+    pub state: String,
+    /// Host port, on 127.0.0.1.
+    pub host_port: Option<u16>,
+    /// `http://127.0.0.1:<hostPort>`.
+    pub url: Option<String>,
+    /// The host path of the container's token file.
+    pub token_file: String,
+    /// Adopted (it was already running) rather than created by this call.
+    pub adopted: bool,
+    /// Why an earlier container was replaced instead of adopted.
+    pub replaced_reason: Option<String>,
+    pub created: Option<String>,
+    /// Its security posture, as the engine reports it.
+    pub posture: ContainerPosture,
+}
+
+struct Inner<E> {
+    docker: E,
+    config: ServiceConfig,
+    events: EventBus,
+    /// Start operations in flight, by workspace id.
+    inflight: SingleFlight<String, Result<WorkspaceContainer, Arc<Error>>>,
+    /// Broker grants and who serves each workspace's socket.
+    grants: grants::BrokerGrants,
+    /// Containers this hub stopped on request.
+    stops: stopping::StopRequests,
+    /// The per-hub network and the holders being made.
+    holders: holders::HolderState,
+}
+
+/// The workspace containers of one hub (owner). Cheap to clone.
+pub struct WorkspaceContainers<E = Docker> {
+    inner: Arc<Inner<E>>,
+}
+
+impl<E> Clone for WorkspaceContainers<E> {
+    fn clone(&self) -> Self {
+        WorkspaceContainers {
+            inner: self.inner.clone(),
+        }
+    }
+}
+
+impl<E: EngineApi> WorkspaceContainers<E> {
+    /// The client for calls that change something: the service's, with the change bound.
+    pub(super) fn changes(&self) -> E {
+        crate::engine::for_changes(&self.inner.docker, &self.inner.config.bounds)
+    }
+
+    /// A service over one engine and configuration.
+    pub fn new(docker: E, config: ServiceConfig, events: EventBus) -> Self {
+        WorkspaceContainers {
+            inner: Arc::new(Inner {
+                docker,
+                config,
+                events,
+                inflight: SingleFlight::default(),
+                grants: grants::BrokerGrants::default(),
+                stops: stopping::StopRequests::default(),
+                holders: holders::HolderState::default(),
+            }),
+        }
+    }
+
+    /// The spec of a workspace's container, without a grant's environment.
+    pub(super) fn spec_for(&self, ws: &Workspace) -> ContainerSpec {
+        self.spec_with(ws, &BTreeMap::new())
+    }
+
+    /// The spec, with a grant's environment (which stays out of the spec hash).
+    pub(super) fn spec_with(
+        &self,
+        ws: &Workspace,
+        extra_env: &BTreeMap<String, String>,
+    ) -> ContainerSpec {
+        let c = &self.inner.config;
+        let seeds: Vec<&str> = spec::SEED_FILES
+            .iter()
+            .copied()
+            .filter(|f| c.po_home.join(f).is_file())
+            .collect();
+        let (binds, hosts) = match &c.broker {
+            Some(w) if w.transport == RouteKind::Socket => (
+                vec![spec::Bind {
+                    source: w.socket_folder(&c.owner, &ws.id),
+                    target: BROKER_MOUNT.into(),
+                    read_only: false,
+                }],
+                vec![],
+            ),
+            Some(_) => (vec![], vec![c.mode.broker_host_entry()]),
+            None => (vec![], vec![]),
+        };
+        let guards = guards::resolve(&ws.path, &c.guarded_paths);
+        let mut binds = binds;
+        let os = HostOs::current();
+        binds.extend(guards::binds(&ws.path, &guards, os));
+        let mut extra_env = extra_env.clone();
+        extra_env.insert(
+            guards::GUARDED_PATHS_VAR.into(),
+            guards::listing(&ws.path, &guards, os),
+        );
+        spec::build(&SpecInput {
+            os,
+            owner: &c.owner,
+            workspace: ws,
+            po_home: &c.po_home,
+            bundle: &c.bundle,
+            image: &c.image,
+            image_digest: &c.image_digest,
+            user: c.user,
+            pids_limit: c.pids_limit,
+            run_flags: &c.run_flags,
+            seed_files: &seeds,
+            host_env: &c.host_env,
+            extra_env: &extra_env,
+            extra_binds: &binds,
+            extra_hosts: &hosts,
+            limits: c.limits,
+            health_interval: c.health_interval,
+            mode: c.mode,
+            network_mode: c.network_mode,
+        })
+    }
+
+    /// What the service reports of a live container.
+    pub(super) fn report(
+        &self,
+        live: &LiveContainer,
+        adopted: bool,
+        replaced_reason: Option<String>,
+    ) -> WorkspaceContainer {
+        let c = &self.inner.config;
+        let id = live
+            .labels
+            .get(LABEL_WORKSPACE)
+            .cloned()
+            .unwrap_or_default();
+        WorkspaceContainer {
+            token_file: spec::token_file(&c.po_home, &c.owner, &id)
+                .to_string_lossy()
+                .into_owned(),
+            workspace_id: id,
+            workspace_path: live.labels.get(LABEL_WORKSPACE_PATH).cloned(),
+            container_path: live
+                .labels
+                .get(LABEL_WORKSPACE_PATH)
+                .map(|p| crate::platform::container_path(HostOs::current(), p)),
+            container_id: live.id.clone(),
+            name: live.name.clone(),
+            image: live.image.clone(),
+            state: live.state.clone(),
+            host_port: live.host_port,
+            url: live.host_port.map(|p| format!("http://127.0.0.1:{p}")),
+            adopted,
+            replaced_reason,
+            created: live.created.clone(),
+            posture: ContainerPosture::from(&live.posture),
+        }
+    }
+
+    /// This hub's owner id.
+    pub fn owner(&self) -> &str {
+        &self.inner.config.owner
+    }
+
+    /// The engine client.
+    pub fn docker(&self) -> &E {
+        &self.inner.docker
+    }
+
+    /// The event bus.
+    pub fn events(&self) -> &EventBus {
+        &self.inner.events
+    }
+
+    /// Whether the engine answers a ping (within the call bound).
+    pub async fn ping(&self) -> bool {
+        self.inner.docker.ping().await.is_ok()
+    }
+}
+
+#[cfg(test)]
+mod tests;
+
+/// The short form of a container id, as the engine's CLI shows it.
+fn short_id(id: &str) -> &str {
+    &id[..12.min(id.len())]
+}

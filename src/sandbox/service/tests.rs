@@ -1,0 +1,591 @@
+//! The orchestration on the in-memory engine: create, adopt, drift, the name race, every
+//! rollback step, engine timeouts, the holder and its rules helper, stop and stop-all.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use super::*;
+use crate::engine::fake::{FakeEngine, Fault};
+use crate::events::{Event, WorkspaceChange};
+use crate::sandbox::engine_mode::EngineMode;
+use crate::sandbox::spec::{LABEL_HOLDER_OF, LABEL_OWNER};
+
+/// A server answering every request with 200, as the contained server's health path does.
+async fn healthy_server() -> u16 {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    tokio::spawn(async move {
+        while let Ok((mut s, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let mut buf = [0u8; 1024];
+                let _ = s.read(&mut buf).await;
+                let _ = s
+                    .write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
+                    .await;
+            });
+        }
+    });
+    port
+}
+
+/// A loopback port nothing listens on.
+fn silent_port() -> u16 {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    l.local_addr().unwrap().port()
+}
+
+fn bundle(home: &Path) -> RuntimeBundle {
+    RuntimeBundle {
+        version: "1.0.0".into(),
+        dir: home.join("container-runtime/1.0.0"),
+        json_path: home.join("container-runtime/1.0.0/container-runtime.json"),
+        server: crate::runtime_bundle::ParsedRuntime {
+            entry: "/opt/po/server.js".into(),
+            port: 7300,
+            args: vec![],
+            env: BTreeMap::new(),
+            health_path: "/api/health".into(),
+            interpreter: None,
+        },
+    }
+}
+
+fn config(home: &Path, broker: Option<BrokerWiring>) -> ServiceConfig {
+    ServiceConfig {
+        po_home: home.into(),
+        owner: "hub1".into(),
+        bundle: bundle(home),
+        image: "po-sandbox:test".into(),
+        image_digest: "sha256:0123".into(),
+        user: UserIds {
+            uid: 1000,
+            gid: 1000,
+        },
+        pids_limit: 512,
+        guarded_paths: vec![],
+        run_flags: RunFlags::default(),
+        limits: spec::Limits {
+            memory: 1 << 30,
+            nano_cpus: 1_000_000_000,
+            cpu_shares: 1024,
+        },
+        health_interval: Duration::from_secs(30),
+        health_timeout: Duration::from_millis(1500),
+        host_env: HashMap::new(),
+        podman: false,
+        mode: EngineMode::default(),
+        broker,
+        bounds: crate::engine::Bounds {
+            read: Duration::from_millis(200),
+            change: Duration::from_millis(200),
+            build_idle: Duration::from_secs(1),
+        },
+        network_mode: NetworkMode::Open,
+        host_addresses: vec![],
+        dns_servers: vec![],
+    }
+}
+
+/// The workspace events a hub emitted, with their reasons.
+type Seen = Arc<Mutex<Vec<(WorkspaceChange, Option<String>)>>>;
+
+/// One hub on the fake engine, with a workspace and the events it emitted.
+struct Hub {
+    engine: FakeEngine,
+    service: WorkspaceContainers<FakeEngine>,
+    home: tempfile::TempDir,
+    seen: Seen,
+}
+
+impl Hub {
+    async fn new() -> Hub {
+        let engine = FakeEngine::default();
+        engine.state().host_port = healthy_server().await;
+        Hub::on(engine, tempfile::tempdir().unwrap(), None)
+    }
+
+    /// Another hub of the same owner and Po home on the same engine.
+    fn on(engine: FakeEngine, home: tempfile::TempDir, broker: Option<BrokerWiring>) -> Hub {
+        let events = EventBus::default();
+        let seen: Seen = Arc::default();
+        let s = seen.clone();
+        events.subscribe(Arc::new(move |e: &Event| {
+            if let Event::Workspace { state, reason, .. } = e {
+                s.lock().unwrap().push((*state, reason.clone()));
+            }
+        }));
+        let service = WorkspaceContainers::new(engine.clone(), config(home.path(), broker), events);
+        Hub {
+            engine,
+            service,
+            home,
+            seen,
+        }
+    }
+
+    /// A second hub sharing this one's engine and Po home.
+    fn again(self) -> Hub {
+        let Hub { engine, home, .. } = self;
+        Hub::on(engine, home, None)
+    }
+
+    fn ws(&self, id: &str) -> Workspace {
+        let path = self.home.path().join("src").join(id);
+        std::fs::create_dir_all(&path).unwrap();
+        Workspace {
+            id: id.into(),
+            path: path.canonicalize().unwrap(),
+        }
+    }
+
+    fn changes(&self) -> Vec<WorkspaceChange> {
+        self.seen.lock().unwrap().iter().map(|(c, _)| *c).collect()
+    }
+
+    fn token(&self, id: &str) -> std::path::PathBuf {
+        spec::token_file(self.home.path(), "hub1", id)
+    }
+
+    /// Every container's name on the engine, sorted.
+    fn names(&self) -> Vec<String> {
+        let mut n: Vec<String> = self
+            .engine
+            .state()
+            .containers
+            .values()
+            .map(|c| c.name.clone())
+            .collect();
+        n.sort();
+        n
+    }
+
+    fn holders(&self) -> usize {
+        let s = self.engine.state();
+        s.containers
+            .values()
+            .filter(|c| {
+                c.body
+                    .labels
+                    .as_ref()
+                    .is_some_and(|l| l.contains_key(LABEL_HOLDER_OF))
+            })
+            .count()
+    }
+}
+
+/// The workspace container's name for `acme` (the holder's starts with it too).
+fn ws_name(hub: &Hub, id: &str) -> String {
+    hub.service.spec_for(&hub.ws(id)).name
+}
+
+#[tokio::test]
+async fn a_new_workspace_gets_a_container_in_its_holders_namespace() {
+    let hub = Hub::new().await;
+    let got = hub.service.start(hub.ws("acme")).await.unwrap();
+    assert!(!got.adopted);
+    assert_eq!(got.state, "running");
+    assert_eq!(got.host_port, Some(hub.engine.state().host_port));
+    let s = hub.engine.state();
+    let c = &s.containers[&got.container_id];
+    let mode = State::network_mode_of(c);
+    let holder = mode.strip_prefix("container:").expect("joined its holder");
+    assert_eq!(s.containers[holder].status, "running");
+    assert_eq!(
+        s.containers.len(),
+        2,
+        "the helper is gone: {:?}",
+        hub.names()
+    );
+    drop(s);
+    assert!(hub.token("acme").exists());
+    assert_eq!(
+        hub.changes(),
+        [
+            WorkspaceChange::Starting,
+            WorkspaceChange::Created,
+            WorkspaceChange::Ready
+        ]
+    );
+}
+
+#[tokio::test]
+async fn the_holder_starts_and_its_helper_loads_the_rules_before_the_container_starts() {
+    let hub = Hub::new().await;
+    hub.service.start(hub.ws("acme")).await.unwrap();
+    let name = ws_name(&hub, "acme");
+    let calls = hub.engine.state().calls.clone();
+    let at = |call: &str| {
+        calls
+            .iter()
+            .position(|c| c == call)
+            .unwrap_or_else(|| panic!("no {call} in {calls:#?}"))
+    };
+    let holder = crate::sandbox::holder::holder_name("hub1", "acme");
+    let helper_start = calls
+        .iter()
+        .position(|c| c.starts_with("start_container anon_"))
+        .expect("a helper ran");
+    assert!(at(&format!("create_container {holder}")) < at(&format!("start_container {holder}")));
+    assert!(at(&format!("start_container {holder}")) < helper_start);
+    assert!(helper_start < at(&format!("start_container {name}")));
+    assert!(calls.iter().any(|c| c.starts_with("wait_container anon_")));
+    assert!(
+        calls
+            .iter()
+            .any(|c| c.starts_with("remove_container anon_"))
+    );
+}
+
+#[tokio::test]
+async fn a_running_container_that_satisfies_the_spec_is_adopted_by_the_next_hub() {
+    let hub = Hub::new().await;
+    let first = hub.service.start(hub.ws("acme")).await.unwrap();
+    let hub = hub.again();
+    let creates = hub.engine.count("create_container");
+    let second = hub.service.start(hub.ws("acme")).await.unwrap();
+    assert!(second.adopted);
+    assert_eq!(second.container_id, first.container_id);
+    assert_eq!(hub.engine.count("create_container"), creates);
+    assert_eq!(
+        hub.changes(),
+        [WorkspaceChange::Starting, WorkspaceChange::Adopted]
+    );
+}
+
+#[tokio::test]
+async fn a_drifted_container_is_replaced_and_says_why() {
+    let hub = Hub::new().await;
+    let first = hub.service.start(hub.ws("acme")).await.unwrap();
+    {
+        let mut s = hub.engine.state();
+        let c = s.containers.get_mut(&first.container_id).unwrap();
+        c.body.host_config.as_mut().unwrap().cap_add = Some(vec!["NET_RAW".into()]);
+    }
+    let hub = hub.again();
+    let second = hub.service.start(hub.ws("acme")).await.unwrap();
+    assert!(!second.adopted);
+    assert_ne!(second.container_id, first.container_id);
+    let why = second.replaced_reason.expect("a reason");
+    assert!(why.contains("adds capabilities (NET_RAW)"), "{why}");
+    assert!(
+        !hub.engine
+            .state()
+            .containers
+            .contains_key(&first.container_id)
+    );
+    assert_eq!(hub.holders(), 1);
+    assert!(hub.changes().contains(&WorkspaceChange::Replaced));
+}
+
+#[tokio::test]
+async fn a_stopped_leftover_is_removed_and_a_new_container_made() {
+    let hub = Hub::new().await;
+    let first = hub.service.start(hub.ws("acme")).await.unwrap();
+    hub.engine
+        .state()
+        .containers
+        .get_mut(&first.container_id)
+        .unwrap()
+        .status = "exited";
+    let hub = hub.again();
+    let second = hub.service.start(hub.ws("acme")).await.unwrap();
+    assert_ne!(second.container_id, first.container_id);
+    assert_eq!(hub.names().len(), 2, "{:?}", hub.names());
+}
+
+#[tokio::test]
+async fn adopt_never_creates_and_removes_a_drifted_container() {
+    let hub = Hub::new().await;
+    assert!(hub.service.adopt("acme", None).await.unwrap().is_none());
+    assert_eq!(hub.engine.count("create_container"), 0);
+    let first = hub.service.start(hub.ws("acme")).await.unwrap();
+    let path = first.workspace_path.clone();
+    let adopted = hub.service.adopt("acme", path.as_deref()).await.unwrap();
+    assert_eq!(adopted.unwrap().container_id, first.container_id);
+    hub.engine
+        .state()
+        .containers
+        .get_mut(&first.container_id)
+        .unwrap()
+        .body
+        .host_config
+        .as_mut()
+        .unwrap()
+        .privileged = Some(true);
+    assert!(
+        hub.service
+            .adopt("acme", path.as_deref())
+            .await
+            .unwrap()
+            .is_none()
+    );
+    assert!(hub.names().is_empty(), "{:?}", hub.names());
+    assert!(!hub.token("acme").exists());
+}
+
+#[tokio::test]
+async fn losing_the_name_race_adopts_the_winner_and_removes_its_own_holder() {
+    let hub = Hub::new().await;
+    let first = hub.service.start(hub.ws("acme")).await.unwrap();
+    // The winner's holder under another name: this hub's own holder is made beside it, as
+    // when both race from the start (the holder's name is not what arbitrates).
+    {
+        let mut s = hub.engine.state();
+        let holder = crate::sandbox::holder::holder_name("hub1", "acme");
+        let id = s.find(&holder).unwrap().id.clone();
+        s.containers.get_mut(&id).unwrap().name = "winners-holder".into();
+    }
+    let hub = hub.again();
+    let name = ws_name(&hub, "acme");
+    // The pre-create look finds nothing (the winner was not there yet): the create gets 409.
+    hub.engine
+        .fault("inspect_container", &name, Fault::Fail(404), Some(1));
+    let got = hub
+        .service
+        .start_with(hub.ws("acme"), Some(vec![]), None)
+        .await
+        .unwrap();
+    assert!(got.adopted);
+    assert_eq!(got.container_id, first.container_id);
+    assert!(
+        hub.engine
+            .state()
+            .calls
+            .contains(&format!("create_container {name}"))
+    );
+    assert_eq!(hub.holders(), 1, "{:?}", hub.names());
+    assert_eq!(hub.names(), [name, "winners-holder".to_string()]);
+}
+
+/// A start that fails at `call` on `subject` leaves nothing: no container, holder, helper,
+/// token file or grant.
+async fn fails_cleanly(call: &str, subject: &str, fault: Fault) -> (Hub, Error) {
+    let hub = Hub::new().await;
+    let subject = match subject {
+        "workspace" => ws_name(&hub, "acme"),
+        "holder" => crate::sandbox::holder::holder_name("hub1", "acme"),
+        other => other.to_string(),
+    };
+    hub.engine.fault(call, &subject, fault, None);
+    let e = hub.service.start(hub.ws("acme")).await.unwrap_err();
+    assert!(
+        hub.names().is_empty(),
+        "{call} {subject}: left {:?}",
+        hub.names()
+    );
+    assert!(!hub.token("acme").exists(), "{call}: the token file stays");
+    assert_eq!(hub.changes().last(), Some(&WorkspaceChange::Failed));
+    (hub, e)
+}
+
+#[tokio::test]
+async fn a_container_that_does_not_start_is_removed_with_its_holder_and_token() {
+    let (_, e) = fails_cleanly("start_container", "workspace", Fault::Fail(500)).await;
+    assert_eq!(e.code(), "CONTAINER_FAILED", "{e}");
+}
+
+#[tokio::test]
+async fn a_container_that_cannot_be_created_takes_its_holder_with_it() {
+    let (_, e) = fails_cleanly("create_container", "workspace", Fault::Fail(500)).await;
+    assert_eq!(e.code(), "ENGINE_REQUEST_FAILED", "{e}");
+}
+
+#[tokio::test]
+async fn a_holder_that_does_not_start_takes_the_container_and_helper_with_it() {
+    let (_, e) = fails_cleanly("start_container", "holder", Fault::Fail(500)).await;
+    assert_eq!(e.code(), "ENGINE_REQUEST_FAILED", "{e}");
+}
+
+#[tokio::test]
+async fn a_helper_that_fails_takes_the_holder_and_container_with_it() {
+    let hub = Hub::new().await;
+    hub.engine.state().exit_codes.push(("anon_".into(), 1));
+    let e = hub.service.start(hub.ws("acme")).await.unwrap_err();
+    assert!(e.to_string().contains("rules helper"), "{e}");
+    assert!(hub.names().is_empty(), "left {:?}", hub.names());
+    assert!(!hub.token("acme").exists());
+}
+
+#[tokio::test]
+async fn a_helper_that_cannot_be_made_takes_the_holder_and_container_with_it() {
+    fails_cleanly("create_container", "", Fault::Fail(500)).await;
+}
+
+#[tokio::test]
+async fn an_unhealthy_container_is_removed_with_its_logs_in_the_error() {
+    let hub = Hub::new().await;
+    hub.engine.state().host_port = silent_port();
+    let e = hub.service.start(hub.ws("acme")).await.unwrap_err();
+    assert_eq!(e.code(), "CONTAINER_UNHEALTHY", "{e}");
+    assert!(e.to_string().contains("fake logs"), "{e}");
+    assert!(hub.names().is_empty(), "left {:?}", hub.names());
+    assert!(!hub.token("acme").exists());
+}
+
+#[tokio::test]
+async fn a_hung_engine_is_engine_timeout_and_what_was_made_is_removed() {
+    let (_, e) = fails_cleanly("create_container", "workspace", Fault::Hang).await;
+    assert_eq!(e.code(), "ENGINE_TIMEOUT", "{e}");
+    assert!(
+        e.to_string()
+            .contains("PO_SANDBOX_ENGINE_CHANGE_TIMEOUT_MS"),
+        "{e}"
+    );
+}
+
+#[tokio::test]
+async fn a_failed_start_ends_the_broker_grant_it_made() {
+    let engine = FakeEngine::default();
+    engine.state().host_port = healthy_server().await;
+    let home = tempfile::tempdir().unwrap();
+    let broker = crate::broker::server::Broker::start(crate::broker::server::BrokerOptions {
+        host_env: HashMap::from([("OPENAI_API_KEY".to_string(), "sk-test".to_string())]),
+        socket_dir: home.path().join("sockets"),
+        tcp: true,
+        egress: None,
+    })
+    .await
+    .unwrap();
+    let wiring = BrokerWiring {
+        broker: broker.clone(),
+        transport: RouteKind::Tcp,
+        socket_root: home.path().join("s"),
+    };
+    let hub = Hub::on(engine, home, Some(wiring));
+    let name = ws_name(&hub, "acme");
+    hub.engine
+        .fault("start_container", &name, Fault::Fail(500), None);
+    let grants = Arc::new(Mutex::new(Vec::new()));
+    let g = grants.clone();
+    let service = hub.service.clone();
+    // The grant as the create made it, read when the container is created.
+    hub.engine.state().on_call = Some(Box::new(move |call: &str| {
+        if call.starts_with("start_container po-") {
+            g.lock().unwrap().extend(service.granted("acme"));
+        }
+    }));
+    hub.service.start(hub.ws("acme")).await.unwrap_err();
+    let grants = grants.lock().unwrap();
+    assert_eq!(grants.len(), 1, "a grant was made");
+    assert!(
+        !broker.grant_live(&grants[0]),
+        "the grant outlived the failed start"
+    );
+    assert!(hub.service.granted("acme").is_none());
+}
+
+#[tokio::test]
+async fn stop_removes_the_container_its_holder_token_and_network() {
+    let hub = Hub::new().await;
+    let got = hub.service.start(hub.ws("acme")).await.unwrap();
+    assert!(hub.service.stop("acme").await.unwrap());
+    assert!(hub.names().is_empty(), "{:?}", hub.names());
+    assert!(hub.engine.state().networks.is_empty());
+    assert!(!hub.token("acme").exists());
+    assert!(hub.service.stop_requested(&got.container_id));
+    assert_eq!(hub.changes().last(), Some(&WorkspaceChange::Stopped));
+    assert!(
+        !hub.service.stop("acme").await.unwrap(),
+        "nothing left to stop"
+    );
+}
+
+#[tokio::test]
+async fn stop_all_stops_every_workspace_of_this_owner_only() {
+    let hub = Hub::new().await;
+    hub.service.start(hub.ws("acme")).await.unwrap();
+    hub.service.start(hub.ws("beta")).await.unwrap();
+    // Another owner's container on the same engine stays.
+    let other = hub
+        .engine
+        .state()
+        .create(
+            Some("other"),
+            bollard::models::ContainerCreateBody {
+                labels: Some(HashMap::from([(
+                    LABEL_OWNER.to_string(),
+                    "hub2".to_string(),
+                )])),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+    let stopped = hub.service.stop_all().await.unwrap();
+    assert_eq!(stopped, ["acme", "beta"]);
+    assert_eq!(hub.names(), ["other"]);
+    assert!(hub.engine.state().containers.contains_key(&other));
+    let listed = hub.service.list().await.unwrap();
+    assert!(listed.is_empty());
+}
+
+#[tokio::test]
+async fn a_restarted_holder_gets_its_rules_again_and_its_container_is_restarted_into_it() {
+    let hub = Hub::new().await;
+    let got = hub.service.start(hub.ws("acme")).await.unwrap();
+    let holder = crate::sandbox::holder::holder_name("hub1", "acme");
+    let holder_id = {
+        let mut s = hub.engine.state();
+        let id = s.find(&holder).unwrap().id.clone();
+        s.stop(&id).unwrap();
+        s.start(&id).unwrap();
+        id
+    };
+    let helpers = hub.engine.count("wait_container");
+    hub.service
+        .holder_started("acme", &holder_id)
+        .await
+        .unwrap();
+    assert_eq!(
+        hub.engine.count("wait_container"),
+        helpers + 1,
+        "a helper ran"
+    );
+    let restarted = hub
+        .engine
+        .state()
+        .calls
+        .iter()
+        .any(|c| c.starts_with("restart_container po-"));
+    assert!(restarted, "the container joins the new namespace");
+    assert_eq!(hub.changes().last(), Some(&WorkspaceChange::Restarted));
+    assert!(
+        hub.engine
+            .state()
+            .containers
+            .contains_key(&got.container_id)
+    );
+}
+
+#[tokio::test]
+async fn the_feed_reports_a_death_and_the_engines_restart_but_not_a_stop_on_request() {
+    let hub = Hub::new().await;
+    let got = hub.service.start(hub.ws("acme")).await.unwrap();
+    let changes = Arc::new(Mutex::new(0));
+    let c = changes.clone();
+    let on_change: crate::sandbox::feed::OnChange =
+        Arc::new(move |_: &str, _: &WorkspaceContainer| {
+            *c.lock().unwrap() += 1;
+            true
+        });
+    let feed = tokio::spawn(crate::sandbox::feed::follow(hub.service.clone(), on_change));
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    hub.engine.state().stop(&got.container_id).unwrap();
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    hub.engine.state().start(&got.container_id).unwrap();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let seen = hub.changes();
+    assert!(
+        seen.ends_with(&[WorkspaceChange::Died, WorkspaceChange::Restarted]),
+        "{seen:?}"
+    );
+    assert!(*changes.lock().unwrap() >= 2);
+    hub.service.stop("acme").await.unwrap();
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    assert_eq!(hub.changes().last(), Some(&WorkspaceChange::Stopped));
+    feed.abort();
+}
+
+use crate::engine::fake::State;
