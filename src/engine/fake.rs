@@ -10,7 +10,7 @@ use std::time::Duration;
 use bollard::errors::Error as BollardError;
 use bollard::exec::{StartExecOptions, StartExecResults};
 use bollard::models::{
-    ContainerConfig, ContainerCreateBody, ContainerInspectResponse, ContainerState,
+    BuildInfo, ContainerConfig, ContainerCreateBody, ContainerInspectResponse, ContainerState,
     ContainerStateStatusEnum, ContainerSummary, ContainerSummaryStateEnum, EndpointResource,
     EndpointSettings, EventActor, EventMessage, EventMessageTypeEnum, ExecConfig,
     ExecInspectResponse, Ipam, IpamConfig, MountPoint, Network, NetworkCreateRequest,
@@ -52,6 +52,8 @@ pub(crate) struct State {
     pub containers: BTreeMap<String, FakeContainer>,
     pub networks: BTreeMap<String, Network>,
     pub volumes: BTreeMap<String, HashMap<String, String>>,
+    /// Image tags, as built.
+    pub images: Vec<String>,
     /// Calls made, as `call subject`, in order.
     pub calls: Vec<String>,
     /// Faults by call: the subject (a container's name or id, a network's name…) must contain
@@ -694,6 +696,32 @@ impl EngineApi for FakeEngine {
             })
             .map(Ok)
             .boxed()
+    }
+
+    async fn inspect_image(&self, tag: &str) -> EngineResult<()> {
+        self.enter("inspect_image", tag).await?;
+        match self.state().images.iter().any(|i| i == tag) {
+            true => Ok(()),
+            false => Err(status(404, format!("No such image: {tag}"))),
+        }
+    }
+
+    /// A build of one step that tags the image, or fails as told.
+    fn build_image(
+        &self,
+        options: bollard::query_parameters::BuildImageOptions,
+        _context: Vec<u8>,
+    ) -> BoxStream<'_, EngineResult<BuildInfo>> {
+        let tag = options.t.unwrap_or_default();
+        futures_util::stream::once(async move {
+            self.enter("build_image", &tag).await?;
+            self.state().images.push(tag.clone());
+            Ok(BuildInfo {
+                stream: Some(format!("Step 1/1 : tagged {tag}\n")),
+                ..Default::default()
+            })
+        })
+        .boxed()
     }
 
     async fn create_exec(&self, container: &str, _config: ExecConfig) -> EngineResult<String> {
