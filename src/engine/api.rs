@@ -1,5 +1,5 @@
 //! What the core asks of a container engine, as one narrow trait: containers, networks,
-//! volumes, exec and events. Bollard's [`Docker`] is the one production implementation; the
+//! volumes, exec, events and image builds. Bollard's [`Docker`] is the one production implementation; the
 //! orchestration is generic over it so unit tests drive it with an in-memory engine.
 //!
 //! Answers keep the engine's own shapes (bollard's models) and errors (its HTTP status codes),
@@ -13,15 +13,15 @@ use std::time::Duration;
 use bollard::Docker;
 use bollard::exec::{ResizeExecOptions, StartExecOptions, StartExecResults};
 use bollard::models::{
-    ContainerCreateBody, ContainerInspectResponse, ContainerSummary, EventMessage,
+    BuildInfo, ContainerCreateBody, ContainerInspectResponse, ContainerSummary, EventMessage,
     ExecInspectResponse, Network, NetworkCreateRequest, NetworkInspect, VolumeCreateRequest,
 };
 use bollard::query_parameters::{
-    CreateContainerOptionsBuilder, EventsOptionsBuilder, InspectContainerOptions,
-    InspectNetworkOptions, ListContainersOptionsBuilder, ListNetworksOptionsBuilder,
-    ListVolumesOptionsBuilder, LogsOptionsBuilder, RemoveContainerOptionsBuilder,
-    RemoveVolumeOptions, RestartContainerOptions, StartContainerOptions,
-    StopContainerOptionsBuilder, WaitContainerOptions,
+    BuildImageOptions, CreateContainerOptionsBuilder, EventsOptionsBuilder,
+    InspectContainerOptions, InspectNetworkOptions, ListContainersOptionsBuilder,
+    ListNetworksOptionsBuilder, ListVolumesOptionsBuilder, LogsOptionsBuilder,
+    RemoveContainerOptionsBuilder, RemoveVolumeOptions, RestartContainerOptions,
+    StartContainerOptions, StopContainerOptionsBuilder, WaitContainerOptions,
 };
 use futures_util::StreamExt;
 use futures_util::stream::BoxStream;
@@ -107,6 +107,14 @@ pub(crate) trait EngineApi: Clone + Send + Sync + 'static {
     fn remove_network(&self, id: &str) -> impl Future<Output = EngineResult<()>> + Send;
     /// The engine's events matching `filters`, from now on, until the stream breaks.
     fn events(&self, filters: Filters) -> BoxStream<'static, EngineResult<EventMessage>>;
+    /// Whether an image exists (404: it does not).
+    fn inspect_image(&self, tag: &str) -> impl Future<Output = EngineResult<()>> + Send;
+    /// Builds an image from an in-memory tar context; the engine's progress messages.
+    fn build_image(
+        &self,
+        options: BuildImageOptions,
+        context: Vec<u8>,
+    ) -> BoxStream<'_, EngineResult<BuildInfo>>;
     /// Creates a command run in a running container; returns the exec's id.
     fn create_exec(
         &self,
@@ -253,6 +261,19 @@ impl EngineApi for Docker {
     fn events(&self, filters: Filters) -> BoxStream<'static, EngineResult<EventMessage>> {
         let options = EventsOptionsBuilder::new().filters(&filters).build();
         Docker::events(self, Some(options)).boxed()
+    }
+
+    async fn inspect_image(&self, tag: &str) -> EngineResult<()> {
+        Docker::inspect_image(self, tag).await.map(|_| ())
+    }
+
+    fn build_image(
+        &self,
+        options: BuildImageOptions,
+        context: Vec<u8>,
+    ) -> BoxStream<'_, EngineResult<BuildInfo>> {
+        let body = bollard::body_full(bytes::Bytes::from(context));
+        Docker::build_image(self, options, None, Some(body)).boxed()
     }
 
     async fn create_exec(

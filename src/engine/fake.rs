@@ -10,7 +10,7 @@ use std::time::Duration;
 use bollard::errors::Error as BollardError;
 use bollard::exec::{StartExecOptions, StartExecResults};
 use bollard::models::{
-    ContainerConfig, ContainerCreateBody, ContainerInspectResponse, ContainerState,
+    BuildInfo, ContainerConfig, ContainerCreateBody, ContainerInspectResponse, ContainerState,
     ContainerStateStatusEnum, ContainerSummary, ContainerSummaryStateEnum, EndpointResource,
     EndpointSettings, EventActor, EventMessage, EventMessageTypeEnum, ExecConfig,
     ExecInspectResponse, Ipam, IpamConfig, MountPoint, Network, NetworkCreateRequest,
@@ -33,8 +33,11 @@ pub(crate) enum Fault {
 /// One container as the fake keeps it.
 #[derive(Debug, Clone)]
 pub(crate) struct FakeContainer {
+    /// Its id (64 hex-ish characters).
     pub id: String,
+    /// Its name, without the leading `/`.
     pub name: String,
+    /// What it was created with (inspect answers from it, as the engine does).
     pub body: ContainerCreateBody,
     /// `created`, `running`, `exited`.
     pub status: &'static str,
@@ -49,9 +52,14 @@ pub(crate) type CallHook = Box<dyn Fn(&str) + Send>;
 /// Everything the fake engine holds.
 #[derive(Default)]
 pub(crate) struct State {
+    /// Containers by id.
     pub containers: BTreeMap<String, FakeContainer>,
+    /// Networks by id.
     pub networks: BTreeMap<String, Network>,
+    /// Volumes by name, with their labels.
     pub volumes: BTreeMap<String, HashMap<String, String>>,
+    /// Image tags, as built.
+    pub images: Vec<String>,
     /// Calls made, as `call subject`, in order.
     pub calls: Vec<String>,
     /// Faults by call: the subject (a container's name or id, a network's name…) must contain
@@ -65,7 +73,9 @@ pub(crate) struct State {
     pub on_call: Option<CallHook>,
     /// Subscribers to the event stream.
     subscribers: Vec<tokio::sync::mpsc::UnboundedSender<EventMessage>>,
+    /// The last id handed out.
     next: u64,
+    /// A clock for `StartedAt` and `Created`: every reading is later than the one before.
     clock: u64,
 }
 
@@ -85,6 +95,7 @@ impl Default for FakeEngine {
     }
 }
 
+/// An engine answer with an HTTP status.
 fn status(code: u16, message: impl Into<String>) -> BollardError {
     BollardError::DockerResponseServerError {
         status_code: code,
@@ -155,6 +166,7 @@ impl State {
         }
     }
 
+    /// The fault set for this call on this subject, counted down.
     fn fault_for(&mut self, call: &str, subject: &str) -> Option<Fault> {
         let i = self
             .faults
@@ -167,11 +179,13 @@ impl State {
         Some(*fault)
     }
 
+    /// A fresh id with a prefix (`c` containers, `n` networks).
     fn id(&mut self, prefix: &str) -> String {
         self.next += 1;
         format!("{prefix}{:060x}", self.next)
     }
 
+    /// The next reading of the fake clock, as RFC 3339.
     fn now(&mut self) -> String {
         self.clock += 1;
         format!(
@@ -181,6 +195,7 @@ impl State {
         )
     }
 
+    /// A container by id, name or id prefix (12 characters at least).
     pub fn find(&self, id_or_name: &str) -> Option<&FakeContainer> {
         self.containers
             .get(id_or_name)
@@ -196,12 +211,14 @@ impl State {
             })
     }
 
+    /// A container's id, or 404.
     fn find_id(&self, id_or_name: &str) -> EngineResult<String> {
         self.find(id_or_name)
             .map(|c| c.id.clone())
             .ok_or_else(|| status(404, format!("No such container: {id_or_name}")))
     }
 
+    /// A network's id by id or name.
     fn network_id(&self, id_or_name: &str) -> Option<String> {
         self.networks
             .iter()
@@ -209,6 +226,7 @@ impl State {
             .map(|(id, _)| id.clone())
     }
 
+    /// The engine event of an action on a container, with its labels as attributes.
     fn event(&self, action: &str, id: &str) -> Option<EventMessage> {
         let c = self.find(id)?;
         let mut attributes = c.body.labels.clone().unwrap_or_default();
@@ -224,16 +242,19 @@ impl State {
         })
     }
 
+    /// Sends an event to every live subscriber.
     fn send(&mut self, msg: EventMessage) {
         self.subscribers.retain(|s| s.send(msg.clone()).is_ok());
     }
 
+    /// Sends the event of an action on a container.
     fn emit(&mut self, action: &str, id: &str) {
         if let Some(msg) = self.event(action, id) {
             self.send(msg);
         }
     }
 
+    /// A container's network mode (`container:<id>` when it joined another).
     pub fn network_mode_of(c: &FakeContainer) -> String {
         c.body
             .host_config
@@ -242,6 +263,7 @@ impl State {
             .unwrap_or_default()
     }
 
+    /// Starts a container: 304 when it runs, 409 when the container it joins does not run, 404 when its network is gone.
     pub fn start(&mut self, id: &str) -> EngineResult<()> {
         let id = self.find_id(id)?;
         let c = &self.containers[&id];
@@ -277,6 +299,7 @@ impl State {
         Ok(())
     }
 
+    /// Stops a running container (304 otherwise), with its `die` and `stop` events.
     pub fn stop(&mut self, id: &str) -> EngineResult<()> {
         let id = self.find_id(id)?;
         let c = self.containers.get_mut(&id).expect("found");
@@ -289,6 +312,7 @@ impl State {
         Ok(())
     }
 
+    /// Removes a container (409 while it runs, unless forced), with its `destroy` event.
     pub fn remove(&mut self, id: &str, force: bool) -> EngineResult<()> {
         let id = self.find_id(id)?;
         if self.containers[&id].status == "running" {
@@ -302,6 +326,7 @@ impl State {
         Ok(())
     }
 
+    /// Creates a container: 409 on a name clash, 404 when its network is gone.
     pub fn create(
         &mut self,
         name: Option<&str>,
@@ -342,6 +367,7 @@ impl State {
         Ok(id)
     }
 
+    /// Whether labels satisfy every `k=v` / `k` filter.
     fn matches(labels: &HashMap<String, String>, filters: &[String]) -> bool {
         filters.iter().all(|f| match f.split_once('=') {
             Some((k, v)) => labels.get(k).map(String::as_str) == Some(v),
@@ -399,6 +425,7 @@ fn published(body: &ContainerCreateBody, host_port: u16) -> HashMap<String, Vec<
         .collect()
 }
 
+/// The inspect answer of a container.
 fn inspect_of(c: &FakeContainer, s: &State) -> ContainerInspectResponse {
     let b = &c.body;
     let running = c.status == "running";
@@ -450,6 +477,7 @@ fn inspect_of(c: &FakeContainer, s: &State) -> ContainerInspectResponse {
     }
 }
 
+/// A container's line in a list answer.
 fn summary_of(c: &FakeContainer, s: &State) -> ContainerSummary {
     let running = c.status == "running";
     let ports = published(&c.body, s.host_port)
@@ -694,6 +722,32 @@ impl EngineApi for FakeEngine {
             })
             .map(Ok)
             .boxed()
+    }
+
+    async fn inspect_image(&self, tag: &str) -> EngineResult<()> {
+        self.enter("inspect_image", tag).await?;
+        match self.state().images.iter().any(|i| i == tag) {
+            true => Ok(()),
+            false => Err(status(404, format!("No such image: {tag}"))),
+        }
+    }
+
+    /// A build of one step that tags the image, or fails as told.
+    fn build_image(
+        &self,
+        options: bollard::query_parameters::BuildImageOptions,
+        _context: Vec<u8>,
+    ) -> BoxStream<'_, EngineResult<BuildInfo>> {
+        let tag = options.t.unwrap_or_default();
+        futures_util::stream::once(async move {
+            self.enter("build_image", &tag).await?;
+            self.state().images.push(tag.clone());
+            Ok(BuildInfo {
+                stream: Some(format!("Step 1/1 : tagged {tag}\n")),
+                ..Default::default()
+            })
+        })
+        .boxed()
     }
 
     async fn create_exec(&self, container: &str, _config: ExecConfig) -> EngineResult<String> {

@@ -8,9 +8,13 @@ use super::{CALL_TIMEOUT_VAR, CHANGE_TIMEOUT_VAR};
 /// The kind of thing an engine call is about.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Resource {
+    /// A container (a workspace's, a holder, a rules helper).
     Container,
+    /// A network (the per-hub one).
     Network,
+    /// A named volume.
     Volume,
+    /// An image (the sandbox image).
     Image,
 }
 

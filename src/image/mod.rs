@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
 
-use bollard::Docker;
+use crate::engine::api::EngineApi;
 use futures_util::StreamExt;
 use sha2::{Digest, Sha256};
 
@@ -201,7 +201,7 @@ fn builds() -> &'static SingleFlight<String, SharedBuild, EventBus> {
 /// for the same tag share one build, and each gets its progress on its own `events` (a caller
 /// that joins late is first replayed what it missed).
 pub async fn ensure(
-    docker: &Docker,
+    docker: &impl EngineApi,
     recipe: &ImageRecipe,
     events: &EventBus,
     bounds: &crate::engine::Bounds,
@@ -229,7 +229,7 @@ pub async fn ensure(
 }
 
 async fn ensure_uncached(
-    docker: &Docker,
+    docker: &impl EngineApi,
     recipe: &ImageRecipe,
     events: &EventBus,
     bounds: &crate::engine::Bounds,
@@ -266,7 +266,7 @@ async fn ensure_uncached(
 }
 
 /// Whether the engine has the tag already.
-async fn is_cached(docker: &Docker, tag: &str) -> Result<bool> {
+async fn is_cached(docker: &impl EngineApi, tag: &str) -> Result<bool> {
     match docker.inspect_image(tag).await {
         Ok(_) => Ok(true),
         Err(bollard::errors::Error::DockerResponseServerError {
@@ -353,15 +353,14 @@ impl BuildLog {
 /// exists at the end. Its start gets the change bound; then each message must follow the one
 /// before within the build's idle bound, however long the build takes in all.
 async fn build(
-    docker: &Docker,
+    docker: &impl EngineApi,
     recipe: &ImageRecipe,
     tag: &str,
     events: &EventBus,
     bounds: &crate::engine::Bounds,
 ) -> Result<()> {
-    let body = bollard::body_full(bytes::Bytes::from(recipe.context()));
     let builder = crate::engine::for_changes(docker, bounds);
-    let mut stream = builder.build_image(build_options(recipe, tag), None, Some(body));
+    let mut stream = builder.build_image(build_options(recipe, tag), recipe.context());
     let mut log = BuildLog::new();
     loop {
         let Ok(next) = tokio::time::timeout(bounds.build_idle, stream.next()).await else {

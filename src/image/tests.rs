@@ -199,3 +199,38 @@ fn minimal_recipe_has_no_browser_environment() {
         ]
     );
 }
+
+/// On the in-memory engine: the first ensure builds (its progress as events), the next finds
+/// the tag cached; a failing build is IMAGE_BUILD_FAILED with a failed event.
+#[tokio::test]
+async fn an_image_is_built_once_then_found_cached() {
+    use crate::engine::fake::{FakeEngine, Fault};
+    let engine = FakeEngine::default();
+    let recipe = ImageRecipe::resolve(None, None, &env(&[])).unwrap();
+    let events = EventBus::default();
+    let phases = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let p = phases.clone();
+    events.subscribe(Arc::new(move |e| {
+        if let crate::events::Event::Image { phase, .. } = e {
+            p.lock().unwrap().push(*phase);
+        }
+    }));
+    let bounds = crate::engine::Bounds::default();
+    let got = ensure(&engine, &recipe, &events, &bounds).await.unwrap();
+    assert_eq!(got, Provenance::Built);
+    let again = ensure(&engine, &recipe, &events, &bounds).await.unwrap();
+    assert_eq!(again, Provenance::Cached);
+    assert_eq!(engine.count("build_image"), 1);
+    use ImagePhase::*;
+    assert_eq!(
+        *phases.lock().unwrap(),
+        [Checking, Building, Progress, Built, Checking, Cached]
+    );
+    engine.state().images.clear();
+    engine.fault("build_image", "", Fault::Fail(500), None);
+    let e = ensure(&engine, &recipe, &events, &bounds)
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), "IMAGE_BUILD_FAILED", "{e}");
+    assert_eq!(phases.lock().unwrap().last(), Some(&Failed));
+}

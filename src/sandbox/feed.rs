@@ -12,7 +12,7 @@ use futures_util::StreamExt;
 
 use super::service::{WorkspaceContainer, WorkspaceContainers};
 use super::spec::{LABEL_HOLDER_OF, LABEL_OWNER, LABEL_WORKSPACE};
-use crate::engine::api::EngineApi;
+use crate::engine::api::{EngineApi, Filters};
 use crate::events::WorkspaceChange;
 
 /// What an engine event means for one of this owner's workspaces.
@@ -108,14 +108,7 @@ pub async fn follow<E: EngineApi>(service: WorkspaceContainers<E>, on_change: On
                 continue;
             }
         }
-        let filters = HashMap::from([
-            ("type".to_string(), vec!["container".to_string()]),
-            (
-                "label".to_string(),
-                vec![format!("{LABEL_OWNER}={}", service.owner())],
-            ),
-        ]);
-        let mut stream = service.docker().events(filters);
+        let mut stream = service.docker().events(owner_filters(service.owner()));
         while let Some(item) = stream.next().await {
             let msg = match item {
                 Ok(m) => m,
@@ -163,6 +156,14 @@ fn report_resync<E: EngineApi>(
             );
         }
     }
+}
+
+/// The events of `owner`'s containers.
+fn owner_filters(owner: &str) -> Filters {
+    HashMap::from([
+        ("type".to_string(), vec!["container".to_string()]),
+        ("label".to_string(), vec![format!("{LABEL_OWNER}={owner}")]),
+    ])
 }
 
 /// The reason of a `restarted` event for a container the engine restarted, with its port.
