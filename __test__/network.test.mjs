@@ -359,8 +359,11 @@ test('adoption: a holder that lost its rules gets them again, with no capability
     if (!c?.url) return false
     try { return (await getJson(c.url, '/api/health')).ok === true } catch { return false }
   }, 'the workspace answering again after its holder restarted', 60000)
+  // Said as the hub's restart into the new namespace, or (on a busy machine, when the workspace
+  // container died and the engine restarted it before the holder's start event was handled) as the
+  // engine's restart: either way it runs in the new namespace, with the rules (checked below).
   const moved = live.events.filter((e) => e.type === 'workspace' && e.workspaceId === 'nd' && e.state === 'restarted')
-  assert.ok(moved.some((e) => /holder restarted/.test(e.reason ?? '')), JSON.stringify(moved))
+  assert.ok(moved.some((e) => /holder restarted|restarted by the engine/.test(e.reason ?? '')), JSON.stringify(moved))
   assert.match(rulesOf(holderOf(first.containerId)), /hook output/)
   assertRefused(first.containerId, refusedTargets(`po-net-${owner}`))
 

@@ -25,8 +25,10 @@ function layerFor(workspace, extra = {}) {
 
 /** The user's rootless Podman: its `podman system service` socket, the test base image it loaded. */
 const PODMAN_BASE = `localhost/${TEST_BASE}`
+// Rootless Podman's API service can take over 3 s (the default read bound) to answer while other
+// suites run beside this one; the bound is not what these scenarios test (engine-faults does).
 function podmanEnv(extra) {
-  const env = hostEnv({ CONTAINER_HOST: `unix://${args.socket}`, PO_SANDBOX_ENGINE: 'podman', ...extra })
+  const env = hostEnv({ CONTAINER_HOST: `unix://${args.socket}`, PO_SANDBOX_ENGINE: 'podman', PO_SANDBOX_ENGINE_TIMEOUT_MS: '20000', ...extra })
   delete env.DOCKER_HOST
   return env
 }
