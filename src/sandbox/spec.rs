@@ -1,6 +1,7 @@
 //! The container spec: everything one workspace's container is, as a pure function of its
-//! inputs. The engine-facing code only translates it; adoption compares live inspect data
-//! against it ([`check_posture`]).
+//! inputs. Its names and paths, the builder, and the posture checks by which adoption compares
+//! live inspect data against it ([`check_posture`]) are one file each; the engine-facing code
+//! only translates the spec.
 
 mod build;
 mod names;

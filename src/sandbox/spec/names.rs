@@ -21,6 +21,16 @@ pub const LABEL_WORKSPACE_PATH: &str = "po.workspace-path";
 /// only when there are any).
 pub const LABEL_RUN_FLAGS: &str = "po.run-flags";
 
+/// Label: marks the per-hub network (`workspaces`).
+pub const LABEL_NETWORK: &str = "po.network";
+/// Label: on a namespace holder, the workspace whose network namespace it holds (holders carry
+/// no `po.workspace`: they are part of a workspace, never one).
+pub const LABEL_HOLDER_OF: &str = "po.holder-of";
+/// Label: on a namespace holder, the egress mode of its rules.
+pub const LABEL_NET_MODE: &str = "po.net-mode";
+/// Label: on a namespace holder, the hash of the ruleset it carries (its helper loads it).
+pub const LABEL_NET_RULES: &str = "po.net-rules";
+
 /// The seed files copied read-only from `<poHome>` into P when they exist.
 pub const SEED_FILES: [&str; 3] = ["modes.yaml", "domains.yaml", "config.yaml"];
 /// The writable places on the read-only root file system (CIS 5.13), as tmpfs: path and
@@ -31,15 +41,6 @@ pub const WRITABLE_TMPFS: [(&str, &str); 3] = [
     ("/var/tmp", "rw,exec,nosuid,nodev,mode=1777"),
     ("/run", "rw,noexec,nosuid,nodev,mode=1777"),
 ];
-/// Label: marks the per-hub network (`workspaces`).
-pub const LABEL_NETWORK: &str = "po.network";
-/// Label: on a namespace holder, the workspace whose network namespace it holds (holders carry
-/// no `po.workspace`: they are part of a workspace, never one).
-pub const LABEL_HOLDER_OF: &str = "po.holder-of";
-/// Label: on a namespace holder, the egress mode of its rules.
-pub const LABEL_NET_MODE: &str = "po.net-mode";
-/// Label: on a namespace holder, the hash of the ruleset it carries (its helper loads it).
-pub const LABEL_NET_RULES: &str = "po.net-rules";
 
 /// A bind mount from the host.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
