@@ -299,8 +299,15 @@ test('exec -- pi on a terminal: the interactive pi inside answers a typed prompt
     rows: 40,
     cols: 120,
     onOutput: (text, write) => {
-      // The TUI is up once it shows the model; the answer, then /quit.
-      if (step === 0 && /claude-haiku-4-5/.test(text)) { step = 1; setTimeout(() => write('ping\r'), 300) }
+      // The TUI is up once it shows the model; the answer, then /quit. A prompt typed before the
+      // TUI takes the terminal raw can be flushed (seen on a busy machine): typed again every 5 s
+      // until pi answers, at most five times.
+      if (step === 0 && /claude-haiku-4-5/.test(text)) {
+        step = 1
+        let tries = 0
+        const type = () => { if (step === 1 && tries++ < 5) { write('ping\r'); setTimeout(type, 5000) } }
+        setTimeout(type, 300)
+      }
       if (step === 1 && /pong from pi-tty-upstream/.test(text)) { step = 2; setTimeout(() => write('/quit\r'), 300) }
     },
   })
