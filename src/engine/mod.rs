@@ -16,7 +16,7 @@ use std::time::Duration;
 pub(crate) use candidates::candidates;
 pub(crate) use endpoint::Endpoint;
 pub(crate) use probe::Outcome;
-pub(crate) use report::{CandidateReport, EngineReport, remote_reason};
+pub(crate) use report::{CandidateOutcome, CandidateReport, EngineReport, remote_reason};
 
 use crate::error::Result;
 use crate::host::HostEnv;

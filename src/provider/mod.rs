@@ -20,6 +20,7 @@ use crate::sandbox::service::{
 };
 use crate::sandbox::workspace;
 
+mod calls;
 pub(crate) mod image_job;
 pub(crate) mod inventory;
 mod options;
@@ -27,7 +28,7 @@ mod read_ahead;
 mod status;
 
 pub(crate) use options::{
-    ProviderOptions, RawOptions, WorkspaceRequest, refuse_nesting, registers,
+    GivenOptions, GivenWorkspace, ProviderOptions, WorkspaceRequest, refuse_nesting, registers,
 };
 pub(crate) use status::{ProviderState, ProviderStatus, WorkspacePhase, WorkspaceStatus};
 
@@ -370,7 +371,7 @@ impl Provider {
         if !o.broker {
             return Ok(None);
         }
-        let transport = o.broker_transport.route(o.host.os, report.vm);
+        let transport = o.broker_route.route(o.host.os, report.vm);
         let broker = Broker::start(BrokerOptions {
             host_env: o.host.vars().clone(),
             socket_dir: o.broker_socket_dir.clone(),

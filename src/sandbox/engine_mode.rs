@@ -9,7 +9,7 @@ use crate::broker::server::RouteKind;
 /// The broker route the provider gives its containers (`brokerTransport`,
 /// `PO_SANDBOX_BROKER_TRANSPORT`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum TransportChoice {
+pub enum RouteChoice {
     /// A socket of its own on a native Linux engine, TCP on a VM engine and on Windows.
     #[default]
     Auto,
@@ -20,16 +20,16 @@ pub enum TransportChoice {
 }
 
 /// The variable that forces the broker route when the `brokerTransport` option does not.
-pub const TRANSPORT_VAR: &str = "PO_SANDBOX_BROKER_TRANSPORT";
+pub const ROUTE_VAR: &str = "PO_SANDBOX_BROKER_TRANSPORT";
 
-impl TransportChoice {
+impl RouteChoice {
     /// `auto` (also empty or absent), `socket` or `tcp`; `OPTIONS_INVALID` naming `option`
     /// otherwise.
-    pub fn parse(value: Option<&str>, option: &str) -> crate::error::Result<TransportChoice> {
+    pub fn parse(value: Option<&str>, option: &str) -> crate::error::Result<RouteChoice> {
         match value.map(str::trim) {
-            None | Some("") | Some("auto") => Ok(TransportChoice::Auto),
-            Some("socket") => Ok(TransportChoice::Socket),
-            Some("tcp") => Ok(TransportChoice::Tcp),
+            None | Some("") | Some("auto") => Ok(RouteChoice::Auto),
+            Some("socket") => Ok(RouteChoice::Socket),
+            Some("tcp") => Ok(RouteChoice::Tcp),
             Some(other) => Err(crate::error::Error::OptionsInvalid {
                 option: option.into(),
                 reason: format!("{other:?} is not 'auto', 'socket' or 'tcp'"),
@@ -40,9 +40,9 @@ impl TransportChoice {
     /// The route on `os` with an engine in a VM (`vm`) or native.
     pub fn route(self, os: crate::host::HostOs, vm: bool) -> RouteKind {
         match self {
-            TransportChoice::Auto => crate::broker::grant::route_for(os, vm),
-            TransportChoice::Socket => RouteKind::Socket,
-            TransportChoice::Tcp => RouteKind::Tcp,
+            RouteChoice::Auto => crate::broker::grant::route_for(os, vm),
+            RouteChoice::Socket => RouteKind::Socket,
+            RouteChoice::Tcp => RouteKind::Tcp,
         }
     }
 }

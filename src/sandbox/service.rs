@@ -121,7 +121,11 @@ pub struct WorkspaceContainer {
     pub container_id: String,
     pub name: String,
     pub image: String,
-    /// `running`, `exited`…
+    /// The engine's state word: Docker's set (`created`, `running`, `paused`, `restarting`,
+    /// `removing`, `exited`, `dead`); open, as Podman and later engines may say more.
+    #[napi(
+        ts_type = "'created' | 'running' | 'paused' | 'restarting' | 'removing' | 'exited' | 'dead' | (string & {})"
+    )]
     pub state: String,
     /// Host port, on 127.0.0.1.
     pub host_port: Option<u16>,
@@ -661,7 +665,7 @@ impl WorkspaceContainers {
         let request = GrantRequest {
             workspace: workspace_id.to_string(),
             providers: None,
-            transport: w.transport,
+            route: w.transport,
             owner,
             container_socket: Some(format!("{BROKER_MOUNT}/broker.sock")),
             container_host: None,
