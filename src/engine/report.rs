@@ -34,15 +34,25 @@ pub struct CandidateReport {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum CandidateOutcome {
+    /// A usable Engine API answered.
     Available,
+    /// Nothing there.
     NotFound,
+    /// Something other than a socket is there.
     NotASocket,
+    /// A socket, but nothing listens.
     Stopped,
+    /// This user may not use the socket.
     PermissionDenied,
+    /// No answer within the bound.
     Timeout,
+    /// An Engine API older than the layer needs.
     ApiTooOld,
+    /// An engine without a Docker-compatible API.
     NoDockerApi,
+    /// An endpoint this layer cannot use.
     Unsupported,
+    /// It answered, but not usefully.
     Failed,
     /// Not probed: `engineCandidates` only lists places.
     Untried,

@@ -133,8 +133,8 @@ impl From<&AuditEvent> for JsBrokerAuditEvent {
 
 /// The host-side credential broker: per-grant tokens in, real keys out, to each provider's
 /// fixed upstream.
-#[napi(js_name = "CredentialBroker")]
-pub struct JsCredentialBroker {
+#[napi]
+pub struct CredentialBroker {
     inner: Broker,
 }
 
@@ -147,7 +147,7 @@ pub struct JsCredentialBroker {
 pub fn start_credential_broker<'env>(
     env: &'env Env,
     options: Option<Unknown>,
-) -> napi::Result<PromiseRaw<'env, JsCredentialBroker>> {
+) -> napi::Result<PromiseRaw<'env, CredentialBroker>> {
     let o: JsCredentialBrokerOptions = object_arg(env, options, "options")?.unwrap_or_default();
     let (host_env, tcp) = (env_vars(o.env), o.tcp.unwrap_or(false));
     let host = HostEnv::from_vars(host_env.clone());
@@ -163,12 +163,12 @@ pub fn start_credential_broker<'env>(
         };
         Broker::start(options)
             .await
-            .map(|inner| JsCredentialBroker { inner })
+            .map(|inner| CredentialBroker { inner })
     })
 }
 
 #[napi]
-impl JsCredentialBroker {
+impl CredentialBroker {
     /// The broker is on (`PO_SANDBOX_BROKER` is not `0`).
     #[napi(getter)]
     pub fn enabled(&self) -> bool {

@@ -19,14 +19,14 @@ use crate::contained::rebase;
 /// Reports sandbox state from the environment it is given: whether this process is contained,
 /// its workspace, and its brokered providers and route. Never throws on odd variables; they
 /// are listed in `problems`.
-#[napi(js_name = "DefaultSandboxExtensionService")]
-pub struct JsSandboxExtensionService {
+#[napi]
+pub struct DefaultSandboxExtensionService {
     state: core::SandboxState,
     facts: help::HelpFacts,
 }
 
 #[napi]
-impl JsSandboxExtensionService {
+impl DefaultSandboxExtensionService {
     /// Reads `PO_SANDBOX`, `PO_WORKSPACE`, `PO_BROKER_PROVIDERS`, `PO_BROKER_SOCKET`,
     /// `PO_BROKER_ADDRESS`, `PO_SANDBOX_GUARDED_PATHS`, and for the help skill `PO_HOME`, `HOME`
     /// and `PO_SANDBOX_TOKEN_FILE`, from `env` (default: the process environment), once.
@@ -38,7 +38,7 @@ impl JsSandboxExtensionService {
     pub fn new(env: &Env, vars: Option<Unknown>) -> napi::Result<Self> {
         let vars: Option<HashMap<String, Option<String>>> = object_arg(env, vars, "env")?;
         let vars = env_vars(vars);
-        Ok(JsSandboxExtensionService {
+        Ok(DefaultSandboxExtensionService {
             state: core::read_state(&vars),
             facts: help::read_facts(&vars),
         })
@@ -75,14 +75,14 @@ impl JsSandboxExtensionService {
 
 /// A running loopback bridge to the credential broker, for model SDKs that can dial TCP but
 /// not a Unix socket. Call `close()` when done; it is safe to call twice.
-#[napi(js_name = "BrokerBridge")]
-pub struct JsBrokerBridge {
+#[napi]
+pub struct BrokerBridge {
     port: u16,
     inner: Mutex<Option<Bridge>>,
 }
 
 #[napi]
-impl JsBrokerBridge {
+impl BrokerBridge {
     /// The loopback port the bridge listens on (on 127.0.0.1 only).
     #[napi(getter)]
     pub fn port(&self) -> u32 {
@@ -117,11 +117,11 @@ impl JsBrokerBridge {
 pub fn start_broker_bridge<'env>(
     env: &'env Env,
     route: String,
-) -> napi::Result<PromiseRaw<'env, JsBrokerBridge>> {
+) -> napi::Result<PromiseRaw<'env, BrokerBridge>> {
     let socket = PathBuf::from(route);
     promise(env, async move {
         let bridge = Bridge::start(&socket).await?;
-        Ok(JsBrokerBridge {
+        Ok(BrokerBridge {
             port: bridge.port(),
             inner: Mutex::new(Some(bridge)),
         })

@@ -1,5 +1,7 @@
 //! The JS surface: thin wrappers that convert types and errors. No logic lives here.
-//! What JS passes in, and the classes, are `Js*` types here, converted with `From`/`TryFrom`;
+//! What JS passes in and reads back as plain objects are `Js*` types here (their JS names set
+//! with `js_name`), converted with `From`/`TryFrom`; classes keep their JS names in Rust, as
+//! napi exports a class's Rust name too (an alias type and an `undefined` export);
 //! the shapes the core builds and hands out unchanged (status, events, reports) keep their
 //! `#[napi]` in the core, so no field is copied into a mirror (see the README's Development).
 // napi-derive registers exports only outside `cargo test`, where they would read as dead code.

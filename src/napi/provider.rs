@@ -4,8 +4,7 @@ use std::sync::Arc;
 
 use napi::Env;
 use napi::bindgen_prelude::{
-    ClassInstance, FnArgs, Function, JavaScriptClassExt, JsObjectValue, JsValue, Object,
-    PromiseRaw, Unknown,
+    FnArgs, Function, JavaScriptClassExt, JsObjectValue, JsValue, Object, PromiseRaw, Unknown,
 };
 use napi_derive::napi;
 
@@ -101,13 +100,13 @@ pub struct JsSandboxLayer {
 }
 
 /// The `container` sandbox provider registered into `po/workspace-sandboxes`.
-#[napi(js_name = "ContainerSandboxProvider")]
-pub struct JsSandboxProvider {
+#[napi]
+pub struct ContainerSandboxProvider {
     provider: Arc<Provider>,
 }
 
 #[napi]
-impl JsSandboxProvider {
+impl ContainerSandboxProvider {
     /// Always `container`.
     #[napi(getter, ts_return_type = "'container'")]
     pub fn kind(&self) -> &'static str {
@@ -151,13 +150,13 @@ impl JsSandboxProvider {
 }
 
 /// The `po/workspace-containers` service.
-#[napi(js_name = "WorkspaceContainers")]
-pub struct JsWorkspaceContainers {
+#[napi]
+pub struct WorkspaceContainers {
     provider: Arc<Provider>,
 }
 
 #[napi]
-impl JsWorkspaceContainers {
+impl WorkspaceContainers {
     /// Adopts the workspace's running container (when it still satisfies the security
     /// posture) or creates one, and waits until its server answers. Concurrent calls for one
     /// workspace share one operation.
@@ -289,39 +288,28 @@ pub fn register_sandbox_layer<'env>(
 ) -> napi::Result<Option<Object<'env>>> {
     let options: JsProviderOptions = object_arg(env, options, "options")?.unwrap_or_default();
     let host_env = HostEnv::from_vars(env_vars(options.env.clone()));
-    let scope: Option<String> = host
-        .get_named_property::<Option<String>>("scope")
-        .unwrap_or(None);
-    let contained_identity = host
-        .get_named_property::<Option<JsSandboxIdentity>>("identity")
-        .ok()
-        .flatten()
-        .is_some_and(|i| i.contained);
-    if !core::registers(scope.as_deref(), contained_identity, &host_env) {
+    let scope = host.get_named_property::<Option<String>>("scope");
+    let identity = host.get_named_property::<Option<JsSandboxIdentity>>("identity");
+    let contained = identity.ok().flatten().is_some_and(|i| i.contained);
+    if !core::registers(scope.unwrap_or(None).as_deref(), contained, &host_env) {
         return Ok(None);
     }
     let options = ProviderOptions::try_from(options).map_err(|e| coded(env, &e))?;
     let provider = Provider::new(options);
-    let provider_obj: ClassInstance<JsSandboxProvider> = JsSandboxProvider {
-        provider: provider.clone(),
-    }
-    .into_instance(env)?;
-    let service_obj: ClassInstance<JsWorkspaceContainers> = JsWorkspaceContainers {
-        provider: provider.clone(),
-    }
-    .into_instance(env)?;
+    let p = provider.clone();
+    let provider_obj = ContainerSandboxProvider { provider: p }.into_instance(env)?;
+    let p = provider.clone();
+    let service_obj = WorkspaceContainers { provider: p }.into_instance(env)?;
     let register: Function<Unknown, Unknown> =
         host.get_named_property("registerSandboxProvider")?;
     register.apply(host, provider_obj.as_object(env).to_unknown())?;
     // Two arguments, not one array: FnArgs spreads the tuple.
     let publish: Function<FnArgs<(String, Unknown)>, Unknown> =
         host.get_named_property("publishService")?;
+    let name = "po/workspace-containers".to_string();
     publish.apply(
         host,
-        FnArgs::from((
-            "po/workspace-containers".to_string(),
-            service_obj.as_object(env).to_unknown(),
-        )),
+        FnArgs::from((name, service_obj.as_object(env).to_unknown())),
     )?;
     napi::bindgen_prelude::spawn(provider.run());
     let mut layer = Object::new(env)?;

@@ -9,7 +9,7 @@ use crate::sandbox::service::WorkspaceContainer;
 use crate::sandbox::workspace::Workspace;
 
 impl Provider {
-    /// Adopts the workspace's running container or creates one (see `WorkspaceContainers::start`).
+    /// Adopts the workspace's running container or creates one (see `ContainerService::start`).
     pub async fn start_workspace(self: &Arc<Self>, ws: Workspace) -> Result<WorkspaceContainer> {
         let call = async { self.service_for_start().await?.start(ws).await };
         self.watched(call).await

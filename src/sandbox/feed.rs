@@ -11,7 +11,7 @@ use bollard::models::EventMessage;
 use bollard::query_parameters::EventsOptionsBuilder;
 use futures_util::StreamExt;
 
-use super::service::{WorkspaceContainer, WorkspaceContainers};
+use super::service::{ContainerService, WorkspaceContainer};
 use super::spec::{LABEL_HOLDER_OF, LABEL_OWNER, LABEL_WORKSPACE};
 use crate::events::WorkspaceChange;
 
@@ -70,7 +70,7 @@ const MAX_PAUSE: Duration = Duration::from_secs(2);
 const SETTLE: Duration = Duration::from_millis(500);
 
 /// Follows the engine's events for `service`'s owner until the task is dropped.
-pub async fn follow(service: WorkspaceContainers, on_change: OnChange) {
+pub async fn follow(service: ContainerService, on_change: OnChange) {
     let mut pause = Duration::from_secs(1);
     let mut died: HashSet<String> = HashSet::new();
     let mut first = true;
@@ -163,7 +163,7 @@ fn restarted_by_the_engine(now: &WorkspaceContainer) -> String {
 }
 
 async fn react(
-    service: &WorkspaceContainers,
+    service: &ContainerService,
     on_change: &OnChange,
     died: &mut HashSet<String>,
     ws: &str,
@@ -224,7 +224,7 @@ async fn react(
 
 /// Loads a started holder's rules in a task of its own (a helper container runs: the feed
 /// reads on meanwhile); a failure is reported as the workspace's health.
-fn spawn_holder_started(service: &WorkspaceContainers, ws: String, holder: String) {
+fn spawn_holder_started(service: &ContainerService, ws: String, holder: String) {
     let service = service.clone();
     tokio::spawn(async move {
         if let Err(e) = service.holder_started(&ws, &holder).await {

@@ -155,7 +155,7 @@ struct Inner {
     /// watch that takes over when the holder exits and re-grants when the token file changes.
     broker_owners: Mutex<HashMap<String, BrokerOwner>>,
     /// Containers this hub stopped on request, with when: the engine event feed does not
-    /// report their exit as a death (see [`WorkspaceContainers::stop_requested`]).
+    /// report their exit as a death (see [`ContainerService::stop_requested`]).
     stops_requested: Mutex<HashMap<String, std::time::Instant>>,
     /// The id of the per-hub network, once this hub found or made it (one at a time).
     network: tokio::sync::Mutex<Option<String>>,
@@ -179,7 +179,7 @@ const STOP_REQUEST_KEPT: Duration = Duration::from_secs(300);
 
 /// The workspace containers of one hub (owner). Cheap to clone.
 #[derive(Clone)]
-pub struct WorkspaceContainers {
+pub struct ContainerService {
     inner: Arc<Inner>,
 }
 
@@ -215,7 +215,7 @@ async fn watch_broker(inner: std::sync::Weak<Inner>, workspace_id: String) {
     loop {
         tokio::time::sleep(BROKER_WATCH_EVERY).await;
         let Some(inner) = inner.upgrade() else { return };
-        let this = WorkspaceContainers { inner };
+        let this = ContainerService { inner };
         let token = spec::token_file(
             &this.inner.config.po_home,
             &this.inner.config.owner,
@@ -233,7 +233,7 @@ async fn watch_broker(inner: std::sync::Weak<Inner>, workspace_id: String) {
     }
 }
 
-impl WorkspaceContainers {
+impl ContainerService {
     /// The client for calls that change something: the service's, with the change bound.
     fn changes(&self) -> Docker {
         crate::engine::for_changes(&self.inner.docker, &self.inner.config.bounds)
@@ -241,7 +241,7 @@ impl WorkspaceContainers {
 
     /// A service over one engine and configuration.
     pub fn new(docker: Docker, config: ServiceConfig, events: EventBus) -> Self {
-        WorkspaceContainers {
+        ContainerService {
             inner: Arc::new(Inner {
                 docker,
                 config,
@@ -1449,7 +1449,7 @@ impl WorkspaceContainers {
 /// What `create` made so far, undone together when a later step fails: nothing half-done
 /// (no container, token file or broker grant of a container that does not run).
 struct Rollback<'a> {
-    service: &'a WorkspaceContainers,
+    service: &'a ContainerService,
     workspace: &'a str,
     token: Option<PathBuf>,
     granted: bool,
@@ -1457,7 +1457,7 @@ struct Rollback<'a> {
 }
 
 impl<'a> Rollback<'a> {
-    fn new(service: &'a WorkspaceContainers, workspace: &'a str) -> Self {
+    fn new(service: &'a ContainerService, workspace: &'a str) -> Self {
         Rollback {
             service,
             workspace,
