@@ -227,6 +227,9 @@ export interface BrokerRouteInfo {
   target: string
 }
 
+/** What answered at a place an engine was looked for (the code of its probe's outcome). */
+export type CandidateOutcome = 'available' | 'not-found' | 'not-a-socket' | 'stopped' | 'permission-denied' | 'timeout' | 'api-too-old' | 'no-docker-api' | 'unsupported' | 'failed' | 'untried'
+
 /**
  * Finds the container engine: docker, podman, nerdctl, finch in that order (or the one
  * `PO_SANDBOX_ENGINE` names), each at its usual sockets, `DOCKER_HOST`, Docker contexts and
@@ -495,12 +498,8 @@ export interface EngineCandidate {
    * `Docker Desktop`, `Colima`, `Podman machine`…
    */
   source: string
-  /**
-   * `available`, `not-found`, `not-a-socket`, `stopped`, `permission-denied`, `timeout`,
-   * `api-too-old`, `no-docker-api`, `unsupported` or `failed`; `untried` from
-   * `engineCandidates`.
-   */
-  outcome: string
+  /** What answered there; `untried` from `engineCandidates`. */
+  outcome: CandidateOutcome
   /** What was found, in words. */
   detail: string
   /** The Docker context the place comes from (source `DOCKER_CONTEXT` or `currentContext`). */
@@ -698,8 +697,11 @@ export declare function listSandboxContainers(options?: SandboxQuery | undefined
 
 /** A mount as the engine reports it. */
 export interface MountFact {
-  /** `bind`, `volume` or `tmpfs`. */
-  kind: string
+  /**
+   * The engine's mount type: `bind`, `volume` or `tmpfs` for a sandbox's own mounts; open,
+   * as the engine may report others (`npipe`, `cluster`, `image`).
+   */
+  kind: 'bind' | 'volume' | 'tmpfs' | (string & {})
   /** The host path, or the volume's name. */
   source: string
   /** Where it is inside the container. */
@@ -796,8 +798,11 @@ export interface SandboxContainerRow {
   workspacePath?: string
   name: string
   containerId: string
-  /** `running`, `exited`… */
-  state: string
+  /**
+   * The engine's state word: Docker's set (`created`, `running`, `paused`, `restarting`,
+   * `removing`, `exited`, `dead`); open, as Podman and later engines may say more.
+   */
+  state: 'created' | 'running' | 'paused' | 'restarting' | 'removing' | 'exited' | 'dead' | (string & {})
   /** The engine's words (`Up 5 minutes`). */
   status: string
   /** Host port on 127.0.0.1. */
@@ -975,8 +980,11 @@ export interface WorkspaceContainer {
   containerId: string
   name: string
   image: string
-  /** `running`, `exited`… */
-  state: string
+  /**
+   * The engine's state word: Docker's set (`created`, `running`, `paused`, `restarting`,
+   * `removing`, `exited`, `dead`); open, as Podman and later engines may say more.
+   */
+  state: 'created' | 'running' | 'paused' | 'restarting' | 'removing' | 'exited' | 'dead' | (string & {})
   /** Host port, on 127.0.0.1. */
   hostPort?: number
   /** `http://127.0.0.1:<hostPort>`. */

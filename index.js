@@ -842,6 +842,7 @@ module.exports.DefaultSandboxExtensionService = nativeBinding.DefaultSandboxExte
 module.exports.WorkspaceContainers = nativeBinding.WorkspaceContainers
 module.exports.brokeredBaseUrl = nativeBinding.brokeredBaseUrl
 module.exports.brokerOrigin = nativeBinding.brokerOrigin
+module.exports.CandidateOutcome = nativeBinding.CandidateOutcome
 module.exports.checkEngine = nativeBinding.checkEngine
 module.exports.doctor = nativeBinding.doctor
 module.exports.EgressDecision = nativeBinding.EgressDecision

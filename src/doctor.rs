@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use napi_derive::napi;
 
-use crate::engine::{self, CandidateReport, DetectOptions, EngineReport};
+use crate::engine::{self, CandidateOutcome, CandidateReport, DetectOptions, EngineReport};
 use crate::error::{Error, Result};
 use crate::host::HostEnv;
 use crate::image::ImageRecipe;
@@ -287,9 +287,9 @@ fn node_section(node: &NodeCheck) -> String {
 fn candidates_section(candidates: &[CandidateReport]) -> String {
     let mut out = String::from("Engine candidates, in the order tried:\n");
     for c in candidates {
-        let mark = match c.outcome.as_str() {
-            "available" => "ok",
-            "not-found" => "--",
+        let mark = match c.outcome {
+            CandidateOutcome::Available => "ok",
+            CandidateOutcome::NotFound => "--",
             _ => "!!",
         };
         let source = match &c.context {

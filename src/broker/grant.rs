@@ -44,7 +44,7 @@ impl RouteKind {
         }
     }
 
-    /// Parses the `transport` option: absent is `socket`.
+    /// Parses a grant's route option (`transport` in JS): absent is `socket`.
     pub fn parse(value: Option<&str>, option: &str) -> Result<RouteKind> {
         match value {
             None | Some("socket") => Ok(RouteKind::Socket),
@@ -76,7 +76,7 @@ pub struct GrantRequest {
     /// Providers to broker; `None`: every carried provider with a key on the host.
     pub providers: Option<Vec<String>>,
     /// The route.
-    pub transport: RouteKind,
+    pub route: RouteKind,
     /// `uid:gid` that must own the socket and its folder (the container's user).
     pub owner: Option<(u32, u32)>,
     /// The socket path inside the container, for `PO_BROKER_SOCKET` (the workspace service uses
@@ -374,7 +374,7 @@ impl Broker {
         id: &str,
         connections: &Arc<Semaphore>,
     ) -> Result<OpenRoute> {
-        match request.transport {
+        match request.route {
             RouteKind::Tcp => {
                 let address = self.tcp_address().ok_or_else(|| {
                     Error::broker("TCP grants need a broker started with tcp: true")

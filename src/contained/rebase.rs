@@ -48,12 +48,17 @@ pub fn brokered_base_url(
 
 /// The origin a container's SDKs should use for the broker: for a `socket` route, the loopback
 /// bridge at `http://127.0.0.1:<bridge_port>` (the port is required); for a `tcp` route,
-/// `http://<target>` (`host:port`, IPv6 in brackets; a bridge port is ignored).
+/// `http://<target>` (`host:port`, IPv6 in brackets; a bridge port is ignored). A bridge port
+/// beyond 65535 is refused whatever the route.
 pub fn broker_origin(
     route_kind: &str,
     target: &str,
-    bridge_port: Option<u16>,
+    bridge_port: Option<u32>,
 ) -> Result<String, Refusal> {
+    let bridge_port = match bridge_port.map(u16::try_from) {
+        Some(Err(_)) => return Err(refuse("bridgePort", "must be a TCP port 1-65535")),
+        port => port.and_then(Result::ok),
+    };
     match route_kind {
         "socket" => match bridge_port {
             Some(port) if port > 0 => Ok(format!("http://127.0.0.1:{port}")),

@@ -118,19 +118,19 @@ fn node_and_candidate_sections_are_exact() {
         node_section(&check_node("")),
         "Node.js   unknown: too old, needs Node.js 24 or newer\n\n"
     );
-    let c = |engine: &str, outcome: &str| CandidateReport {
+    let c = |engine: &str, outcome: CandidateOutcome| CandidateReport {
         engine: engine.into(),
         endpoint: "unix:///s".into(),
         source: "rootful".into(),
-        outcome: outcome.into(),
+        outcome,
         detail: "d".into(),
         context: None,
     };
     assert_eq!(
         candidates_section(&[
-            c("docker", "available"),
-            c("podman", "not-found"),
-            c("finch", "stopped")
+            c("docker", CandidateOutcome::Available),
+            c("podman", CandidateOutcome::NotFound),
+            c("finch", CandidateOutcome::Stopped)
         ]),
         "Engine candidates, in the order tried:\n  [ok] docker   unix:///s (rootful): d\n  [--] podman   unix:///s (rootful): d\n  [!!] finch    unix:///s (rootful): d\n\n"
     );

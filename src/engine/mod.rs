@@ -21,7 +21,7 @@ pub(crate) use candidates::candidates;
 pub(crate) use endpoint::Endpoint;
 pub(crate) use operation::{Operation, Resource};
 pub(crate) use probe::Outcome;
-pub(crate) use report::{CandidateReport, EngineReport, remote_reason};
+pub(crate) use report::{CandidateOutcome, CandidateReport, EngineReport, remote_reason};
 
 use crate::error::Result;
 use crate::host::HostEnv;

@@ -21,14 +21,72 @@ pub struct CandidateReport {
     /// Why it was tried: `DOCKER_HOST`, `CONTAINER_HOST`, `rootful`, `rootless`,
     /// `Docker Desktop`, `Colima`, `Podman machine`…
     pub source: String,
-    /// `available`, `not-found`, `not-a-socket`, `stopped`, `permission-denied`, `timeout`,
-    /// `api-too-old`, `no-docker-api`, `unsupported` or `failed`; `untried` from
-    /// `engineCandidates`.
-    pub outcome: String,
+    /// What answered there; `untried` from `engineCandidates`.
+    pub outcome: CandidateOutcome,
     /// What was found, in words.
     pub detail: String,
     /// The Docker context the place comes from (source `DOCKER_CONTEXT` or `currentContext`).
     pub context: Option<String>,
+}
+
+/// What answered at a place an engine was looked for (the code of its probe's outcome).
+#[napi(string_enum = "kebab-case")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum CandidateOutcome {
+    /// A usable Engine API answered.
+    Available,
+    /// Nothing there.
+    NotFound,
+    /// Something other than a socket is there.
+    NotASocket,
+    /// A socket, but nothing listens.
+    Stopped,
+    /// This user may not use the socket.
+    PermissionDenied,
+    /// No answer within the bound.
+    Timeout,
+    /// An Engine API older than the layer needs.
+    ApiTooOld,
+    /// An engine without a Docker-compatible API.
+    NoDockerApi,
+    /// An endpoint this layer cannot use.
+    Unsupported,
+    /// It answered, but not usefully.
+    Failed,
+    /// Not probed: `engineCandidates` only lists places.
+    Untried,
+}
+
+impl From<&Outcome> for CandidateOutcome {
+    fn from(o: &Outcome) -> CandidateOutcome {
+        match o {
+            Outcome::Available(_) => CandidateOutcome::Available,
+            Outcome::NotFound => CandidateOutcome::NotFound,
+            Outcome::NotASocket(_) => CandidateOutcome::NotASocket,
+            Outcome::Stopped(_) => CandidateOutcome::Stopped,
+            Outcome::PermissionDenied(_) => CandidateOutcome::PermissionDenied,
+            Outcome::Timeout { .. } => CandidateOutcome::Timeout,
+            Outcome::ApiTooOld { .. } => CandidateOutcome::ApiTooOld,
+            Outcome::NoDockerApi(_) => CandidateOutcome::NoDockerApi,
+            Outcome::Unsupported(_) => CandidateOutcome::Unsupported,
+            Outcome::Failed(_) => CandidateOutcome::Failed,
+        }
+    }
+}
+
+impl CandidateReport {
+    /// A place as `engineCandidates` lists it: not probed.
+    pub fn untried(c: Candidate) -> CandidateReport {
+        CandidateReport {
+            engine: c.engine.as_str().into(),
+            endpoint: c.endpoint.to_string(),
+            source: c.source.into(),
+            outcome: CandidateOutcome::Untried,
+            detail: String::new(),
+            context: c.context,
+        }
+    }
 }
 
 /// The result of engine detection.
@@ -283,7 +341,7 @@ pub fn summarise(
             engine: c.engine.as_str().into(),
             endpoint: c.endpoint.to_string(),
             source: c.source.into(),
-            outcome: o.code().into(),
+            outcome: o.into(),
             detail: detail(o),
             context: c.context.clone(),
         })

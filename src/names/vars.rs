@@ -50,7 +50,7 @@ pub const NETWORK_RESOLVE_VAR: &str = "PO_SANDBOX_NETWORK_RESOLVE";
 /// `PO_SANDBOX_BROKER=0` turns the broker off: grants carry no credentials and no route.
 pub const DISABLE_VAR: &str = "PO_SANDBOX_BROKER";
 /// The variable that forces the broker route when the `brokerTransport` option does not.
-pub const TRANSPORT_VAR: &str = "PO_SANDBOX_BROKER_TRANSPORT";
+pub const ROUTE_VAR: &str = "PO_SANDBOX_BROKER_TRANSPORT";
 /// The variable holding the log filter (`tracing_subscriber::EnvFilter` syntax, e.g. `debug`).
 pub const LOG_VAR: &str = "PO_SANDBOX_LOG";
 

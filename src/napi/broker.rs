@@ -6,18 +6,20 @@ use std::sync::Arc;
 use napi::Env;
 use napi::JsValue;
 use napi::bindgen_prelude::{FromNapiValue, Function, PromiseRaw, Unknown};
-use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
+use napi::threadsafe_function::ThreadsafeFunctionCallMode;
 use napi_derive::napi;
 
 use super::errors::{coded, env_vars, object_arg, promise, required_arg};
+use super::events::listener;
 use crate::broker::server::{
-    AuditEvent, Broker, BrokerOptions, GrantRequest, GrantRoute, RouteKind,
+    AuditEvent, Broker, BrokerOptions, Grant, GrantRequest, GrantRoute, RouteKind,
 };
 use crate::host::{HostEnv, UserIds};
 
 /// Options of `startCredentialBroker`.
-#[napi(object)]
-pub struct CredentialBrokerOptions {
+#[napi(object, js_name = "CredentialBrokerOptions")]
+#[derive(Default)]
+pub struct JsCredentialBrokerOptions {
     /// The host environment holding the real keys and `<PROVIDER>_BASE_URL` overrides
     /// (default `process.env`). `PO_SANDBOX_BROKER=0` there turns the broker off.
     pub env: Option<HashMap<String, Option<String>>>,
@@ -29,15 +31,15 @@ pub struct CredentialBrokerOptions {
 }
 
 /// What a grant is for.
-#[napi(object)]
-pub struct GrantOptions {
+#[napi(object, js_name = "GrantOptions")]
+pub struct JsGrantOptions {
     /// The workspace id.
     pub workspace: String,
     /// Providers to broker (default: every carried provider with a key on the host).
     pub providers: Option<Vec<String>>,
     /// `socket` (default; Linux, native engines) or `tcp` (VM engines).
-    #[napi(ts_type = "RouteKind")]
-    pub transport: Option<String>,
+    #[napi(js_name = "transport", ts_type = "RouteKind")]
+    pub route: Option<String>,
     /// `uid:gid` to own the socket and its folder (the container's user).
     pub user: Option<String>,
     /// The socket path the container sees (`PO_BROKER_SOCKET`), where you bind-mount
@@ -49,15 +51,15 @@ pub struct GrantOptions {
 }
 
 /// What `revoke` reads of a grant: its id.
-#[napi(object)]
-pub struct GrantRef {
+#[napi(object, js_name = "GrantRef")]
+pub struct JsGrantRef {
     /// The grant id.
     pub id: String,
 }
 
 /// A grant's route.
-#[napi(object)]
-pub struct BrokerGrantRoute {
+#[napi(object, js_name = "BrokerGrantRoute")]
+pub struct JsBrokerGrantRoute {
     pub kind: RouteKind,
     /// socket: the socket on the host.
     pub host_socket: Option<String>,
@@ -72,15 +74,15 @@ pub struct BrokerGrantRoute {
 }
 
 /// A credential the broker keeps on the host.
-#[napi(object)]
-pub struct WithheldCredential {
+#[napi(object, js_name = "WithheldCredential")]
+pub struct JsWithheldCredential {
     pub variable: String,
     pub reason: String,
 }
 
 /// What a container gets.
-#[napi(object)]
-pub struct BrokerGrant {
+#[napi(object, js_name = "BrokerGrant")]
+pub struct JsBrokerGrant {
     /// The grant id, for `revoke`.
     pub id: String,
     pub workspace: String,
@@ -91,14 +93,14 @@ pub struct BrokerGrant {
     /// per-grant token. Empty when the broker is off.
     pub env: HashMap<String, String>,
     /// The route (absent when the broker is off).
-    pub route: Option<BrokerGrantRoute>,
+    pub route: Option<JsBrokerGrantRoute>,
     /// Host credentials that never reach the container, with reasons.
-    pub withheld: Vec<WithheldCredential>,
+    pub withheld: Vec<JsWithheldCredential>,
 }
 
 /// One brokered request (never a key, a token or a query string).
-#[napi(object)]
-pub struct BrokerAuditEvent {
+#[napi(object, js_name = "BrokerAuditEvent")]
+pub struct JsBrokerAuditEvent {
     pub grant: Option<String>,
     pub workspace: Option<String>,
     pub provider: Option<String>,
@@ -113,9 +115,9 @@ pub struct BrokerAuditEvent {
     pub error: Option<String>,
 }
 
-impl From<&AuditEvent> for BrokerAuditEvent {
+impl From<&AuditEvent> for JsBrokerAuditEvent {
     fn from(e: &AuditEvent) -> Self {
-        BrokerAuditEvent {
+        JsBrokerAuditEvent {
             grant: e.grant.clone(),
             workspace: e.workspace.clone(),
             provider: e.provider.clone(),
@@ -146,30 +148,22 @@ pub fn start_credential_broker<'env>(
     env: &'env Env,
     options: Option<Unknown>,
 ) -> napi::Result<PromiseRaw<'env, CredentialBroker>> {
-    let o: Option<CredentialBrokerOptions> = object_arg(env, options, "options")?;
-    let (vars, socket_dir, tcp) = match o {
-        Some(o) => (o.env, o.socket_dir, o.tcp.unwrap_or(false)),
-        None => (None, None, false),
-    };
-    let host_env = env_vars(vars);
-    let socket_dir = match HostEnv::from_vars(host_env.clone())
-        .broker_socket_dir(socket_dir.as_deref(), "socketDir")
-    {
-        Ok(dir) => dir,
-        // A bad value rejects (a mistyped one throws, as everywhere).
-        Err(e) => {
-            return promise(env, async move { Err(e) });
-        }
-    };
+    let o: JsCredentialBrokerOptions = object_arg(env, options, "options")?.unwrap_or_default();
+    let (host_env, tcp) = (env_vars(o.env), o.tcp.unwrap_or(false));
+    let host = HostEnv::from_vars(host_env.clone());
+    // A bad value rejects (a mistyped one throws, as everywhere).
+    let socket_dir = host.broker_socket_dir(o.socket_dir.as_deref(), "socketDir");
     promise(env, async move {
-        Broker::start(BrokerOptions {
+        let socket_dir = socket_dir?;
+        let options = BrokerOptions {
             host_env,
             socket_dir,
             tcp,
             egress: None,
-        })
-        .await
-        .map(|inner| CredentialBroker { inner })
+        };
+        Broker::start(options)
+            .await
+            .map(|inner| CredentialBroker { inner })
     })
 }
 
@@ -191,71 +185,27 @@ impl CredentialBroker {
     /// pi expects. Throws `WORKSPACE_INVALID`, `OPTIONS_INVALID` (an unknown provider, a bad
     /// `<PROVIDER>_BASE_URL`) or `BROKER_FAILED`.
     #[napi(ts_args_type = "options: GrantOptions")]
-    pub fn grant(&self, env: &Env, options: Unknown) -> napi::Result<BrokerGrant> {
-        let o: GrantOptions =
+    pub fn grant(&self, env: &Env, options: Unknown) -> napi::Result<JsBrokerGrant> {
+        let o: JsGrantOptions =
             required_arg(env, Some(options), "options", "expected { workspace, ... }")?;
-        let transport =
-            RouteKind::parse(o.transport.as_deref(), "transport").map_err(|e| coded(env, &e))?;
-        let owner = o
-            .user
-            .as_deref()
-            .map(|u| UserIds::parse(u, "user").map(|ids| (ids.uid, ids.gid)))
-            .transpose()
-            .map_err(|e| coded(env, &e))?;
+        let route =
+            RouteKind::parse(o.route.as_deref(), "transport").map_err(|e| coded(env, &e))?;
+        let owner = o.user.as_deref().map(|u| UserIds::parse(u, "user"));
+        let owner = owner.transpose().map_err(|e| coded(env, &e))?;
         let request = GrantRequest {
             workspace: o.workspace,
             providers: o.providers,
-            transport,
-            owner,
+            route,
+            owner: owner.map(|ids| (ids.uid, ids.gid)),
             container_socket: o.container_socket_path,
             container_host: o.container_host,
             secret: None,
             socket_folder: None,
         };
         let broker = self.inner.clone();
-        let grant =
-            napi::bindgen_prelude::within_runtime_if_available(move || broker.grant(request))
-                .map_err(|e| coded(env, &e))?;
-        Ok(BrokerGrant {
-            id: grant.id,
-            workspace: grant.workspace,
-            providers: grant.providers,
-            env: grant
-                .env
-                .iter()
-                .map(|(k, v)| (k.clone(), v.expose().to_string()))
-                .collect(),
-            route: grant.route.map(|r| match r {
-                GrantRoute::Socket {
-                    host_socket,
-                    host_dir,
-                    container_socket,
-                } => BrokerGrantRoute {
-                    kind: RouteKind::Socket,
-                    host_socket: Some(host_socket.display().to_string()),
-                    host_dir: Some(host_dir.display().to_string()),
-                    container_socket: Some(container_socket),
-                    address: None,
-                    container_address: None,
-                },
-                GrantRoute::Tcp {
-                    address,
-                    container_address,
-                } => BrokerGrantRoute {
-                    kind: RouteKind::Tcp,
-                    host_socket: None,
-                    host_dir: None,
-                    container_socket: None,
-                    address: Some(address.to_string()),
-                    container_address: Some(container_address),
-                },
-            }),
-            withheld: grant
-                .withheld
-                .into_iter()
-                .map(|(variable, reason)| WithheldCredential { variable, reason })
-                .collect(),
-        })
+        napi::bindgen_prelude::within_runtime_if_available(move || broker.grant(request))
+            .map(JsBrokerGrant::from)
+            .map_err(|e| coded(env, &e))
     }
 
     /// Ends a grant at once (its tokens stop working, also on open connections; its socket is
@@ -267,7 +217,7 @@ impl CredentialBroker {
             unsafe { String::from_napi_value(env.raw(), grant.raw()) }?
         } else {
             let expected = "expected a grant from grant() or its id, got nothing";
-            required_arg::<GrantRef>(&env, Some(grant), "grant", expected)?.id
+            required_arg::<JsGrantRef>(&env, Some(grant), "grant", expected)?.id
         };
         Ok(self.inner.revoke(&id))
     }
@@ -284,25 +234,61 @@ impl CredentialBroker {
 
     /// Calls `callback` with an audit event for every request.
     #[napi(ts_args_type = "callback: (event: BrokerAuditEvent) => void")]
-    pub fn on_event(&self, callback: Function<BrokerAuditEvent, ()>) -> napi::Result<()> {
-        let tsfn: ThreadsafeFunction<
-            BrokerAuditEvent,
-            (),
-            BrokerAuditEvent,
-            napi::Status,
-            false,
-            true,
-        > = callback
-            .build_threadsafe_function()
-            .callee_handled::<false>()
-            .weak::<true>()
-            .build()?;
+    pub fn on_event(&self, callback: Function<JsBrokerAuditEvent, ()>) -> napi::Result<()> {
+        let tsfn = listener(callback)?;
         self.inner.on_audit(Arc::new(move |e: &AuditEvent| {
-            tsfn.call(
-                BrokerAuditEvent::from(e),
-                ThreadsafeFunctionCallMode::NonBlocking,
-            );
+            let event = JsBrokerAuditEvent::from(e);
+            tsfn.call(event, ThreadsafeFunctionCallMode::NonBlocking);
         }));
         Ok(())
+    }
+}
+
+impl From<Grant> for JsBrokerGrant {
+    fn from(grant: Grant) -> JsBrokerGrant {
+        let env = grant.env.iter();
+        let withheld = grant.withheld.into_iter();
+        JsBrokerGrant {
+            id: grant.id,
+            workspace: grant.workspace,
+            providers: grant.providers,
+            env: env
+                .map(|(k, v)| (k.clone(), v.expose().to_string()))
+                .collect(),
+            route: grant.route.map(JsBrokerGrantRoute::from),
+            withheld: withheld
+                .map(|(variable, reason)| JsWithheldCredential { variable, reason })
+                .collect(),
+        }
+    }
+}
+
+impl From<GrantRoute> for JsBrokerGrantRoute {
+    fn from(route: GrantRoute) -> JsBrokerGrantRoute {
+        match route {
+            GrantRoute::Socket {
+                host_socket,
+                host_dir,
+                container_socket,
+            } => JsBrokerGrantRoute {
+                kind: RouteKind::Socket,
+                host_socket: Some(host_socket.display().to_string()),
+                host_dir: Some(host_dir.display().to_string()),
+                container_socket: Some(container_socket),
+                address: None,
+                container_address: None,
+            },
+            GrantRoute::Tcp {
+                address,
+                container_address,
+            } => JsBrokerGrantRoute {
+                kind: RouteKind::Tcp,
+                host_socket: None,
+                host_dir: None,
+                container_socket: None,
+                address: Some(address.to_string()),
+                container_address: Some(container_address),
+            },
+        }
     }
 }

@@ -1,17 +1,22 @@
-//! `checkEngine` and `engineCandidates`.
+//! `checkEngine`, `engineCandidates` and `doctor`: can the layer run here.
+
+use std::collections::HashMap;
 
 use napi::Env;
 use napi::bindgen_prelude::{PromiseRaw, Unknown};
 use napi_derive::napi;
-use std::collections::HashMap;
 
 use super::errors::{coded, env_vars, object_arg, promise};
+use super::options::given;
+use crate::doctor::DoctorReport;
 use crate::engine::{self as core, CandidateReport, DetectOptions, EngineReport};
 use crate::host::HostEnv;
+use crate::provider::{GivenOptions, ProviderOptions};
 
 /// Options for engine detection.
-#[napi(object)]
-pub struct EngineCheckOptions {
+#[napi(object, js_name = "EngineCheckOptions")]
+#[derive(Default)]
+pub struct JsEngineCheckOptions {
     /// Use only this engine: `docker`, `podman`, `nerdctl` or `finch` (overrides
     /// `PO_SANDBOX_ENGINE`).
     pub engine: Option<String>,
@@ -25,25 +30,18 @@ pub struct EngineCheckOptions {
     pub probe_all: Option<bool>,
 }
 
-pub(super) fn split(env: &Env, options: Option<Unknown>) -> napi::Result<(HostEnv, DetectOptions)> {
-    let options: EngineCheckOptions =
-        object_arg(env, options, "options")?.unwrap_or(EngineCheckOptions {
-            engine: None,
-            timeout_ms: None,
-            env: None,
-            probe_all: None,
-        });
-    let timeout = match options.timeout_ms {
-        None => None,
-        Some(ms) => Some(core::timeout_from_ms(ms, "timeoutMs").map_err(|e| coded(env, &e))?),
-    };
-    let host = HostEnv::from_vars(env_vars(options.env));
+/// The host environment and detection options `options` name.
+fn split(env: &Env, options: Option<Unknown>) -> napi::Result<(HostEnv, DetectOptions)> {
+    let o: JsEngineCheckOptions = object_arg(env, options, "options")?.unwrap_or_default();
+    let timeout = o
+        .timeout_ms
+        .map(|ms| core::timeout_from_ms(ms, "timeoutMs"));
     let detect = DetectOptions {
-        engine: options.engine,
-        timeout,
-        probe_all: options.probe_all.unwrap_or(false),
+        engine: o.engine,
+        timeout: timeout.transpose().map_err(|e| coded(env, &e))?,
+        probe_all: o.probe_all.unwrap_or(false),
     };
-    Ok((host, detect))
+    Ok((HostEnv::from_vars(env_vars(o.env)), detect))
 }
 
 /// Finds the container engine: docker, podman, nerdctl, finch in that order (or the one
@@ -78,15 +76,62 @@ pub fn engine_candidates(
 ) -> napi::Result<Vec<CandidateReport>> {
     let (host, detect) = split(env, options)?;
     let list = core::candidates(&host, detect.engine.as_deref()).map_err(|e| coded(env, &e))?;
-    Ok(list
-        .into_iter()
-        .map(|c| CandidateReport {
-            engine: c.engine.as_str().into(),
-            endpoint: c.endpoint.to_string(),
-            source: c.source.into(),
-            outcome: "untried".into(),
-            detail: String::new(),
-            context: c.context,
-        })
-        .collect())
+    Ok(list.into_iter().map(CandidateReport::untried).collect())
+}
+
+/// What `doctor` checks.
+#[napi(object, js_name = "DoctorOptions")]
+#[derive(Default)]
+pub struct JsDoctorOptions {
+    /// Only this engine (as `PO_SANDBOX_ENGINE`).
+    pub engine: Option<String>,
+    /// Bound on each engine step (ms).
+    pub timeout_ms: Option<f64>,
+    /// The environment to read instead of `process.env`.
+    pub env: Option<HashMap<String, Option<String>>>,
+    /// The Po home (default `~/.po`).
+    pub po_home: Option<String>,
+    /// The runtime bundle version folder (default: the highest).
+    pub runtime_version: Option<String>,
+    /// The image base (default `PO_SANDBOX_BASE_IMAGE`, else `node:24-bookworm-slim`).
+    pub base_image: Option<String>,
+    /// `full` or `minimal` (default `PO_SANDBOX_IMAGE_VARIANT`, else `full`).
+    #[napi(ts_type = "'full' | 'minimal'")]
+    pub image_variant: Option<String>,
+    /// A missing runtime bundle is fine: the embedded demo bundle stands in (as for
+    /// `po-sandbox up`; default false).
+    pub demo_runtime: Option<bool>,
+    /// Run flags to check and show (default `PO_SANDBOX_RUN_FLAGS`), as the provider's
+    /// `runFlags`.
+    pub run_flags: Option<Vec<String>>,
+    /// The egress mode to check and show (default `PO_SANDBOX_NETWORK`, else `open`), as the
+    /// provider's `network`.
+    pub network: Option<String>,
+}
+
+/// Checks whether the layer can run here: the Node.js version (`nodeVersion`, e.g.
+/// `process.version`), every engine candidate, the runtime bundle and the image. Resolves with
+/// the report, also when not ready; throws `OPTIONS_INVALID` / `ENGINE_UNKNOWN` on bad options
+/// and `ENGINE_CONTEXT_INVALID` for a Docker context that cannot be used.
+#[napi(
+    ts_args_type = "nodeVersion: string, options?: DoctorOptions | undefined | null",
+    ts_return_type = "Promise<DoctorReport>"
+)]
+pub fn doctor<'env>(
+    env: &'env Env,
+    node_version: String,
+    options: Option<Unknown>,
+) -> napi::Result<PromiseRaw<'env, DoctorReport>> {
+    let o: JsDoctorOptions = object_arg(env, options, "options")?.unwrap_or_default();
+    let host = HostEnv::from_vars(env_vars(o.env));
+    #[rustfmt::skip]
+    let given = given!(o {
+        po_home, runtime_version, base_image, image_variant, engine, demo_runtime, run_flags,
+        network,
+    } engine_timeout_ms: o.timeout_ms);
+    let resolved = ProviderOptions::resolve(given, host.clone()).map_err(|e| coded(env, &e))?;
+    let options = crate::doctor::DoctorOptions::of(resolved);
+    promise(env, async move {
+        crate::doctor::doctor(&host, &node_version, options).await
+    })
 }

@@ -116,6 +116,7 @@ pub fn object_arg<T: FromNapiValue>(
     }
 }
 
+/// A JS type's name as `typeof` says it, for messages.
 fn js_type(t: ValueType) -> &'static str {
     match t {
         ValueType::Boolean => "boolean",

@@ -12,9 +12,9 @@ use crate::provider::inventory::{Query, QueryOptions};
 use crate::sandbox::inventory::SandboxRow;
 
 /// Which sandbox containers.
-#[napi(object)]
+#[napi(object, js_name = "SandboxQuery")]
 #[derive(Default)]
-pub struct SandboxQuery {
+pub struct JsSandboxQuery {
     /// The Po home whose owner to use (default `~/.po`).
     pub po_home: Option<String>,
     /// The owner id (default: derived from poHome, as the provider does).
@@ -34,8 +34,9 @@ pub struct SandboxQuery {
     pub env: Option<HashMap<String, Option<String>>>,
 }
 
+/// The query `q` names, checked (`OPTIONS_INVALID`, `WORKSPACE_INVALID` throw).
 fn query(env: &Env, q: Option<Unknown>) -> napi::Result<Query> {
-    let q: SandboxQuery = object_arg(env, q, "options")?.unwrap_or_default();
+    let q: JsSandboxQuery = object_arg(env, q, "options")?.unwrap_or_default();
     let host = HostEnv::from_vars(env_vars(q.env));
     let options = QueryOptions {
         po_home: q.po_home,

@@ -9,7 +9,7 @@ use crate::events::EventBus;
 use crate::host::HostEnv;
 use crate::image::{self, Provenance};
 
-use super::{ProviderOptions, RawOptions, refuse_nesting};
+use super::{GivenOptions, ProviderOptions, refuse_nesting};
 
 /// The image `ensureSandboxImage` made sure of.
 #[napi(object, object_from_js = false)]
@@ -31,7 +31,7 @@ pub struct ImageJob {
 impl ImageJob {
     /// Refuses nesting and resolves the recipe and engine options (`base_image`,
     /// `image_variant`, `engine` of `raw`) as the provider does.
-    pub fn new(host: HostEnv, raw: RawOptions) -> Result<ImageJob> {
+    pub fn new(host: HostEnv, raw: GivenOptions) -> Result<ImageJob> {
         refuse_nesting(&host)?;
         let options = ProviderOptions::resolve(raw, host.clone())?;
         Ok(ImageJob { host, options })

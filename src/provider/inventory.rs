@@ -7,7 +7,7 @@ use crate::host::HostEnv;
 use crate::sandbox::inventory::{self, SandboxRow};
 use crate::sandbox::workspace;
 
-use super::{ProviderOptions, RawOptions, refuse_nesting};
+use super::{GivenOptions, ProviderOptions, refuse_nesting};
 
 /// Which sandbox containers, as `listSandboxContainers` / `stopSandboxContainers` and the CLI
 /// ask.
@@ -41,7 +41,7 @@ impl Query {
     /// checks the workspace id.
     pub fn new(host: HostEnv, q: QueryOptions) -> Result<Query> {
         refuse_nesting(&host)?;
-        let raw = RawOptions {
+        let raw = GivenOptions {
             po_home: q.po_home,
             owner: q.owner,
             engine: q.engine,

@@ -16,10 +16,11 @@ use crate::events::{Event, EventBus};
 use crate::image::{self};
 use crate::runtime_bundle as runtime;
 use crate::sandbox::service::{
-    BrokerWiring, KnownContainers, ServiceConfig, WorkspaceContainers, known_containers,
+    BrokerWiring, ContainerService, KnownContainers, ServiceConfig, known_containers,
 };
 use crate::sandbox::workspace;
 
+mod calls;
 pub(crate) mod image_job;
 pub(crate) mod inventory;
 mod options;
@@ -27,7 +28,7 @@ mod read_ahead;
 mod status;
 
 pub(crate) use options::{
-    ProviderOptions, RawOptions, WorkspaceRequest, refuse_nesting, registers,
+    GivenOptions, GivenWorkspace, ProviderOptions, WorkspaceRequest, refuse_nesting, registers,
 };
 pub(crate) use status::{ProviderState, ProviderStatus, WorkspacePhase, WorkspaceStatus};
 
@@ -39,7 +40,7 @@ pub struct Provider {
     /// The engine event feed of the current service (see [`crate::sandbox::feed`]).
     feed: Mutex<Option<tokio::task::JoinHandle<()>>>,
     /// The start-up's outcome; a failure is shared by every caller that asks.
-    service: Mutex<Option<std::result::Result<WorkspaceContainers, Arc<Error>>>>,
+    service: Mutex<Option<std::result::Result<ContainerService, Arc<Error>>>>,
     /// Serialises start-up retries; holds when the last attempt ended.
     retry: tokio::sync::Mutex<Option<std::time::Instant>>,
     /// Held while the configured workspaces are being started; a stop of every container
@@ -175,7 +176,7 @@ impl Provider {
 
     /// Steps 1 to 3 (engine, runtime bundle, image) and the broker; on success the service is
     /// stored and the provider is `ready`.
-    async fn setup(&self) -> Result<WorkspaceContainers> {
+    async fn setup(&self) -> Result<ContainerService> {
         self.begin_attempt();
         let ahead = read_ahead::ReadAhead::start(&self.options);
         let (report, docker) = self.check_engine().await?;
@@ -203,7 +204,7 @@ impl Provider {
             wiring.as_ref().map(|w| w.transport),
         );
         let local = !report.vm && !report.remote;
-        let service = WorkspaceContainers::new(
+        let service = ContainerService::new(
             docker,
             ServiceConfig {
                 po_home: o.po_home.clone(),
@@ -370,7 +371,7 @@ impl Provider {
         if !o.broker {
             return Ok(None);
         }
-        let transport = o.broker_transport.route(o.host.os, report.vm);
+        let transport = o.broker_route.route(o.host.os, report.vm);
         let broker = Broker::start(BrokerOptions {
             host_env: o.host.vars().clone(),
             socket_dir: o.broker_socket_dir.clone(),
@@ -425,7 +426,7 @@ impl Provider {
     /// workspaces whose one container runs (adoptions: reads and a health answer) at up to
     /// [`ADOPT_CONCURRENCY`] at once, alongside the others (creations) at `concurrency`.
     /// Settles the status.
-    async fn start_workspaces(&self, service: &WorkspaceContainers) {
+    async fn start_workspaces(&self, service: &ContainerService) {
         let _gate = self.starting_workspaces.lock().await;
         let o = &self.options;
         let wanted: Vec<WorkspaceRequest> = o
@@ -466,7 +467,7 @@ impl Provider {
     /// Starts (adopts or creates) one workspace of the options and records the outcome.
     async fn start_one(
         &self,
-        service: &WorkspaceContainers,
+        service: &ContainerService,
         known: &Option<KnownContainers>,
         w: WorkspaceRequest,
     ) {
@@ -506,7 +507,7 @@ impl Provider {
 
     /// The `po/workspace-containers` service, once start-up got that far; the start-up's error
     /// otherwise. Never retries (stops and listings use this).
-    pub async fn service(&self) -> Result<WorkspaceContainers> {
+    pub async fn service(&self) -> Result<ContainerService> {
         let mut rx = self.status.subscribe();
         let _ = rx.wait_for(|s| s.state != ProviderState::Starting).await;
         match self.stored() {
@@ -522,7 +523,7 @@ impl Provider {
     /// start-up failed (engine down, bundle missing or invalid, image build failed), it is tried
     /// again (at most every [`RETRY_AFTER`]), so a hub need not restart once the cause is fixed;
     /// on success the configured workspaces start in the background.
-    pub async fn service_for_start(self: &Arc<Self>) -> Result<WorkspaceContainers> {
+    pub async fn service_for_start(self: &Arc<Self>) -> Result<ContainerService> {
         let failed = match self.service().await {
             Ok(service) => return Ok(service),
             Err(e) => e,
@@ -586,7 +587,7 @@ impl Provider {
 
     /// Follows the engine's events for this owner: the status's containers stay current
     /// (ports, state) without calls; died / restarted / OOM / unhealthy become workspace events.
-    fn follow_engine(&self, service: &WorkspaceContainers) {
+    fn follow_engine(&self, service: &ContainerService) {
         let status = self.status.clone();
         let on_change: crate::sandbox::feed::OnChange = Arc::new(move |id, now| {
             status.send_if_modified(|s| {
@@ -680,7 +681,7 @@ impl Provider {
     }
 
     /// The stored start-up outcome; `None` before start-up ran.
-    fn stored(&self) -> Option<Result<WorkspaceContainers>> {
+    fn stored(&self) -> Option<Result<ContainerService>> {
         let stored = self.service.lock().unwrap_or_else(|p| p.into_inner());
         stored
             .as_ref()

@@ -15,7 +15,8 @@ use crate::host::{HostEnv, HostOs, UserIds};
 use crate::image::ImageRecipe;
 use crate::names::vars::{CPUS_VAR, MEMORY_VAR, NETWORK_ALLOW_VAR, NETWORK_RESOLVE_VAR};
 use crate::runtime_bundle;
-use crate::sandbox::engine_mode::{TRANSPORT_VAR, TransportChoice};
+use crate::sandbox::engine_mode::{ROUTE_VAR, RouteChoice};
+use crate::sandbox::firewall::NetworkMode;
 use crate::sandbox::run_flags::{self, RUN_FLAGS_VAR, RunFlags};
 use crate::sandbox::spec::DEFAULT_PIDS_LIMIT;
 use crate::sandbox::workspace;
@@ -36,12 +37,24 @@ pub struct WorkspaceRequest {
     pub container: bool,
 }
 
-/// Options as given by the caller, before checks.
+/// A workspace as the caller lists it, before checks.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct GivenWorkspace {
+    /// The workspace id.
+    pub id: String,
+    /// Its folder.
+    pub path: String,
+    /// `container` (default), `none` or `host`.
+    pub sandbox: Option<String>,
+}
+
+/// Options as the caller gives them (the JS options, field for field), before checks: the
+/// one input of [`ProviderOptions::resolve`], so every check is reachable without the binding.
 #[derive(Debug, Clone, Default)]
-pub struct RawOptions {
+pub struct GivenOptions {
     pub po_home: Option<String>,
     pub owner: Option<String>,
-    pub workspaces: Vec<(String, String, Option<String>)>,
+    pub workspaces: Vec<GivenWorkspace>,
     pub runtime_version: Option<String>,
     pub base_image: Option<String>,
     pub image_variant: Option<String>,
@@ -53,7 +66,8 @@ pub struct RawOptions {
     pub engine_timeout_ms: Option<f64>,
     pub broker: Option<bool>,
     pub broker_socket_dir: Option<String>,
-    pub broker_transport: Option<String>,
+    /// `brokerTransport` in JS.
+    pub broker_route: Option<String>,
     pub guarded_paths: Option<Vec<String>>,
     pub demo_runtime: Option<bool>,
     pub run_flags: Option<Vec<String>>,
@@ -85,7 +99,7 @@ pub struct ProviderOptions {
     /// Where per-container broker sockets go.
     pub broker_socket_dir: PathBuf,
     /// The broker route (`brokerTransport`, `PO_SANDBOX_BROKER_TRANSPORT`; default `auto`).
-    pub broker_transport: TransportChoice,
+    pub broker_route: RouteChoice,
     /// Paths of each workspace mounted read-only (relative; empty: none).
     pub guarded_paths: Vec<String>,
     /// Use the embedded demo runtime bundle when Po's is not installed.
@@ -104,7 +118,7 @@ pub struct ProviderOptions {
     /// `networkResolve` / `PO_SANDBOX_NETWORK_RESOLVE`, checked.
     pub network_resolve: BTreeMap<String, IpAddr>,
     /// The egress mode (`network`, `PO_SANDBOX_NETWORK`; default `open`).
-    pub network_mode: crate::sandbox::firewall::NetworkMode,
+    pub network_mode: NetworkMode,
 }
 
 /// The option's list, else the variable's comma-separated entries, with the name to blame.
@@ -172,7 +186,7 @@ impl ProviderOptions {
     /// place: on in the `allowlist` mode only, with `networkAllow` (an empty list allows
     /// nothing) or else [`rules::DEFAULT_ALLOW`].
     pub fn egress_policy(&self) -> Option<EgressPolicy> {
-        if self.network_mode != crate::sandbox::firewall::NetworkMode::Allowlist {
+        if self.network_mode != NetworkMode::Allowlist {
             return None;
         }
         Some(EgressPolicy {
@@ -270,9 +284,9 @@ fn owner(value: Option<String>, po_home: &std::path::Path) -> Result<String> {
 
 /// `workspaces`: valid ids, each once; `sandbox` is `container` (default), `none` or `host`
 /// (the same as `none`).
-fn workspaces(list: Vec<(String, String, Option<String>)>) -> Result<Vec<WorkspaceRequest>> {
+fn workspaces(list: Vec<GivenWorkspace>) -> Result<Vec<WorkspaceRequest>> {
     let mut out: Vec<WorkspaceRequest> = Vec::new();
-    for (id, path, sandbox) in list {
+    for GivenWorkspace { id, path, sandbox } in list {
         workspace::check_id(&id)?;
         if out.iter().any(|w| w.id == id) {
             return Err(Error::WorkspaceInvalid {
@@ -347,11 +361,11 @@ fn detect(
 }
 
 /// `brokerTransport`, else `PO_SANDBOX_BROKER_TRANSPORT`: `auto` (default), `socket` or `tcp`.
-fn broker_transport(option: Option<String>, host: &HostEnv) -> Result<TransportChoice> {
-    match (option, host.vars().get(TRANSPORT_VAR)) {
-        (Some(v), _) => TransportChoice::parse(Some(&v), "brokerTransport"),
-        (None, Some(v)) => TransportChoice::parse(Some(v), TRANSPORT_VAR),
-        (None, None) => Ok(TransportChoice::Auto),
+fn broker_route(option: Option<String>, host: &HostEnv) -> Result<RouteChoice> {
+    match (option, host.vars().get(ROUTE_VAR)) {
+        (Some(v), _) => RouteChoice::parse(Some(&v), "brokerTransport"),
+        (None, Some(v)) => RouteChoice::parse(Some(v), ROUTE_VAR),
+        (None, None) => Ok(RouteChoice::Auto),
     }
 }
 
@@ -408,79 +422,78 @@ fn format_cpus(v: f64) -> String {
     s.trim_end_matches('0').trim_end_matches('.').to_string()
 }
 
+/// `pidsLimit`: 16 to 1,000,000; default [`DEFAULT_PIDS_LIMIT`].
+fn pids_limit(value: Option<f64>) -> Result<i64> {
+    let default = DEFAULT_PIDS_LIMIT as f64;
+    Ok(whole(value, "pidsLimit", 16.0..=1_000_000.0, default)? as i64)
+}
+
+/// `healthTimeoutMs`: 100 ms to an hour; default [`DEFAULT_HEALTH_TIMEOUT`].
+fn health_timeout(value: Option<f64>) -> Result<Duration> {
+    let default = DEFAULT_HEALTH_TIMEOUT.as_millis() as f64;
+    let ms = whole(value, "healthTimeoutMs", 100.0..=3_600_000.0, default)?;
+    Ok(Duration::from_millis(ms as u64))
+}
+
+/// `concurrency`: 1 to 64; default [`DEFAULT_CONCURRENCY`].
+fn concurrency(value: Option<f64>) -> Result<usize> {
+    Ok(whole(value, "concurrency", 1.0..=64.0, DEFAULT_CONCURRENCY as f64)? as usize)
+}
+
+/// `healthIntervalMs`: a second to an hour; default 15 s.
+fn health_interval(value: Option<f64>) -> Result<Duration> {
+    let default = crate::sandbox::spec::DEFAULT_HEALTH_INTERVAL_MS as f64;
+    let ms = whole(value, "healthIntervalMs", 1000.0..=3_600_000.0, default)?;
+    Ok(Duration::from_millis(ms as u64))
+}
+
+/// `network`, else `PO_SANDBOX_NETWORK`: `open` (default), `none` or `allowlist`.
+fn network_mode(value: Option<&str>, host: &HostEnv) -> Result<NetworkMode> {
+    let var = host.vars().get(crate::sandbox::firewall::NETWORK_VAR);
+    NetworkMode::resolve(value, var.map(String::as_str))
+}
+
 impl ProviderOptions {
     /// Checks everything that can be checked without I/O, one option at a time in the order
     /// of the README's table; the first bad one is the error.
-    pub fn resolve(raw: RawOptions, host: HostEnv) -> Result<ProviderOptions> {
-        let po_home = po_home(raw.po_home, &host)?;
-        let owner = owner(raw.owner, &po_home)?;
-        let workspaces = workspaces(raw.workspaces)?;
-        let runtime_version = runtime_version(raw.runtime_version)?;
-        let recipe = ImageRecipe::resolve(
-            raw.base_image.as_deref(),
-            raw.image_variant.as_deref(),
-            host.vars(),
-        )?;
-        let user = user(raw.user, &host)?;
-        let pids_limit = whole(
-            raw.pids_limit,
-            "pidsLimit",
-            16.0..=1_000_000.0,
-            DEFAULT_PIDS_LIMIT as f64,
-        )? as i64;
-        let run_flags = run_flags::resolve(
-            raw.run_flags.as_deref(),
-            host.vars().get(RUN_FLAGS_VAR).map(String::as_str),
-            pids_limit,
-        )?;
-        let health_ms = whole(
-            raw.health_timeout_ms,
-            "healthTimeoutMs",
-            100.0..=3_600_000.0,
-            DEFAULT_HEALTH_TIMEOUT.as_millis() as f64,
-        )?;
-        let concurrency = whole(
-            raw.concurrency,
-            "concurrency",
-            1.0..=64.0,
-            DEFAULT_CONCURRENCY as f64,
-        )? as usize;
-        let detect = detect(raw.engine, raw.engine_timeout_ms, &host)?;
-        let broker_socket_dir = host.broker_socket_dir(
-            raw.broker_socket_dir.as_deref().filter(|d| !d.is_empty()),
-            "brokerSocketDir",
-        )?;
-        let broker_transport = broker_transport(raw.broker_transport, &host)?;
-        let guarded_paths = guarded_paths(raw.guarded_paths, &host)?;
-        let memory = memory(raw.memory, &host)?;
-        let nano_cpus = cpus(raw.cpus, &host)?;
-        let network_allow = network_allow(raw.network_allow, &host)?;
-        let network_resolve = network_resolve(raw.network_resolve, &host)?;
-        let health_interval_ms = whole(
-            raw.health_interval_ms,
-            "healthIntervalMs",
-            1000.0..=3_600_000.0,
-            crate::sandbox::spec::DEFAULT_HEALTH_INTERVAL_MS as f64,
-        )?;
-        let network_mode = crate::sandbox::firewall::NetworkMode::resolve(
-            raw.network.as_deref(),
-            host.vars()
-                .get(crate::sandbox::firewall::NETWORK_VAR)
-                .map(String::as_str),
-        )?;
+    pub fn resolve(given: GivenOptions, host: HostEnv) -> Result<ProviderOptions> {
+        let g = given;
+        let po_home = po_home(g.po_home, &host)?;
+        let owner = owner(g.owner, &po_home)?;
+        let workspaces = workspaces(g.workspaces)?;
+        let runtime_version = runtime_version(g.runtime_version)?;
+        let (base, variant) = (g.base_image.as_deref(), g.image_variant.as_deref());
+        let recipe = ImageRecipe::resolve(base, variant, host.vars())?;
+        let user = user(g.user, &host)?;
+        let pids_limit = pids_limit(g.pids_limit)?;
+        let flags_var = host.vars().get(RUN_FLAGS_VAR).map(String::as_str);
+        let run_flags = run_flags::resolve(g.run_flags.as_deref(), flags_var, pids_limit)?;
+        let health_timeout = health_timeout(g.health_timeout_ms)?;
+        let concurrency = concurrency(g.concurrency)?;
+        let detect = detect(g.engine, g.engine_timeout_ms, &host)?;
+        let socket_dir = g.broker_socket_dir.as_deref().filter(|d| !d.is_empty());
+        let broker_socket_dir = host.broker_socket_dir(socket_dir, "brokerSocketDir")?;
+        let broker_route = broker_route(g.broker_route, &host)?;
+        let guarded_paths = guarded_paths(g.guarded_paths, &host)?;
+        let memory = memory(g.memory, &host)?;
+        let nano_cpus = cpus(g.cpus, &host)?;
+        let network_allow = network_allow(g.network_allow, &host)?;
+        let network_resolve = network_resolve(g.network_resolve, &host)?;
+        let health_interval = health_interval(g.health_interval_ms)?;
+        let network_mode = network_mode(g.network.as_deref(), &host)?;
         Ok(ProviderOptions {
             network_allow,
             network_resolve,
             network_mode,
             memory,
             nano_cpus,
-            health_interval: Duration::from_millis(health_interval_ms as u64),
+            health_interval,
             guarded_paths,
-            broker: raw.broker.unwrap_or(true),
-            demo_runtime: raw.demo_runtime.unwrap_or(false),
+            broker: g.broker.unwrap_or(true),
+            demo_runtime: g.demo_runtime.unwrap_or(false),
             run_flags,
             broker_socket_dir,
-            broker_transport,
+            broker_route,
             po_home,
             owner,
             workspaces,
@@ -488,7 +501,7 @@ impl ProviderOptions {
             recipe,
             user,
             pids_limit,
-            health_timeout: Duration::from_millis(health_ms as u64),
+            health_timeout,
             concurrency,
             detect,
             host,

@@ -5,12 +5,12 @@
 //! slirp4netns instead of the per-hub network.
 
 use crate::broker::server::RouteKind;
-pub(crate) use crate::names::vars::TRANSPORT_VAR;
+pub(crate) use crate::names::vars::ROUTE_VAR;
 
 /// The broker route the provider gives its containers (`brokerTransport`,
 /// `PO_SANDBOX_BROKER_TRANSPORT`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum TransportChoice {
+pub enum RouteChoice {
     /// A socket of its own on a native Linux engine, TCP on a VM engine and on Windows.
     #[default]
     Auto,
@@ -20,14 +20,14 @@ pub enum TransportChoice {
     Tcp,
 }
 
-impl TransportChoice {
+impl RouteChoice {
     /// `auto` (also empty or absent), `socket` or `tcp`; `OPTIONS_INVALID` naming `option`
     /// otherwise.
-    pub fn parse(value: Option<&str>, option: &str) -> crate::error::Result<TransportChoice> {
+    pub fn parse(value: Option<&str>, option: &str) -> crate::error::Result<RouteChoice> {
         match value.map(str::trim) {
-            None | Some("") | Some("auto") => Ok(TransportChoice::Auto),
-            Some("socket") => Ok(TransportChoice::Socket),
-            Some("tcp") => Ok(TransportChoice::Tcp),
+            None | Some("") | Some("auto") => Ok(RouteChoice::Auto),
+            Some("socket") => Ok(RouteChoice::Socket),
+            Some("tcp") => Ok(RouteChoice::Tcp),
             Some(other) => Err(crate::error::Error::OptionsInvalid {
                 option: option.into(),
                 reason: format!("{other:?} is not 'auto', 'socket' or 'tcp'"),
@@ -38,9 +38,9 @@ impl TransportChoice {
     /// The route on `os` with an engine in a VM (`vm`) or native.
     pub fn route(self, os: crate::host::HostOs, vm: bool) -> RouteKind {
         match self {
-            TransportChoice::Auto => crate::broker::grant::route_for(os, vm),
-            TransportChoice::Socket => RouteKind::Socket,
-            TransportChoice::Tcp => RouteKind::Tcp,
+            RouteChoice::Auto => crate::broker::grant::route_for(os, vm),
+            RouteChoice::Socket => RouteKind::Socket,
+            RouteChoice::Tcp => RouteKind::Tcp,
         }
     }
 }

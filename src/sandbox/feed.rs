@@ -10,7 +10,7 @@ use std::time::Duration;
 use bollard::models::EventMessage;
 use futures_util::StreamExt;
 
-use super::service::{WorkspaceContainer, WorkspaceContainers};
+use super::service::{ContainerService, WorkspaceContainer};
 use super::spec::{LABEL_HOLDER_OF, LABEL_OWNER, LABEL_WORKSPACE};
 use crate::engine::api::{EngineApi, Filters};
 use crate::events::WorkspaceChange;
@@ -70,7 +70,7 @@ const MAX_PAUSE: Duration = Duration::from_secs(2);
 const SETTLE: Duration = Duration::from_millis(500);
 
 /// Follows the engine's events for `service`'s owner until the task is dropped.
-pub async fn follow<E: EngineApi>(service: WorkspaceContainers<E>, on_change: OnChange) {
+pub async fn follow<E: EngineApi>(service: ContainerService<E>, on_change: OnChange) {
     let mut pause = Duration::from_secs(1);
     let mut died: HashSet<String> = HashSet::new();
     let mut first = true;
@@ -132,7 +132,7 @@ pub async fn follow<E: EngineApi>(service: WorkspaceContainers<E>, on_change: On
 /// whose restart was not) came back meanwhile. A death it saw stays remembered until the
 /// container runs again.
 fn report_resync<E: EngineApi>(
-    service: &WorkspaceContainers<E>,
+    service: &ContainerService<E>,
     on_change: &OnChange,
     died: &mut HashSet<String>,
     all: &[WorkspaceContainer],
@@ -175,7 +175,7 @@ fn restarted_by_the_engine(now: &WorkspaceContainer) -> String {
 }
 
 async fn react<E: EngineApi>(
-    service: &WorkspaceContainers<E>,
+    service: &ContainerService<E>,
     on_change: &OnChange,
     died: &mut HashSet<String>,
     ws: &str,
@@ -236,11 +236,7 @@ async fn react<E: EngineApi>(
 
 /// Loads a started holder's rules in a task of its own (a helper container runs: the feed
 /// reads on meanwhile); a failure is reported as the workspace's health.
-fn spawn_holder_started<E: EngineApi>(
-    service: &WorkspaceContainers<E>,
-    ws: String,
-    holder: String,
-) {
+fn spawn_holder_started<E: EngineApi>(service: &ContainerService<E>, ws: String, holder: String) {
     let service = service.clone();
     tokio::spawn(async move {
         if let Err(e) = service.holder_started(&ws, &holder).await {

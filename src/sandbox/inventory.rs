@@ -22,7 +22,11 @@ pub struct SandboxRow {
     pub workspace_path: Option<String>,
     pub name: String,
     pub container_id: String,
-    /// `running`, `exited`…
+    /// The engine's state word: Docker's set (`created`, `running`, `paused`, `restarting`,
+    /// `removing`, `exited`, `dead`); open, as Podman and later engines may say more.
+    #[napi(
+        ts_type = "'created' | 'running' | 'paused' | 'restarting' | 'removing' | 'exited' | 'dead' | (string & {})"
+    )]
     pub state: String,
     /// The engine's words (`Up 5 minutes`).
     pub status: String,

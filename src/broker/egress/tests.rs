@@ -68,7 +68,7 @@ async fn proxy(
         .grant(GrantRequest {
             workspace: "w".into(),
             providers: None,
-            transport: RouteKind::Socket,
+            route: RouteKind::Socket,
             owner: None,
             container_socket: Some("/run/po-broker/broker.sock".into()),
             container_host: None,
@@ -209,7 +209,7 @@ async fn the_tcp_route_names_its_grant_with_proxy_credentials_on_every_request()
         .grant(GrantRequest {
             workspace: "w".into(),
             providers: None,
-            transport: RouteKind::Tcp,
+            route: RouteKind::Tcp,
             owner: None,
             container_socket: None,
             container_host: None,

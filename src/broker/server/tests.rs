@@ -23,7 +23,7 @@ fn socket_grant_request() -> GrantRequest {
     GrantRequest {
         workspace: "w".into(),
         providers: None,
-        transport: RouteKind::Socket,
+        route: RouteKind::Socket,
         owner: None,
         container_socket: None,
         container_host: None,
@@ -83,7 +83,7 @@ async fn revoking_an_older_grant_spares_the_socket_and_tokens_of_its_successor()
     let request = || GrantRequest {
         workspace: "w".into(),
         providers: None,
-        transport: RouteKind::Socket,
+        route: RouteKind::Socket,
         owner: None,
         container_socket: None,
         container_host: None,

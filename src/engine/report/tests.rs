@@ -81,7 +81,7 @@ fn first_available_wins_and_is_described() {
         Some("unix:///run/user/1/podman/podman.sock")
     );
     assert_eq!(r.candidates.len(), 2);
-    assert_eq!(r.candidates[0].outcome, "stopped");
+    assert_eq!(r.candidates[0].outcome, CandidateOutcome::Stopped);
     assert!(r.reason.is_none() && r.reason_code.is_none());
 }
 

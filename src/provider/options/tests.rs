@@ -10,7 +10,7 @@ fn code_and_message<T: std::fmt::Debug>(r: Result<T>) -> (&'static str, String) 
 #[test]
 fn defaults_from_a_plain_host() {
     let h = HostEnv::with_vars(&[("HOME", "/home/u"), ("XDG_RUNTIME_DIR", "/run/user/5")]);
-    let o = ProviderOptions::resolve(RawOptions::default(), h.clone()).unwrap();
+    let o = ProviderOptions::resolve(GivenOptions::default(), h.clone()).unwrap();
     assert_eq!(o.po_home, Path::new("/home/u/.po"));
     assert_eq!(o.owner, default_owner(Path::new("/home/u/.po")));
     assert_eq!(o.owner.len(), 12);
@@ -21,7 +21,7 @@ fn defaults_from_a_plain_host() {
     assert_eq!(o.concurrency, DEFAULT_CONCURRENCY);
     assert!(o.broker);
     assert_eq!(o.broker_socket_dir, Path::new("/run/user/5/po-broker"));
-    assert_eq!(o.broker_transport, TransportChoice::Auto);
+    assert_eq!(o.broker_route, RouteChoice::Auto);
     assert_eq!(o.detect.engine, None);
     assert_eq!(o.detect.timeout, None);
     if h.os == HostOs::Linux {
@@ -74,12 +74,10 @@ fn owner_rules() {
 
 #[test]
 fn workspaces_rules() {
-    let w = |id: &str, sandbox: Option<&str>| {
-        (
-            id.to_string(),
-            "/w".to_string(),
-            sandbox.map(str::to_string),
-        )
+    let w = |id: &str, sandbox: Option<&str>| GivenWorkspace {
+        id: id.to_string(),
+        path: "/w".to_string(),
+        sandbox: sandbox.map(str::to_string),
     };
     let ok = workspaces(vec![
         w("a", None),
@@ -175,51 +173,51 @@ fn whole_numbers_in_range() {
 #[test]
 fn resolve_reports_the_first_bad_option_by_name() {
     let h = HostEnv::with_vars(&[("HOME", "/h")]);
-    let bad = |raw: RawOptions| code_and_message(ProviderOptions::resolve(raw, h.clone())).1;
+    let bad = |raw: GivenOptions| code_and_message(ProviderOptions::resolve(raw, h.clone())).1;
     assert!(
-        bad(RawOptions {
+        bad(GivenOptions {
             pids_limit: Some(15.0),
             ..Default::default()
         })
         .contains("pidsLimit")
     );
     assert!(
-        bad(RawOptions {
+        bad(GivenOptions {
             health_timeout_ms: Some(99.0),
             ..Default::default()
         })
         .contains("healthTimeoutMs")
     );
     assert!(
-        bad(RawOptions {
+        bad(GivenOptions {
             concurrency: Some(65.0),
             ..Default::default()
         })
         .contains("concurrency")
     );
     assert!(
-        bad(RawOptions {
+        bad(GivenOptions {
             engine: Some("lxc".into()),
             ..Default::default()
         })
         .contains("lxc")
     );
     assert!(
-        bad(RawOptions {
+        bad(GivenOptions {
             broker_socket_dir: Some("rel".into()),
             ..Default::default()
         })
         .contains("brokerSocketDir")
     );
     assert!(
-        bad(RawOptions {
+        bad(GivenOptions {
             image_variant: Some("huge".into()),
             ..Default::default()
         })
         .contains("huge")
     );
     // Two bad options: the earlier in the table is reported.
-    let msg = bad(RawOptions {
+    let msg = bad(GivenOptions {
         owner: Some("UP".into()),
         pids_limit: Some(1.0),
         ..Default::default()
@@ -250,20 +248,20 @@ fn run_flags_come_from_the_option_else_the_variable_and_bad_ones_are_coded() {
         ("HOME", "/h"),
         ("PO_SANDBOX_RUN_FLAGS", "--runtime=runsc  --memory=1g"),
     ]);
-    let o = ProviderOptions::resolve(RawOptions::default(), h.clone()).unwrap();
+    let o = ProviderOptions::resolve(GivenOptions::default(), h.clone()).unwrap();
     assert_eq!(o.run_flags.given, ["--runtime=runsc", "--memory=1g"]);
-    let raw = RawOptions {
+    let raw = GivenOptions {
         run_flags: Some(vec!["--cpus=1".into()]),
         ..Default::default()
     };
     let o = ProviderOptions::resolve(raw, h.clone()).unwrap();
     assert_eq!(o.run_flags.given, ["--cpus=1"]);
     let bad_var = HostEnv::with_vars(&[("HOME", "/h"), ("PO_SANDBOX_RUN_FLAGS", "--privileged")]);
-    let (code, msg) = code_and_message(ProviderOptions::resolve(RawOptions::default(), bad_var));
+    let (code, msg) = code_and_message(ProviderOptions::resolve(GivenOptions::default(), bad_var));
     assert_eq!(code, "RUN_FLAGS_INVALID");
     assert!(msg.starts_with("Run flag '--privileged'"), "{msg}");
     // A --pids-limit is checked against the pidsLimit option.
-    let raw = RawOptions {
+    let raw = GivenOptions {
         pids_limit: Some(100.0),
         run_flags: Some(vec!["--pids-limit=200".into()]),
         ..Default::default()
@@ -292,12 +290,12 @@ fn memory_and_cpus_from_the_option_else_the_variable_else_derived_later() {
         all.extend_from_slice(vars);
         HostEnv::with_vars(&all)
     };
-    let resolve = |raw: RawOptions, host: HostEnv| ProviderOptions::resolve(raw, host);
-    let none = resolve(RawOptions::default(), h(&[])).unwrap();
+    let resolve = |raw: GivenOptions, host: HostEnv| ProviderOptions::resolve(raw, host);
+    let none = resolve(GivenOptions::default(), h(&[])).unwrap();
     assert_eq!((none.memory, none.nano_cpus), (None, None));
     assert_eq!(none.health_interval, Duration::from_secs(15));
     let vars = resolve(
-        RawOptions::default(),
+        GivenOptions::default(),
         h(&[(MEMORY_VAR, "1.5g"), (CPUS_VAR, "0.5")]),
     )
     .unwrap();
@@ -306,7 +304,7 @@ fn memory_and_cpus_from_the_option_else_the_variable_else_derived_later() {
         (Some(3 << 29), Some(500_000_000))
     );
     let both = resolve(
-        RawOptions {
+        GivenOptions {
             memory: Some("512m".into()),
             cpus: Some(2.25),
             health_interval_ms: Some(1000.0),
@@ -320,10 +318,10 @@ fn memory_and_cpus_from_the_option_else_the_variable_else_derived_later() {
         (Some(512 << 20), Some(2_250_000_000))
     );
     assert_eq!(both.health_interval, Duration::from_secs(1));
-    let bad = |raw: RawOptions, vars: &[(&str, &str)]| code_and_message(resolve(raw, h(vars)));
+    let bad = |raw: GivenOptions, vars: &[(&str, &str)]| code_and_message(resolve(raw, h(vars)));
     for (raw, vars, needle) in [
         (
-            RawOptions {
+            GivenOptions {
                 memory: Some("2x".into()),
                 ..Default::default()
             },
@@ -331,16 +329,20 @@ fn memory_and_cpus_from_the_option_else_the_variable_else_derived_later() {
             "memory: \"2x\" is not a size",
         ),
         (
-            RawOptions {
+            GivenOptions {
                 memory: Some("5m".into()),
                 ..Default::default()
             },
             vec![],
             "minimum memory limit, 6m",
         ),
-        (RawOptions::default(), vec![(MEMORY_VAR, "-1")], MEMORY_VAR),
         (
-            RawOptions {
+            GivenOptions::default(),
+            vec![(MEMORY_VAR, "-1")],
+            MEMORY_VAR,
+        ),
+        (
+            GivenOptions {
                 cpus: Some(0.0),
                 ..Default::default()
             },
@@ -348,16 +350,16 @@ fn memory_and_cpus_from_the_option_else_the_variable_else_derived_later() {
             "cpus",
         ),
         (
-            RawOptions {
+            GivenOptions {
                 cpus: Some(f64::NAN),
                 ..Default::default()
             },
             vec![],
             "cpus",
         ),
-        (RawOptions::default(), vec![(CPUS_VAR, "1.")], CPUS_VAR),
+        (GivenOptions::default(), vec![(CPUS_VAR, "1.")], CPUS_VAR),
         (
-            RawOptions {
+            GivenOptions {
                 health_interval_ms: Some(999.0),
                 ..Default::default()
             },
@@ -372,28 +374,28 @@ fn memory_and_cpus_from_the_option_else_the_variable_else_derived_later() {
 }
 
 #[test]
-fn broker_transport_from_the_option_else_the_variable() {
+fn broker_route_from_the_option_else_the_variable() {
     let resolve = |option: Option<&str>, var: Option<&str>| {
         let mut vars = vec![("HOME", "/home/u")];
         if let Some(v) = var {
-            vars.push((TRANSPORT_VAR, v));
+            vars.push((ROUTE_VAR, v));
         }
-        let raw = RawOptions {
-            broker_transport: option.map(str::to_string),
+        let raw = GivenOptions {
+            broker_route: option.map(str::to_string),
             ..Default::default()
         };
-        ProviderOptions::resolve(raw, HostEnv::with_vars(&vars)).map(|o| o.broker_transport)
+        ProviderOptions::resolve(raw, HostEnv::with_vars(&vars)).map(|o| o.broker_route)
     };
-    assert_eq!(resolve(None, None).unwrap(), TransportChoice::Auto);
-    assert_eq!(resolve(None, Some("tcp")).unwrap(), TransportChoice::Tcp);
-    assert_eq!(resolve(None, Some("")).unwrap(), TransportChoice::Auto);
+    assert_eq!(resolve(None, None).unwrap(), RouteChoice::Auto);
+    assert_eq!(resolve(None, Some("tcp")).unwrap(), RouteChoice::Tcp);
+    assert_eq!(resolve(None, Some("")).unwrap(), RouteChoice::Auto);
     assert_eq!(
         resolve(Some("socket"), Some("tcp")).unwrap(),
-        TransportChoice::Socket
+        RouteChoice::Socket
     );
     assert_eq!(
         resolve(Some("auto"), Some("tcp")).unwrap(),
-        TransportChoice::Auto
+        RouteChoice::Auto
     );
     let (code, message) = code_and_message(resolve(Some("udp"), None));
     assert_eq!(code, "OPTIONS_INVALID");
@@ -404,7 +406,7 @@ fn broker_transport_from_the_option_else_the_variable() {
     let (code, message) = code_and_message(resolve(None, Some("Tcp")));
     assert_eq!(code, "OPTIONS_INVALID");
     assert!(
-        message.contains(TRANSPORT_VAR) && message.contains("'auto', 'socket' or 'tcp'"),
+        message.contains(ROUTE_VAR) && message.contains("'auto', 'socket' or 'tcp'"),
         "{message}"
     );
 }
@@ -412,12 +414,12 @@ fn broker_transport_from_the_option_else_the_variable() {
 #[test]
 fn network_allow_and_resolve_from_options_or_variables() {
     let h = HostEnv::with_vars(&[("HOME", "/h")]);
-    let resolve = |raw: RawOptions, h: &HostEnv| ProviderOptions::resolve(raw, h.clone());
+    let resolve = |raw: GivenOptions, h: &HostEnv| ProviderOptions::resolve(raw, h.clone());
     // Not given: the proxy is off.
-    let o = resolve(RawOptions::default(), &h).unwrap();
+    let o = resolve(GivenOptions::default(), &h).unwrap();
     assert!(o.network_allow.is_none() && o.egress_policy().is_none());
     // A list alone does not turn it on: only the `allowlist` mode does.
-    let listed = |network: Option<&str>, list: Option<Vec<String>>| RawOptions {
+    let listed = |network: Option<&str>, list: Option<Vec<String>>| GivenOptions {
         network: network.map(str::to_string),
         network_allow: list,
         network_resolve: Some(vec!["registry.test=127.0.0.1".into()]),
@@ -460,13 +462,13 @@ fn network_allow_and_resolve_from_options_or_variables() {
         (NETWORK_ALLOW_VAR, " a.test:443 , b.test:80,"),
         (NETWORK_RESOLVE_VAR, "a.test=10.0.0.1"),
     ]);
-    let o = resolve(RawOptions::default(), &hv).unwrap();
+    let o = resolve(GivenOptions::default(), &hv).unwrap();
     assert_eq!(o.network_allow.as_ref().unwrap().len(), 2);
     assert_eq!(o.network_resolve.len(), 1);
     // Bad entries: OPTIONS_INVALID naming the option or variable, the entry and the form.
     for (raw, h, name, entry) in [
         (
-            RawOptions {
+            GivenOptions {
                 network_allow: Some(vec!["github.com".into()]),
                 ..Default::default()
             },
@@ -475,7 +477,7 @@ fn network_allow_and_resolve_from_options_or_variables() {
             "\"github.com\"",
         ),
         (
-            RawOptions {
+            GivenOptions {
                 network_resolve: Some(vec!["a.test:1.2.3.4".into()]),
                 ..Default::default()
             },
@@ -484,7 +486,7 @@ fn network_allow_and_resolve_from_options_or_variables() {
             "\"a.test:1.2.3.4\"",
         ),
         (
-            RawOptions::default(),
+            GivenOptions::default(),
             &HostEnv::with_vars(&[("HOME", "/h"), (NETWORK_ALLOW_VAR, "a.test:99999")]),
             NETWORK_ALLOW_VAR,
             "\"a.test:99999\"",
@@ -498,7 +500,7 @@ fn network_allow_and_resolve_from_options_or_variables() {
         );
     }
     let (_, msg) = code_and_message(resolve(
-        RawOptions {
+        GivenOptions {
             network_resolve: Some(vec!["a.test=1.1.1.1".into(), "a.test=2.2.2.2".into()]),
             ..Default::default()
         },

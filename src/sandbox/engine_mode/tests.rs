@@ -78,21 +78,18 @@ fn the_default_is_rootful() {
 }
 
 #[test]
-fn transport_choice_parses_and_routes() {
-    assert_eq!(
-        TransportChoice::parse(None, "x").unwrap(),
-        TransportChoice::Auto
-    );
+fn route_choice_parses_and_routes() {
+    assert_eq!(RouteChoice::parse(None, "x").unwrap(), RouteChoice::Auto);
     for (v, c) in [
-        ("", TransportChoice::Auto),
-        ("auto", TransportChoice::Auto),
-        ("socket", TransportChoice::Socket),
-        (" tcp ", TransportChoice::Tcp),
+        ("", RouteChoice::Auto),
+        ("auto", RouteChoice::Auto),
+        ("socket", RouteChoice::Socket),
+        (" tcp ", RouteChoice::Tcp),
     ] {
-        assert_eq!(TransportChoice::parse(Some(v), "x").unwrap(), c, "{v:?}");
+        assert_eq!(RouteChoice::parse(Some(v), "x").unwrap(), c, "{v:?}");
     }
     for bad in ["TCP", "udp", "sock", "1"] {
-        let e = TransportChoice::parse(Some(bad), "brokerTransport").unwrap_err();
+        let e = RouteChoice::parse(Some(bad), "brokerTransport").unwrap_err();
         assert_eq!(e.code(), "OPTIONS_INVALID");
         let text = e.to_string();
         assert!(
@@ -104,15 +101,15 @@ fn transport_choice_parses_and_routes() {
     for os in [HostOs::Linux, HostOs::MacOs, HostOs::Windows] {
         for vm in [false, true] {
             assert_eq!(
-                TransportChoice::Auto.route(os, vm),
+                RouteChoice::Auto.route(os, vm),
                 crate::broker::grant::route_for(os, vm)
             );
-            assert_eq!(TransportChoice::Tcp.route(os, vm), RouteKind::Tcp);
-            assert_eq!(TransportChoice::Socket.route(os, vm), RouteKind::Socket);
+            assert_eq!(RouteChoice::Tcp.route(os, vm), RouteKind::Tcp);
+            assert_eq!(RouteChoice::Socket.route(os, vm), RouteKind::Socket);
         }
     }
     assert_eq!(
-        TransportChoice::Auto.route(HostOs::Linux, false),
+        RouteChoice::Auto.route(HostOs::Linux, false),
         RouteKind::Socket
     );
 }

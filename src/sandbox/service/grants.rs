@@ -6,7 +6,7 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use super::{Inner, WorkspaceContainers};
+use super::{ContainerService, Inner};
 use crate::broker::secret::Secret;
 use crate::broker::server::{Grant, GrantRequest, RouteKind};
 use crate::engine::api::EngineApi;
@@ -68,7 +68,7 @@ async fn watch_broker<E: EngineApi>(inner: std::sync::Weak<Inner<E>>, workspace_
     loop {
         tokio::time::sleep(BROKER_WATCH_EVERY).await;
         let Some(inner) = inner.upgrade() else { return };
-        let this = WorkspaceContainers { inner };
+        let this = ContainerService { inner };
         let token = spec::token_file(
             &this.inner.config.po_home,
             &this.inner.config.owner,
@@ -86,7 +86,7 @@ async fn watch_broker<E: EngineApi>(inner: std::sync::Weak<Inner<E>>, workspace_
     }
 }
 
-impl<E: EngineApi> WorkspaceContainers<E> {
+impl<E: EngineApi> ContainerService<E> {
     /// Grants a container its broker route and tokens, derived from its token file so a hub
     /// that adopts it later can honour them again. `None` when the broker is off.
     pub(super) fn grant_for(&self, workspace_id: &str) -> Result<Option<Grant>> {
@@ -119,7 +119,7 @@ impl<E: EngineApi> WorkspaceContainers<E> {
         let request = GrantRequest {
             workspace: workspace_id.to_string(),
             providers: None,
-            transport: w.transport,
+            route: w.transport,
             owner,
             container_socket: Some(format!("{BROKER_MOUNT}/broker.sock")),
             container_host: None,

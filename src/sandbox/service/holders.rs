@@ -5,7 +5,7 @@ use std::collections::HashSet;
 use std::path::PathBuf;
 use std::sync::Mutex;
 
-use super::WorkspaceContainers;
+use super::ContainerService;
 use crate::broker::server::RouteKind;
 use crate::engine::Operation;
 use crate::engine::api::EngineApi;
@@ -26,7 +26,7 @@ pub(super) struct HolderState {
     readying: Mutex<HashSet<String>>,
 }
 
-impl<E: EngineApi> WorkspaceContainers<E> {
+impl<E: EngineApi> ContainerService<E> {
     /// Removes a workspace's namespace holder (after its container).
     pub(super) async fn remove_holder(&self, workspace_id: &str) -> Result<()> {
         let owner = &self.inner.config.owner;

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::grants::write_token_file;
-use super::{Asked, WorkspaceContainer, WorkspaceContainers, short_id};
+use super::{Asked, ContainerService, WorkspaceContainer, short_id};
 use crate::engine::api::EngineApi;
 use crate::error::{Error, Result};
 use crate::events::WorkspaceChange;
@@ -18,7 +18,7 @@ use crate::sandbox::locks::HostLock;
 use crate::sandbox::spec::{self, ContainerSpec, LABEL_WORKSPACE_PATH};
 use crate::sandbox::workspace::{self, Workspace};
 
-impl<E: EngineApi> WorkspaceContainers<E> {
+impl<E: EngineApi> ContainerService<E> {
     /// Adopts or creates the workspace's container and waits until its server answers.
     /// Concurrent calls for one workspace share one operation.
     pub async fn start(&self, ws: Workspace) -> Result<WorkspaceContainer> {
@@ -500,7 +500,7 @@ impl<E: EngineApi> WorkspaceContainers<E> {
 /// What `create` made so far, undone together when a later step fails: nothing half-done
 /// (no container, token file or broker grant of a container that does not run).
 struct Rollback<'a, E> {
-    service: &'a WorkspaceContainers<E>,
+    service: &'a ContainerService<E>,
     workspace: &'a str,
     token: Option<PathBuf>,
     granted: bool,
@@ -509,7 +509,7 @@ struct Rollback<'a, E> {
 
 impl<'a, E: EngineApi> Rollback<'a, E> {
     /// Nothing made yet.
-    fn new(service: &'a WorkspaceContainers<E>, workspace: &'a str) -> Self {
+    fn new(service: &'a ContainerService<E>, workspace: &'a str) -> Self {
         Rollback {
             service,
             workspace,

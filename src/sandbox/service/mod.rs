@@ -125,7 +125,11 @@ pub struct WorkspaceContainer {
     pub container_id: String,
     pub name: String,
     pub image: String,
-    /// `running`, `exited`…
+    /// The engine's state word: Docker's set (`created`, `running`, `paused`, `restarting`,
+    /// `removing`, `exited`, `dead`); open, as Podman and later engines may say more.
+    #[napi(
+        ts_type = "'created' | 'running' | 'paused' | 'restarting' | 'removing' | 'exited' | 'dead' | (string & {})"
+    )]
     pub state: String,
     /// Host port, on 127.0.0.1.
     pub host_port: Option<u16>,
@@ -157,19 +161,19 @@ struct Inner<E> {
 }
 
 /// The workspace containers of one hub (owner). Cheap to clone.
-pub struct WorkspaceContainers<E = Docker> {
+pub struct ContainerService<E = Docker> {
     inner: Arc<Inner<E>>,
 }
 
-impl<E> Clone for WorkspaceContainers<E> {
+impl<E> Clone for ContainerService<E> {
     fn clone(&self) -> Self {
-        WorkspaceContainers {
+        ContainerService {
             inner: self.inner.clone(),
         }
     }
 }
 
-impl<E: EngineApi> WorkspaceContainers<E> {
+impl<E: EngineApi> ContainerService<E> {
     /// The client for calls that change something: the service's, with the change bound.
     pub(super) fn changes(&self) -> E {
         crate::engine::for_changes(&self.inner.docker, &self.inner.config.bounds)
@@ -177,7 +181,7 @@ impl<E: EngineApi> WorkspaceContainers<E> {
 
     /// A service over one engine and configuration.
     pub fn new(docker: E, config: ServiceConfig, events: EventBus) -> Self {
-        WorkspaceContainers {
+        ContainerService {
             inner: Arc::new(Inner {
                 docker,
                 config,

@@ -2,14 +2,14 @@
 
 use std::collections::HashMap;
 
-use super::{KnownContainers, WorkspaceContainer, WorkspaceContainers, known_containers};
+use super::{ContainerService, KnownContainers, WorkspaceContainer, known_containers};
 use crate::engine::api::EngineApi;
 use crate::error::Result;
 use crate::sandbox::container::{self, LiveContainer};
 use crate::sandbox::holder;
 use crate::sandbox::spec::{LABEL_OWNER, LABEL_WORKSPACE};
 
-impl<E: EngineApi> WorkspaceContainers<E> {
+impl<E: EngineApi> ContainerService<E> {
     /// Inspects a workspace container and the namespace holder it joined (its published port is
     /// the holder's).
     pub(super) async fn inspect_ws(&self, id: &str) -> Result<Option<LiveContainer>> {

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use super::WorkspaceContainers;
+use super::ContainerService;
 use crate::engine::api::EngineApi;
 use crate::error::Result;
 use crate::events::WorkspaceChange;
@@ -17,11 +17,11 @@ use crate::sandbox::workspace;
 const STOP_REQUEST_KEPT: Duration = Duration::from_secs(300);
 
 /// Containers this hub stopped on request, with when: the engine event feed does not report
-/// their exit as a death (see [`WorkspaceContainers::stop_requested`]).
+/// their exit as a death (see [`ContainerService::stop_requested`]).
 #[derive(Default)]
 pub(super) struct StopRequests(Mutex<HashMap<String, Instant>>);
 
-impl<E: EngineApi> WorkspaceContainers<E> {
+impl<E: EngineApi> ContainerService<E> {
     /// Stops and removes a container, first noting that the stop is on request, so the event
     /// feed does not report its exit as a death.
     /// Its workspace's namespace holder goes with it.

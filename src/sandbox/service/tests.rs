@@ -95,7 +95,7 @@ type Seen = Arc<Mutex<Vec<(WorkspaceChange, Option<String>)>>>;
 /// One hub on the fake engine, with a workspace and the events it emitted.
 struct Hub {
     engine: FakeEngine,
-    service: WorkspaceContainers<FakeEngine>,
+    service: ContainerService<FakeEngine>,
     home: tempfile::TempDir,
     seen: Seen,
 }
@@ -117,7 +117,7 @@ impl Hub {
                 s.lock().unwrap().push((*state, reason.clone()));
             }
         }));
-        let service = WorkspaceContainers::new(engine.clone(), config(home.path(), broker), events);
+        let service = ContainerService::new(engine.clone(), config(home.path(), broker), events);
         Hub {
             engine,
             service,

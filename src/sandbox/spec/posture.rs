@@ -120,7 +120,9 @@ fn drops_all_capabilities(cap_drop: &[String]) -> bool {
 #[napi_derive::napi(object, object_from_js = false)]
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MountFact {
-    /// `bind`, `volume` or `tmpfs`.
+    /// The engine's mount type: `bind`, `volume` or `tmpfs` for a sandbox's own mounts; open,
+    /// as the engine may report others (`npipe`, `cluster`, `image`).
+    #[napi(ts_type = "'bind' | 'volume' | 'tmpfs' | (string & {})")]
     pub kind: String,
     /// The host path, or the volume's name.
     pub source: String,

@@ -1,0 +1,55 @@
+//! The calls of the `po/workspace-containers` service as the hub makes them: each on the
+//! service (a start retries a failed start-up first) and watched for the engine answering.
+
+use std::sync::Arc;
+
+use super::Provider;
+use crate::error::Result;
+use crate::sandbox::service::WorkspaceContainer;
+use crate::sandbox::workspace::Workspace;
+
+impl Provider {
+    /// Adopts the workspace's running container or creates one (see `ContainerService::start`).
+    pub async fn start_workspace(self: &Arc<Self>, ws: Workspace) -> Result<WorkspaceContainer> {
+        let call = async { self.service_for_start().await?.start(ws).await };
+        self.watched(call).await
+    }
+
+    /// Adopts the workspace's running container; `None` when there is none (or it drifted).
+    pub async fn adopt_workspace(
+        self: &Arc<Self>,
+        id: &str,
+        path: Option<&str>,
+    ) -> Result<Option<WorkspaceContainer>> {
+        let call = async { self.service_for_start().await?.adopt(id, path).await };
+        self.watched(call).await
+    }
+
+    /// Switches one workspace's sandbox off (see [`stop`](Provider::stop)), watched.
+    pub async fn stop_workspace(self: &Arc<Self>, id: &str) -> Result<bool> {
+        self.watched(self.stop(id)).await
+    }
+
+    /// Stops every container of this owner (see [`stop_all`](Provider::stop_all)), watched.
+    pub async fn stop_every_workspace(self: &Arc<Self>) -> Result<Vec<String>> {
+        self.watched(self.stop_all()).await
+    }
+
+    /// Runs `command` in the workspace's running container, attached to this process's stdio.
+    pub async fn exec_in(
+        self: &Arc<Self>,
+        id: &str,
+        path: Option<&str>,
+        command: Vec<String>,
+        tty: bool,
+    ) -> Result<i64> {
+        let service = self.service_for_start().await?;
+        service.exec(id, path, command, tty).await
+    }
+
+    /// This hub's containers, any state.
+    pub async fn containers(self: &Arc<Self>) -> Result<Vec<WorkspaceContainer>> {
+        self.watched(async { self.service().await?.list().await })
+            .await
+    }
+}
