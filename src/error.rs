@@ -81,7 +81,7 @@ pub enum Error {
     /// A run flag (`runFlags`, `PO_SANDBOX_RUN_FLAGS`) is malformed, unknown, or would weaken
     /// the container's containment or take over a part of the spec; nothing was made.
     #[error(
-        "Run flag '{flag}' (runFlags / PO_SANDBOX_RUN_FLAGS) is refused: {reason}. Remove or fix it; the README's run-flags table lists what is accepted."
+        "Run flag '{flag}' (runFlags / PO_SANDBOX_RUN_FLAGS) is refused: {reason}. Remove or fix it; docs/security.md (Run flags) lists what is accepted."
     )]
     RunFlagsInvalid { flag: String, reason: String },
 

@@ -1,7 +1,7 @@
 //! The few file-system facts that differ between Unix and Windows hosts, in one place: socket
 //! files, owners, owner-only modes. On Windows there are no Unix sockets, owners or modes: the
 //! broker is reached over TCP there, and token and lock files rely on the user profile's ACLs
-//! (see the README's platform notes).
+//! (see docs/platforms.md).
 
 use std::fs::{DirBuilder, FileType, Metadata, OpenOptions};
 use std::path::Path;

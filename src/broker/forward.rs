@@ -68,7 +68,7 @@ fn tls_builder() -> Result<TlsBuilder> {
 }
 
 /// Mozilla's roots only: the keychain backend links Apple's Security framework, which a
-/// build on Linux has no SDK for (see README, Limits).
+/// build on Linux has no SDK for (see docs/platforms.md).
 #[cfg(target_os = "macos")]
 fn tls_builder() -> Result<TlsBuilder> {
     let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());

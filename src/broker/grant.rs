@@ -164,7 +164,7 @@ pub fn choose(
                 routes::find(name).ok_or_else(|| Error::OptionsInvalid {
                     option: "providers".into(),
                     reason: format!(
-                        "{name:?} is not a provider the broker carries (see the README's list)"
+                        "{name:?} is not a provider the broker carries (see docs/security.md, Providers)"
                     ),
                 })
             })

@@ -20,6 +20,7 @@ use futures_util::StreamExt;
 use futures_util::stream::BoxStream;
 
 use super::api::{EngineApi, EngineResult, Filters};
+use crate::lock::Locked;
 
 /// What a faulty call does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -106,7 +107,7 @@ fn status(code: u16, message: impl Into<String>) -> BollardError {
 impl FakeEngine {
     /// The state, to look at or change.
     pub fn state(&self) -> std::sync::MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
+        self.state.locked()
     }
 
     /// Makes every `call` whose subject contains `pattern` answer with `fault`, `times` times

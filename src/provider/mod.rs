@@ -14,6 +14,7 @@ use crate::engine::{self};
 use crate::error::{Error, Result};
 use crate::events::{Event, EventBus};
 use crate::image::{self};
+use crate::lock::Locked;
 use crate::runtime_bundle as runtime;
 use crate::sandbox::service::{
     BrokerWiring, ContainerService, KnownContainers, ServiceConfig, known_containers,
@@ -150,7 +151,7 @@ impl Provider {
     fn fail(&self, e: Error) -> Arc<Error> {
         let (reason, code) = (e.to_string(), e.code().to_string());
         let e = Arc::new(e);
-        *self.service.lock().unwrap_or_else(|p| p.into_inner()) = Some(Err(e.clone()));
+        *self.service.locked() = Some(Err(e.clone()));
         self.update(|s| {
             s.state = ProviderState::Unavailable;
             s.reason = Some(reason.clone());
@@ -193,7 +194,7 @@ impl Provider {
         );
         let (built, wiring) = (built?, wiring?);
         if !built {
-            *self.prefetched.lock().unwrap_or_else(|p| p.into_inner()) = known;
+            *self.prefetched.locked() = known;
         }
         let o = &self.options;
         let mode = crate::sandbox::engine_mode::EngineMode::decide(
@@ -239,7 +240,7 @@ impl Provider {
             },
             self.events.clone(),
         );
-        *self.service.lock().unwrap_or_else(|p| p.into_inner()) = Some(Ok(service.clone()));
+        *self.service.locked() = Some(Ok(service.clone()));
         self.follow_engine(&service);
         self.update(|s| {
             s.state = ProviderState::Ready;
@@ -436,11 +437,7 @@ impl Provider {
             .cloned()
             .collect();
         if !wanted.is_empty() {
-            let prefetched = self
-                .prefetched
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .take();
+            let prefetched = self.prefetched.locked().take();
             let known = match prefetched {
                 Some(k) => Some(k),
                 None => service.known_containers().await.ok(),
@@ -606,11 +603,7 @@ impl Provider {
             })
         });
         let task = tokio::spawn(crate::sandbox::feed::follow(service.clone(), on_change));
-        let previous = self
-            .feed
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .replace(task);
+        let previous = self.feed.locked().replace(task);
         if let Some(p) = previous {
             p.abort();
         }
@@ -682,7 +675,7 @@ impl Provider {
 
     /// The stored start-up outcome; `None` before start-up ran.
     fn stored(&self) -> Option<Result<ContainerService>> {
-        let stored = self.service.lock().unwrap_or_else(|p| p.into_inner());
+        let stored = self.service.locked();
         stored
             .as_ref()
             .map(|result| result.clone().map_err(Error::Shared))
@@ -696,7 +689,7 @@ impl Provider {
 
 impl Drop for Provider {
     fn drop(&mut self) {
-        if let Some(task) = self.feed.lock().unwrap_or_else(|p| p.into_inner()).take() {
+        if let Some(task) = self.feed.locked().take() {
             task.abort();
         }
     }

@@ -455,7 +455,7 @@ fn network_mode(value: Option<&str>, host: &HostEnv) -> Result<NetworkMode> {
 
 impl ProviderOptions {
     /// Checks everything that can be checked without I/O, one option at a time in the order
-    /// of the README's table; the first bad one is the error.
+    /// of the run-flags table (docs/security.md); the first bad one is the error.
     pub fn resolve(given: GivenOptions, host: HostEnv) -> Result<ProviderOptions> {
         let g = given;
         let po_home = po_home(g.po_home, &host)?;

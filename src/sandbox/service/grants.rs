@@ -11,6 +11,7 @@ use crate::broker::secret::Secret;
 use crate::broker::server::{Grant, GrantRequest, RouteKind};
 use crate::engine::api::EngineApi;
 use crate::error::{Error, Result};
+use crate::lock::Locked;
 use crate::names::paths::BROKER_MOUNT;
 use crate::sandbox::locks::HostLock;
 use crate::sandbox::spec;
@@ -103,13 +104,7 @@ impl<E: EngineApi> ContainerService<E> {
         let secret = Secret::new(secret.trim());
         // The same token file and a grant still in force: keep it. A new grant would replace
         // the socket under the container's keep-alive connections to the old one.
-        if let Some((grant, from)) = self
-            .inner
-            .grants
-            .grants
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(workspace_id)
+        if let Some((grant, from)) = self.inner.grants.grants.locked().get(workspace_id)
             && from.expose() == secret.expose()
             && w.broker.grant_live(&grant.id)
         {
@@ -143,8 +138,7 @@ impl<E: EngineApi> ContainerService<E> {
             .inner
             .grants
             .grants
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
+            .locked()
             .insert(workspace_id.to_string(), (grant.clone(), secret));
         if let Some((old, _)) = previous
             && old.id != grant.id
@@ -160,12 +154,7 @@ impl<E: EngineApi> ContainerService<E> {
         let Some(w) = &self.inner.config.broker else {
             return Ok(false);
         };
-        let mut owners = self
-            .inner
-            .grants
-            .owners
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
+        let mut owners = self.inner.grants.owners.locked();
         if let Some(o) = owners.get(workspace_id)
             && o.lock.is_some()
         {
@@ -193,25 +182,14 @@ impl<E: EngineApi> ContainerService<E> {
 
     /// Ends a workspace's broker grant and removes its socket folder.
     pub(super) fn revoke_for(&self, workspace_id: &str) {
-        let id = self
-            .inner
-            .grants
-            .grants
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(workspace_id);
+        let id = self.inner.grants.grants.locked().remove(workspace_id);
         let Some(w) = &self.inner.config.broker else {
             return;
         };
         if let Some((grant, _)) = id {
             w.broker.revoke(&grant.id);
         }
-        let mut owners = self
-            .inner
-            .grants
-            .owners
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
+        let mut owners = self.inner.grants.owners.locked();
         let served = owners.get(workspace_id).is_some_and(|o| o.lock.is_some());
         let folder = w.socket_folder(&self.inner.config.owner, workspace_id);
         // A socket another hub serves is that hub's to remove; this hub's goes before its lock
@@ -228,12 +206,7 @@ impl<E: EngineApi> ContainerService<E> {
     /// On the TCP route, `PO_BROKER_ADDRESS` of this hub's grant: the port is this hub's, and
     /// an adopted container's environment holds the port of the hub that created it.
     pub(super) fn current_broker_address(&self, id: &str) -> Vec<String> {
-        let grants = self
-            .inner
-            .grants
-            .grants
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
+        let grants = self.inner.grants.grants.locked();
         let Some((grant, _)) = grants.get(id) else {
             return vec![];
         };
@@ -248,12 +221,7 @@ impl<E: EngineApi> ContainerService<E> {
     /// The id of the broker grant this hub holds for a workspace.
     #[cfg(test)]
     pub(super) fn granted(&self, workspace_id: &str) -> Option<String> {
-        let grants = self
-            .inner
-            .grants
-            .grants
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
+        let grants = self.inner.grants.grants.locked();
         grants.get(workspace_id).map(|(g, _)| g.id.clone())
     }
 

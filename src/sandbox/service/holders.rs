@@ -11,6 +11,7 @@ use crate::engine::Operation;
 use crate::engine::api::EngineApi;
 use crate::error::Result;
 use crate::events::WorkspaceChange;
+use crate::lock::Locked;
 use crate::sandbox::container::{self, Created, LiveContainer};
 use crate::sandbox::firewall::RulesInput;
 use crate::sandbox::holder;
@@ -164,12 +165,7 @@ impl<E: EngineApi> ContainerService<E> {
 
     /// Marks a holder as being made by this hub, or no longer.
     fn set_readying(&self, holder_id: &str, on: bool) {
-        let mut set = self
-            .inner
-            .holders
-            .readying
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
+        let mut set = self.inner.holders.readying.locked();
         match on {
             true => set.insert(holder_id.to_string()),
             false => set.remove(holder_id),
@@ -178,12 +174,7 @@ impl<E: EngineApi> ContainerService<E> {
 
     /// Whether this hub is making the holder now (its create path loads the rules itself).
     fn readying(&self, holder_id: &str) -> bool {
-        self.inner
-            .holders
-            .readying
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .contains(holder_id)
+        self.inner.holders.readying.locked().contains(holder_id)
     }
 
     /// Makes (does not start) the workspace's namespace holder on the network `network`;

@@ -9,6 +9,7 @@ use super::ContainerService;
 use crate::engine::api::EngineApi;
 use crate::error::Result;
 use crate::events::WorkspaceChange;
+use crate::lock::Locked;
 use crate::sandbox::container;
 use crate::sandbox::workspace;
 
@@ -27,7 +28,7 @@ impl<E: EngineApi> ContainerService<E> {
     /// Its workspace's namespace holder goes with it.
     pub(super) async fn stop_and_remove(&self, id: &str, workspace_id: &str) -> Result<()> {
         {
-            let mut requested = self.inner.stops.0.lock().unwrap_or_else(|e| e.into_inner());
+            let mut requested = self.inner.stops.0.locked();
             let now = Instant::now();
             requested.retain(|_, at| now.duration_since(*at) < STOP_REQUEST_KEPT);
             requested.insert(id.to_string(), now);
@@ -38,12 +39,7 @@ impl<E: EngineApi> ContainerService<E> {
 
     /// Whether this hub stopped the container on request (within [`STOP_REQUEST_KEPT`]).
     pub fn stop_requested(&self, id: &str) -> bool {
-        self.inner
-            .stops
-            .0
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .contains_key(id)
+        self.inner.stops.0.locked().contains_key(id)
     }
 
     /// Switches the sandbox off for one workspace: stops and removes its container, keeps its
