@@ -306,11 +306,9 @@ pub fn register_sandbox_layer<'env>(
     // Two arguments, not one array: FnArgs spreads the tuple.
     let publish: Function<FnArgs<(String, Unknown)>, Unknown> =
         host.get_named_property("publishService")?;
-    let name = "po/workspace-containers".to_string();
-    publish.apply(
-        host,
-        FnArgs::from((name, service_obj.as_object(env).to_unknown())),
-    )?;
+    let service = service_obj.as_object(env).to_unknown();
+    let args = FnArgs::from(("po/workspace-containers".to_string(), service));
+    publish.apply(host, args)?;
     napi::bindgen_prelude::spawn(provider.run());
     let mut layer = Object::new(env)?;
     layer.set_named_property("provider", provider_obj)?;

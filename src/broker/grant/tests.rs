@@ -23,6 +23,19 @@ fn given_requests_parse_transport_and_user() {
 }
 
 #[test]
+fn a_grant_exposes_its_tokens_for_the_container() {
+    let grant = Grant {
+        id: "g".into(),
+        workspace: "w".into(),
+        providers: vec!["openai".into()],
+        env: [("OPENAI_API_KEY".to_string(), Secret::new("po-token"))].into(),
+        route: None,
+        withheld: Vec::new(),
+    };
+    assert_eq!(grant.exposed_env(), env(&[("OPENAI_API_KEY", "po-token")]));
+}
+
+#[test]
 fn routes_read_as_their_strings() {
     let socket = GrantRoute::Socket {
         host_socket: "/run/b/g/broker.sock".into(),
