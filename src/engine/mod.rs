@@ -76,6 +76,13 @@ pub struct DetectOptions {
     pub probe_all: bool,
 }
 
+/// The places detection would try, in order, as untried reports: nothing is probed (see
+/// [`candidates`] for what fails).
+pub fn candidate_reports(host: &HostEnv, only: Option<&str>) -> Result<Vec<CandidateReport>> {
+    let list = candidates(host, only)?;
+    Ok(list.into_iter().map(CandidateReport::untried).collect())
+}
+
 impl DetectOptions {
     /// The options a caller gives: `timeoutMs` checked as [`timeout_from_ms`], `probe_all`
     /// false unless set.
@@ -233,6 +240,20 @@ pub async fn connect(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn candidate_reports_list_untried_places_and_refuse_an_unknown_engine() {
+        let host = HostEnv::with_vars(&[("DOCKER_HOST", "unix:///tmp/d.sock")]);
+        let list = candidate_reports(&host, Some("docker")).unwrap();
+        assert_eq!(list[0].endpoint, "unix:///tmp/d.sock");
+        assert!(list.iter().all(|c| c.engine == "docker"));
+        assert!(
+            list.iter()
+                .all(|c| matches!(c.outcome, CandidateOutcome::Untried))
+        );
+        let err = candidate_reports(&host, Some("bogus")).unwrap_err();
+        assert_eq!(err.code(), "ENGINE_UNKNOWN");
+    }
 
     #[test]
     fn detect_options_check_the_timeout_and_default_probe_all() {

@@ -68,8 +68,7 @@ pub fn engine_candidates(
     options: Option<Unknown>,
 ) -> napi::Result<Vec<CandidateReport>> {
     let (host, detect) = split(env, options)?;
-    let list = core::candidates(&host, detect.engine.as_deref()).map_err(|e| coded(env, &e))?;
-    Ok(list.into_iter().map(CandidateReport::untried).collect())
+    core::candidate_reports(&host, detect.engine.as_deref()).map_err(|e| coded(env, &e))
 }
 
 /// What `doctor` checks.
