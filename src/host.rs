@@ -39,7 +39,24 @@ pub struct HostEnv {
     pub os: HostOs,
 }
 
+/// A caller's environment record (`process.env` or a plain object) as variables: `None` values
+/// (`undefined`, `null`) count as unset; no record at all means this process's environment.
+pub fn given_vars(env: Option<HashMap<String, Option<String>>>) -> HashMap<String, String> {
+    match env {
+        Some(map) => map
+            .into_iter()
+            .filter_map(|(k, v)| v.map(|v| (k, v)))
+            .collect(),
+        None => std::env::vars().collect(),
+    }
+}
+
 impl HostEnv {
+    /// A caller's environment record, as [`given_vars`] reads it, with this process's user and OS.
+    pub fn given(env: Option<HashMap<String, Option<String>>>) -> HostEnv {
+        HostEnv::from_vars(given_vars(env))
+    }
+
     /// The given variables with this process's user and OS.
     pub fn from_vars(vars: HashMap<String, String>) -> HostEnv {
         #[cfg(unix)]
@@ -268,6 +285,23 @@ impl std::fmt::Display for UserIds {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn given_vars_drop_unset_values_and_default_to_the_process() {
+        let record = HashMap::from([
+            ("A".to_string(), Some("1".to_string())),
+            ("B".to_string(), None),
+        ]);
+        assert_eq!(
+            given_vars(Some(record)),
+            HashMap::from([("A".to_string(), "1".to_string())])
+        );
+        assert_eq!(
+            given_vars(None),
+            std::env::vars().collect::<HashMap<_, _>>()
+        );
+        assert_eq!(HostEnv::given(Some(HashMap::new())).vars().len(), 0);
+    }
 
     #[test]
     fn user_ids_parse_only_numeric_pairs() {

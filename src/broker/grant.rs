@@ -18,6 +18,7 @@ use super::secret::Secret;
 use super::server::{Broker, GrantState, PER_GRANT_CONNECTIONS, TokenEntry, hash};
 use super::socket::{bind_socket, file_identity};
 use crate::error::{Error, Result};
+use crate::host::UserIds;
 use crate::lock::{Locked, ReadWriteLocked};
 use crate::names::vars::{DISABLE_VAR, EGRESS_PROXY_VAR, EGRESS_SOCKET_VAR};
 
@@ -92,6 +93,30 @@ pub struct GrantRequest {
     pub socket_folder: Option<PathBuf>,
 }
 
+impl GrantRequest {
+    /// A caller's request (`grant()` in JS): `transport` parsed as [`RouteKind::parse`] and
+    /// `user` as `uid:gid`, both `OPTIONS_INVALID` naming the option when bad; the rest default.
+    pub fn given(
+        workspace: String,
+        providers: Option<Vec<String>>,
+        transport: Option<&str>,
+        user: Option<&str>,
+    ) -> Result<GrantRequest> {
+        let route = RouteKind::parse(transport, "transport")?;
+        let owner = user.map(|u| UserIds::parse(u, "user")).transpose()?;
+        Ok(GrantRequest {
+            workspace,
+            providers,
+            route,
+            owner: owner.map(|ids| (ids.uid, ids.gid)),
+            container_socket: None,
+            container_host: None,
+            secret: None,
+            socket_folder: None,
+        })
+    }
+}
+
 /// A grant's route, as set up.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum GrantRoute {
@@ -124,6 +149,69 @@ pub struct Grant {
     pub route: Option<GrantRoute>,
     /// Host credentials that stay on the host, with reasons.
     pub withheld: Vec<(String, String)>,
+}
+
+impl GrantRoute {
+    /// Which kind of route this is.
+    pub fn kind(&self) -> RouteKind {
+        match self {
+            GrantRoute::Socket { .. } => RouteKind::Socket,
+            GrantRoute::Tcp { .. } => RouteKind::Tcp,
+        }
+    }
+
+    /// A socket route's socket on the host.
+    pub fn host_socket(&self) -> Option<String> {
+        match self {
+            GrantRoute::Socket { host_socket, .. } => Some(host_socket.display().to_string()),
+            GrantRoute::Tcp { .. } => None,
+        }
+    }
+
+    /// A socket route's folder on the host, to bind-mount.
+    pub fn host_dir(&self) -> Option<String> {
+        match self {
+            GrantRoute::Socket { host_dir, .. } => Some(host_dir.display().to_string()),
+            GrantRoute::Tcp { .. } => None,
+        }
+    }
+
+    /// A socket route's socket path inside the container.
+    pub fn container_socket(&self) -> Option<String> {
+        match self {
+            GrantRoute::Socket {
+                container_socket, ..
+            } => Some(container_socket.clone()),
+            GrantRoute::Tcp { .. } => None,
+        }
+    }
+
+    /// A TCP route's `127.0.0.1:<port>`.
+    pub fn address(&self) -> Option<String> {
+        match self {
+            GrantRoute::Tcp { address, .. } => Some(address.to_string()),
+            GrantRoute::Socket { .. } => None,
+        }
+    }
+
+    /// What a container on a TCP route dials.
+    pub fn container_address(&self) -> Option<String> {
+        match self {
+            GrantRoute::Tcp {
+                container_address, ..
+            } => Some(container_address.clone()),
+            GrantRoute::Socket { .. } => None,
+        }
+    }
+}
+
+impl Grant {
+    /// The environment to hand the container, its tokens in the clear.
+    pub fn exposed_env(&self) -> HashMap<String, String> {
+        let env = self.env.iter();
+        env.map(|(k, v)| (k.clone(), v.expose().to_string()))
+            .collect()
+    }
 }
 
 impl std::fmt::Debug for Grant {

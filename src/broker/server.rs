@@ -28,6 +28,7 @@ use super::routes::{self, ProviderRoute};
 use super::secret::Secret;
 use super::socket::file_identity;
 use crate::error::{Error, Result};
+use crate::host::HostEnv;
 use crate::lock::{Locked, ReadWriteLocked};
 use crate::names::vars::DISABLE_VAR;
 
@@ -55,6 +56,25 @@ pub struct BrokerOptions {
     pub tcp: bool,
     /// Serve each socket grant an egress proxy with this policy (allowlist mode).
     pub egress: Option<EgressPolicy>,
+}
+
+impl BrokerOptions {
+    /// What a `startCredentialBroker` caller gives: its environment record (as
+    /// [`crate::host::given_vars`] reads it), `socketDir` (checked, defaulted as
+    /// [`HostEnv::broker_socket_dir`]) and `tcp` (default off); no egress proxy.
+    pub fn given(
+        env: Option<HashMap<String, Option<String>>>,
+        socket_dir: Option<&str>,
+        tcp: Option<bool>,
+    ) -> Result<BrokerOptions> {
+        let host = HostEnv::given(env);
+        Ok(BrokerOptions {
+            socket_dir: host.broker_socket_dir(socket_dir, "socketDir")?,
+            host_env: host.vars().clone(),
+            tcp: tcp.unwrap_or(false),
+            egress: None,
+        })
+    }
 }
 
 /// One request, for audit: never a key, a token or a query string; a refused request's method

@@ -76,6 +76,30 @@ pub struct DetectOptions {
     pub probe_all: bool,
 }
 
+/// The places detection would try, in order, as untried reports: nothing is probed (see
+/// [`candidates`] for what fails).
+pub fn candidate_reports(host: &HostEnv, only: Option<&str>) -> Result<Vec<CandidateReport>> {
+    let list = candidates(host, only)?;
+    Ok(list.into_iter().map(CandidateReport::untried).collect())
+}
+
+impl DetectOptions {
+    /// The options a caller gives: `timeoutMs` checked as [`timeout_from_ms`], `probe_all`
+    /// false unless set.
+    pub fn given(
+        engine: Option<String>,
+        timeout_ms: Option<f64>,
+        probe_all: Option<bool>,
+    ) -> Result<DetectOptions> {
+        let timeout = timeout_ms.map(|ms| timeout_from_ms(ms, "timeoutMs"));
+        Ok(DetectOptions {
+            engine,
+            timeout: timeout.transpose()?,
+            probe_all: probe_all.unwrap_or(false),
+        })
+    }
+}
+
 /// A timeout given in milliseconds by a caller: a whole number from 1 to 600000.
 pub fn timeout_from_ms(ms: f64, name: &str) -> Result<Duration> {
     if ms.fract() == 0.0 && (1.0..=600_000.0).contains(&ms) {
@@ -216,6 +240,36 @@ pub async fn connect(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn candidate_reports_list_untried_places_and_refuse_an_unknown_engine() {
+        let host = HostEnv::with_vars(&[("DOCKER_HOST", "unix:///tmp/d.sock")]);
+        let list = candidate_reports(&host, Some("docker")).unwrap();
+        assert_eq!(list[0].endpoint, "unix:///tmp/d.sock");
+        assert!(list.iter().all(|c| c.engine == "docker"));
+        assert!(
+            list.iter()
+                .all(|c| matches!(c.outcome, CandidateOutcome::Untried))
+        );
+        let err = candidate_reports(&host, Some("bogus")).unwrap_err();
+        assert_eq!(err.code(), "ENGINE_UNKNOWN");
+    }
+
+    #[test]
+    fn detect_options_check_the_timeout_and_default_probe_all() {
+        let o = DetectOptions::given(Some("podman".into()), Some(250.0), None).unwrap();
+        assert_eq!(o.engine.as_deref(), Some("podman"));
+        assert_eq!(o.timeout, Some(Duration::from_millis(250)));
+        assert!(!o.probe_all);
+        assert!(
+            DetectOptions::given(None, None, Some(true))
+                .unwrap()
+                .probe_all
+        );
+        let err = DetectOptions::given(None, Some(0.5), None).unwrap_err();
+        assert_eq!(err.code(), "OPTIONS_INVALID");
+        assert!(err.to_string().contains("timeoutMs"), "{err}");
+    }
 
     #[test]
     fn call_timeout_default_range_and_rounding() {

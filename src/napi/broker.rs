@@ -9,12 +9,11 @@ use napi::bindgen_prelude::{FromNapiValue, Function, PromiseRaw, Unknown};
 use napi::threadsafe_function::ThreadsafeFunctionCallMode;
 use napi_derive::napi;
 
-use super::errors::{coded, env_vars, object_arg, promise, required_arg};
+use super::errors::{coded, object_arg, promise, required_arg};
 use super::events::listener;
 use crate::broker::server::{
     AuditEvent, Broker, BrokerOptions, Grant, GrantRequest, GrantRoute, RouteKind,
 };
-use crate::host::{HostEnv, UserIds};
 
 /// Options of `startCredentialBroker`.
 #[napi(object, js_name = "CredentialBrokerOptions")]
@@ -149,21 +148,11 @@ pub fn start_credential_broker<'env>(
     options: Option<Unknown>,
 ) -> napi::Result<PromiseRaw<'env, CredentialBroker>> {
     let o: JsCredentialBrokerOptions = object_arg(env, options, "options")?.unwrap_or_default();
-    let (host_env, tcp) = (env_vars(o.env), o.tcp.unwrap_or(false));
-    let host = HostEnv::from_vars(host_env.clone());
     // A bad value rejects (a mistyped one throws, as everywhere).
-    let socket_dir = host.broker_socket_dir(o.socket_dir.as_deref(), "socketDir");
+    let options = BrokerOptions::given(o.env, o.socket_dir.as_deref(), o.tcp);
     promise(env, async move {
-        let socket_dir = socket_dir?;
-        let options = BrokerOptions {
-            host_env,
-            socket_dir,
-            tcp,
-            egress: None,
-        };
-        Broker::start(options)
-            .await
-            .map(|inner| CredentialBroker { inner })
+        let inner = Broker::start(options?).await?;
+        Ok(CredentialBroker { inner })
     })
 }
 
@@ -188,19 +177,12 @@ impl CredentialBroker {
     pub fn grant(&self, env: &Env, options: Unknown) -> napi::Result<JsBrokerGrant> {
         let o: JsGrantOptions =
             required_arg(env, Some(options), "options", "expected { workspace, ... }")?;
-        let route =
-            RouteKind::parse(o.route.as_deref(), "transport").map_err(|e| coded(env, &e))?;
-        let owner = o.user.as_deref().map(|u| UserIds::parse(u, "user"));
-        let owner = owner.transpose().map_err(|e| coded(env, &e))?;
+        let (route, user) = (o.route.as_deref(), o.user.as_deref());
+        let request = GrantRequest::given(o.workspace, o.providers, route, user);
         let request = GrantRequest {
-            workspace: o.workspace,
-            providers: o.providers,
-            route,
-            owner: owner.map(|ids| (ids.uid, ids.gid)),
             container_socket: o.container_socket_path,
             container_host: o.container_host,
-            secret: None,
-            socket_folder: None,
+            ..request.map_err(|e| coded(env, &e))?
         };
         let broker = self.inner.clone();
         napi::bindgen_prelude::within_runtime_if_available(move || broker.grant(request))
@@ -246,15 +228,13 @@ impl CredentialBroker {
 
 impl From<Grant> for JsBrokerGrant {
     fn from(grant: Grant) -> JsBrokerGrant {
-        let env = grant.env.iter();
+        let env = grant.exposed_env();
         let withheld = grant.withheld.into_iter();
         JsBrokerGrant {
+            env,
             id: grant.id,
             workspace: grant.workspace,
             providers: grant.providers,
-            env: env
-                .map(|(k, v)| (k.clone(), v.expose().to_string()))
-                .collect(),
             route: grant.route.map(JsBrokerGrantRoute::from),
             withheld: withheld
                 .map(|(variable, reason)| JsWithheldCredential { variable, reason })
@@ -265,30 +245,13 @@ impl From<Grant> for JsBrokerGrant {
 
 impl From<GrantRoute> for JsBrokerGrantRoute {
     fn from(route: GrantRoute) -> JsBrokerGrantRoute {
-        match route {
-            GrantRoute::Socket {
-                host_socket,
-                host_dir,
-                container_socket,
-            } => JsBrokerGrantRoute {
-                kind: RouteKind::Socket,
-                host_socket: Some(host_socket.display().to_string()),
-                host_dir: Some(host_dir.display().to_string()),
-                container_socket: Some(container_socket),
-                address: None,
-                container_address: None,
-            },
-            GrantRoute::Tcp {
-                address,
-                container_address,
-            } => JsBrokerGrantRoute {
-                kind: RouteKind::Tcp,
-                host_socket: None,
-                host_dir: None,
-                container_socket: None,
-                address: Some(address.to_string()),
-                container_address: Some(container_address),
-            },
+        JsBrokerGrantRoute {
+            kind: route.kind(),
+            host_socket: route.host_socket(),
+            host_dir: route.host_dir(),
+            container_socket: route.container_socket(),
+            address: route.address(),
+            container_address: route.container_address(),
         }
     }
 }

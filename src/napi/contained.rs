@@ -2,7 +2,6 @@
 //! `startBrokerBridge` (a loopback bridge to the broker socket) and `brokeredBaseUrl` /
 //! `brokerOrigin` (the URL arithmetic of re-pointing providers at the credential broker).
 
-use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Mutex;
 
@@ -10,7 +9,7 @@ use napi::Env;
 use napi::bindgen_prelude::{JsObjectValue, Object, PromiseRaw, Unknown};
 use napi_derive::napi;
 
-use super::errors::{coded, env_vars, object_arg, promise};
+use super::errors::{coded, object_arg, promise};
 use crate::contained::bridge::Bridge;
 use crate::contained::help;
 use crate::contained::identity::{self as core, SandboxState};
@@ -36,8 +35,7 @@ impl DefaultSandboxExtensionService {
         ts_args_type = "env?: Record<string, string | undefined | null> | undefined | null"
     )]
     pub fn new(env: &Env, vars: Option<Unknown>) -> napi::Result<Self> {
-        let vars: Option<HashMap<String, Option<String>>> = object_arg(env, vars, "env")?;
-        let vars = env_vars(vars);
+        let vars = crate::host::given_vars(object_arg(env, vars, "env")?);
         Ok(DefaultSandboxExtensionService {
             state: core::read_state(&vars),
             facts: help::read_facts(&vars),

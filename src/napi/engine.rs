@@ -6,7 +6,7 @@ use napi::Env;
 use napi::bindgen_prelude::{PromiseRaw, Unknown};
 use napi_derive::napi;
 
-use super::errors::{coded, env_vars, object_arg, promise};
+use super::errors::{coded, object_arg, promise};
 use super::options::given;
 use crate::doctor::DoctorReport;
 use crate::engine::{self as core, CandidateReport, DetectOptions, EngineReport};
@@ -33,15 +33,8 @@ pub struct JsEngineCheckOptions {
 /// The host environment and detection options `options` name.
 fn split(env: &Env, options: Option<Unknown>) -> napi::Result<(HostEnv, DetectOptions)> {
     let o: JsEngineCheckOptions = object_arg(env, options, "options")?.unwrap_or_default();
-    let timeout = o
-        .timeout_ms
-        .map(|ms| core::timeout_from_ms(ms, "timeoutMs"));
-    let detect = DetectOptions {
-        engine: o.engine,
-        timeout: timeout.transpose().map_err(|e| coded(env, &e))?,
-        probe_all: o.probe_all.unwrap_or(false),
-    };
-    Ok((HostEnv::from_vars(env_vars(o.env)), detect))
+    let detect = DetectOptions::given(o.engine, o.timeout_ms, o.probe_all);
+    Ok((HostEnv::given(o.env), detect.map_err(|e| coded(env, &e))?))
 }
 
 /// Finds the container engine: docker, podman, nerdctl, finch in that order (or the one
@@ -75,8 +68,7 @@ pub fn engine_candidates(
     options: Option<Unknown>,
 ) -> napi::Result<Vec<CandidateReport>> {
     let (host, detect) = split(env, options)?;
-    let list = core::candidates(&host, detect.engine.as_deref()).map_err(|e| coded(env, &e))?;
-    Ok(list.into_iter().map(CandidateReport::untried).collect())
+    core::candidate_reports(&host, detect.engine.as_deref()).map_err(|e| coded(env, &e))
 }
 
 /// What `doctor` checks.
@@ -123,7 +115,7 @@ pub fn doctor<'env>(
     options: Option<Unknown>,
 ) -> napi::Result<PromiseRaw<'env, DoctorReport>> {
     let o: JsDoctorOptions = object_arg(env, options, "options")?.unwrap_or_default();
-    let host = HostEnv::from_vars(env_vars(o.env));
+    let host = HostEnv::given(o.env);
     #[rustfmt::skip]
     let given = given!(o {
         po_home, runtime_version, base_image, image_variant, engine, demo_runtime, run_flags,

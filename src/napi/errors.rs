@@ -1,8 +1,6 @@
 //! Core errors become JS `Error`s whose `code` is the variant's stable code, with `reasonCode`
 //! where the core has a finer one and the `source()` chain as nested `cause` errors.
 
-use std::collections::HashMap;
-
 use std::future::Future;
 
 use napi::bindgen_prelude::{
@@ -55,18 +53,6 @@ where
     })
 }
 
-/// A JS environment object (`process.env` or a plain record) as core variables; `undefined`
-/// and `null` values count as unset.
-pub fn env_vars(env: Option<HashMap<String, Option<String>>>) -> HashMap<String, String> {
-    match env {
-        Some(map) => map
-            .into_iter()
-            .filter_map(|(k, v)| v.map(|v| (k, v)))
-            .collect(),
-        None => std::env::vars().collect(),
-    }
-}
-
 /// A required object argument: as [`object_arg`], and `undefined` or `null` is an
 /// `OPTIONS_INVALID` error naming it and saying what was `expected`.
 pub fn required_arg<T: FromNapiValue>(
@@ -75,13 +61,7 @@ pub fn required_arg<T: FromNapiValue>(
     name: &str,
     expected: &str,
 ) -> napi::Result<T> {
-    object_arg(env, value, name)?.ok_or_else(|| {
-        let e = CoreError::OptionsInvalid {
-            option: name.into(),
-            reason: expected.into(),
-        };
-        coded(env, &e)
-    })
+    object_arg(env, value, name)?.ok_or_else(|| invalid(env, name, expected.into()))
 }
 
 /// An optional object argument: `undefined` or `null` is `None`, an object is converted, and
@@ -92,28 +72,26 @@ pub fn object_arg<T: FromNapiValue>(
     name: &str,
 ) -> napi::Result<Option<T>> {
     let Some(value) = value else { return Ok(None) };
-    let invalid = |reason: String| {
-        coded(
-            env,
-            &CoreError::OptionsInvalid {
-                option: name.to_string(),
-                reason,
-            },
-        )
-    };
     match value.get_type()? {
         ValueType::Undefined | ValueType::Null => Ok(None),
         ValueType::Object => {
             // SAFETY: the value belongs to this env and is alive for this call.
             unsafe { T::from_napi_value(env.raw(), value.raw()) }
                 .map(Some)
-                .map_err(|e| invalid(e.reason.clone()))
+                .map_err(|e| invalid(env, name, e.reason.clone()))
         }
-        other => Err(invalid(format!(
-            "expected an object, got a {}",
-            js_type(other)
-        ))),
+        other => Err(invalid(
+            env,
+            name,
+            format!("expected an object, got a {}", js_type(other)),
+        )),
     }
+}
+
+/// An `OPTIONS_INVALID` error naming the argument `name`.
+fn invalid(env: &Env, name: &str, reason: String) -> napi::Error {
+    let option = name.to_string();
+    coded(env, &CoreError::OptionsInvalid { option, reason })
 }
 
 /// A JS type's name as `typeof` says it, for messages.

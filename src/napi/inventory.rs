@@ -6,7 +6,7 @@ use napi::Env;
 use napi::bindgen_prelude::{PromiseRaw, Unknown};
 use napi_derive::napi;
 
-use super::errors::{coded, env_vars, object_arg, promise};
+use super::errors::{coded, object_arg, promise};
 use crate::host::HostEnv;
 use crate::provider::inventory::{Query, QueryOptions};
 use crate::sandbox::inventory::SandboxRow;
@@ -37,7 +37,7 @@ pub struct JsSandboxQuery {
 /// The query `q` names, checked (`OPTIONS_INVALID`, `WORKSPACE_INVALID` throw).
 fn query(env: &Env, q: Option<Unknown>) -> napi::Result<Query> {
     let q: JsSandboxQuery = object_arg(env, q, "options")?.unwrap_or_default();
-    let host = HostEnv::from_vars(env_vars(q.env));
+    let host = HostEnv::given(q.env);
     let options = QueryOptions {
         po_home: q.po_home,
         owner: q.owner,

@@ -4,7 +4,6 @@ use std::collections::HashMap;
 
 use napi_derive::napi;
 
-use super::errors::env_vars;
 use crate::error::{Error, Result};
 use crate::host::HostEnv;
 use crate::provider::{GivenOptions, GivenWorkspace, ProviderOptions};
@@ -149,7 +148,7 @@ impl TryFrom<JsProviderOptions> for ProviderOptions {
             broker_route, guarded_paths, demo_runtime, run_flags, memory, cpus,
             health_interval_ms, network_allow, network_resolve, network,
         }) };
-        ProviderOptions::resolve(given, HostEnv::from_vars(env_vars(o.env)))
+        ProviderOptions::resolve(given, HostEnv::given(o.env))
     }
 }
 

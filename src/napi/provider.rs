@@ -8,7 +8,7 @@ use napi::bindgen_prelude::{
 };
 use napi_derive::napi;
 
-use super::errors::{coded, env_vars, object_arg, promise, required_arg};
+use super::errors::{coded, object_arg, promise, required_arg};
 use super::events::subscribe;
 use super::options::{JsImageOptions, JsProviderOptions};
 use crate::events::Event;
@@ -287,7 +287,7 @@ pub fn register_sandbox_layer<'env>(
     options: Option<Unknown>,
 ) -> napi::Result<Option<Object<'env>>> {
     let options: JsProviderOptions = object_arg(env, options, "options")?.unwrap_or_default();
-    let host_env = HostEnv::from_vars(env_vars(options.env.clone()));
+    let host_env = HostEnv::given(options.env.clone());
     let scope = host.get_named_property::<Option<String>>("scope");
     let identity = host.get_named_property::<Option<JsSandboxIdentity>>("identity");
     let contained = identity.ok().flatten().is_some_and(|i| i.contained);
@@ -306,11 +306,9 @@ pub fn register_sandbox_layer<'env>(
     // Two arguments, not one array: FnArgs spreads the tuple.
     let publish: Function<FnArgs<(String, Unknown)>, Unknown> =
         host.get_named_property("publishService")?;
-    let name = "po/workspace-containers".to_string();
-    publish.apply(
-        host,
-        FnArgs::from((name, service_obj.as_object(env).to_unknown())),
-    )?;
+    let service = service_obj.as_object(env).to_unknown();
+    let args = FnArgs::from(("po/workspace-containers".to_string(), service));
+    publish.apply(host, args)?;
     napi::bindgen_prelude::spawn(provider.run());
     let mut layer = Object::new(env)?;
     layer.set_named_property("provider", provider_obj)?;
@@ -331,7 +329,7 @@ pub fn ensure_sandbox_image<'env>(
     on_event: Option<Function<Event, ()>>,
 ) -> napi::Result<PromiseRaw<'env, ImageResult>> {
     let mut o: JsImageOptions = object_arg(env, options, "options")?.unwrap_or_default();
-    let host = HostEnv::from_vars(env_vars(o.env.take()));
+    let host = HostEnv::given(o.env.take());
     let job = ImageJob::new(host, o.into()).map_err(|e| coded(env, &e))?;
     let events = crate::events::EventBus::default();
     if let Some(cb) = on_event {

@@ -10,6 +10,66 @@ fn env(pairs: &[(&str, &str)]) -> HashMap<String, String> {
 }
 
 #[test]
+fn given_requests_parse_transport_and_user() {
+    let r = GrantRequest::given("w".into(), None, Some("tcp"), Some("1000:100")).unwrap();
+    assert_eq!((r.route, r.owner), (RouteKind::Tcp, Some((1000, 100))));
+    let r = GrantRequest::given("w".into(), None, None, None).unwrap();
+    assert_eq!((r.route, r.owner), (RouteKind::Socket, None));
+    for (transport, user, option) in [(Some("udp"), None, "transport"), (None, Some("x"), "user")] {
+        let err = GrantRequest::given("w".into(), None, transport, user).unwrap_err();
+        assert_eq!(err.code(), "OPTIONS_INVALID");
+        assert!(err.to_string().contains(option), "{err}");
+    }
+}
+
+#[test]
+fn a_grant_exposes_its_tokens_for_the_container() {
+    let grant = Grant {
+        id: "g".into(),
+        workspace: "w".into(),
+        providers: vec!["openai".into()],
+        env: [("OPENAI_API_KEY".to_string(), Secret::new("po-token"))].into(),
+        route: None,
+        withheld: Vec::new(),
+    };
+    assert_eq!(grant.exposed_env(), env(&[("OPENAI_API_KEY", "po-token")]));
+}
+
+#[test]
+fn routes_read_as_their_strings() {
+    let socket = GrantRoute::Socket {
+        host_socket: "/run/b/g/broker.sock".into(),
+        host_dir: "/run/b/g".into(),
+        container_socket: "/run/po-broker/broker.sock".into(),
+    };
+    assert_eq!(socket.kind(), RouteKind::Socket);
+    assert_eq!(
+        socket.host_socket().as_deref(),
+        Some("/run/b/g/broker.sock")
+    );
+    assert_eq!(socket.host_dir().as_deref(), Some("/run/b/g"));
+    assert_eq!(
+        socket.container_socket().as_deref(),
+        Some("/run/po-broker/broker.sock")
+    );
+    assert_eq!((socket.address(), socket.container_address()), (None, None));
+    let tcp = GrantRoute::Tcp {
+        address: "127.0.0.1:4000".parse().unwrap(),
+        container_address: "host.docker.internal:4000".into(),
+    };
+    assert_eq!(tcp.kind(), RouteKind::Tcp);
+    assert_eq!(tcp.address().as_deref(), Some("127.0.0.1:4000"));
+    assert_eq!(
+        tcp.container_address().as_deref(),
+        Some("host.docker.internal:4000")
+    );
+    assert_eq!(
+        (tcp.host_socket(), tcp.host_dir(), tcp.container_socket()),
+        (None, None, None)
+    );
+}
+
+#[test]
 fn choose_takes_the_asked_providers_or_every_one_with_a_key() {
     let host = env(&[
         ("OPENAI_API_KEY", "sk-real"),

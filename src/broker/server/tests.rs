@@ -18,6 +18,18 @@ async fn broker_in(dir: &Path, env: HashMap<String, String>, tcp: bool) -> Broke
     .unwrap()
 }
 
+#[test]
+fn given_options_check_the_socket_dir_and_default_to_no_tcp() {
+    let env = HashMap::from([("K".to_string(), Some("v".to_string()))]);
+    let o = BrokerOptions::given(Some(env), Some("/run/b"), None).unwrap();
+    assert_eq!(o.socket_dir, Path::new("/run/b"));
+    assert_eq!(o.host_env.get("K").map(String::as_str), Some("v"));
+    assert!(!o.tcp && o.egress.is_none());
+    let err = BrokerOptions::given(Some(HashMap::new()), Some("rel"), Some(true)).unwrap_err();
+    assert_eq!(err.code(), "OPTIONS_INVALID");
+    assert!(err.to_string().contains("socketDir"), "{err}");
+}
+
 /// A socket grant for workspace `w` with every default.
 fn socket_grant_request() -> GrantRequest {
     GrantRequest {
