@@ -309,9 +309,17 @@ export async function modelsUpstream(t) {
   return { seen, origin: `http://127.0.0.1:${server.address().port}` }
 }
 
+/** Removes the provider images built on the test base (what `npm test` does once at its end). */
+export async function removeTestImages() {
+  const ids = (await run('docker', ['images', '-q', '--filter', `label=po.image-base=${TEST_BASE}`])).stdout.split(/\s+/).filter(Boolean)
+  if (ids.length) await run('docker', ['rmi', '-f', ...new Set(ids)])
+}
+
 /**
  * A file's hooks for suites on real containers: the engine must answer and the local test base
- * image be current before any test; the provider images built on it are removed after the file.
+ * image be current before any test; the provider images built on it are removed after the file,
+ * unless other files share them (`npm test` runs several at once and removes them at its end:
+ * PO_SANDBOX_TEST_SHARED_IMAGES=1).
  */
 export function useTestBaseImage() {
   before(async () => {
@@ -321,7 +329,6 @@ export function useTestBaseImage() {
     assert.equal(r.stdout.trim().split('\n').pop(), TEST_BASE)
   })
   after(async () => {
-    const ids = (await run('docker', ['images', '-q', '--filter', `label=po.image-base=${TEST_BASE}`])).stdout.split(/\s+/).filter(Boolean)
-    if (ids.length) await run('docker', ['rmi', '-f', ...new Set(ids)])
+    if (process.env.PO_SANDBOX_TEST_SHARED_IMAGES !== '1') await removeTestImages()
   })
 }

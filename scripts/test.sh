@@ -72,13 +72,20 @@ PO_SANDBOX_LINT_CLIPPY=separately bash scripts/lint.sh
 step "types: tsc --noEmit --strict (npm run typecheck)"
 npm run --silent typecheck
 
-# At the lowest CPU priority: the container suites' engine calls have timeouts, the compilers none.
-step "clippy -D warnings and the Rust unit tests, in the background"
-setsid nice -n 19 bash -c 'set -e
-  echo "== cargo clippy --all-targets -- -D warnings"
-  cargo clippy --all-targets -- -D warnings
-  echo "== cargo test"
-  cargo test' >"$rust_log" 2>&1 &
+# Clippy runs inside the unit tests' build (clippy-driver as the workspace's compiler wrapper, as
+# `cargo clippy` runs it, with -D warnings), so the dependencies the addon build made serve both:
+# no check-mode pass over every dependency. It lints the library and its tests, as
+# `cargo clippy --all-targets` would here (the crate has no other targets); `npm run lint` runs
+# `cargo clippy` itself. At the lowest CPU priority: the container suites' engine calls have time
+# bounds, compilers do not.
+step "clippy -D warnings and the Rust unit tests (cargo test under clippy-driver), in the background"
+driver=$(command -v clippy-driver || true)
+if [ -z "$driver" ]; then
+  echo "npm test needs clippy (clippy-driver on PATH): rustup component add clippy" >&2
+  exit 1
+fi
+setsid nice -n 19 env RUSTC_WORKSPACE_WRAPPER="$driver" CLIPPY_ARGS='-D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__' \
+  cargo test >"$rust_log" 2>&1 &
 rust_pid=$!
 
 concurrency=${PO_SANDBOX_TEST_CONCURRENCY:-5}
@@ -105,6 +112,9 @@ for f in $files; do
     *) parallel+=("$f") ;;
   esac
 done
+# The provider images built on the test base are shared by the files running at once: removed
+# once, after the last (__test__/provider-fixtures.mjs).
+export PO_SANDBOX_TEST_SHARED_IMAGES=1
 node_rc=0
 if [ "${#parallel[@]}" -gt 0 ]; then
   step "node:test suites, $concurrency files at a time (Node $(node --version))"
@@ -114,6 +124,8 @@ if [ "${#alone[@]}" -gt 0 ]; then
   step "node:test suites that restart or freeze an engine, one at a time"
   node --test --test-concurrency=1 --test-timeout=300000 "${alone[@]}" || node_rc=$?
 fi
+
+node --input-type=module -e "await (await import('./__test__/provider-fixtures.mjs')).removeTestImages()" || node_rc=$?
 
 step "clippy and the Rust unit tests: output"
 rust_rc=0
