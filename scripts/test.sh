@@ -44,8 +44,9 @@ setsid bash -c 'bash scripts/ensure-engine.sh && bash scripts/build-test-base-im
 engine_pid=$!
 
 # One cargo profile for the addon, clippy and the unit tests, so they share every dependency (the
-# dev profile of Cargo.toml: dependencies at opt-level 1). tokio's test-util, which the unit tests
-# use, is switched on here too: with the same features, no dependency is compiled twice.
+# dev profile of Cargo.toml, without debug info for the dependencies). tokio's test-util, which
+# the unit tests use, is switched on here too: with the same features, no dependency is compiled
+# twice.
 # `npm run build` (release) is what is published and benchmarked.
 step "build the addon (napi build --platform --features tokio/test-util, dev profile)"
 npx napi build --platform --features tokio/test-util
@@ -76,16 +77,17 @@ npm run --silent typecheck
 # `cargo clippy` runs it, with -D warnings), so the dependencies the addon build made serve both:
 # no check-mode pass over every dependency. It lints the library and its tests, as
 # `cargo clippy --all-targets` would here (the crate has no other targets); `npm run lint` runs
-# `cargo clippy` itself. At the lowest CPU priority: the container suites' engine calls have time
-# bounds, compilers do not.
+# `cargo clippy` itself. One compiler job at a lower priority: the other core serves the container
+# suites, whose engine calls have time bounds (compilers have none), and the build still ends
+# while they run (at the lowest priority it got almost no CPU and ended after them).
 step "clippy -D warnings and the Rust unit tests (cargo test under clippy-driver), in the background"
 driver=$(command -v clippy-driver || true)
 if [ -z "$driver" ]; then
   echo "npm test needs clippy (clippy-driver on PATH): rustup component add clippy" >&2
   exit 1
 fi
-setsid nice -n 19 env RUSTC_WORKSPACE_WRAPPER="$driver" CLIPPY_ARGS='-D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__' \
-  cargo test >"$rust_log" 2>&1 &
+setsid nice -n 5 env RUSTC_WORKSPACE_WRAPPER="$driver" CLIPPY_ARGS='-D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__' \
+  cargo test -j 1 >"$rust_log" 2>&1 &
 rust_pid=$!
 
 concurrency=${PO_SANDBOX_TEST_CONCURRENCY:-5}
