@@ -137,7 +137,12 @@ test('an engine restart: the container comes back on another port and status() s
   const port = await waitFor(current, 'the engine to restart the container', 30000)
   assert.notEqual(port, before.hostPort, 'the engine published the port the test holds')
   // No call to the provider: only status() is read.
-  await waitFor(() => layer.provider.status().workspaces[0].container?.hostPort === port, 'status() to show the port the engine publishes now', 10000)
+  // The holder publishes the port; its workspace container may still be on its way back then
+  // (restarted into the holder's new namespace): status() shows both within the 10 s.
+  await waitFor(() => {
+    const c = layer.provider.status().workspaces[0].container
+    return c?.hostPort === port && c.state === 'running'
+  }, 'status() to show the port the engine publishes now, and the container running', 10000)
   const seen = Date.now() - back
   const now = layer.provider.status().workspaces[0].container
   assert.equal(now.url, `http://127.0.0.1:${port}`)

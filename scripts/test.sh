@@ -86,8 +86,11 @@ if [ -z "$driver" ]; then
   echo "npm test needs clippy (clippy-driver on PATH): rustup component add clippy" >&2
   exit 1
 fi
+# `napi build --platform` builds for the host's triple given explicitly (target/<triple>/):
+# the same --target here, or every dependency is built again under target/debug.
+host=$(rustc -vV | sed -n 's/^host: //p')
 setsid nice -n 5 env RUSTC_WORKSPACE_WRAPPER="$driver" CLIPPY_ARGS='-D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__' \
-  cargo test -j 1 >"$rust_log" 2>&1 &
+  cargo test -j 1 --target "$host" >"$rust_log" 2>&1 &
 rust_pid=$!
 
 concurrency=${PO_SANDBOX_TEST_CONCURRENCY:-5}
