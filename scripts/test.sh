@@ -40,6 +40,13 @@ cleanup() {
   exit "$rc"
 }
 trap cleanup EXIT
+# Waits for a background job and prints its log; returns the job's exit status.
+collect() {
+  local rc=0
+  wait "$1" || rc=$?
+  cat "$2"
+  return "$rc"
+}
 setsid bash -c 'bash scripts/ensure-engine.sh && bash scripts/build-test-base-image.sh' >"$engine_log" 2>&1 &
 engine_pid=$!
 
@@ -59,9 +66,8 @@ fi
 
 step "engine and the local test base image (scripts/ensure-engine.sh, scripts/build-test-base-image.sh)"
 rc=0
-wait "$engine_pid" || rc=$?
+collect "$engine_pid" "$engine_log" || rc=$?
 engine_pid=
-cat "$engine_log"
 if [ "$rc" -ne 0 ]; then
   echo "npm test: no engine for the container suites (exit $rc): see the output above." >&2
   exit "$rc"
@@ -134,9 +140,8 @@ node --input-type=module -e "await (await import('./__test__/provider-fixtures.m
 
 step "clippy and the Rust unit tests: output"
 rust_rc=0
-wait "$rust_pid" || rust_rc=$?
+collect "$rust_pid" "$rust_log" || rust_rc=$?
 rust_pid=
-cat "$rust_log"
 
 if [ "$rust_rc" -ne 0 ]; then
   echo "clippy or the Rust unit tests failed (exit $rust_rc): see their output above." >&2
