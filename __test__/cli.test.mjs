@@ -2,7 +2,7 @@
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { execFileSync } from 'node:child_process'
-import { mkdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs'
+import { mkdirSync, readdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs'
 import path from 'node:path'
 
 import { dockerCli, isolatedEnv, requireDocker, root, run, tempDir } from './helpers.mjs'
@@ -160,4 +160,33 @@ test('doctor follows the Docker context the docker CLI would use, and says which
   assert.equal(err.code, 'ENGINE_CONTEXT_INVALID')
   assert.match(err.message, /the Docker context 'nope' \(from DOCKER_CONTEXT=nope\) does not exist/)
   assert.match(err.message, /docker context ls/)
+})
+
+test('up, exec and down refuse the root folder, the home folder and a folder containing it, before any engine is asked', async (t) => {
+  const dir = tempDir(t)
+  const home = path.join(dir, 'home')
+  mkdirSync(home)
+  symlinkSync(home, path.join(dir, 'link-to-home'))
+  // No engine at this address: a refusal names the folder, not the engine.
+  const env = { ...process.env, HOME: home, DOCKER_HOST: `unix://${path.join(dir, 'none.sock')}` }
+  for (const [args, re] of [
+    [['up', '/'], /it is the root folder/],
+    [['up', home], /it is your home folder/],
+    [['up', path.join(dir, 'link-to-home')], /it is your home folder/],
+    [['up', dir], /it contains your home folder/],
+    [['exec', home, '--', 'true'], /it is your home folder/],
+    [['down', home], /it is your home folder/],
+  ]) {
+    const r = await run(process.execPath, [bin, ...args, '--po-home', path.join(dir, 'po')], { env })
+    assert.notEqual(r.code, 0, `${args.join(' ')}: ${r.stdout}`)
+    assert.match(r.stderr, /WORKSPACE_INVALID/, args.join(' '))
+    assert.match(r.stderr, re, args.join(' '))
+    assert.doesNotMatch(r.stderr, /ENGINE_/, args.join(' '))
+  }
+  assert.deepEqual(readdirSync(dir).sort(), ['home', 'link-to-home'], 'no Po home or anything else made')
+  // A project folder inside the home folder is fine as far as the folder goes (it gets to the engine).
+  const project = path.join(home, 'code')
+  mkdirSync(project)
+  const ok = await run(process.execPath, [bin, 'down', project, '--po-home', path.join(dir, 'po')], { env })
+  assert.doesNotMatch(ok.stderr, /WORKSPACE_INVALID/)
 })

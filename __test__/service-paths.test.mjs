@@ -6,7 +6,7 @@
 // own Po home and owner and removes its containers and volumes by label.
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
-import { cpSync, existsSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'
+import { cpSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs'
 import path from 'node:path'
 
 import { addon, dockerCli, root, run, waitFor } from './helpers.mjs'
@@ -190,9 +190,10 @@ test("stopAll() stops every container of this owner (configured, started later, 
   const wsA2 = tempWorkspace(t)
   const wsA3 = tempWorkspace(t)
   const wsB = tempWorkspace(t)
+  const wsB2 = tempWorkspace(t)
   writeFileSync(path.join(wsA1, 'work.txt'), 'mine')
   const la = openLayer(baseOptions(a.poHome, a.owner, { env, workspaces: [{ id: 'a1', path: wsA1 }] }))
-  const lb = openLayer(baseOptions(b.poHome, b.owner, { env, workspaces: [{ id: 'b1', path: wsB }, { id: 'a1', path: wsB }] }))
+  const lb = openLayer(baseOptions(b.poHome, b.owner, { env, workspaces: [{ id: 'b1', path: wsB }, { id: 'a1', path: wsB2 }] }))
   const [sa, sb] = await Promise.all([la.layer.provider.ready(), lb.layer.provider.ready()])
   assert.deepEqual(sa.workspaces.map((w) => w.state), ['running'], JSON.stringify(sa))
   assert.deepEqual(sb.workspaces.map((w) => w.state), ['running', 'running'], JSON.stringify(sb))
@@ -489,4 +490,48 @@ test('domains.yaml in the Po home is mounted read-only at P/domains.yaml: readab
   // What the README's Limits say: the engine's mount point stays behind in P, empty.
   assert.equal(statSync(path.join(P, 'domains.yaml')).size, 0)
   assert.equal((await execIn(c3.containerId, 'wc -c < "$PO_HOME/domains.yaml"')).stdout.trim(), '0')
+})
+
+test('workspaces that would expose the host are refused (WORKSPACE_INVALID): the home folder, one containing it, one inside the Po home, two that overlap; nothing is made for them', async (t) => {
+  const { poHome, owner } = setup(t)
+  const outer = tempWorkspace(t)
+  const home = path.join(outer, 'home')
+  mkdirSync(home)
+  const inPoHome = path.join(poHome, 'inner')
+  mkdirSync(inPoHome)
+  const shared = tempWorkspace(t)
+  const nested = path.join(shared, 'sub')
+  mkdirSync(nested)
+  const workspaces = [
+    { id: 'home', path: home }, { id: 'outer', path: outer }, { id: 'inpo', path: inPoHome },
+    { id: 'shared', path: shared }, { id: 'nested', path: nested },
+  ]
+  const { layer } = openLayer(baseOptions(poHome, owner, { env: hostEnv({ HOME: home }), workspaces }))
+  const status = await layer.provider.ready()
+  const byId = Object.fromEntries(status.workspaces.map((w) => [w.id, w]))
+  const why = { home: /it is your home folder/, outer: /it contains your home folder/, inpo: /overlaps the Po home/ }
+  for (const [id, re] of Object.entries(why)) {
+    assert.equal(byId[id].state, 'failed', JSON.stringify(byId[id]))
+    assert.equal(byId[id].errorCode, 'WORKSPACE_INVALID')
+    assert.match(byId[id].error, re)
+  }
+  // Of the two overlapping folders, the one claimed first runs; the other names it.
+  const states = [byId.shared.state, byId.nested.state].sort()
+  assert.deepEqual(states, ['failed', 'running'], JSON.stringify(status.workspaces))
+  const [lost, won] = byId.shared.state === 'failed' ? ['shared', 'nested'] : ['nested', 'shared']
+  assert.match(byId[lost].error, new RegExp(`overlaps the folder .* of workspace '${won}' of this hub`))
+  for (const id of ['home', 'outer', 'inpo', lost]) {
+    assert.deepEqual(containersWith({ 'po.owner': owner, 'po.workspace': id }), [], id)
+    assert.ok(!volumesOf(owner).some((v) => v.includes(`-${id}-`)), id)
+    assert.equal(existsSync(tokenFile(poHome, owner, id)), false, id)
+    assert.equal(existsSync(sandboxDir(poHome, id)), false, id)
+    assert.equal(existsSync(brokerFolder(brokerDirOf(owner), owner, id)), false, id)
+  }
+  // A call is refused the same way (a link to the home folder is the home folder).
+  symlinkSync(home, path.join(outer, 'link-home'))
+  await assert.rejects(layer.containers.start({ id: 'link', path: path.join(outer, 'link-home') }), assertCode('WORKSPACE_INVALID', /home folder/))
+  // Once the winner stops, its folder is free for the other.
+  await layer.containers.stop(won)
+  const again = await layer.containers.start({ id: lost, path: lost === 'shared' ? shared : nested })
+  assert.equal(again.state, 'running')
 })

@@ -141,19 +141,53 @@ fn bind_unix(dir: &Path, socket: &Path, owner: Option<(u32, u32)>) -> Result<Soc
         }
         Err(_) => {}
     }
-    let std_listener =
-        std::os::unix::net::UnixListener::bind(socket).map_err(|e| bad("listen in", e))?;
-    std::fs::set_permissions(socket, std::fs::Permissions::from_mode(0o600))
-        .map_err(|e| bad("secure the socket in", e))?;
+    let std_listener = bind_aside(dir, socket, owner, || ()).map_err(|e| bad("listen in", e))?;
     if let Some((uid, gid)) = owner {
-        for p in [dir, socket] {
-            std::os::unix::fs::lchown(p, Some(uid), Some(gid)).map_err(|e| bad("hand over", e))?;
-        }
+        std::os::unix::fs::lchown(dir, Some(uid), Some(gid)).map_err(|e| bad("hand over", e))?;
     }
     std_listener
         .set_nonblocking(true)
         .map_err(|e| bad("set up", e))?;
     tokio::net::UnixListener::from_std(std_listener).map_err(|e| bad("register", e))
+}
+
+/// Binds the socket in a fresh 0700 folder of this user beside `dir` (its parent was checked:
+/// only this user can change it), sets its mode and owner there, then renames it to `socket`.
+/// `dir` may belong to the container's user, who could swap the socket for a link between a
+/// bind and a chmod by path; a rename replaces whatever is at `socket` without following it.
+/// `before_place` runs just before the rename (tests plant a link there).
+#[cfg(unix)]
+fn bind_aside(
+    dir: &Path,
+    socket: &Path,
+    owner: Option<(u32, u32)>,
+    before_place: impl FnOnce(),
+) -> std::io::Result<std::os::unix::net::UnixListener> {
+    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+    let parent = dir.parent().unwrap_or(dir);
+    let aside = parent.join(format!(".bind-{}-{}", std::process::id(), next_aside()));
+    std::fs::DirBuilder::new().mode(0o700).create(&aside)?;
+    let staged = aside.join("s");
+    let placed = (|| {
+        let listener = std::os::unix::net::UnixListener::bind(&staged)?;
+        std::fs::set_permissions(&staged, std::fs::Permissions::from_mode(0o600))?;
+        if let Some((uid, gid)) = owner {
+            std::os::unix::fs::lchown(&staged, Some(uid), Some(gid))?;
+        }
+        before_place();
+        std::fs::rename(&staged, socket)?;
+        Ok(listener)
+    })();
+    let _ = std::fs::remove_file(&staged);
+    let _ = std::fs::remove_dir(&aside);
+    placed
+}
+
+/// A number for each bind of this process, so concurrent binds use separate folders.
+#[cfg(unix)]
+fn next_aside() -> u64 {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
 }
 
 #[cfg(test)]
@@ -266,5 +300,50 @@ mod tests {
             .unwrap();
         let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
         assert_eq!((mode(&safe.join("w")), mode(&sock)), (0o700, 0o600));
+        // Nothing is left beside the grants' folder.
+        let left: Vec<_> = std::fs::read_dir(&safe)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(left, ["w"]);
+    }
+
+    #[test]
+    fn a_link_swapped_in_while_the_socket_is_bound_is_replaced_and_its_target_untouched() {
+        use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+        let base = tempfile::tempdir().unwrap();
+        let dir = base.path().join("w");
+        std::fs::create_dir(&dir).unwrap();
+        let victim = base.path().join("victim");
+        std::fs::write(&victim, "host file").unwrap();
+        std::fs::set_permissions(&victim, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let sock = dir.join("s.sock");
+        // The container's user owns the grant's folder: between the bind and the chmod it
+        // swaps in a link to a host file (plain, dangling-looking and repeated names alike).
+        let listener = bind_aside(&dir, &sock, None, || {
+            std::os::unix::fs::symlink(&victim, &sock).unwrap();
+        })
+        .unwrap();
+        let meta = std::fs::symlink_metadata(&sock).unwrap();
+        assert!(
+            meta.file_type().is_socket(),
+            "the link was replaced by the socket"
+        );
+        assert_eq!(meta.permissions().mode() & 0o777, 0o600);
+        let victim_meta = std::fs::metadata(&victim).unwrap();
+        assert_eq!(
+            victim_meta.permissions().mode() & 0o777,
+            0o644,
+            "target untouched"
+        );
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "host file");
+        // The socket answers at its final path.
+        std::os::unix::net::UnixStream::connect(&sock).unwrap();
+        drop(listener);
+        let left: Vec<_> = std::fs::read_dir(base.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(left.len(), 2, "no staging folder left: {left:?}");
     }
 }

@@ -292,31 +292,48 @@ fn refuse_links(workspace_id: &str, ws: &Path, rel: &str) -> Result<()> {
 }
 
 /// Lists `files` in the repository's `.git/info/exclude` (best effort: a folder that is not a
-/// repository has nothing to hide them from).
+/// repository has nothing to hide them from). Neither `.git/info` nor the file is followed when
+/// it is a link: the workspace is the agent's, and a link there could point at any host file.
 fn exclude(ws: &Path, files: &[String]) {
     let info = ws.join(".git/info");
-    if files.is_empty() || !info.is_dir() {
+    let real_folder = |p: &Path| std::fs::symlink_metadata(p).is_ok_and(|m| m.is_dir());
+    if files.is_empty() || !real_folder(&ws.join(".git")) || !real_folder(&info) {
         return;
     }
     let path = info.join("exclude");
-    let mut text = std::fs::read_to_string(&path).unwrap_or_default();
-    let mut changed = false;
+    if let Err(e) = append_missing(&path, files) {
+        tracing::warn!(path = %path.display(), error = %e, "cannot list guard placeholders in the git exclude file");
+    }
+}
+
+/// Appends to the exclude file at `path` (made when missing, never through a link) the lines
+/// of `files` it does not have yet.
+fn append_missing(path: &Path, files: &[String]) -> std::io::Result<()> {
+    use std::io::{Read, Write};
+    let mut open = std::fs::OpenOptions::new();
+    open.read(true).append(true).create(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::custom_flags(&mut open, libc::O_NOFOLLOW);
+    let mut file = open.open(path)?;
+    let mut text = String::new();
+    file.read_to_string(&mut text)?;
+    let mut added = String::new();
     for f in files {
         let line = format!("/{f}");
         if !text.lines().any(|l| l.trim() == line) {
-            if !text.is_empty() && !text.ends_with('\n') {
-                text.push('\n');
+            if added.is_empty() {
+                if !text.is_empty() && !text.ends_with('\n') {
+                    added.push('\n');
+                }
+                added.push_str("# po-sandbox: empty placeholders of guarded paths\n");
             }
-            if !changed {
-                text.push_str("# po-sandbox: empty placeholders of guarded paths\n");
-            }
-            text.push_str(&line);
-            text.push('\n');
-            changed = true;
+            added.push_str(&line);
+            added.push('\n');
         }
     }
-    if changed && let Err(e) = std::fs::write(&path, text) {
-        tracing::warn!(path = %path.display(), error = %e, "cannot list guard placeholders in the git exclude file");
+    match added.is_empty() {
+        true => Ok(()),
+        false => file.write_all(added.as_bytes()),
     }
 }
 

@@ -158,6 +158,41 @@ fn missing_guards_get_empty_placeholders_and_files_are_excluded_from_git() {
 }
 
 #[test]
+fn the_exclude_file_and_its_folders_are_never_followed_when_links() {
+    let outside = tempfile::tempdir().unwrap();
+    let victim = outside.path().join("victim");
+    let placeholder = [".envrc".to_string()];
+    // The exclude file a link to a host file; `.git/info` a link to a host folder; `.git` a
+    // link to a host folder holding an `info` folder.
+    for planted in ["exclude", "info", ".git"] {
+        std::fs::write(&victim, "host file\n").unwrap();
+        let host_dir = outside.path().join(format!("dir-{planted}"));
+        std::fs::create_dir_all(host_dir.join("info")).unwrap();
+        let ws = tempfile::tempdir().unwrap();
+        let git = ws.path().join(".git");
+        match planted {
+            "exclude" => {
+                std::fs::create_dir_all(git.join("info")).unwrap();
+                std::os::unix::fs::symlink(&victim, git.join("info/exclude")).unwrap();
+            }
+            "info" => {
+                std::fs::create_dir_all(&git).unwrap();
+                std::os::unix::fs::symlink(&host_dir, git.join("info")).unwrap();
+            }
+            _ => std::os::unix::fs::symlink(&host_dir, &git).unwrap(),
+        }
+        exclude(ws.path(), &placeholder);
+        assert_eq!(
+            std::fs::read_to_string(&victim).unwrap(),
+            "host file\n",
+            "{planted}"
+        );
+        assert!(!host_dir.join("exclude").exists(), "{planted}");
+        assert!(!host_dir.join("info/exclude").exists(), "{planted}");
+    }
+}
+
+#[test]
 fn a_guard_through_a_symbolic_link_is_refused_and_nothing_is_made() {
     let ws = tempfile::tempdir().unwrap();
     let elsewhere = tempfile::tempdir().unwrap();

@@ -11,6 +11,7 @@ use super::{Asked, ContainerService, WorkspaceContainer, short_id};
 use crate::engine::api::EngineApi;
 use crate::error::{Error, Result};
 use crate::events::WorkspaceChange;
+use crate::lock::Locked;
 use crate::sandbox::container::{self, Created, LiveContainer};
 use crate::sandbox::exec;
 use crate::sandbox::guards;
@@ -65,7 +66,9 @@ impl<E: EngineApi> ContainerService<E> {
         // what the first made instead of racing it (the container name still arbitrates
         // between hosts).
         let c = &self.inner.config;
-        // A tmpfs run flag over this workspace's own mounts is refused before anything is made.
+        // A folder that would expose the host, and a tmpfs run flag over this workspace's own
+        // mounts, are refused before anything is made.
+        self.claim_folder(&ws)?;
         let spec = self.spec_for(&ws);
         spec.check_run_flags()?;
         let lock_path = spec::token_file(&c.po_home, &c.owner, &ws.id).with_extension("lock");
@@ -115,6 +118,23 @@ impl<E: EngineApi> ContainerService<E> {
             }
         }
         self.create(&ws, &spec, replaced_reason).await
+    }
+
+    /// Refuses a folder that would expose the host ([`workspace::check_fences`]) or overlaps
+    /// another workspace of this hub; otherwise records it as this workspace's.
+    fn claim_folder(&self, ws: &Workspace) -> Result<()> {
+        let c = &self.inner.config;
+        let socket_root = c.broker.as_ref().map(|w| w.socket_root.as_path());
+        let fences = workspace::Fences::of(&c.host_env, &c.po_home, socket_root);
+        let mut folders = self.inner.folders.locked();
+        workspace::check_fences(ws, &fences, &folders)?;
+        folders.insert(ws.id.clone(), ws.path.clone());
+        Ok(())
+    }
+
+    /// Forgets a stopped workspace's folder: another workspace may use it now.
+    pub(super) fn release_folder(&self, id: &str) {
+        self.inner.folders.locked().remove(id);
     }
 
     /// Takes the workspace's start lock; says whether it was free at once.
@@ -443,6 +463,7 @@ impl<E: EngineApi> ContainerService<E> {
                 .or_else(|| live.labels.get(LABEL_WORKSPACE_PATH).cloned())
                 .unwrap_or_default();
             let ws = workspace::resolve(id, &ws_path)?;
+            self.claim_folder(&ws)?;
             let spec = self.spec_for(&ws);
             match spec::check_posture(&spec, &live.posture) {
                 Ok(()) => {

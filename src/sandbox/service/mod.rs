@@ -158,6 +158,8 @@ struct Inner<E> {
     stops: stopping::StopRequests,
     /// The per-hub network and the holders being made.
     holders: holders::HolderState,
+    /// The folder of each workspace this hub started (none may overlap another).
+    folders: std::sync::Mutex<BTreeMap<String, PathBuf>>,
 }
 
 /// The workspace containers of one hub (owner). Cheap to clone.
@@ -190,6 +192,7 @@ impl<E: EngineApi> ContainerService<E> {
                 grants: grants::BrokerGrants::default(),
                 stops: stopping::StopRequests::default(),
                 holders: holders::HolderState::default(),
+                folders: Default::default(),
             }),
         }
     }

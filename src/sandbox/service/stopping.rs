@@ -54,6 +54,7 @@ impl<E: EngineApi> ContainerService<E> {
                 .workspace(id, WorkspaceChange::Stopped, Some(cid), None);
         }
         self.forget_token(id);
+        self.release_folder(id);
         if !ids.is_empty() {
             self.remove_network_if_unused().await?;
         }
@@ -81,6 +82,7 @@ impl<E: EngineApi> ContainerService<E> {
             match r {
                 Ok((cid, ws)) => {
                     self.forget_token(&ws);
+                    self.release_folder(&ws);
                     self.inner
                         .events
                         .workspace(&ws, WorkspaceChange::Stopped, Some(&cid), None);

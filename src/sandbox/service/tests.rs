@@ -55,7 +55,7 @@ fn bundle(home: &Path) -> RuntimeBundle {
 
 fn config(home: &Path, broker: Option<BrokerWiring>) -> ServiceConfig {
     ServiceConfig {
-        po_home: home.into(),
+        po_home: home.join("po"),
         owner: "hub1".into(),
         bundle: bundle(home),
         image: "po-sandbox:test".into(),
@@ -146,7 +146,7 @@ impl Hub {
     }
 
     fn token(&self, id: &str) -> std::path::PathBuf {
-        spec::token_file(self.home.path(), "hub1", id)
+        spec::token_file(&self.home.path().join("po"), "hub1", id)
     }
 
     /// Every container's name on the engine, sorted.
@@ -589,3 +589,28 @@ async fn the_feed_reports_a_death_and_the_engines_restart_but_not_a_stop_on_requ
 }
 
 use crate::engine::fake::State;
+
+#[tokio::test]
+async fn a_folder_overlapping_another_workspace_or_the_po_home_is_refused_with_nothing_made() {
+    let hub = Hub::new().await;
+    hub.service.start(hub.ws("web")).await.unwrap();
+    let made = hub.names();
+    let inner = Workspace {
+        id: "api".into(),
+        path: hub.ws("web").path.join("api"),
+    };
+    std::fs::create_dir_all(&inner.path).unwrap();
+    let po_home = Workspace {
+        id: "home".into(),
+        path: hub.home.path().canonicalize().unwrap(),
+    };
+    for ws in [inner.clone(), po_home] {
+        let err = hub.service.start(ws.clone()).await.unwrap_err();
+        assert_eq!(err.code(), "WORKSPACE_INVALID", "{ws:?}");
+        assert_eq!(hub.names(), made, "nothing made for {ws:?}");
+        assert!(!hub.token(&ws.id).exists());
+    }
+    // Once the other workspace is stopped, its folder is free.
+    hub.service.stop("web").await.unwrap();
+    hub.service.start(inner).await.unwrap();
+}
