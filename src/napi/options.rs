@@ -66,7 +66,8 @@ pub struct JsProviderOptions {
     pub broker_route: Option<String>,
     /// Paths of each workspace mounted read-only inside its container, relative to the
     /// workspace: the complete list (default `PO_SANDBOX_GUARDED_PATHS`, else `.git/hooks`,
-    /// `.git/config`, `.git/info`, `.vscode`, `.idea`, `.envrc`, `.direnv`); `[]` guards none.
+    /// `.git/config`, `.git/info`, `.pi`, `.agents`, `.claude`, `.mcp.json`, `.cursor`, `.codex`,
+    /// `.devcontainer`, `.vscode`, `.idea`, `.envrc`, `.direnv`, `.husky`); `[]` guards none.
     pub guarded_paths: Option<Vec<String>>,
     /// When Po's runtime bundle is not installed (and no `runtimeVersion` is named), use the
     /// package's embedded demo bundle (a small status server; version `demo`) instead of

@@ -1,5 +1,6 @@
 //! Guarded paths: files in a workspace that the host executes later, outside any sandbox (git
-//! hooks and config, editor tasks, direnv), mounted read-only over the read-write workspace.
+//! hooks and config, agents' project resources, editor tasks, direnv), mounted read-only over
+//! the read-write workspace.
 //!
 //! Each guard is a read-only bind of the path onto itself; each folder between the workspace
 //! and a guard is bound read-write onto itself, so that it is a mount point too and cannot be
@@ -15,18 +16,40 @@ use std::path::{Component, Path, PathBuf};
 use super::spec::Bind;
 use crate::error::{Error, Result};
 
-/// The default guarded paths, relative to the workspace.
-pub const DEFAULT_GUARDED_PATHS: [&str; 7] = [
+/// The default guarded paths, relative to the workspace, each a file or folder some host tool
+/// runs or trusts without asking: git's hooks, config and info; pi's project resources
+/// (settings with `sessionDir`, MCP servers, extensions, skills, prompts, themes, system
+/// prompts: all of `.pi`) and the shared `.agents` skills; Claude Code's `.claude` (hooks in
+/// its settings, commands, agents) and `.mcp.json`; Cursor's and Codex's folders; dev
+/// containers (`initializeCommand` runs on the host); VS Code tasks and JetBrains run
+/// configurations; direnv; husky's hooks.
+pub const DEFAULT_GUARDED_PATHS: [&str; 15] = [
     ".git/hooks",
     ".git/config",
     ".git/info",
+    ".pi",
+    ".agents",
+    ".claude",
+    ".mcp.json",
+    ".cursor",
+    ".codex",
+    ".devcontainer",
     ".vscode",
     ".idea",
     ".envrc",
     ".direnv",
+    ".husky",
 ];
 /// Guards that are files when they do not exist yet (every other missing guard is a folder).
-const FILE_GUARDS: [&str; 3] = [".envrc", ".git/config", "config"];
+const FILE_GUARDS: [&str; 4] = [".envrc", ".git/config", "config", ".mcp.json"];
+
+/// What a missing file guard is made with: empty, or `{}` for JSON, which its readers parse.
+fn placeholder_text(rel: &str) -> &'static [u8] {
+    match rel.ends_with(".json") {
+        true => b"{}\n",
+        false => b"",
+    }
+}
 
 /// Checks one entry: a relative path inside the workspace, normalised (`./` and a trailing `/`
 /// dropped). `Err` says why not.
@@ -224,9 +247,9 @@ pub fn listing(ws: &Path, resolved: &Resolved, os: HostOs) -> String {
 
 /// Makes the guards mountable, before the container is created: refuses a guard or pinned
 /// folder that is a symbolic link (a mount through it could land outside the workspace), and
-/// makes each missing one as an empty placeholder (a file for `.envrc` and git config files, a
-/// folder otherwise) owned by the workspace folder's owner. An empty file made inside a git
-/// repository is added to its `.git/info/exclude` so `git status` does not show it (empty
+/// makes each missing one as an empty placeholder (a file for `.envrc`, `.mcp.json` and git
+/// config files, holding `{}` when JSON; a folder otherwise) owned by the workspace folder's
+/// owner. A file made inside a git repository is added to its `.git/info/exclude` so `git status` does not show it (empty
 /// folders never show). Returns the placeholders made.
 pub fn prepare(workspace_id: &str, ws: &Path, resolved: &Resolved) -> Result<Vec<PathBuf>> {
     let owner = std::fs::metadata(ws)
@@ -248,7 +271,9 @@ pub fn prepare(workspace_id: &str, ws: &Path, resolved: &Resolved) -> Result<Vec
         if is_dir {
             std::fs::create_dir(&path).map_err(placeholder)?;
         } else {
-            std::fs::File::create_new(&path).map_err(placeholder)?;
+            use std::io::Write;
+            let mut file = std::fs::File::create_new(&path).map_err(placeholder)?;
+            file.write_all(placeholder_text(rel)).map_err(placeholder)?;
             made_files.push(rel.clone());
         }
         crate::platform::lchown(&path, owner).map_err(placeholder)?;

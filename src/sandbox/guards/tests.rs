@@ -136,7 +136,20 @@ fn missing_guards_get_empty_placeholders_and_files_are_excluded_from_git() {
     std::fs::write(ws.path().join(".git/HEAD"), "ref: refs/heads/main\n").unwrap();
     let r = resolve(ws.path(), &defaults());
     let made = prepare("w", ws.path(), &r).unwrap();
-    for dir in [".git/hooks", ".vscode", ".idea", ".direnv"] {
+    let dirs = [
+        ".git/hooks",
+        ".pi",
+        ".agents",
+        ".claude",
+        ".cursor",
+        ".codex",
+        ".devcontainer",
+        ".vscode",
+        ".idea",
+        ".direnv",
+        ".husky",
+    ];
+    for dir in dirs {
         let p = ws.path().join(dir);
         assert!(
             p.is_dir() && std::fs::read_dir(&p).unwrap().next().is_none(),
@@ -148,9 +161,12 @@ fn missing_guards_get_empty_placeholders_and_files_are_excluded_from_git() {
         std::fs::read_to_string(ws.path().join(".git/config")).unwrap(),
         "[core]\n"
     );
-    assert_eq!(made.len(), 5);
+    // A JSON placeholder parses: its readers on the host see no servers, not an error.
+    assert_eq!(std::fs::read(ws.path().join(".mcp.json")).unwrap(), b"{}\n");
+    assert_eq!(made.len(), dirs.len() + 2);
     let exclude = std::fs::read_to_string(ws.path().join(".git/info/exclude")).unwrap();
     assert!(exclude.lines().any(|l| l == "/.envrc"), "{exclude}");
+    assert!(exclude.lines().any(|l| l == "/.mcp.json"), "{exclude}");
     // Again: nothing new, the exclude line is not repeated.
     assert!(prepare("w", ws.path(), &r).unwrap().is_empty());
     let again = std::fs::read_to_string(ws.path().join(".git/info/exclude")).unwrap();
