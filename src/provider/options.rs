@@ -410,7 +410,7 @@ fn cpus(option: Option<f64>, host: &HostEnv) -> Result<Option<i64>> {
     };
     run_flags::nano_cpus(&value)
         .map(Some)
-        .map_err(|why| invalid(name, why))
+        .map_err(|why| invalid(name, why.to_string()))
 }
 
 /// A JS number of CPUs as `--cpus` reads it (at most 9 decimals).
