@@ -83,7 +83,7 @@ fn with_input<T>(
     extra_env: &[(&str, &str)],
     f: impl FnOnce(&SpecInput) -> T,
 ) -> T {
-    let (b, w) = (bundle(), ws());
+    let w = ws();
     let pairs = |vars: &[(&str, &str)]| {
         vars.iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
@@ -91,31 +91,45 @@ fn with_input<T>(
     };
     let host: HashMap<String, String> = pairs(host_env).into_iter().collect();
     let extra: BTreeMap<String, String> = pairs(extra_env).into_iter().collect();
-    let run_flags = RUN_FLAGS.with(|f| f.borrow().clone());
+    let settings = ContainerSettings {
+        run_flags: RUN_FLAGS.with(|f| f.borrow().clone()),
+        host_env: host,
+        network_mode: NETWORK_MODE.with(|m| *m.borrow()),
+        mode: MODE.with(|m| m.get()),
+        ..settings("/home/u/.po")
+    };
     f(&SpecInput {
+        settings: &settings,
         os: crate::host::HostOs::Linux,
-        owner: "hub1",
         workspace: &w,
-        po_home: Path::new("/home/u/.po"),
-        bundle: &b,
-        image: "po-sandbox:abc",
-        image_digest: "abc",
+        seed_files: seeds,
+        extra_env: &extra,
+        extra_binds: &[],
+        extra_hosts: &[],
+    })
+}
+
+/// The test hub's settings, its Po home at `po_home`.
+fn settings(po_home: &str) -> ContainerSettings {
+    ContainerSettings {
+        owner: "hub1".into(),
+        po_home: po_home.into(),
+        bundle: bundle(),
+        image: "po-sandbox:abc".into(),
+        image_digest: "abc".into(),
         user: UserIds {
             uid: 1000,
             gid: 1000,
         },
         pids_limit: DEFAULT_PIDS_LIMIT,
-        run_flags: &run_flags,
-        seed_files: seeds,
-        host_env: &host,
-        extra_env: &extra,
-        extra_binds: &[],
-        extra_hosts: &[],
-        network_mode: NETWORK_MODE.with(|m| *m.borrow()),
+        run_flags: RunFlags::default(),
+        guarded_paths: vec![],
         limits: test_limits(),
         health_interval: std::time::Duration::from_secs(15),
-        mode: MODE.with(|m| m.get()),
-    })
+        host_env: HashMap::new(),
+        mode: EngineMode::default(),
+        network_mode: NetworkMode::Open,
+    }
 }
 
 /// The limits the test inputs carry (what a 8 GiB, 4-CPU engine derives).
@@ -713,35 +727,19 @@ fn the_posture_summary_shows_the_runtime_and_flags() {
 
 #[test]
 fn windows_host_paths_map_to_linux_paths_inside() {
-    let (b, host, extra) = (bundle(), HashMap::new(), BTreeMap::new());
+    let (settings, extra) = (settings(r"C:\Users\me\.po"), BTreeMap::new());
     let w = Workspace {
         id: "acme".into(),
         path: r"C:\src\acme".into(),
     };
-    let run_flags = RunFlags::default();
     let input = |os| SpecInput {
+        settings: &settings,
         os,
-        owner: "hub1",
         workspace: &w,
-        po_home: Path::new(r"C:\Users\me\.po"),
-        bundle: &b,
-        image: "po-sandbox:abc",
-        image_digest: "abc",
-        user: UserIds {
-            uid: 1000,
-            gid: 1000,
-        },
-        pids_limit: DEFAULT_PIDS_LIMIT,
-        run_flags: &run_flags,
         seed_files: &[],
-        host_env: &host,
         extra_env: &extra,
         extra_binds: &[],
         extra_hosts: &[],
-        limits: test_limits(),
-        health_interval: std::time::Duration::from_secs(15),
-        mode: EngineMode::default(),
-        network_mode: NetworkMode::Open,
     };
     let s = build(&input(crate::host::HostOs::Windows));
     assert_eq!(s.working_dir, "/mnt/c/src/acme");
