@@ -95,15 +95,11 @@ impl Endpoint {
 
     /// Whether a process on `os` can reach this kind of endpoint: Unix sockets everywhere but
     /// Windows, named pipes only on Windows, TCP everywhere. `Err` says why not and what to use.
-    pub fn usable_on(&self, os: HostOs) -> Result<(), String> {
+    pub fn usable_on(&self, os: HostOs) -> Result<(), Unusable> {
         match (self, os) {
-            (Endpoint::Unix(_), HostOs::Windows) => Err(
-                "Unix sockets cannot be used on Windows; use the engine's named pipe (npipe:////./pipe/docker_engine) or tcp://HOST:PORT".into(),
-            ),
-            (Endpoint::NamedPipe(_), os) if os != HostOs::Windows => Err(
-                "named pipes (npipe://) exist only on Windows; use unix:///path/to/socket or tcp://HOST:PORT".into(),
-            ),
-            (Endpoint::Unsupported { why, .. }, _) => Err(why.clone()),
+            (Endpoint::Unix(_), HostOs::Windows) => Err(Unusable::UnixOnWindows),
+            (Endpoint::NamedPipe(_), os) if os != HostOs::Windows => Err(Unusable::PipeOffWindows),
+            (Endpoint::Unsupported { why, .. }, _) => Err(Unusable::Unsupported(why.clone())),
             _ => Ok(()),
         }
     }
@@ -115,6 +111,24 @@ impl Endpoint {
             _ => None,
         }
     }
+}
+
+/// Why a process cannot reach an endpoint ([`Endpoint::usable_on`]), and what to use instead.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Unusable {
+    /// A Unix socket, on Windows.
+    #[error(
+        "Unix sockets cannot be used on Windows; use the engine's named pipe (npipe:////./pipe/docker_engine) or tcp://HOST:PORT"
+    )]
+    UnixOnWindows,
+    /// A named pipe, anywhere but Windows.
+    #[error(
+        "named pipes (npipe://) exist only on Windows; use unix:///path/to/socket or tcp://HOST:PORT"
+    )]
+    PipeOffWindows,
+    /// A URI the layer cannot use; the text says what to do instead.
+    #[error("{0}")]
+    Unsupported(String),
 }
 
 impl fmt::Display for Endpoint {
@@ -199,18 +213,16 @@ mod tests {
             assert_eq!(unix.usable_on(os).is_ok(), !windows, "{os:?}");
             assert_eq!(pipe.usable_on(os).is_ok(), windows, "{os:?}");
             assert!(tcp.usable_on(os).is_ok(), "{os:?}");
-            assert!(bad.usable_on(os).unwrap_err().contains("ssh://"), "{os:?}");
+            let why = bad.usable_on(os).unwrap_err();
+            assert!(matches!(why, Unusable::Unsupported(_)), "{os:?}");
+            assert!(why.to_string().contains("ssh://"), "{os:?}");
         }
-        assert!(
-            unix.usable_on(HostOs::Windows)
-                .unwrap_err()
-                .contains("npipe://")
-        );
-        assert!(
-            pipe.usable_on(HostOs::MacOs)
-                .unwrap_err()
-                .contains("only on Windows")
-        );
+        let why = unix.usable_on(HostOs::Windows).unwrap_err();
+        assert_eq!(why, Unusable::UnixOnWindows);
+        assert!(why.to_string().contains("npipe://"));
+        let why = pipe.usable_on(HostOs::MacOs).unwrap_err();
+        assert_eq!(why, Unusable::PipeOffWindows);
+        assert!(why.to_string().contains("only on Windows"));
     }
 
     #[test]

@@ -211,7 +211,8 @@ pub fn connect_reported(report: &EngineReport, call_timeout: Duration) -> Result
         major_version: major as usize,
         minor_version: minor as usize,
     };
-    probe::client(&Endpoint::parse(endpoint, false), call_timeout, &version).map_err(unavailable)
+    probe::client(&Endpoint::parse(endpoint, false), call_timeout, &version)
+        .map_err(|e| unavailable(e.to_string()))
 }
 
 /// `ENGINE_UNAVAILABLE` for a report that found no usable engine: its reason and reason code.

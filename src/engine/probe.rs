@@ -90,7 +90,7 @@ pub async fn probe(candidate: &Candidate, host: &HostEnv, timeout: Duration) -> 
         return probe_without_api(candidate, host).await;
     }
     if let Err(why) = candidate.endpoint.usable_on(host.os) {
-        return Outcome::Unsupported(why);
+        return Outcome::Unsupported(why.to_string());
     }
     match &candidate.endpoint {
         Endpoint::Unsupported { why, .. } => Outcome::Unsupported(why.clone()),
@@ -227,31 +227,51 @@ async fn probe_without_api(candidate: &Candidate, host: &HostEnv) -> Outcome {
     }
 }
 
+/// Why no client could be made for an endpoint.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    /// The engine client refused the endpoint.
+    #[error(transparent)]
+    Engine(#[from] bollard::errors::Error),
+    /// A kind of endpoint this build cannot reach: `why` follows the endpoint.
+    #[error("{endpoint}: {why}")]
+    NotOnThisPlatform { endpoint: String, why: &'static str },
+    /// A URI the layer cannot use; the text says what to do instead.
+    #[error("{0}")]
+    Unsupported(String),
+}
+
 /// A bollard client for an endpoint, speaking `version` of the Engine API, each request
 /// bounded by `timeout` (whole seconds, at least one).
 pub fn client(
     endpoint: &Endpoint,
     timeout: Duration,
     version: &ClientVersion,
-) -> Result<Docker, String> {
+) -> Result<Docker, ClientError> {
     let secs = timeout.as_secs().max(1);
+    let elsewhere = |why| ClientError::NotOnThisPlatform {
+        endpoint: endpoint.to_string(),
+        why,
+    };
     match endpoint {
         #[cfg(unix)]
-        Endpoint::Unix(path) => Docker::connect_with_unix(&path.to_string_lossy(), secs, version)
-            .map_err(|e| e.to_string()),
+        Endpoint::Unix(path) => Ok(Docker::connect_with_unix(
+            &path.to_string_lossy(),
+            secs,
+            version,
+        )?),
         #[cfg(windows)]
-        Endpoint::NamedPipe(pipe) => {
-            Docker::connect_with_named_pipe(pipe, secs, version).map_err(|e| e.to_string())
-        }
+        Endpoint::NamedPipe(pipe) => Ok(Docker::connect_with_named_pipe(pipe, secs, version)?),
         #[cfg(not(unix))]
-        Endpoint::Unix(_) => Err(format!(
-            "{endpoint}: Unix sockets cannot be used on Windows"
-        )),
+        Endpoint::Unix(_) => Err(elsewhere("Unix sockets cannot be used on Windows")),
         #[cfg(not(windows))]
-        Endpoint::NamedPipe(_) => Err(format!("{endpoint}: named pipes exist only on Windows")),
-        Endpoint::Tcp { .. } => Docker::connect_with_http(&endpoint.to_string(), secs, version)
-            .map_err(|e| e.to_string()),
-        Endpoint::Unsupported { why, .. } => Err(why.clone()),
+        Endpoint::NamedPipe(_) => Err(elsewhere("named pipes exist only on Windows")),
+        Endpoint::Tcp { .. } => Ok(Docker::connect_with_http(
+            &endpoint.to_string(),
+            secs,
+            version,
+        )?),
+        Endpoint::Unsupported { why, .. } => Err(ClientError::Unsupported(why.clone())),
     }
 }
 
@@ -261,7 +281,7 @@ pub fn connect(
     endpoint: &Endpoint,
     timeout: Duration,
     version: &ClientVersion,
-) -> Result<Docker, String> {
+) -> Result<Docker, ClientError> {
     client(
         endpoint,
         Duration::from_secs(timeout.as_secs() + 2),
@@ -278,7 +298,7 @@ pub fn parse_api_version(v: &str) -> Option<(u32, u32)> {
 async fn probe_api(candidate: &Candidate, host: &HostEnv, timeout: Duration) -> Outcome {
     let docker = match connect(&candidate.endpoint, timeout, bollard::API_DEFAULT_VERSION) {
         Ok(d) => d,
-        Err(e) => return Outcome::Failed(e),
+        Err(e) => return Outcome::Failed(e.to_string()),
     };
     // Ping, version and info at once (one round trip instead of two): info is asked at the
     // oldest API this layer accepts, which every engine it accepts speaks, so it need not wait
@@ -289,7 +309,7 @@ async fn probe_api(candidate: &Candidate, host: &HostEnv, timeout: Duration) -> 
     };
     let for_info = match connect(&candidate.endpoint, timeout, &oldest) {
         Ok(d) => d,
-        Err(e) => return Outcome::Failed(e),
+        Err(e) => return Outcome::Failed(e.to_string()),
     };
     let (ping, version, info) = tokio::join!(
         ask("ping", timeout, docker.ping()),

@@ -208,29 +208,11 @@ impl Provider {
         let service = ContainerService::new(
             docker,
             ServiceConfig {
-                po_home: o.po_home.clone(),
-                owner: o.owner.clone(),
-                bundle,
-                image: o.recipe.tag(),
-                image_digest: o.recipe.digest(),
-                user: o.user,
-                pids_limit: o.pids_limit,
-                guarded_paths: o.guarded_paths.clone(),
-                run_flags: o.run_flags.clone(),
-                limits: crate::sandbox::spec::Limits::derive(
-                    report.mem_total,
-                    report.ncpu,
-                    o.memory,
-                    o.nano_cpus,
-                ),
-                health_interval: o.health_interval,
+                container: o.container_settings(bundle, &report, mode),
                 health_timeout: o.health_timeout,
-                host_env: o.host.vars().clone(),
                 podman: report.engine.as_deref() == Some("podman"),
-                mode,
                 broker: wiring,
                 bounds: engine::bounds(&o.host)?,
-                network_mode: o.network_mode,
                 // The host's own addresses and resolvers matter when the engine runs here; a
                 // VM engine's containers reach the host only through its gateway.
                 host_addresses: local

@@ -9,16 +9,16 @@ use sha2::{Digest, Sha256};
 
 use crate::broker::egress::EgressPolicy;
 use crate::broker::egress::rules::{self, AllowEntry};
-use crate::engine::{self, DetectOptions};
+use crate::engine::{self, DetectOptions, EngineReport};
 use crate::error::{Error, Result};
 use crate::host::{HostEnv, HostOs, UserIds};
 use crate::image::ImageRecipe;
 use crate::names::vars::{CPUS_VAR, MEMORY_VAR, NETWORK_ALLOW_VAR, NETWORK_RESOLVE_VAR};
-use crate::runtime_bundle;
-use crate::sandbox::engine_mode::{ROUTE_VAR, RouteChoice};
+use crate::runtime_bundle::{self, RuntimeBundle};
+use crate::sandbox::engine_mode::{EngineMode, ROUTE_VAR, RouteChoice};
 use crate::sandbox::firewall::NetworkMode;
 use crate::sandbox::run_flags::{self, RUN_FLAGS_VAR, RunFlags};
-use crate::sandbox::spec::DEFAULT_PIDS_LIMIT;
+use crate::sandbox::spec::{ContainerSettings, DEFAULT_PIDS_LIMIT, Limits};
 use crate::sandbox::workspace;
 
 /// Default bound on the server's health answer.
@@ -182,6 +182,32 @@ fn network_resolve(
 }
 
 impl ProviderOptions {
+    /// What every container of this hub shares, derived here once: these options, the
+    /// runtime `bundle`, the limits the engine's `report` allows and the engine `mode`.
+    pub fn container_settings(
+        &self,
+        bundle: RuntimeBundle,
+        report: &EngineReport,
+        mode: EngineMode,
+    ) -> ContainerSettings {
+        ContainerSettings {
+            owner: self.owner.clone(),
+            po_home: self.po_home.clone(),
+            bundle,
+            image: self.recipe.tag(),
+            image_digest: self.recipe.digest(),
+            user: self.user,
+            pids_limit: self.pids_limit,
+            run_flags: self.run_flags.clone(),
+            guarded_paths: self.guarded_paths.clone(),
+            limits: Limits::derive(report.mem_total, report.ncpu, self.memory, self.nano_cpus),
+            health_interval: self.health_interval,
+            host_env: self.host.vars().clone(),
+            mode,
+            network_mode: self.network_mode,
+        }
+    }
+
     /// The egress proxy's policy, or `None` when the proxy is off. The gate, in this one
     /// place: on in the `allowlist` mode only, with `networkAllow` (an empty list allows
     /// nothing) or else [`rules::DEFAULT_ALLOW`].
@@ -410,7 +436,7 @@ fn cpus(option: Option<f64>, host: &HostEnv) -> Result<Option<i64>> {
     };
     run_flags::nano_cpus(&value)
         .map(Some)
-        .map_err(|why| invalid(name, why))
+        .map_err(|why| invalid(name, why.to_string()))
 }
 
 /// A JS number of CPUs as `--cpus` reads it (at most 9 decimals).

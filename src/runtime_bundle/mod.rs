@@ -472,7 +472,7 @@ fn parse_health_path(value: Option<&Value>) -> std::result::Result<String, Broke
     match value {
         None => Ok(DEFAULT_HEALTH_PATH.to_string()),
         Some(Value::String(s)) => {
-            check_health_path(s).map_err(|rule| broken("healthPath", rule))?;
+            check_health_path(s).map_err(|rule| broken("healthPath", rule.to_string()))?;
             Ok(s.clone())
         }
         Some(v) => Err(broken(
@@ -546,32 +546,66 @@ fn mounted_path(key: &str, value: &Value) -> std::result::Result<String, Broken>
     Ok(normalised)
 }
 
+/// Why a `healthPath` cannot go into an HTTP request line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum BadHealthPath {
+    /// It does not start with `/`.
+    NotRooted(String),
+    /// It starts with `//`.
+    HostLike,
+    /// Over [`MAX_HEALTH_PATH_BYTES`]; its length.
+    TooLong(usize),
+    /// It has a `#`.
+    Fragment,
+    /// A space, a control character or non-ASCII.
+    NotPrintable(String),
+}
+
+impl std::fmt::Display for BadHealthPath {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            BadHealthPath::NotRooted(s) => write!(
+                f,
+                "must start with '/', e.g. {DEFAULT_HEALTH_PATH}, got {}",
+                shown(s)
+            ),
+            BadHealthPath::HostLike => {
+                f.write_str("must not start with '//', which would read as a host name")
+            }
+            BadHealthPath::TooLong(len) => {
+                write!(f, "is {len} bytes; the limit is {MAX_HEALTH_PATH_BYTES}")
+            }
+            BadHealthPath::Fragment => {
+                f.write_str("must not contain '#': a fragment is never sent to the server")
+            }
+            BadHealthPath::NotPrintable(s) => write!(
+                f,
+                "must be printable ASCII without spaces or control characters (percent-encode anything else), got {}",
+                shown(s)
+            ),
+        }
+    }
+}
+
+impl std::error::Error for BadHealthPath {}
+
 /// Checks `healthPath`: it goes verbatim into an HTTP request line, so it must be an
 /// origin-form path of printable ASCII.
-fn check_health_path(s: &str) -> std::result::Result<(), String> {
+fn check_health_path(s: &str) -> std::result::Result<(), BadHealthPath> {
     if !s.starts_with('/') {
-        return Err(format!(
-            "must start with '/', e.g. {DEFAULT_HEALTH_PATH}, got {}",
-            shown(s)
-        ));
+        return Err(BadHealthPath::NotRooted(s.to_string()));
     }
     if s.starts_with("//") {
-        return Err("must not start with '//', which would read as a host name".into());
+        return Err(BadHealthPath::HostLike);
     }
     if s.len() > MAX_HEALTH_PATH_BYTES {
-        return Err(format!(
-            "is {} bytes; the limit is {MAX_HEALTH_PATH_BYTES}",
-            s.len()
-        ));
+        return Err(BadHealthPath::TooLong(s.len()));
     }
     if s.contains('#') {
-        return Err("must not contain '#': a fragment is never sent to the server".into());
+        return Err(BadHealthPath::Fragment);
     }
     if !s.bytes().all(|b| b.is_ascii_graphic()) {
-        return Err(format!(
-            "must be printable ASCII without spaces or control characters (percent-encode anything else), got {}",
-            shown(s)
-        ));
+        return Err(BadHealthPath::NotPrintable(s.to_string()));
     }
     Ok(())
 }

@@ -655,6 +655,20 @@ pub async fn answers(port: u16, path: &str) -> bool {
     )
 }
 
+/// Why [`wait_healthy`] gave up on a container's server.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Unhealthy {
+    /// The server did not answer within the bound.
+    #[error("no answer within {ms} ms")]
+    NoAnswer { ms: u128 },
+    /// The container stopped; `state` is the engine's word for it.
+    #[error("the container is {state}")]
+    NotRunning { state: String },
+    /// The container is no longer there.
+    #[error("the container is gone (something removed it)")]
+    Gone,
+}
+
 /// Waits until the server answers `path` on `port`, checking every second that the container
 /// still runs. `Err` holds why it gave up.
 pub async fn wait_healthy(
@@ -663,7 +677,7 @@ pub async fn wait_healthy(
     port: u16,
     path: &str,
     timeout: Duration,
-) -> std::result::Result<(), String> {
+) -> std::result::Result<(), Unhealthy> {
     let started = Instant::now();
     let mut last_check = Instant::now();
     loop {
@@ -671,13 +685,17 @@ pub async fn wait_healthy(
             return Ok(());
         }
         if started.elapsed() >= timeout {
-            return Err(format!("no answer within {} ms", timeout.as_millis()));
+            return Err(Unhealthy::NoAnswer {
+                ms: timeout.as_millis(),
+            });
         }
         if last_check.elapsed() >= Duration::from_secs(1) {
             last_check = Instant::now();
             match inspect(docker, id, None).await {
-                Ok(Some(c)) if !c.running() => return Err(format!("the container is {}", c.state)),
-                Ok(None) => return Err("the container is gone (something removed it)".into()),
+                Ok(Some(c)) if !c.running() => {
+                    return Err(Unhealthy::NotRunning { state: c.state });
+                }
+                Ok(None) => return Err(Unhealthy::Gone),
                 _ => {}
             }
         }

@@ -51,35 +51,53 @@ fn placeholder_text(rel: &str) -> &'static [u8] {
     }
 }
 
+/// Why an entry cannot be a guarded path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum BadEntry {
+    /// Nothing but blanks and slashes.
+    #[error("it is empty")]
+    Empty,
+    /// A comma, newline or NUL (the list is comma-separated), or not UTF-8.
+    #[error("it has a character that cannot be listed")]
+    Unlistable,
+    /// A `..` segment.
+    #[error("it climbs out of the workspace ('..')")]
+    Climbs,
+    /// An absolute path.
+    #[error("it is absolute: guarded paths are relative to the workspace")]
+    Absolute,
+    /// Only `.` segments.
+    #[error("it is the workspace itself")]
+    Workspace,
+}
+
 /// Checks one entry: a relative path inside the workspace, normalised (`./` and a trailing `/`
 /// dropped). `Err` says why not.
-pub fn check_entry(entry: &str) -> std::result::Result<String, String> {
+pub fn check_entry(entry: &str) -> std::result::Result<String, BadEntry> {
     let trimmed = entry.trim().trim_end_matches('/');
     let path = Path::new(trimmed);
     if trimmed.is_empty() {
-        return Err("it is empty".into());
+        return Err(BadEntry::Empty);
     }
     let mut parts = Vec::new();
     for c in path.components() {
         match c {
             Component::Normal(s) => match s.to_str() {
                 Some(s) if !s.contains([',', '\n', '\0']) => parts.push(s),
-                _ => return Err("it has a character that cannot be listed".into()),
+                _ => return Err(BadEntry::Unlistable),
             },
             Component::CurDir => {}
-            Component::ParentDir => return Err("it climbs out of the workspace ('..')".into()),
-            Component::RootDir | Component::Prefix(_) => {
-                return Err("it is absolute: guarded paths are relative to the workspace".into());
-            }
+            Component::ParentDir => return Err(BadEntry::Climbs),
+            Component::RootDir | Component::Prefix(_) => return Err(BadEntry::Absolute),
         }
     }
     if parts.is_empty() {
-        return Err("it is the workspace itself".into());
+        return Err(BadEntry::Workspace);
     }
     Ok(parts.join("/"))
 }
 
-fn invalid(option: &str, entry: &str, reason: String) -> Error {
+fn invalid(option: &str, entry: &str, reason: BadEntry) -> Error {
     Error::OptionsInvalid {
         option: option.into(),
         reason: format!("{entry:?}: {reason}"),

@@ -12,7 +12,7 @@ use crate::names::paths;
 pub(crate) use crate::names::vars::RUN_FLAGS_VAR;
 
 mod values;
-pub use values::{bytes, check_tmpfs_against, nano_cpus};
+pub use values::{BadValue, bytes, check_tmpfs_against, nano_cpus};
 use values::{
     dns_option, dns_search, gpus, label, pids_limit, runtime_name, security_opt, tmpfs, ulimit,
     whole,
@@ -323,7 +323,7 @@ fn refusal(name: &str) -> Option<&'static str> {
 
 /// Decodes one accepted flag's value into `flags`.
 fn apply(flags: &mut RunFlags, item: &str, name: &str, value: &str, pids: i64) -> Result<()> {
-    let bad = |why: String| refused(item, why);
+    let bad = |why: BadValue| refused(item, why.to_string());
     let once = |set: bool| {
         if set {
             Err(refused(item, format!("--{name} is given more than once")))
@@ -375,7 +375,7 @@ fn apply(flags: &mut RunFlags, item: &str, name: &str, value: &str, pids: i64) -
 
 /// The repeatable flags (and `--gpus`).
 fn apply_list(flags: &mut RunFlags, item: &str, name: &str, value: &str) -> Result<()> {
-    let bad = |why: String| refused(item, why);
+    let bad = |why: BadValue| refused(item, why.to_string());
     match name {
         "ulimit" => {
             let u = ulimit(value).map_err(bad)?;

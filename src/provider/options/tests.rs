@@ -508,3 +508,42 @@ fn network_allow_and_resolve_from_options_or_variables() {
     ));
     assert!(msg.contains("a second time"), "{msg}");
 }
+
+#[test]
+fn container_settings_carry_the_options_and_the_engines_limits() {
+    let h = HostEnv::with_vars(&[("HOME", "/home/u"), ("TERM", "xterm")]);
+    let given = GivenOptions {
+        owner: Some("hub1".into()),
+        memory: Some("1g".into()),
+        run_flags: Some(vec!["--runtime=runsc".into()]),
+        guarded_paths: Some(vec![".envrc".into()]),
+        ..GivenOptions::default()
+    };
+    let o = ProviderOptions::resolve(given, h).unwrap();
+    let json = Path::new("/b/container-runtime.json");
+    let server = runtime_bundle::parse(json, br#"{"entry": "/opt/po/server.js", "port": 7300}"#);
+    let bundle = RuntimeBundle::new("1.0.0".into(), "/b".into(), json.into(), server.unwrap());
+    let report = EngineReport {
+        mem_total: Some(8 << 30),
+        ncpu: Some(4),
+        ..EngineReport::default()
+    };
+    let s = o.container_settings(bundle, &report, EngineMode::default());
+    assert_eq!(
+        (s.owner.as_str(), s.po_home.as_path()),
+        ("hub1", Path::new("/home/u/.po"))
+    );
+    assert_eq!(
+        (s.image.clone(), s.image_digest.clone()),
+        (o.recipe.tag(), o.recipe.digest())
+    );
+    assert_eq!(s.run_flags, o.run_flags);
+    assert_eq!(s.guarded_paths, [".envrc"]);
+    assert_eq!(s.host_env["TERM"], "xterm");
+    // The option's memory; half the engine's CPUs.
+    assert_eq!(
+        (s.limits.memory, s.limits.nano_cpus),
+        (1 << 30, 2_000_000_000)
+    );
+    assert_eq!(s.bundle.server.port, 7300);
+}

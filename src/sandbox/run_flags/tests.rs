@@ -426,3 +426,24 @@ fn the_first_bad_flag_is_the_error() {
     .unwrap_err();
     assert!(e.to_string().starts_with("Run flag '--privileged'"), "{e}");
 }
+
+#[test]
+fn a_bad_value_says_what_was_expected_and_whether_it_loosens() {
+    use values::{tmpfs, ulimit};
+    let e = ulimit("nofile=x:1").unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        r#""x" in "nofile=x:1" is not a whole number (or -1, unlimited)"#
+    );
+    assert_eq!(
+        bytes("1q").unwrap_err().to_string(),
+        r#""1q" is not a size (a number and an optional unit b, k, m, g, t)"#
+    );
+    assert!(matches!(bytes("0"), Err(BadValue::Unaccepted(_))));
+    assert!(matches!(ulimit("nice=1"), Err(BadValue::Loosens(_))));
+    assert!(matches!(tmpfs("/proc"), Err(BadValue::Loosens(_))));
+    assert!(matches!(
+        tmpfs("/scratch:bogus"),
+        Err(BadValue::NotA { value, .. }) if value == "bogus"
+    ));
+}

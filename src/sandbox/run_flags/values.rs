@@ -1,8 +1,62 @@
 //! The value of one run flag: each decoder checks it and says why it refuses it; and the tmpfs
 //! mounts checked against a container's own mount points.
 
+use std::borrow::Cow;
+use std::fmt;
+
 use super::{FIXED_TARGETS, Gpus, RunFlags, Ulimit, refused};
 use crate::error::Result;
+
+/// Why a run flag's value (or an option read the same way) is refused; its text follows the
+/// flag in `RUN_FLAGS_INVALID`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BadValue {
+    /// Not of the form the flag takes: `value` (inside `within`, when it is a part of it) is
+    /// not what was `expected`.
+    NotA {
+        value: String,
+        within: Option<String>,
+        expected: Cow<'static, str>,
+    },
+    /// Of the right form, but not a value the flag takes (zero, too large, soft above hard).
+    Unaccepted(String),
+    /// It would loosen what the layer enforces or take over what it owns; says how.
+    Loosens(String),
+}
+
+impl BadValue {
+    /// `value` is not what was `expected`.
+    fn not_a(value: &str, expected: impl Into<Cow<'static, str>>) -> Self {
+        BadValue::NotA {
+            value: value.to_string(),
+            within: None,
+            expected: expected.into(),
+        }
+    }
+}
+
+impl fmt::Display for BadValue {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            BadValue::NotA {
+                value,
+                within: None,
+                expected,
+            } => write!(f, "{value:?} is not {expected}"),
+            BadValue::NotA {
+                value,
+                within: Some(within),
+                expected,
+            } => write!(f, "{value:?} in {within:?} is not {expected}"),
+            BadValue::Unaccepted(why) | BadValue::Loosens(why) => f.write_str(why),
+        }
+    }
+}
+
+impl std::error::Error for BadValue {}
+
+/// A decoded value, or why it is refused.
+type Decoded<T> = std::result::Result<T, BadValue>;
 
 /// Kernel file systems a tmpfs may not cover.
 const SYSTEM_TARGETS: [&str; 3] = ["/proc", "/sys", "/dev"];
@@ -25,7 +79,7 @@ const ULIMITS: [&str; 13] = [
 ];
 
 /// A runtime's name as registered in the engine (`runc`, `runsc`…).
-pub(super) fn runtime_name(value: &str) -> std::result::Result<String, String> {
+pub(super) fn runtime_name(value: &str) -> Decoded<String> {
     let ok = value.len() <= 128
         && value.starts_with(|c: char| c.is_ascii_alphanumeric())
         && value
@@ -34,17 +88,23 @@ pub(super) fn runtime_name(value: &str) -> std::result::Result<String, String> {
     if ok {
         Ok(value.to_string())
     } else {
-        Err(format!(
-            "{value:?} is not a runtime name (letters, digits, '.', '_', '-', as registered in \
-             the engine's runtimes)"
+        Err(BadValue::not_a(
+            value,
+            "a runtime name (letters, digits, '.', '_', '-', as registered in the engine's \
+             runtimes)",
         ))
     }
 }
 
 /// A size as the engine reads it: a number (decimals allowed) and an optional unit b, k, m,
 /// g, t (powers of 1024; `kb`, `KiB` and the like too).
-pub fn bytes(value: &str) -> std::result::Result<i64, String> {
-    let bad = || format!("{value:?} is not a size (a number and an optional unit b, k, m, g, t)");
+pub fn bytes(value: &str) -> Decoded<i64> {
+    let bad = || {
+        BadValue::not_a(
+            value,
+            "a size (a number and an optional unit b, k, m, g, t)",
+        )
+    };
     let split = value
         .find(|c: char| !c.is_ascii_digit() && c != '.')
         .unwrap_or(value.len());
@@ -72,14 +132,14 @@ pub fn bytes(value: &str) -> std::result::Result<i64, String> {
     let b = (n << shift) / scale;
     match i64::try_from(b) {
         Ok(b) if b > 0 => Ok(b),
-        Ok(_) => Err(format!("{value:?} is zero")),
-        Err(_) => Err(format!("{value:?} is too large")),
+        Ok(_) => Err(BadValue::Unaccepted(format!("{value:?} is zero"))),
+        Err(_) => Err(BadValue::Unaccepted(format!("{value:?} is too large"))),
     }
 }
 
 /// `--cpus`: a decimal number of CPUs, more than 0 and at most 1024, in billionths.
-pub fn nano_cpus(value: &str) -> std::result::Result<i64, String> {
-    let bad = || format!("{value:?} is not a number of CPUs (like 1.5), from 0.01 to 1024");
+pub fn nano_cpus(value: &str) -> Decoded<i64> {
+    let bad = || BadValue::not_a(value, "a number of CPUs (like 1.5), from 0.01 to 1024");
     let (whole_part, fraction) = value.split_once('.').unwrap_or((value, ""));
     let digits_ok = |s: &str| s.chars().all(|c| c.is_ascii_digit());
     if whole_part.is_empty() || whole_part.len() > 4 || fraction.len() > 9 {
@@ -99,55 +159,59 @@ pub fn nano_cpus(value: &str) -> std::result::Result<i64, String> {
 }
 
 /// A whole number in `min..=max`, digits only.
-pub(super) fn whole(value: &str, min: i64, max: i64) -> std::result::Result<i64, String> {
+pub(super) fn whole(value: &str, min: i64, max: i64) -> Decoded<i64> {
     let n = value
         .parse::<i64>()
         .ok()
         .filter(|_| value.chars().all(|c| c.is_ascii_digit()));
     match n {
         Some(n) if (min..=max).contains(&n) => Ok(n),
-        _ => Err(format!(
-            "{value:?} is not a whole number from {min} to {max}"
+        _ => Err(BadValue::not_a(
+            value,
+            format!("a whole number from {min} to {max}"),
         )),
     }
 }
 
 /// `--pids-limit`: a whole number, at most the layer's own limit (it may only lower it).
-pub(super) fn pids_limit(value: &str, ours: i64) -> std::result::Result<i64, String> {
+pub(super) fn pids_limit(value: &str, ours: i64) -> Decoded<i64> {
     if value.starts_with('-') || value == "0" {
-        return Err(format!(
+        return Err(BadValue::Loosens(format!(
             "{value} would lift the pid limit; only a limit up to the layer's ({ours}) is \
              accepted"
-        ));
+        )));
     }
     let n = value
         .parse::<i64>()
         .ok()
         .filter(|_| value.chars().all(|c| c.is_ascii_digit()))
-        .ok_or_else(|| format!("{value:?} is not a whole number"))?;
+        .ok_or_else(|| BadValue::not_a(value, "a whole number"))?;
     if n > ours {
-        return Err(format!(
+        return Err(BadValue::Loosens(format!(
             "{n} is above the layer's pid limit {ours}; it may only lower it (raise pidsLimit \
              for more)"
-        ));
+        )));
     }
     Ok(n)
 }
 
 /// `name=soft[:hard]`; `-1` is unlimited.
-pub(super) fn ulimit(value: &str) -> std::result::Result<Ulimit, String> {
+pub(super) fn ulimit(value: &str) -> Decoded<Ulimit> {
     let (name, limits) = value
         .split_once('=')
-        .ok_or_else(|| format!("{value:?} is not name=soft[:hard]"))?;
+        .ok_or_else(|| BadValue::not_a(value, "name=soft[:hard]"))?;
     if matches!(name, "rtprio" | "rttime" | "nice") {
-        return Err(format!(
+        return Err(BadValue::Loosens(format!(
             "ulimit {name} would let processes raise their scheduling priority over the host's"
-        ));
+        )));
     }
     if !ULIMITS.contains(&name) {
-        return Err(format!(
-            "{name:?} is not a resource limit the layer accepts ({})",
-            ULIMITS.join(", ")
+        return Err(BadValue::not_a(
+            name,
+            format!(
+                "a resource limit the layer accepts ({})",
+                ULIMITS.join(", ")
+            ),
         ));
     }
     let number = |s: &str| {
@@ -158,9 +222,11 @@ pub(super) fn ulimit(value: &str) -> std::result::Result<Ulimit, String> {
             {
                 Ok(n)
             }
-            _ => Err(format!(
-                "{s:?} in {value:?} is not a whole number (or -1, unlimited)"
-            )),
+            _ => Err(BadValue::NotA {
+                value: s.to_string(),
+                within: Some(value.to_string()),
+                expected: "a whole number (or -1, unlimited)".into(),
+            }),
         }
     };
     let (soft, hard) = match limits.split_once(':') {
@@ -169,9 +235,9 @@ pub(super) fn ulimit(value: &str) -> std::result::Result<Ulimit, String> {
     };
     let above = |a: i64, b: i64| b != -1 && (a == -1 || a > b);
     if above(soft, hard) {
-        return Err(format!(
+        return Err(BadValue::Unaccepted(format!(
             "the soft limit of {value:?} is above its hard limit"
-        ));
+        )));
     }
     Ok(Ulimit {
         name: name.to_string(),
@@ -181,7 +247,7 @@ pub(super) fn ulimit(value: &str) -> std::result::Result<Ulimit, String> {
 }
 
 /// `all`, a count, or `device=<id>[,<id>…]`.
-pub(super) fn gpus(value: &str) -> std::result::Result<Gpus, String> {
+pub(super) fn gpus(value: &str) -> Decoded<Gpus> {
     if value == "all" {
         return Ok(Gpus::All);
     }
@@ -200,13 +266,14 @@ pub(super) fn gpus(value: &str) -> std::result::Result<Gpus, String> {
             return Ok(Gpus::Devices(ids));
         }
     }
-    Err(format!(
-        "{value:?} is not all, a count, or device=<id>[,<id>...]"
+    Err(BadValue::not_a(
+        value,
+        "all, a count, or device=<id>[,<id>...]",
     ))
 }
 
 /// A search domain (or `.`, none).
-pub(super) fn dns_search(value: &str) -> std::result::Result<String, String> {
+pub(super) fn dns_search(value: &str) -> Decoded<String> {
     let ok = value == "."
         || (value.len() <= 253
             && value
@@ -216,12 +283,12 @@ pub(super) fn dns_search(value: &str) -> std::result::Result<String, String> {
     if ok {
         Ok(value.to_string())
     } else {
-        Err(format!("{value:?} is not a domain name"))
+        Err(BadValue::not_a(value, "a domain name"))
     }
 }
 
 /// A resolver option (`ndots:2`, `timeout:1`…).
-pub(super) fn dns_option(value: &str) -> std::result::Result<String, String> {
+pub(super) fn dns_option(value: &str) -> Decoded<String> {
     let ok = value.len() <= 64
         && value.starts_with(|c: char| c.is_ascii_alphabetic())
         && value
@@ -230,8 +297,9 @@ pub(super) fn dns_option(value: &str) -> std::result::Result<String, String> {
     if ok {
         Ok(value.to_string())
     } else {
-        Err(format!(
-            "{value:?} is not a resolver option (like ndots:2, timeout:3, rotate)"
+        Err(BadValue::not_a(
+            value,
+            "a resolver option (like ndots:2, timeout:3, rotate)",
         ))
     }
 }
@@ -239,7 +307,7 @@ pub(super) fn dns_option(value: &str) -> std::result::Result<String, String> {
 /// `/path[:options]`: an absolute, normal path not at, over or under the layer's own mounts or
 /// the kernel's file systems; options among rw, ro, noexec, exec, nosuid, nodev, size=,
 /// mode=, uid=, gid=, nr_inodes=.
-pub(super) fn tmpfs(value: &str) -> std::result::Result<(String, String), String> {
+pub(super) fn tmpfs(value: &str) -> Decoded<(String, String)> {
     let (path, options) = value.split_once(':').unwrap_or((value, ""));
     let normal = path.starts_with('/')
         && path.len() > 1
@@ -248,13 +316,16 @@ pub(super) fn tmpfs(value: &str) -> std::result::Result<(String, String), String
             .split('/')
             .all(|seg| !seg.is_empty() && seg != "." && seg != ".." && !seg.contains(','));
     if !normal {
-        return Err(format!(
-            "{path:?} is not an absolute, normal container path other than /"
+        return Err(BadValue::not_a(
+            path,
+            "an absolute, normal container path other than /",
         ));
     }
     for target in FIXED_TARGETS.iter().chain(SYSTEM_TARGETS.iter()) {
         if let Some(how) = clash(path, target) {
-            return Err(format!("a tmpfs at {path} would be {how} {target}"));
+            return Err(BadValue::Loosens(format!(
+                "a tmpfs at {path} would be {how} {target}"
+            )));
         }
     }
     for opt in options
@@ -267,7 +338,7 @@ pub(super) fn tmpfs(value: &str) -> std::result::Result<(String, String), String
 }
 
 /// One tmpfs mount option, among those [`tmpfs`] accepts.
-fn tmpfs_option(opt: &str) -> std::result::Result<(), String> {
+fn tmpfs_option(opt: &str) -> Decoded<()> {
     let (key, v) = opt.split_once('=').unwrap_or((opt, ""));
     let digits = !v.is_empty() && v.chars().all(|c| c.is_ascii_digit());
     let ok = match key {
@@ -286,13 +357,14 @@ fn tmpfs_option(opt: &str) -> std::result::Result<(), String> {
     if ok {
         Ok(())
     } else if matches!(key, "suid" | "dev") {
-        Err(format!(
+        Err(BadValue::Loosens(format!(
             "tmpfs option {opt} would let setuid files or device files on it work"
-        ))
+        )))
     } else {
-        Err(format!(
-            "{opt:?} is not a tmpfs option the layer accepts (rw, ro, noexec, exec, nosuid, \
-             nodev, size=, mode=, uid=, gid=, nr_inodes=)"
+        Err(BadValue::not_a(
+            opt,
+            "a tmpfs option the layer accepts (rw, ro, noexec, exec, nosuid, nodev, size=, \
+             mode=, uid=, gid=, nr_inodes=)",
         ))
     }
 }
@@ -338,61 +410,63 @@ pub fn check_tmpfs_against<'a>(
 }
 
 /// `key[=value]`, the key not in the layer's `po.` namespace.
-pub(super) fn label(value: &str) -> std::result::Result<(String, String), String> {
+pub(super) fn label(value: &str) -> Decoded<(String, String)> {
     let (key, v) = value.split_once('=').unwrap_or((value, ""));
     if key.is_empty() {
-        return Err("a label needs a key (key=value)".into());
+        return Err(BadValue::Unaccepted(
+            "a label needs a key (key=value)".into(),
+        ));
     }
     let lower = key.to_lowercase();
     if lower == "po" || lower.starts_with("po.") {
-        return Err(format!(
+        return Err(BadValue::Loosens(format!(
             "label {key:?} is in the layer's own po.* namespace (ownership, workspace, spec hash)"
-        ));
+        )));
     }
     Ok((key.to_string(), v.to_string()))
 }
 
 /// Only options that tighten: `no-new-privileges` (already on; `None`) and an SELinux level
 /// (`label=level:…`). Everything else is refused, saying why.
-pub(super) fn security_opt(value: &str) -> std::result::Result<Option<String>, String> {
+pub(super) fn security_opt(value: &str) -> Decoded<Option<String>> {
     let sep = value.find(['=', ':']).unwrap_or(value.len());
     let key = value[..sep].to_ascii_lowercase();
     let arg = value.get(sep + 1..).unwrap_or("");
     let arg_lower = arg.to_ascii_lowercase();
     match key.as_str() {
         "no-new-privileges" if sep == value.len() || arg_lower == "true" => Ok(None),
-        "no-new-privileges" => Err(format!(
+        "no-new-privileges" => Err(BadValue::Loosens(format!(
             "security-opt {value} would allow new privileges (setuid); the layer always sets \
              no-new-privileges"
+        ))),
+        "seccomp" if arg_lower == "unconfined" => Err(BadValue::Loosens(
+            "security-opt seccomp=unconfined would turn off the system-call filter".into(),
         )),
-        "seccomp" if arg_lower == "unconfined" => {
-            Err("security-opt seccomp=unconfined would turn off the system-call filter".into())
-        }
-        "seccomp" => Err(format!(
+        "seccomp" => Err(BadValue::Loosens(format!(
             "security-opt {value}: a custom seccomp profile can allow more than the engine's \
              default, which the layer cannot prove it does not; the default profile applies"
-        )),
-        "apparmor" => Err(format!(
+        ))),
+        "apparmor" => Err(BadValue::Loosens(format!(
             "security-opt {value}: only the engine's default AppArmor profile is accepted \
              (unconfined, or another profile, can allow more)"
-        )),
+        ))),
         "label" if arg_lower.starts_with("level:") && label_level(&arg[6..]) => {
             Ok(Some(format!("label=level:{}", &arg[6..])))
         }
-        "label" if arg_lower == "disable" => {
-            Err("security-opt label=disable would turn off SELinux separation".into())
-        }
-        "label" => Err(format!(
+        "label" if arg_lower == "disable" => Err(BadValue::Loosens(
+            "security-opt label=disable would turn off SELinux separation".into(),
+        )),
+        "label" => Err(BadValue::Loosens(format!(
             "security-opt {value}: only label=level:<level> is accepted (type, user, role or \
              disable can loosen SELinux separation)"
-        )),
-        "systempaths" => Err(format!(
+        ))),
+        "systempaths" => Err(BadValue::Loosens(format!(
             "security-opt {value} would unmask the kernel paths under /proc and /sys"
-        )),
-        _ => Err(format!(
+        ))),
+        _ => Err(BadValue::Unaccepted(format!(
             "security-opt {value} is not one the layer accepts (no-new-privileges, \
              label=level:<level>)"
-        )),
+        ))),
     }
 }
 

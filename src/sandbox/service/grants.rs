@@ -71,8 +71,8 @@ async fn watch_broker<E: EngineApi>(inner: std::sync::Weak<Inner<E>>, workspace_
         let Some(inner) = inner.upgrade() else { return };
         let this = ContainerService { inner };
         let token = spec::token_file(
-            &this.inner.config.po_home,
-            &this.inner.config.owner,
+            &this.inner.config.container.po_home,
+            &this.inner.config.container.owner,
             &workspace_id,
         );
         if !token.exists() {
@@ -93,7 +93,7 @@ impl<E: EngineApi> ContainerService<E> {
     pub(super) fn grant_for(&self, workspace_id: &str) -> Result<Option<Grant>> {
         let c = &self.inner.config;
         let Some(w) = &c.broker else { return Ok(None) };
-        let token_path = spec::token_file(&c.po_home, &c.owner, workspace_id);
+        let token_path = spec::token_file(&c.container.po_home, &c.container.owner, workspace_id);
         let secret = std::fs::read_to_string(&token_path).map_err(|e| {
             let doing = format!(
                 "cannot read its token file {} for the broker grant",
@@ -110,7 +110,7 @@ impl<E: EngineApi> ContainerService<E> {
         {
             return Ok(Some(grant.clone()));
         }
-        let owner = Some((c.user.uid, c.user.gid));
+        let owner = Some((c.container.user.uid, c.container.user.gid));
         let request = GrantRequest {
             workspace: workspace_id.to_string(),
             providers: None,
@@ -119,7 +119,7 @@ impl<E: EngineApi> ContainerService<E> {
             container_socket: Some(format!("{BROKER_MOUNT}/broker.sock")),
             container_host: None,
             secret: Some(secret.clone()),
-            socket_folder: Some(w.socket_folder(&c.owner, workspace_id)),
+            socket_folder: Some(w.socket_folder(&c.container.owner, workspace_id)),
         };
         if w.transport == RouteKind::Socket && !self.serves_broker(workspace_id)? {
             // Another hub on this socket folder serves the container: its tokens are the same
@@ -160,7 +160,7 @@ impl<E: EngineApi> ContainerService<E> {
         {
             return Ok(true);
         }
-        let folder = w.socket_folder(&self.inner.config.owner, workspace_id);
+        let folder = w.socket_folder(&self.inner.config.container.owner, workspace_id);
         let path = folder.with_extension("lock");
         let lock = HostLock::try_acquire(&path).map_err(|e| {
             let doing = format!("cannot open its broker lock {}", path.display());
@@ -191,7 +191,7 @@ impl<E: EngineApi> ContainerService<E> {
         }
         let mut owners = self.inner.grants.owners.locked();
         let served = owners.get(workspace_id).is_some_and(|o| o.lock.is_some());
-        let folder = w.socket_folder(&self.inner.config.owner, workspace_id);
+        let folder = w.socket_folder(&self.inner.config.container.owner, workspace_id);
         // A socket another hub serves is that hub's to remove; this hub's goes before its lock
         // does, so a hub taking over never loses its fresh socket.
         if served || !folder.with_extension("lock").exists() {
@@ -228,7 +228,7 @@ impl<E: EngineApi> ContainerService<E> {
     /// After its container is gone: removes the workspace's token file and ends its broker
     /// grant (and the socket, when this hub serves it).
     pub(super) fn forget_token(&self, id: &str) {
-        let c = &self.inner.config;
+        let c = &self.inner.config.container;
         let _ = std::fs::remove_file(spec::token_file(&c.po_home, &c.owner, id));
         self.revoke_for(id);
     }

@@ -30,7 +30,7 @@ pub(super) struct HolderState {
 impl<E: EngineApi> ContainerService<E> {
     /// Removes a workspace's namespace holder (after its container).
     pub(super) async fn remove_holder(&self, workspace_id: &str) -> Result<()> {
-        let owner = &self.inner.config.owner;
+        let owner = &self.inner.config.container.owner;
         holder::remove_of(&self.changes(), owner, Some(workspace_id))
             .await
             .map(|_| ())
@@ -59,18 +59,18 @@ impl<E: EngineApi> ContainerService<E> {
     fn helper<'a>(&'a self, workspace_id: &'a str) -> holder::Helper<'a> {
         let c = &self.inner.config;
         holder::Helper {
-            image: &c.image,
-            owner: &c.owner,
+            image: &c.container.image,
+            owner: &c.container.owner,
             workspace: workspace_id,
-            keep_id: c.mode.keep_id,
+            keep_id: c.container.mode.keep_id,
             podman: c.podman,
-            limits_enforced: c.mode.limits_enforced,
+            limits_enforced: c.container.mode.limits_enforced,
         }
     }
 
     /// Where this Po home records the rules loaded into a workspace's holder.
     fn rules_record(&self, workspace_id: &str) -> PathBuf {
-        let c = &self.inner.config;
+        let c = &self.inner.config.container;
         holder::record_path(&spec::token_file(&c.po_home, &c.owner, workspace_id))
     }
 
@@ -104,7 +104,7 @@ impl<E: EngineApi> ContainerService<E> {
             return Ok(());
         }
         let docker = &self.changes();
-        let port = self.inner.config.bundle.server.port;
+        let port = self.inner.config.container.bundle.server.port;
         let joined = format!("container:{holder_id}");
         let Some(h) = holder::posture(docker, &joined, port).await? else {
             return Ok(());
@@ -149,7 +149,11 @@ impl<E: EngineApi> ContainerService<E> {
     /// The running holders of this owner, with their workspaces.
     pub async fn running_holders(&self) -> Result<Vec<(String, String)>> {
         let labels = vec![
-            format!("{}={}", spec::LABEL_OWNER, self.inner.config.owner),
+            format!(
+                "{}={}",
+                spec::LABEL_OWNER,
+                self.inner.config.container.owner
+            ),
             spec::LABEL_HOLDER_OF.to_string(),
         ];
         let list = container::list_labelled(&self.inner.docker, labels).await?;
@@ -201,7 +205,7 @@ impl<E: EngineApi> ContainerService<E> {
             dns.extend(gateway);
         }
         let input = RulesInput {
-            mode: c.network_mode,
+            mode: c.container.network_mode,
             gateway,
             dns,
             host_addresses: c.host_addresses.clone(),
@@ -220,7 +224,7 @@ impl<E: EngineApi> ContainerService<E> {
         if let (Some(id), false) = (cached.as_ref(), fresh) {
             return Ok(id.clone());
         }
-        let id = network::ensure(&self.changes(), &self.inner.config.owner).await?;
+        let id = network::ensure(&self.changes(), &self.inner.config.container.owner).await?;
         *cached = Some(id.clone());
         Ok(id)
     }
@@ -229,7 +233,8 @@ impl<E: EngineApi> ContainerService<E> {
     /// next need): the owner's last container gone leaves nothing on the engine but volumes.
     pub(super) async fn remove_network_if_unused(&self) -> Result<()> {
         let mut cached = self.inner.holders.network.lock().await;
-        let removed = network::remove_unused(&self.changes(), &self.inner.config.owner).await?;
+        let removed =
+            network::remove_unused(&self.changes(), &self.inner.config.container.owner).await?;
         if !removed.is_empty() {
             *cached = None;
             tracing::debug!(networks = ?removed, "per-hub network removed");

@@ -65,7 +65,7 @@ impl<E: EngineApi> ContainerService<E> {
         // Processes of one hub on this host take turns per workspace, so a second one adopts
         // what the first made instead of racing it (the container name still arbitrates
         // between hosts).
-        let c = &self.inner.config;
+        let c = &self.inner.config.container;
         // A folder that would expose the host, and a tmpfs run flag over this workspace's own
         // mounts, are refused before anything is made.
         self.claim_folder(&ws)?;
@@ -125,7 +125,8 @@ impl<E: EngineApi> ContainerService<E> {
     fn claim_folder(&self, ws: &Workspace) -> Result<()> {
         let c = &self.inner.config;
         let socket_root = c.broker.as_ref().map(|w| w.socket_root.as_path());
-        let fences = workspace::Fences::of(&c.host_env, &c.po_home, socket_root);
+        let fences =
+            workspace::Fences::of(&c.container.host_env, &c.container.po_home, socket_root);
         let mut folders = self.inner.folders.locked();
         workspace::check_fences(ws, &fences, &folders)?;
         folders.insert(ws.id.clone(), ws.path.clone());
@@ -192,7 +193,7 @@ impl<E: EngineApi> ContainerService<E> {
             &self.inner.docker,
             &live.id,
             port,
-            &c.bundle.server.health_path,
+            &c.container.bundle.server.health_path,
             c.health_timeout,
         )
         .await
@@ -201,7 +202,10 @@ impl<E: EngineApi> ContainerService<E> {
             tracing::debug!(workspace = id, %why, "container unhealthy");
             return Err(Error::ContainerUnhealthy {
                 workspace: id.into(),
-                url: format!("http://127.0.0.1:{port}{}", c.bundle.server.health_path),
+                url: format!(
+                    "http://127.0.0.1:{port}{}",
+                    c.container.bundle.server.health_path
+                ),
                 waited_ms: c.health_timeout.as_millis() as u64,
                 logs: format!("({why})\n{logs}"),
             });
@@ -231,7 +235,7 @@ impl<E: EngineApi> ContainerService<E> {
 
     /// P exists and holds no stale lock files.
     fn prepare_sandbox_dir(&self, ws: &Workspace) -> Result<()> {
-        let p = workspace::sandbox_dir(&self.inner.config.po_home, &ws.id);
+        let p = workspace::sandbox_dir(&self.inner.config.container.po_home, &ws.id);
         std::fs::create_dir_all(&p).map_err(|e| {
             Error::container_caused(
                 &ws.id,
@@ -249,7 +253,7 @@ impl<E: EngineApi> ContainerService<E> {
         if !removed.is_empty() {
             tracing::debug!(workspace = %ws.id, count = removed.len(), "stale locks removed");
         }
-        let guards = guards::resolve(&ws.path, &self.inner.config.guarded_paths);
+        let guards = guards::resolve(&ws.path, &self.inner.config.container.guarded_paths);
         let made = guards::prepare(&ws.id, &ws.path, &guards)?;
         if !made.is_empty() {
             tracing::info!(workspace = %ws.id, placeholders = ?made, "guarded paths given empty placeholders");
@@ -266,7 +270,7 @@ impl<E: EngineApi> ContainerService<E> {
         replaced_reason: Option<String>,
         made: &mut Rollback<'_, E>,
     ) -> Result<WorkspaceContainer> {
-        let c = &self.inner.config;
+        let c = &self.inner.config.container;
         let token = spec::token_file(&c.po_home, &c.owner, &ws.id);
         // A fresh token per container; written before create so the mount source exists.
         write_token_file(&token).map_err(|e| {

@@ -11,7 +11,7 @@ mod lifecycle;
 mod queries;
 mod stopping;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -22,16 +22,14 @@ use crate::broker::server::{Broker, RouteKind};
 use crate::engine::api::EngineApi;
 use crate::error::{Error, Result};
 use crate::events::EventBus;
-use crate::host::{HostOs, UserIds};
+use crate::host::HostOs;
 use crate::names::paths::BROKER_MOUNT;
-use crate::runtime_bundle::RuntimeBundle;
 use crate::sandbox::container::LiveContainer;
-use crate::sandbox::firewall::NetworkMode;
 use crate::sandbox::guards;
 pub use crate::sandbox::known::{Asked, KnownContainers, known_containers};
-use crate::sandbox::run_flags::RunFlags;
 use crate::sandbox::spec::{
-    self, ContainerPosture, ContainerSpec, LABEL_WORKSPACE, LABEL_WORKSPACE_PATH, SpecInput,
+    self, ContainerPosture, ContainerSettings, ContainerSpec, LABEL_WORKSPACE,
+    LABEL_WORKSPACE_PATH, SpecInput,
 };
 use crate::sandbox::workspace::Workspace;
 use crate::single_flight::SingleFlight;
@@ -39,42 +37,16 @@ use crate::single_flight::SingleFlight;
 /// What the service needs to make containers.
 #[derive(Debug, Clone)]
 pub struct ServiceConfig {
-    /// The Po home on the host.
-    pub po_home: PathBuf,
-    /// This hub's owner id.
-    pub owner: String,
-    /// The validated runtime bundle.
-    pub bundle: RuntimeBundle,
-    /// The image tag.
-    pub image: String,
-    /// The image digest.
-    pub image_digest: String,
-    /// `uid:gid`.
-    pub user: UserIds,
-    /// Pid limit.
-    pub pids_limit: i64,
-    /// Guarded paths, relative to each workspace (mounted read-only).
-    pub guarded_paths: Vec<String>,
-    /// Extra engine options (`runFlags`), checked.
-    pub run_flags: RunFlags,
-    /// Memory and CPU limits (before the run flags, which win).
-    pub limits: spec::Limits,
-    /// The interval of the engine health check.
-    pub health_interval: Duration,
+    /// What every workspace's container shares (the spec's per-hub inputs).
+    pub container: ContainerSettings,
     /// How long to wait for the server's health answer.
     pub health_timeout: Duration,
-    /// The host environment (for the allowlist).
-    pub host_env: HashMap<String, String>,
     /// The engine is Podman (which needs explicit ulimits).
     pub podman: bool,
-    /// What the engine changes about every container (keep-id, unenforced limits, network).
-    pub mode: crate::sandbox::engine_mode::EngineMode,
     /// The credential broker, when it is on.
     pub broker: Option<BrokerWiring>,
     /// How long engine calls may take, by kind (the service's client carries the read bound).
     pub bounds: crate::engine::Bounds,
-    /// The egress mode (`network`, `PO_SANDBOX_NETWORK`).
-    pub network_mode: NetworkMode,
     /// The host's own addresses (an engine on this host), refused from every container.
     pub host_addresses: Vec<std::net::IpAddr>,
     /// The DNS servers the engine's resolver forwards to from inside a container's namespace
@@ -208,25 +180,25 @@ impl<E: EngineApi> ContainerService<E> {
         ws: &Workspace,
         extra_env: &BTreeMap<String, String>,
     ) -> ContainerSpec {
-        let c = &self.inner.config;
+        let (s, broker) = (&self.inner.config.container, &self.inner.config.broker);
         let seeds: Vec<&str> = spec::SEED_FILES
             .iter()
             .copied()
-            .filter(|f| c.po_home.join(f).is_file())
+            .filter(|f| s.po_home.join(f).is_file())
             .collect();
-        let (binds, hosts) = match &c.broker {
+        let (binds, hosts) = match broker {
             Some(w) if w.transport == RouteKind::Socket => (
                 vec![spec::Bind {
-                    source: w.socket_folder(&c.owner, &ws.id),
+                    source: w.socket_folder(&s.owner, &ws.id),
                     target: BROKER_MOUNT.into(),
                     read_only: false,
                 }],
                 vec![],
             ),
-            Some(_) => (vec![], vec![c.mode.broker_host_entry()]),
+            Some(_) => (vec![], vec![s.mode.broker_host_entry()]),
             None => (vec![], vec![]),
         };
-        let guards = guards::resolve(&ws.path, &c.guarded_paths);
+        let guards = guards::resolve(&ws.path, &s.guarded_paths);
         let mut binds = binds;
         let os = HostOs::current();
         binds.extend(guards::binds(&ws.path, &guards, os));
@@ -236,25 +208,13 @@ impl<E: EngineApi> ContainerService<E> {
             guards::listing(&ws.path, &guards, os),
         );
         spec::build(&SpecInput {
+            settings: s,
             os,
-            owner: &c.owner,
             workspace: ws,
-            po_home: &c.po_home,
-            bundle: &c.bundle,
-            image: &c.image,
-            image_digest: &c.image_digest,
-            user: c.user,
-            pids_limit: c.pids_limit,
-            run_flags: &c.run_flags,
             seed_files: &seeds,
-            host_env: &c.host_env,
             extra_env: &extra_env,
             extra_binds: &binds,
             extra_hosts: &hosts,
-            limits: c.limits,
-            health_interval: c.health_interval,
-            mode: c.mode,
-            network_mode: c.network_mode,
         })
     }
 
@@ -265,7 +225,7 @@ impl<E: EngineApi> ContainerService<E> {
         adopted: bool,
         replaced_reason: Option<String>,
     ) -> WorkspaceContainer {
-        let c = &self.inner.config;
+        let c = &self.inner.config.container;
         let id = live
             .labels
             .get(LABEL_WORKSPACE)
@@ -296,7 +256,7 @@ impl<E: EngineApi> ContainerService<E> {
 
     /// This hub's owner id.
     pub fn owner(&self) -> &str {
-        &self.inner.config.owner
+        &self.inner.config.container.owner
     }
 
     /// The engine client.

@@ -14,7 +14,7 @@ impl<E: EngineApi> ContainerService<E> {
     /// the holder's).
     pub(super) async fn inspect_ws(&self, id: &str) -> Result<Option<LiveContainer>> {
         let docker = &self.inner.docker;
-        let port = self.inner.config.bundle.server.port;
+        let port = self.inner.config.container.bundle.server.port;
         let Some(mut live) = container::inspect(docker, id, Some(port)).await? else {
             return Ok(None);
         };
@@ -37,7 +37,7 @@ impl<E: EngineApi> ContainerService<E> {
         container::list_ids(
             &self.inner.docker,
             &[
-                (LABEL_OWNER, &self.inner.config.owner),
+                (LABEL_OWNER, &self.inner.config.container.owner),
                 (LABEL_WORKSPACE, id),
             ],
         )
@@ -80,6 +80,6 @@ impl<E: EngineApi> ContainerService<E> {
     /// One list call for this owner: the container ids of each workspace, and which
     /// workspaces have exactly one container and it runs (likely adopted, not created).
     pub async fn known_containers(&self) -> Result<KnownContainers> {
-        known_containers(&self.inner.docker, &self.inner.config.owner).await
+        known_containers(&self.inner.docker, &self.inner.config.container.owner).await
     }
 }

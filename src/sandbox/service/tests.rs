@@ -9,7 +9,11 @@ use std::time::Duration;
 use super::*;
 use crate::engine::fake::{FakeEngine, Fault};
 use crate::events::{Event, WorkspaceChange};
+use crate::host::UserIds;
+use crate::runtime_bundle::RuntimeBundle;
 use crate::sandbox::engine_mode::EngineMode;
+use crate::sandbox::firewall::NetworkMode;
+use crate::sandbox::run_flags::RunFlags;
 use crate::sandbox::spec::{LABEL_HOLDER_OF, LABEL_OWNER};
 
 /// A server answering every request with 200, as the contained server's health path does.
@@ -55,35 +59,37 @@ fn bundle(home: &Path) -> RuntimeBundle {
 
 fn config(home: &Path, broker: Option<BrokerWiring>) -> ServiceConfig {
     ServiceConfig {
-        po_home: home.join("po"),
-        owner: "hub1".into(),
-        bundle: bundle(home),
-        image: "po-sandbox:test".into(),
-        image_digest: "sha256:0123".into(),
-        user: UserIds {
-            uid: 1000,
-            gid: 1000,
+        container: ContainerSettings {
+            owner: "hub1".into(),
+            po_home: home.join("po"),
+            bundle: bundle(home),
+            image: "po-sandbox:test".into(),
+            image_digest: "sha256:0123".into(),
+            user: UserIds {
+                uid: 1000,
+                gid: 1000,
+            },
+            pids_limit: 512,
+            run_flags: RunFlags::default(),
+            guarded_paths: vec![],
+            limits: spec::Limits {
+                memory: 1 << 30,
+                nano_cpus: 1_000_000_000,
+                cpu_shares: 1024,
+            },
+            health_interval: Duration::from_secs(30),
+            host_env: HashMap::new(),
+            mode: EngineMode::default(),
+            network_mode: NetworkMode::Open,
         },
-        pids_limit: 512,
-        guarded_paths: vec![],
-        run_flags: RunFlags::default(),
-        limits: spec::Limits {
-            memory: 1 << 30,
-            nano_cpus: 1_000_000_000,
-            cpu_shares: 1024,
-        },
-        health_interval: Duration::from_secs(30),
         health_timeout: Duration::from_millis(1500),
-        host_env: HashMap::new(),
         podman: false,
-        mode: EngineMode::default(),
         broker,
         bounds: crate::engine::Bounds {
             read: Duration::from_millis(200),
             change: Duration::from_millis(200),
             build_idle: Duration::from_secs(1),
         },
-        network_mode: NetworkMode::Open,
         host_addresses: vec![],
         dns_servers: vec![],
     }

@@ -1,7 +1,7 @@
 //! The spec builder: everything one workspace's container is, as a pure function of its inputs.
 
 use std::collections::{BTreeMap, HashMap};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
 
@@ -134,47 +134,60 @@ pub fn gated(command: Vec<String>) -> Vec<String> {
     cmd
 }
 
-/// Everything that decides one workspace's container.
+/// What every container of one hub shares: the checked options and what the engine's report
+/// decides, derived in one place (`ProviderOptions::container_settings`), held by the service
+/// and borrowed by each [`SpecInput`].
 #[derive(Debug, Clone)]
-pub struct SpecInput<'a> {
-    /// The host OS: where host paths appear inside the container.
-    pub os: HostOs,
+pub struct ContainerSettings {
     /// This hub's owner id.
-    pub owner: &'a str,
-    /// The workspace.
-    pub workspace: &'a Workspace,
+    pub owner: String,
     /// The Po home on the host.
-    pub po_home: &'a Path,
-    /// The runtime bundle.
-    pub bundle: &'a RuntimeBundle,
+    pub po_home: PathBuf,
+    /// The validated runtime bundle.
+    pub bundle: RuntimeBundle,
     /// The image tag.
-    pub image: &'a str,
+    pub image: String,
     /// The image digest (hex).
-    pub image_digest: &'a str,
-    /// `uid:gid` the container runs as.
+    pub image_digest: String,
+    /// `uid:gid` the containers run as.
     pub user: UserIds,
     /// Pid limit.
     pub pids_limit: i64,
     /// Extra engine options (checked); a `--pids-limit` among them lowers `pids_limit`.
-    pub run_flags: &'a RunFlags,
+    pub run_flags: RunFlags,
+    /// Guarded paths, relative to each workspace (mounted read-only): the service resolves
+    /// them per workspace into [`SpecInput::extra_binds`].
+    pub guarded_paths: Vec<String>,
+    /// Memory and CPU limits (run flags naming them win).
+    pub limits: Limits,
+    /// The interval of the engine health check.
+    pub health_interval: std::time::Duration,
+    /// The host environment, for the allowlist.
+    pub host_env: HashMap<String, String>,
+    /// What the engine changes: keep-id, unenforced limits, the network mode.
+    pub mode: crate::sandbox::engine_mode::EngineMode,
+    /// The egress mode (`network`, `PO_SANDBOX_NETWORK`).
+    pub network_mode: NetworkMode,
+}
+
+/// Everything that decides one workspace's container: the hub's settings and this
+/// workspace's own parts.
+#[derive(Debug, Clone)]
+pub struct SpecInput<'a> {
+    /// What every container of the hub shares.
+    pub settings: &'a ContainerSettings,
+    /// The host OS: where host paths appear inside the container.
+    pub os: HostOs,
+    /// The workspace.
+    pub workspace: &'a Workspace,
     /// Which of [`SEED_FILES`] exist in `<poHome>` (the caller looks).
     pub seed_files: &'a [&'a str],
-    /// The host environment, for the allowlist.
-    pub host_env: &'a HashMap<String, String>,
     /// Extra environment for the container (the broker grant), set after the allowlist.
     pub extra_env: &'a BTreeMap<String, String>,
     /// Extra bind mounts (the broker socket folder).
     pub extra_binds: &'a [Bind],
     /// `host:ip` entries (`host.docker.internal:host-gateway` on VM engines).
     pub extra_hosts: &'a [String],
-    /// Memory and CPU limits (run flags naming them win).
-    pub limits: Limits,
-    /// The interval of the engine health check.
-    pub health_interval: std::time::Duration,
-    /// What the engine changes: keep-id, unenforced limits, the network mode.
-    pub mode: crate::sandbox::engine_mode::EngineMode,
-    /// The egress mode (`network`, `PO_SANDBOX_NETWORK`).
-    pub network_mode: NetworkMode,
 }
 
 /// One workspace's container, engine-neutral.
@@ -271,44 +284,44 @@ pub fn inherited_env(host: &HashMap<String, String>) -> BTreeMap<String, String>
 
 /// Builds the spec.
 pub fn build(input: &SpecInput) -> ContainerSpec {
-    let ws = input.workspace;
-    let p = crate::sandbox::workspace::sandbox_dir(input.po_home, &ws.id);
+    let (ws, s) = (input.workspace, input.settings);
+    let p = crate::sandbox::workspace::sandbox_dir(&s.po_home, &ws.id);
     let ws_path = ws.path.to_string_lossy().to_string();
     let in_container = |p: &Path| container_path(input.os, &p.to_string_lossy());
     let own = layer_env(input, &in_container(&p));
     let mut spec = ContainerSpec {
-        name: container_name(input.owner, &ws.id),
-        image: input.image.to_string(),
+        name: container_name(&s.owner, &ws.id),
+        image: s.image.clone(),
         labels: BTreeMap::new(),
         env: BTreeMap::new(),
-        cmd: gated(input.bundle.command()),
-        interpreter: input.bundle.interpreter().to_string(),
+        cmd: gated(s.bundle.command()),
+        interpreter: s.bundle.interpreter().to_string(),
         working_dir: in_container(&ws.path),
-        user: input.user.to_string(),
+        user: s.user.to_string(),
         binds: binds(input, &p),
-        volumes: volume_names(input.owner, &ws.id).to_vec(),
-        container_port: input.bundle.server.port,
-        pids_limit: input
+        volumes: volume_names(&s.owner, &ws.id).to_vec(),
+        container_port: s.bundle.server.port,
+        pids_limit: s
             .run_flags
             .pids_limit
-            .map_or(input.pids_limit, |p| p.min(input.pids_limit)),
+            .map_or(s.pids_limit, |p| p.min(s.pids_limit)),
         extra_hosts: input.extra_hosts.to_vec(),
-        run_flags: input.run_flags.clone(),
-        limits: limits(input),
+        run_flags: s.run_flags.clone(),
+        limits: limits(s),
         read_only_root: true,
-        tmpfs: tmpfs(input.run_flags),
-        health: health_probe(input.bundle, input.health_interval),
-        network: match input.mode.network {
-            EngineNetwork::PerHub => network_name(input.owner),
+        tmpfs: tmpfs(&s.run_flags),
+        health: health_probe(&s.bundle, s.health_interval),
+        network: match s.mode.network {
+            EngineNetwork::PerHub => network_name(&s.owner),
             EngineNetwork::SlirpHostLoopback => SLIRP_HOST_LOOPBACK.to_string(),
         },
-        per_hub_network: input.mode.network == EngineNetwork::PerHub,
-        keep_id: input.mode.keep_id,
-        limits_enforced: input.mode.limits_enforced,
-        network_mode: input.network_mode,
+        per_hub_network: s.mode.network == EngineNetwork::PerHub,
+        keep_id: s.mode.keep_id,
+        limits_enforced: s.mode.limits_enforced,
+        network_mode: s.network_mode,
         spec_hash: String::new(),
     };
-    set_env_and_hash(&mut spec, own, input.host_env);
+    set_env_and_hash(&mut spec, own, &s.host_env);
     spec.labels = labels(input, &spec.spec_hash, ws_path);
     spec
 }
@@ -327,12 +340,12 @@ impl ContainerSpec {
 }
 
 /// The limits, a run flag's where it names one.
-fn limits(input: &SpecInput) -> Limits {
-    let f = input.run_flags;
+fn limits(settings: &ContainerSettings) -> Limits {
+    let (f, l) = (&settings.run_flags, &settings.limits);
     Limits {
-        memory: f.memory.unwrap_or(input.limits.memory),
-        nano_cpus: f.nano_cpus.unwrap_or(input.limits.nano_cpus),
-        cpu_shares: f.cpu_shares.unwrap_or(input.limits.cpu_shares),
+        memory: f.memory.unwrap_or(l.memory),
+        nano_cpus: f.nano_cpus.unwrap_or(l.nano_cpus),
+        cpu_shares: f.cpu_shares.unwrap_or(l.cpu_shares),
     }
 }
 
@@ -349,7 +362,7 @@ fn tmpfs(flags: &RunFlags) -> BTreeMap<String, String> {
 /// The workspace, the bundle (read-only), P, the token file (read-only), the seed files that
 /// exist (read-only, inside P), then the extra binds.
 pub(super) fn binds(input: &SpecInput, p: &Path) -> Vec<Bind> {
-    let ws = input.workspace;
+    let (ws, s) = (input.workspace, input.settings);
     let p_str = container_path(input.os, &p.to_string_lossy());
     let mut binds = vec![
         Bind {
@@ -358,7 +371,7 @@ pub(super) fn binds(input: &SpecInput, p: &Path) -> Vec<Bind> {
             read_only: false,
         },
         Bind {
-            source: input.bundle.dir.clone(),
+            source: s.bundle.dir.clone(),
             target: crate::runtime_bundle::MOUNT_POINT.into(),
             read_only: true,
         },
@@ -368,14 +381,14 @@ pub(super) fn binds(input: &SpecInput, p: &Path) -> Vec<Bind> {
             read_only: false,
         },
         Bind {
-            source: token_file(input.po_home, input.owner, &ws.id),
+            source: token_file(&s.po_home, &s.owner, &ws.id),
             target: TOKEN_PATH.into(),
             read_only: true,
         },
     ];
     for seed in SEED_FILES.iter().filter(|s| input.seed_files.contains(s)) {
         binds.push(Bind {
-            source: input.po_home.join(seed),
+            source: s.po_home.join(seed),
             target: format!("{p_str}/{seed}"),
             read_only: true,
         });
@@ -388,12 +401,15 @@ pub(super) fn binds(input: &SpecInput, p: &Path) -> Vec<Bind> {
 pub(super) fn layer_env(input: &SpecInput, p_str: &str) -> BTreeMap<String, String> {
     // Fixed variables last, so neither the host nor the bundle can override them.
     let mut own = BTreeMap::new();
-    for (k, v) in &input.bundle.server.env {
+    for (k, v) in &input.settings.bundle.server.env {
         own.insert(k.clone(), v.clone());
     }
     own.insert("PO_SANDBOX".into(), "1".into());
     // What `/po-sandbox` reports inside; the holder's rules enforce it.
-    own.insert(NETWORK_VAR.into(), input.network_mode.as_str().into());
+    own.insert(
+        NETWORK_VAR.into(),
+        input.settings.network_mode.as_str().into(),
+    );
     own.insert("PO_HOME".into(), p_str.to_string());
     own.insert("PO_WORKSPACE".into(), input.workspace.id.clone());
     own.insert("PO_SANDBOX_TOKEN_FILE".into(), TOKEN_PATH.into());
@@ -425,19 +441,17 @@ fn set_env_and_hash(
 
 /// The ownership, identity and drift labels.
 fn labels(input: &SpecInput, spec_hash: &str, ws_path: String) -> BTreeMap<String, String> {
+    let s = input.settings;
     // The run flags' labels never carry a po.* key (refused when parsed), so ours stay ours.
-    let mut labels = input.run_flags.labels.clone();
-    if !input.run_flags.given.is_empty() {
-        labels.insert(LABEL_RUN_FLAGS.into(), input.run_flags.given.join(" "));
+    let mut labels = s.run_flags.labels.clone();
+    if !s.run_flags.given.is_empty() {
+        labels.insert(LABEL_RUN_FLAGS.into(), s.run_flags.given.join(" "));
     }
     labels.extend([
-        (LABEL_OWNER.to_string(), input.owner.to_string()),
+        (LABEL_OWNER.to_string(), s.owner.clone()),
         (LABEL_WORKSPACE.to_string(), input.workspace.id.clone()),
         (LABEL_SANDBOX.to_string(), "1".to_string()),
-        (
-            LABEL_IMAGE_DIGEST.to_string(),
-            input.image_digest.to_string(),
-        ),
+        (LABEL_IMAGE_DIGEST.to_string(), s.image_digest.clone()),
         (LABEL_SPEC_HASH.to_string(), spec_hash.to_string()),
         (LABEL_WORKSPACE_PATH.to_string(), ws_path),
     ]);

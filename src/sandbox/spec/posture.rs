@@ -239,8 +239,69 @@ fn has_no_new_privileges(live: &LivePosture) -> bool {
     })
 }
 
+/// Which posture check found a drift.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PostureCheckKind {
+    /// All capabilities dropped, none added.
+    Capabilities,
+    /// The OCI runtime a `--runtime` run flag names.
+    Runtime,
+    /// The tmpfs mounts the spec asks for, and no others.
+    Tmpfs,
+    /// Not privileged, no new privileges.
+    Privileges,
+    /// A pid limit no higher than the spec's.
+    PidsLimit,
+    /// Memory and CPU limits, CPU shares.
+    Limits,
+    /// A read-only root file system.
+    ReadOnlyRoot,
+    /// The spec's engine health check.
+    Health,
+    /// Its namespace holder's network and rules.
+    Network,
+    /// The user it runs as.
+    User,
+    /// No namespace shared with the host.
+    Namespaces,
+    /// No host devices.
+    Devices,
+    /// Only the spec's mounts.
+    Mounts,
+    /// Every read-only mount of the spec, read-only.
+    Guards,
+    /// The spec's port only, on 127.0.0.1, through the holder.
+    Ports,
+    /// The `po.spec-hash` label.
+    SpecHash,
+}
+
+// Short, for the checks below.
+use PostureCheckKind as Kind;
+
+impl PostureCheckKind {
+    /// A drift this check found, described by `message`.
+    fn drift(self, message: impl Into<String>) -> Drift {
+        Drift {
+            check: self,
+            message: message.into(),
+        }
+    }
+}
+
+/// How a live container departs from the spec's posture: which check found it, and what a
+/// person reads (the message is shown as is, after `was not adopted: `).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct Drift {
+    /// The check that found it.
+    pub check: PostureCheckKind,
+    /// What differs.
+    pub message: String,
+}
+
 /// One posture rule: `Err` names the drift.
-type PostureCheck = fn(&ContainerSpec, &LivePosture) -> Result<(), String>;
+type PostureCheck = fn(&ContainerSpec, &LivePosture) -> Result<(), Drift>;
 
 /// The posture rules, in the order drift is reported.
 const POSTURE_CHECKS: [PostureCheck; 16] = [
@@ -263,91 +324,93 @@ const POSTURE_CHECKS: [PostureCheck; 16] = [
 ];
 
 /// Checks a live container against the spec's security posture. `Err` names the first drift.
-pub fn check_posture(spec: &ContainerSpec, live: &LivePosture) -> Result<(), String> {
+pub fn check_posture(spec: &ContainerSpec, live: &LivePosture) -> Result<(), Drift> {
     POSTURE_CHECKS
         .iter()
         .try_for_each(|check| check(spec, live))
 }
 
 /// All capabilities dropped, none added.
-fn check_capabilities(_: &ContainerSpec, live: &LivePosture) -> Result<(), String> {
+fn check_capabilities(_: &ContainerSpec, live: &LivePosture) -> Result<(), Drift> {
     if !drops_all_capabilities(&live.cap_drop) {
-        return Err("it does not drop all capabilities (CapDrop lacks ALL)".into());
+        return Err(
+            Kind::Capabilities.drift("it does not drop all capabilities (CapDrop lacks ALL)")
+        );
     }
     if !live.cap_add.is_empty() {
-        return Err(format!(
+        return Err(Kind::Capabilities.drift(format!(
             "it adds capabilities ({})",
             live.cap_add.join(", ")
-        ));
+        )));
     }
     Ok(())
 }
 
 /// The runtime a `--runtime` run flag names (none named: whatever the engine defaults to).
-fn check_runtime(spec: &ContainerSpec, live: &LivePosture) -> Result<(), String> {
+fn check_runtime(spec: &ContainerSpec, live: &LivePosture) -> Result<(), Drift> {
     match &spec.run_flags.runtime {
-        Some(r) if *r != live.runtime => Err(format!(
+        Some(r) if *r != live.runtime => Err(Kind::Runtime.drift(format!(
             "it runs on the runtime {:?}, not {r} (runFlags)",
             live.runtime
-        )),
+        ))),
         _ => Ok(()),
     }
 }
 
 /// Every tmpfs is one the spec asks for (the writable places, the run flags'), and each of
 /// those is there.
-fn check_tmpfs(spec: &ContainerSpec, live: &LivePosture) -> Result<(), String> {
+fn check_tmpfs(spec: &ContainerSpec, live: &LivePosture) -> Result<(), Drift> {
     if let Some(t) = live.tmpfs.iter().find(|t| !spec.tmpfs.contains_key(*t)) {
-        return Err(format!(
+        return Err(Kind::Tmpfs.drift(format!(
             "it has a tmpfs at {t} that the spec does not ask for"
-        ));
+        )));
     }
     match spec.tmpfs.keys().find(|t| !live.tmpfs.contains(*t)) {
-        Some(t) => Err(format!("it has no tmpfs at {t}")),
+        Some(t) => Err(Kind::Tmpfs.drift(format!("it has no tmpfs at {t}"))),
         None => Ok(()),
     }
 }
 
 /// A memory and a CPU limit, no higher than the spec's, and CPU shares set (CIS 5.11, 5.12).
-fn check_limits(spec: &ContainerSpec, live: &LivePosture) -> Result<(), String> {
+fn check_limits(spec: &ContainerSpec, live: &LivePosture) -> Result<(), Drift> {
     if !spec.limits_enforced {
         return Ok(());
     }
     let l = &spec.limits;
     if live.memory <= 0 || live.memory > l.memory {
-        return Err(format!(
+        return Err(Kind::Limits.drift(format!(
             "its memory limit is {}, not at most {} bytes",
             live.memory, l.memory
-        ));
+        )));
     }
     if live.nano_cpus <= 0 || live.nano_cpus > l.nano_cpus {
-        return Err(format!(
+        return Err(Kind::Limits.drift(format!(
             "its CPU limit is {} billionths, not at most {}",
             live.nano_cpus, l.nano_cpus
-        ));
+        )));
     }
     if live.cpu_shares <= 0 {
-        return Err("its CPU shares are not set".into());
+        return Err(Kind::Limits.drift("its CPU shares are not set"));
     }
     Ok(())
 }
 
 /// A read-only root file system (CIS 5.13).
-fn check_read_only_root(spec: &ContainerSpec, live: &LivePosture) -> Result<(), String> {
+fn check_read_only_root(spec: &ContainerSpec, live: &LivePosture) -> Result<(), Drift> {
     if spec.read_only_root && !live.read_only_root {
-        return Err("its root file system is writable".into());
+        return Err(Kind::ReadOnlyRoot.drift("its root file system is writable"));
     }
     Ok(())
 }
 
 /// The spec's engine health check (CIS 5.27).
-fn check_health(spec: &ContainerSpec, live: &LivePosture) -> Result<(), String> {
+fn check_health(spec: &ContainerSpec, live: &LivePosture) -> Result<(), Drift> {
     if live.health_test.is_empty() {
-        return Err("it has no health check".into());
+        return Err(Kind::Health.drift("it has no health check"));
     }
     // Compared as one line: Podman re-splits the arguments on whitespace.
     if live.health_test.join(" ") != spec.health.test.join(" ") {
-        return Err("its health check is not the spec's".into());
+        return Err(Kind::Health.drift("its health check is not the spec's"));
     }
     Ok(())
 }
@@ -357,9 +420,9 @@ fn check_health(spec: &ContainerSpec, live: &LivePosture) -> Result<(), String> 
 /// network mode instead: slirp4netns for the forced TCP route on rootless Podman). Whether the
 /// rules are loaded is the service's to see to (`holder::ensure_rules`): they are loaded
 /// again, not the container replaced.
-pub(super) fn check_network(spec: &ContainerSpec, live: &LivePosture) -> Result<(), String> {
+pub(super) fn check_network(spec: &ContainerSpec, live: &LivePosture) -> Result<(), Drift> {
     let Some(h) = &live.holder else {
-        return Err("it has no network namespace holder (no network rules)".into());
+        return Err(Kind::Network.drift("it has no network namespace holder (no network rules)"));
     };
     let mode = live
         .namespaces
@@ -368,18 +431,18 @@ pub(super) fn check_network(spec: &ContainerSpec, live: &LivePosture) -> Result<
         .map(|(_, v)| v.as_str());
     // Podman reports the holder's networks on a container that joined it; Docker none.
     if !live.networks.is_empty() && live.networks != h.networks {
-        return Err(format!(
+        return Err(Kind::Network.drift(format!(
             "it is on the network(s) {:?} itself, not in its holder's namespace only",
             live.networks
-        ));
+        )));
     }
     if mode != Some(format!("container:{}", h.id).as_str()) {
-        return Err(format!(
+        return Err(Kind::Network.drift(format!(
             "its network mode is {mode:?}, not its holder's namespace"
-        ));
+        )));
     }
     if !h.running {
-        return Err("its network namespace holder is not running".into());
+        return Err(Kind::Network.drift("its network namespace holder is not running"));
     }
     // The per-hub network by name; or the engine's network mode (slirp4netns), listed by
     // its first word.
@@ -389,90 +452,90 @@ pub(super) fn check_network(spec: &ContainerSpec, live: &LivePosture) -> Result<
         false => h.networks.iter().all(|n| n == engine_mode),
     };
     if !on_it {
-        return Err(format!(
+        return Err(Kind::Network.drift(format!(
             "its holder is on the network(s) {:?}, not only {}",
             h.networks, spec.network
-        ));
+        )));
     }
     if h.mode != Some(spec.network_mode) {
-        return Err(format!(
+        return Err(Kind::Network.drift(format!(
             "its network mode is {}, not {}",
             h.mode.map_or("unknown", |m| m.as_str()),
             spec.network_mode.as_str()
-        ));
+        )));
     }
     if h.privileged || !h.cap_add.is_empty() {
-        return Err(format!(
+        return Err(Kind::Network.drift(format!(
             "its holder has capabilities ({}); it has none",
             h.cap_add.join(", ")
-        ));
+        )));
     }
     if h.rules.is_none() || h.rules_hash.is_none() {
-        return Err("its holder carries no network rules".into());
+        return Err(Kind::Network.drift("its holder carries no network rules"));
     }
     Ok(())
 }
 
 /// Not privileged, and no new privileges.
-fn check_privileges(_: &ContainerSpec, live: &LivePosture) -> Result<(), String> {
+fn check_privileges(_: &ContainerSpec, live: &LivePosture) -> Result<(), Drift> {
     if live.privileged {
-        return Err("it runs privileged".into());
+        return Err(Kind::Privileges.drift("it runs privileged"));
     }
     if !has_no_new_privileges(live) {
-        return Err("it allows new privileges (no no-new-privileges)".into());
+        return Err(Kind::Privileges.drift("it allows new privileges (no no-new-privileges)"));
     }
     Ok(())
 }
 
 /// A pid limit, no higher than the spec's.
-pub(super) fn check_pids_limit(spec: &ContainerSpec, live: &LivePosture) -> Result<(), String> {
+pub(super) fn check_pids_limit(spec: &ContainerSpec, live: &LivePosture) -> Result<(), Drift> {
     if !spec.limits_enforced {
         return Ok(());
     }
     match live.pids_limit {
         Some(n) if n > 0 && n <= spec.pids_limit => Ok(()),
-        other => Err(format!(
+        other => Err(Kind::PidsLimit.drift(format!(
             "its pid limit is {other:?}, not at most {}",
             spec.pids_limit
-        )),
+        ))),
     }
 }
 
-fn check_user(spec: &ContainerSpec, live: &LivePosture) -> Result<(), String> {
+fn check_user(spec: &ContainerSpec, live: &LivePosture) -> Result<(), Drift> {
     if live.user != spec.user {
-        return Err(format!(
+        return Err(Kind::User.drift(format!(
             "it runs as user {:?}, not {}",
             live.user, spec.user
-        ));
+        )));
     }
     Ok(())
 }
 
 /// No namespace shared with the host.
-fn check_namespaces(_: &ContainerSpec, live: &LivePosture) -> Result<(), String> {
+fn check_namespaces(_: &ContainerSpec, live: &LivePosture) -> Result<(), Drift> {
     for (what, mode) in &live.namespaces {
         if mode == "host" {
-            return Err(format!("it shares the host's {what} namespace"));
+            return Err(Kind::Namespaces.drift(format!("it shares the host's {what} namespace")));
         }
     }
     Ok(())
 }
 
-pub(super) fn check_devices(_: &ContainerSpec, live: &LivePosture) -> Result<(), String> {
+pub(super) fn check_devices(_: &ContainerSpec, live: &LivePosture) -> Result<(), Drift> {
     if live.devices > 0 {
-        return Err("it has host devices".into());
+        return Err(Kind::Devices.drift("it has host devices"));
     }
     Ok(())
 }
 
 /// Every mount is one of the spec's, and none is writable where the spec has it read-only.
-fn check_mounts(spec: &ContainerSpec, live: &LivePosture) -> Result<(), String> {
+fn check_mounts(spec: &ContainerSpec, live: &LivePosture) -> Result<(), Drift> {
     for (kind, source, dest, rw) in &live.mounts {
         if !mount_allowed(spec, kind, source, dest, *rw) {
-            return Err(format!(
+            return Err(Kind::Mounts.drift(format!(
                 "it mounts {source} at {dest} ({kind}, {}), which the spec does not allow",
                 if *rw { "rw" } else { "ro" }
-            ));
+            )));
         }
     }
     Ok(())
@@ -480,7 +543,7 @@ fn check_mounts(spec: &ContainerSpec, live: &LivePosture) -> Result<(), String> 
 
 /// Every read-only mount of the spec (guarded paths, the bundle, the token file) is there, and
 /// read-only: a container without its guards is not adopted.
-fn check_guards(spec: &ContainerSpec, live: &LivePosture) -> Result<(), String> {
+fn check_guards(spec: &ContainerSpec, live: &LivePosture) -> Result<(), Drift> {
     for b in spec.binds.iter().filter(|b| b.read_only) {
         let source = b.source.to_string_lossy();
         let there = live
@@ -488,7 +551,7 @@ fn check_guards(spec: &ContainerSpec, live: &LivePosture) -> Result<(), String> 
             .iter()
             .any(|(kind, s, d, rw)| kind == "bind" && *s == source && *d == b.target && !rw);
         if !there {
-            return Err(format!("{} is not mounted read-only", b.target));
+            return Err(Kind::Guards.drift(format!("{} is not mounted read-only", b.target)));
         }
     }
     Ok(())
@@ -517,11 +580,11 @@ pub(super) fn mount_allowed(
 
 /// The spec's port only, on 127.0.0.1 only, and published (by its holder; the container
 /// itself publishes none).
-fn check_ports(spec: &ContainerSpec, live: &LivePosture) -> Result<(), String> {
+fn check_ports(spec: &ContainerSpec, live: &LivePosture) -> Result<(), Drift> {
     if let Some((port, _)) = live.ports.first() {
-        return Err(format!(
+        return Err(Kind::Ports.drift(format!(
             "it publishes port {port} itself, not through its holder"
-        ));
+        )));
     }
     let holder_ports = live
         .holder
@@ -530,31 +593,30 @@ fn check_ports(spec: &ContainerSpec, live: &LivePosture) -> Result<(), String> {
         .unwrap_or_default();
     for (port, ip) in &holder_ports {
         if port != &format!("{}/tcp", spec.container_port) {
-            return Err(format!(
+            return Err(Kind::Ports.drift(format!(
                 "it publishes port {port}, not only {}/tcp",
                 spec.container_port
-            ));
+            )));
         }
         if ip != "127.0.0.1" {
-            return Err(format!(
+            return Err(Kind::Ports.drift(format!(
                 "it publishes port {port} on {:?}, not on 127.0.0.1 only",
                 ip
-            ));
+            )));
         }
     }
     if holder_ports.is_empty() {
-        return Err("it publishes no port".into());
+        return Err(Kind::Ports.drift("it publishes no port"));
     }
     Ok(())
 }
 
 /// The `po.spec-hash` label matches this hub's spec.
-fn check_spec_hash(spec: &ContainerSpec, live: &LivePosture) -> Result<(), String> {
+fn check_spec_hash(spec: &ContainerSpec, live: &LivePosture) -> Result<(), Drift> {
     if live.spec_hash.as_deref() != Some(spec.spec_hash.as_str()) {
-        return Err(
-            "its spec changed (image, runtime bundle, mounts or settings differ from this hub's)"
-                .into(),
-        );
+        return Err(Kind::SpecHash.drift(
+            "its spec changed (image, runtime bundle, mounts or settings differ from this hub's)",
+        ));
     }
     Ok(())
 }

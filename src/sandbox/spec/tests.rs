@@ -83,7 +83,7 @@ fn with_input<T>(
     extra_env: &[(&str, &str)],
     f: impl FnOnce(&SpecInput) -> T,
 ) -> T {
-    let (b, w) = (bundle(), ws());
+    let w = ws();
     let pairs = |vars: &[(&str, &str)]| {
         vars.iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
@@ -91,31 +91,45 @@ fn with_input<T>(
     };
     let host: HashMap<String, String> = pairs(host_env).into_iter().collect();
     let extra: BTreeMap<String, String> = pairs(extra_env).into_iter().collect();
-    let run_flags = RUN_FLAGS.with(|f| f.borrow().clone());
+    let settings = ContainerSettings {
+        run_flags: RUN_FLAGS.with(|f| f.borrow().clone()),
+        host_env: host,
+        network_mode: NETWORK_MODE.with(|m| *m.borrow()),
+        mode: MODE.with(|m| m.get()),
+        ..settings("/home/u/.po")
+    };
     f(&SpecInput {
+        settings: &settings,
         os: crate::host::HostOs::Linux,
-        owner: "hub1",
         workspace: &w,
-        po_home: Path::new("/home/u/.po"),
-        bundle: &b,
-        image: "po-sandbox:abc",
-        image_digest: "abc",
+        seed_files: seeds,
+        extra_env: &extra,
+        extra_binds: &[],
+        extra_hosts: &[],
+    })
+}
+
+/// The test hub's settings, its Po home at `po_home`.
+fn settings(po_home: &str) -> ContainerSettings {
+    ContainerSettings {
+        owner: "hub1".into(),
+        po_home: po_home.into(),
+        bundle: bundle(),
+        image: "po-sandbox:abc".into(),
+        image_digest: "abc".into(),
         user: UserIds {
             uid: 1000,
             gid: 1000,
         },
         pids_limit: DEFAULT_PIDS_LIMIT,
-        run_flags: &run_flags,
-        seed_files: seeds,
-        host_env: &host,
-        extra_env: &extra,
-        extra_binds: &[],
-        extra_hosts: &[],
-        network_mode: NETWORK_MODE.with(|m| *m.borrow()),
+        run_flags: RunFlags::default(),
+        guarded_paths: vec![],
         limits: test_limits(),
         health_interval: std::time::Duration::from_secs(15),
-        mode: MODE.with(|m| m.get()),
-    })
+        host_env: HashMap::new(),
+        mode: EngineMode::default(),
+        network_mode: NetworkMode::Open,
+    }
 }
 
 /// The limits the test inputs carry (what a 8 GiB, 4-CPU engine derives).
@@ -338,6 +352,7 @@ fn podman_lists_each_dropped_capability_instead_of_all() {
     assert!(
         check_posture(&s, &live)
             .unwrap_err()
+            .message
             .contains("drop all capabilities")
     );
 }
@@ -352,19 +367,33 @@ fn a_faithful_container_passes() {
 fn every_drift_is_named() {
     let s = spec_with(&[], &[]);
     type Mutate = fn(&mut LivePosture);
-    let cases: Vec<(Mutate, &str)> = vec![
-        (|l| l.cap_drop.clear(), "drop all capabilities"),
-        (|l| l.cap_add.push("NET_ADMIN".into()), "adds capabilities"),
-        (|l| l.privileged = true, "privileged"),
-        (|l| l.security_opt.clear(), "new privileges"),
-        (|l| l.pids_limit = None, "pid limit"),
-        (|l| l.pids_limit = Some(1_000_000), "pid limit"),
-        (|l| l.user = "0:0".into(), "runs as user"),
+    use PostureCheckKind as K;
+    let cases: Vec<(Mutate, PostureCheckKind, &str)> = vec![
+        (
+            |l| l.cap_drop.clear(),
+            K::Capabilities,
+            "drop all capabilities",
+        ),
+        (
+            |l| l.cap_add.push("NET_ADMIN".into()),
+            K::Capabilities,
+            "adds capabilities",
+        ),
+        (|l| l.privileged = true, K::Privileges, "privileged"),
+        (|l| l.security_opt.clear(), K::Privileges, "new privileges"),
+        (|l| l.pids_limit = None, K::PidsLimit, "pid limit"),
+        (
+            |l| l.pids_limit = Some(1_000_000),
+            K::PidsLimit,
+            "pid limit",
+        ),
+        (|l| l.user = "0:0".into(), K::User, "runs as user"),
         (
             |l| l.namespaces.push(("pid".into(), "host".into())),
+            K::Namespaces,
             "host's pid",
         ),
-        (|l| l.devices = 1, "devices"),
+        (|l| l.devices = 1, K::Devices, "devices"),
         (
             |l| {
                 l.mounts.push((
@@ -374,9 +403,10 @@ fn every_drift_is_named() {
                     true,
                 ))
             },
+            K::Mounts,
             "/var/run/docker.sock",
         ),
-        (|l| l.mounts[1].3 = true, "/opt/po"),
+        (|l| l.mounts[1].3 = true, K::Mounts, "/opt/po"),
         (
             |l| {
                 l.mounts.push((
@@ -386,10 +416,12 @@ fn every_drift_is_named() {
                     false,
                 ))
             },
+            K::Mounts,
             "/home/u/.po at",
         ),
         (
             |l| l.holder.as_mut().unwrap().ports[0].1 = "0.0.0.0".into(),
+            K::Ports,
             "not on 127.0.0.1",
         ),
         (
@@ -397,33 +429,62 @@ fn every_drift_is_named() {
                 let h = l.holder.as_mut().unwrap();
                 h.ports.push(("22/tcp".into(), "127.0.0.1".into()))
             },
+            K::Ports,
             "22/tcp",
         ),
-        (|l| l.holder.as_mut().unwrap().ports.clear(), "no port"),
-        (|l| l.memory = 0, "memory limit"),
-        (|l| l.memory = 8 << 30, "memory limit"),
-        (|l| l.nano_cpus = 0, "CPU limit"),
-        (|l| l.nano_cpus = 4_000_000_000, "CPU limit"),
-        (|l| l.cpu_shares = 0, "CPU shares"),
-        (|l| l.read_only_root = false, "root file system is writable"),
-        (|l| l.health_test.clear(), "no health check"),
+        (
+            |l| l.holder.as_mut().unwrap().ports.clear(),
+            K::Ports,
+            "no port",
+        ),
+        (|l| l.memory = 0, K::Limits, "memory limit"),
+        (|l| l.memory = 8 << 30, K::Limits, "memory limit"),
+        (|l| l.nano_cpus = 0, K::Limits, "CPU limit"),
+        (|l| l.nano_cpus = 4_000_000_000, K::Limits, "CPU limit"),
+        (|l| l.cpu_shares = 0, K::Limits, "CPU shares"),
+        (
+            |l| l.read_only_root = false,
+            K::ReadOnlyRoot,
+            "root file system is writable",
+        ),
+        (|l| l.health_test.clear(), K::Health, "no health check"),
         (
             |l| l.health_test = vec!["CMD".into(), "true".into()],
+            K::Health,
             "health check is not the spec's",
         ),
-        (|l| l.networks = vec!["bridge".into()], "network"),
+        (
+            |l| l.networks = vec!["bridge".into()],
+            K::Network,
+            "network",
+        ),
         (
             |l| l.holder.as_mut().unwrap().networks.push("bridge".into()),
+            K::Network,
             "not only po-net-hub1",
         ),
-        (|l| l.tmpfs.retain(|t| t != "/tmp"), "no tmpfs at /tmp"),
-        (|l| l.spec_hash = Some("other".into()), "spec changed"),
+        (
+            |l| l.tmpfs.retain(|t| t != "/tmp"),
+            K::Tmpfs,
+            "no tmpfs at /tmp",
+        ),
+        (
+            |l| l.tmpfs.push("/elsewhere".into()),
+            K::Tmpfs,
+            "tmpfs at /elsewhere",
+        ),
+        (
+            |l| l.spec_hash = Some("other".into()),
+            K::SpecHash,
+            "spec changed",
+        ),
     ];
-    for (mutate, needle) in cases {
+    for (mutate, kind, needle) in cases {
         let mut live = live_of(&s);
         mutate(&mut live);
-        let reason = check_posture(&s, &live).unwrap_err();
-        assert!(reason.contains(needle), "{needle}: {reason}");
+        let drift = check_posture(&s, &live).unwrap_err();
+        assert!(drift.message.contains(needle), "{needle}: {drift}");
+        assert_eq!(drift.check, kind, "{needle}");
     }
 }
 
@@ -499,15 +560,18 @@ fn the_first_posture_check_that_fails_is_reported() {
     live.holder.as_mut().unwrap().ports.clear();
     live.devices = 1;
     live.privileged = true;
-    assert_eq!(check_posture(&s, &live).unwrap_err(), "it runs privileged");
+    let first = |live: &LivePosture| check_posture(&s, live).unwrap_err();
+    assert_eq!(first(&live).to_string(), "it runs privileged");
+    assert_eq!(first(&live).check, PostureCheckKind::Privileges);
     live.privileged = false;
-    assert_eq!(check_devices(&s, &live).unwrap_err(), "it has host devices");
-    assert_eq!(check_posture(&s, &live).unwrap_err(), "it has host devices");
-    live.devices = 0;
     assert_eq!(
-        check_posture(&s, &live).unwrap_err(),
-        "it publishes no port"
+        check_devices(&s, &live).unwrap_err().to_string(),
+        "it has host devices"
     );
+    assert_eq!(first(&live).to_string(), "it has host devices");
+    live.devices = 0;
+    assert_eq!(first(&live).to_string(), "it publishes no port");
+    assert_eq!(first(&live).check, PostureCheckKind::Ports);
     assert_eq!(
         check_pids_limit(&s, &live_of(&s)),
         Ok(()),
@@ -596,13 +660,18 @@ fn the_flags_effects_are_not_drift_but_a_missing_runtime_or_stray_tmpfs_is() {
     let mut other_runtime = live.clone();
     other_runtime.runtime = "runc".into();
     let reason = check_posture(&s, &other_runtime).unwrap_err();
-    assert!(reason.contains("runtime \"runc\", not runsc"), "{reason}");
+    assert!(
+        reason.message.contains("runtime \"runc\", not runsc"),
+        "{reason}"
+    );
+    assert_eq!(reason.check, PostureCheckKind::Runtime);
     let mut stray = live.clone();
     stray.tmpfs.push("/elsewhere".into());
     stray.tmpfs.sort();
     assert!(
         check_posture(&s, &stray)
             .unwrap_err()
+            .message
             .contains("tmpfs at /elsewhere")
     );
     let mut stray_mount = live_of(&spec_with(&[], &[]));
@@ -613,6 +682,7 @@ fn the_flags_effects_are_not_drift_but_a_missing_runtime_or_stray_tmpfs_is() {
     assert!(
         check_posture(&plain, &stray_mount)
             .unwrap_err()
+            .message
             .contains("/scratch")
     );
     let mut higher = live;
@@ -620,6 +690,7 @@ fn the_flags_effects_are_not_drift_but_a_missing_runtime_or_stray_tmpfs_is() {
     assert!(
         check_posture(&s, &higher)
             .unwrap_err()
+            .message
             .contains("pid limit")
     );
     // Without a runtime flag, any runtime the engine defaults to is fine.
@@ -656,35 +727,19 @@ fn the_posture_summary_shows_the_runtime_and_flags() {
 
 #[test]
 fn windows_host_paths_map_to_linux_paths_inside() {
-    let (b, host, extra) = (bundle(), HashMap::new(), BTreeMap::new());
+    let (settings, extra) = (settings(r"C:\Users\me\.po"), BTreeMap::new());
     let w = Workspace {
         id: "acme".into(),
         path: r"C:\src\acme".into(),
     };
-    let run_flags = RunFlags::default();
     let input = |os| SpecInput {
+        settings: &settings,
         os,
-        owner: "hub1",
         workspace: &w,
-        po_home: Path::new(r"C:\Users\me\.po"),
-        bundle: &b,
-        image: "po-sandbox:abc",
-        image_digest: "abc",
-        user: UserIds {
-            uid: 1000,
-            gid: 1000,
-        },
-        pids_limit: DEFAULT_PIDS_LIMIT,
-        run_flags: &run_flags,
         seed_files: &[],
-        host_env: &host,
         extra_env: &extra,
         extra_binds: &[],
         extra_hosts: &[],
-        limits: test_limits(),
-        health_interval: std::time::Duration::from_secs(15),
-        mode: EngineMode::default(),
-        network_mode: NetworkMode::Open,
     };
     let s = build(&input(crate::host::HostOs::Windows));
     assert_eq!(s.working_dir, "/mnt/c/src/acme");
@@ -859,6 +914,7 @@ fn unenforced_limits_are_no_drift_but_enforced_ones_still_are() {
     assert!(
         check_posture(&rootful, &live)
             .unwrap_err()
+            .message
             .contains("pid limit")
     );
     let mut live = live_of(&rootful);
@@ -866,6 +922,7 @@ fn unenforced_limits_are_no_drift_but_enforced_ones_still_are() {
     assert!(
         check_posture(&rootful, &live)
             .unwrap_err()
+            .message
             .contains("memory limit")
     );
 }
@@ -895,8 +952,9 @@ fn the_tcp_route_on_rootless_podman_uses_slirp4netns_with_host_loopback() {
     assert_eq!(check_network(&s, &live), Ok(()));
     live.holder.as_mut().unwrap().networks = vec!["po-net-hub1".into()];
     let why = check_network(&s, &live).unwrap_err();
+    assert_eq!(why.check, PostureCheckKind::Network);
     assert!(
-        why.contains("slirp4netns:allow_host_loopback=true"),
+        why.message.contains("slirp4netns:allow_host_loopback=true"),
         "{why}"
     );
 }
@@ -920,7 +978,7 @@ fn adoption_needs_a_running_holder_without_capabilities_on_the_network_in_the_sp
     let drift = |change: &dyn Fn(&mut LivePosture)| {
         let mut live = live_of(&s);
         change(&mut live);
-        check_posture(&s, &live).unwrap_err()
+        check_posture(&s, &live).unwrap_err().message
     };
     let holder =
         |f: fn(&mut HolderPosture)| move |l: &mut LivePosture| f(l.holder.as_mut().unwrap());
