@@ -92,7 +92,9 @@ async function startOne(t, ws, extra = {}) {
 
 test('guarded paths cannot be written, created, renamed over, deleted or moved aside from inside; git work still succeeds', async (t) => {
   const ws = await hostRepository(t)
-  const guarded = ['.git/hooks', '.git/config', '.git/info', '.pi', '.agents', '.claude', '.mcp.json', '.cursor', '.codex', '.devcontainer', '.vscode', '.idea', '.envrc', '.direnv', '.husky']
+  // The local remote inside the workspace is a nested repository: guarded as the top one is.
+  const nestedGit = ['hooks', 'config', 'info', 'commondir', 'config.worktree'].map((f) => `upstream/.git/${f}`)
+  const guarded = [...nestedGit, '.git/hooks', '.git/config', '.git/info', '.git/commondir', '.git/config.worktree', '.pi', '.agents', '.claude', '.mcp.json', '.cursor', '.codex', '.devcontainer', '.vscode', '.idea', '.envrc', '.direnv', '.husky']
   const original = Object.fromEntries(guarded.map((g) => [g, snapshot(ws, g)]))
   const { c } = await startOne(t, ws)
   // As the container found them: the placeholders made, the exclude file listing the files.
@@ -198,7 +200,8 @@ test('guarded paths cannot be written, created, renamed over, deleted or moved a
     const now = snapshot(ws, g)
     assert.deepEqual(now, before[g], `${g} changed on the host`)
     if (Object.keys(original[g]).length) continue
-    if (g === '.mcp.json') assert.equal(readFileSync(path.join(ws, g), 'utf8'), '{}\n', 'the JSON placeholder parses')
+    const fileText = { '.mcp.json': '{}\n', commondir: '.\n', 'config.worktree': '' }[path.basename(g)]
+    if (fileText !== undefined) assert.equal(readFileSync(path.join(ws, g), 'utf8'), fileText, `${g} placeholder`)
     else assert.deepEqual(Object.values(now), ['dir'], `${g} placeholder is an empty folder: ${JSON.stringify(now)}`)
   }
   const status = await git(ws, 'status', '--porcelain', '--untracked-files=all')
@@ -209,6 +212,107 @@ test('guarded paths cannot be written, created, renamed over, deleted or moved a
   }
   assert.ok(!['.git-aside', '.vscode-aside', '.pi-aside'].some((p) => existsSync(path.join(ws, p))), 'nothing was moved aside')
   assert.ok(statSync(path.join(ws, '.git/HEAD')).isFile(), '.git is still the repository')
+})
+
+test("git's indirections are guarded as git resolves them: commondir, submodules' git folders, linked worktrees' pointers, the hooksPath folder, included config, nested repositories; git inside still works and host git runs nothing planted", async (t) => {
+  const ws = await hostRepository(t)
+  const marker = path.join(tempWorkspace(t), 'ran')
+  const hook = `#!/bin/sh\ntouch ${marker}\n`
+  // A submodule (its source repository inside the workspace), checked out one commit behind
+  // what the superproject records, so that `git submodule update` has work to do.
+  const src = path.join(ws, 'sub-src')
+  mkdirSync(src)
+  await git(src, 'init', '-q', '-b', 'main')
+  for (const n of ['1', '2']) {
+    writeFileSync(path.join(src, 'S'), `${n}\n`)
+    await git(src, 'add', 'S')
+    await git(src, '-c', 'user.email=s@example.invalid', '-c', 'user.name=S', 'commit', '-q', '-m', `s${n}`)
+  }
+  await git(ws, '-c', 'protocol.file.allow=always', 'submodule', 'add', '-q', './sub-src', 'sub')
+  await git(ws, 'commit', '-q', '-m', 'sub')
+  await git(path.join(ws, 'sub'), 'checkout', '-q', 'HEAD~1')
+  // A linked worktree of the host's, outside the workspace; hooks in a folder of the work tree
+  // (husky's way); a config file included from the work tree; a nested repository.
+  const hostWorktree = path.join(tempWorkspace(t), 'wt')
+  await git(ws, 'worktree', 'add', '-q', hostWorktree, '-b', 'host-wt')
+  mkdirSync(path.join(ws, '.githooks'))
+  await git(ws, 'config', 'core.hooksPath', '.githooks')
+  await git(ws, 'config', 'include.path', '../team.gitconfig')
+  writeFileSync(path.join(ws, 'team.gitconfig'), '[user]\n\tname = A\n')
+  const nested = path.join(ws, 'tools/vendored')
+  mkdirSync(nested, { recursive: true })
+  await git(nested, 'init', '-q', '-b', 'main')
+  chownTree(ws, 1000, 1000)
+  chownTree(path.dirname(hostWorktree), 1000, 1000)
+  const { c } = await startOne(t, ws)
+
+  const evil = `mkdir -p evil/hooks && printf '${hook.replace(/\n/g, '\\n')}' > evil/hooks/pre-commit && chmod +x evil/hooks/pre-commit && cp .git/config evil/config`
+  const r0 = await inside(c.containerId, ws, evil)
+  assert.equal(r0.code, 0, `the agent may write its own folders: ${r0.stderr}`)
+  const plant = (p) => `printf '${hook.replace(/\n/g, '\\n')}' > ${p}`
+  const attacks = [
+    // The top repository's common folder redirected to the agent's.
+    'echo ../evil > .git/commondir',
+    'rm -f .git/commondir',
+    'echo evil > ev && mv -f ev .git/commondir',
+    'echo "[core]\\n\\tfsmonitor = sh -c id" > .git/config.worktree',
+    // The submodule's own git folder.
+    plant('.git/modules/sub/hooks/post-checkout'),
+    'echo "[core]\\n\\tfsmonitor = sh -c id" >> .git/modules/sub/config',
+    'git -C sub config core.fsmonitor "sh -c id"',
+    'echo ../../../evil > .git/modules/sub/commondir',
+    'echo "*.c filter=x" > .git/modules/sub/info/attributes',
+    // The host's linked worktree's pointers.
+    `echo ${ws}/evil > .git/worktrees/wt/commondir`,
+    'echo /tmp/x > .git/worktrees/wt/gitdir',
+    'echo "[core]\\n\\tfsmonitor = sh -c id" > .git/worktrees/wt/config.worktree',
+    // The hooks folder core.hooksPath names, and the included config file.
+    plant('.githooks/pre-commit'),
+    'mv .githooks .githooks-aside',
+    'echo "[core]\\n\\tfsmonitor = sh -c id" >> team.gitconfig',
+    // A nested repository's hooks and config.
+    plant('tools/vendored/.git/hooks/post-checkout'),
+    'git -C tools/vendored config core.fsmonitor "sh -c id"',
+    'echo ../../../evil > tools/vendored/.git/commondir',
+  ]
+  for (const a of attacks) {
+    const r = await inside(c.containerId, ws, a)
+    assert.notEqual(r.code, 0, `succeeded from inside: ${a}\n${r.stdout}${r.stderr}`)
+    assert.match(r.stderr, /read-only|busy|could not (lock|write)|not permitted|permission denied/i, `${a}: ${r.stderr}`)
+  }
+
+  // Git inside still commits, branches, fetches, stashes, adds a worktree, updates submodules.
+  const work = [
+    'echo more >> README && git add README && git commit -q -m inside',
+    'git branch inside-topic && git checkout -q inside-topic && git checkout -q main',
+    'git fetch -q up',
+    'echo dirty >> README && git stash -q && git stash pop -q && git checkout -q README',
+    'git worktree add -q /po-git/wt2 inside-topic && test -f /po-git/wt2/README',
+    'git submodule update -q && test "$(cat sub/S)" = 2',
+    'git -C tools/vendored status --porcelain',
+  ]
+  for (const w of work) {
+    const r = await inside(c.containerId, ws, w)
+    assert.equal(r.code, 0, `failed inside: ${w}\n${r.stdout}${r.stderr}`)
+  }
+
+  // On the host afterwards, git runs no hook and no fsmonitor the container wrote.
+  assert.equal(readFileSync(path.join(ws, '.git/commondir'), 'utf8'), '.\n')
+  // Hooks do run on the host from where git looks (the person's own, made on the host): the
+  // absence of the planted ones' marker below means something.
+  writeFileSync(path.join(ws, '.githooks/post-commit'), `#!/bin/sh\ntouch ${marker}-own\n`, { mode: 0o755 })
+  await git(ws, 'status', '--porcelain')
+  writeFileSync(path.join(ws, 'host.txt'), 'h\n')
+  await git(ws, 'add', 'host.txt')
+  await git(ws, 'commit', '-q', '-m', 'host')
+  await git(ws, 'checkout', '-q', '-b', 'host-topic')
+  await git(ws, 'checkout', '-q', 'main')
+  await git(ws, 'submodule', 'update', '-q')
+  await git(nested, 'status', '--porcelain')
+  await git(hostWorktree, 'status', '--porcelain')
+  assert.equal(existsSync(`${marker}-own`), true, "the host's own post-commit hook ran")
+  assert.equal(existsSync(marker), false, 'a hook the container planted ran on the host')
+  assert.deepEqual(await git(ws, 'log', '--format=%s', '-3').then((l) => l.split('\n')), ['host', 'inside', 'sub'])
 })
 
 test('a folder without a repository: .git is an empty read-only placeholder (no repository can be made inside), .envrc an excluded placeholder', async (t) => {

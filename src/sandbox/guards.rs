@@ -16,6 +16,8 @@ use std::path::{Component, Path, PathBuf};
 use super::spec::Bind;
 use crate::error::{Error, Result};
 
+mod git;
+
 /// The default guarded paths, relative to the workspace, each a file or folder some host tool
 /// runs or trusts without asking: git's hooks, config and info; pi's project resources
 /// (settings with `sessionDir`, MCP servers, extensions, skills, prompts, themes, system
@@ -41,13 +43,24 @@ pub const DEFAULT_GUARDED_PATHS: [&str; 15] = [
     ".husky",
 ];
 /// Guards that are files when they do not exist yet (every other missing guard is a folder).
-const FILE_GUARDS: [&str; 4] = [".envrc", ".git/config", "config", ".mcp.json"];
+const FILE_GUARDS: [&str; 7] = [
+    ".envrc",
+    ".git/config",
+    "config",
+    ".mcp.json",
+    "commondir",
+    "config.worktree",
+    "gitdir",
+];
 
-/// What a missing file guard is made with: empty, or `{}` for JSON, which its readers parse.
+/// What a missing file guard is made with: empty; `{}` for JSON, which its readers parse; `.`
+/// for a git folder's `commondir` (git reads it as "this folder": unchanged behaviour).
 fn placeholder_text(rel: &str) -> &'static [u8] {
-    match rel.ends_with(".json") {
-        true => b"{}\n",
-        false => b"",
+    let name = rel.rsplit('/').next().unwrap_or(rel);
+    match name {
+        "commondir" => b".\n",
+        _ if name.ends_with(".json") => b"{}\n",
+        _ => b"",
     }
 }
 
@@ -156,56 +169,39 @@ pub struct Resolved {
     pub guards: Vec<String>,
     /// Relative folders bound read-write onto themselves (parents of guards).
     pub pins: Vec<String>,
+    /// Guards that are files when they do not exist yet, beyond the known names (the config
+    /// files a repository's `include.path` names).
+    pub files: Vec<String>,
+    /// Guards mounted from a copy (written by [`write_copies`]) instead of themselves: the
+    /// submodules' configs, without `core.worktree`, which `git submodule update` would rewrite
+    /// (a guarded file cannot be replaced). The host's file is never changed.
+    pub copies: Vec<String>,
 }
 
-/// The git folder a `.git` file names (`gitdir: <path>`), relative to the workspace when it is
-/// inside it; `None` outside it (it is not mounted at all) or unreadable.
-fn linked_git_dir(ws: &Path, dot_git: &Path) -> Option<String> {
-    let text = std::fs::read_to_string(dot_git).ok()?;
-    let target = text.lines().find_map(|l| l.strip_prefix("gitdir:"))?.trim();
-    let full = ws.join(target);
-    let full = std::fs::canonicalize(&full).unwrap_or(full);
-    let rel = full.strip_prefix(ws).ok()?;
-    check_entry(&rel.to_string_lossy()).ok()
-}
-
-/// Resolves `entries` for the workspace at `ws` (canonical). `.git/<x>` entries follow the
-/// repository: with `.git` a folder they stay; with `.git` a file (a linked worktree or a
-/// submodule) the file itself is guarded and the entries move to the git folder it names when
-/// that is inside the workspace (and to its common folder, when it has one inside it); with no
-/// `.git` at all, `.git` itself is guarded (an empty placeholder: no repository can be made here
-/// inside the container).
+/// Resolves `entries` for the workspace at `ws` (canonical). `.git/<x>` entries follow git:
+/// for the top repository and each repository below it ([`git::guards`]), in every git folder
+/// host git reads (a linked worktree's or submodule's own and its common folder, submodules'
+/// under `modules/`), with `commondir`, `config.worktree`, the linked worktrees' pointer files,
+/// the `core.hooksPath` folder and `include.path` files inside the workspace. With no `.git` at
+/// the top, `.git` itself is guarded (an empty placeholder: no repository can be made there
+/// inside the container). Other entries stay as listed.
 pub fn resolve(ws: &Path, entries: &[String]) -> Resolved {
+    let rests: Vec<&str> = entries
+        .iter()
+        .filter_map(|e| e.strip_prefix(".git/"))
+        .collect();
     let mut guards: Vec<String> = Vec::new();
-    let dot_git = ws.join(".git");
-    let git_meta = std::fs::symlink_metadata(&dot_git).ok();
+    let (mut files, mut copies) = (Vec::new(), Vec::new());
     for entry in entries {
-        let Some(rest) = entry.strip_prefix(".git/") else {
-            guards.push(entry.clone());
-            continue;
-        };
-        match &git_meta {
-            // A repository; an empty `.git` (the placeholder made below) is none.
-            Some(m) if m.is_dir() && dot_git.join("HEAD").exists() => guards.push(entry.clone()),
-            Some(m) if m.is_file() => {
-                guards.push(".git".into());
-                if let Some(dir) = linked_git_dir(ws, &dot_git) {
-                    guards.push(format!("{dir}/{rest}"));
-                    let common = std::fs::read_to_string(ws.join(&dir).join("commondir")).ok();
-                    if let Some(common) = common {
-                        let full = ws.join(&dir).join(common.trim());
-                        let full = std::fs::canonicalize(&full).unwrap_or(full);
-                        if let Some(rel) = full.strip_prefix(ws).ok().map(|r| r.to_string_lossy())
-                            && let Ok(rel) = check_entry(&rel)
-                        {
-                            guards.push(format!("{rel}/{rest}"));
-                        }
-                    }
-                }
+        match entry.starts_with(".git/") {
+            false => guards.push(entry.clone()),
+            // Git's guards all go where the first `.git/` entry is listed.
+            true if files.is_empty() && !guards.iter().any(|g| g.starts_with(".git")) => {
+                let git = git::guards(ws, &rests);
+                guards.extend(git.guards);
+                (files, copies) = (git.files, git.copies);
             }
-            // No repository, or a link or anything else at .git: guarded as it is (prepare
-            // refuses a link).
-            Some(_) | None => guards.push(".git".into()),
+            true => {}
         }
     }
     let mut out = Vec::new();
@@ -234,23 +230,91 @@ pub fn resolve(ws: &Path, entries: &[String]) -> Resolved {
         }
     }
     pins.sort();
-    Resolved { guards, pins }
+    Resolved {
+        guards,
+        pins,
+        files,
+        copies,
+    }
 }
 
 /// The bind mounts: each pin read-write onto itself, each guard read-only onto itself (the
 /// workspace is mounted at its own path).
-pub fn binds(ws: &Path, resolved: &Resolved, os: HostOs) -> Vec<Bind> {
+pub fn binds(ws: &Path, resolved: &Resolved, os: HostOs, copies: &Path) -> Vec<Bind> {
     let bind = |rel: &String, read_only: bool| {
         let p = ws.join(rel);
         Bind {
             target: container_path(os, &p.to_string_lossy()),
-            source: p,
+            source: match resolved.copies.contains(rel) {
+                true => copies.join(copy_name(rel)),
+                false => p,
+            },
             read_only,
         }
     };
     let mut out: Vec<Bind> = resolved.pins.iter().map(|p| bind(p, false)).collect();
     out.extend(resolved.guards.iter().map(|g| bind(g, true)));
     out
+}
+
+/// The file name of a guard's copy in the copies folder.
+fn copy_name(rel: &str) -> String {
+    use sha2::Digest;
+    let digest = sha2::Sha256::digest(rel.as_bytes());
+    format!("{}.config", &hex::encode(digest)[..16])
+}
+
+/// Writes the copies [`Resolved::copies`] names into the folder `dir` (made 0700; each copy
+/// 0644, readable by the container's user), afresh from the host's files, after [`prepare`]
+/// checked that no link leads to them.
+pub fn write_copies(workspace_id: &str, ws: &Path, resolved: &Resolved, dir: &Path) -> Result<()> {
+    if resolved.copies.is_empty() {
+        return Ok(());
+    }
+    let failed = |e: std::io::Error| {
+        Error::container_caused(
+            workspace_id,
+            format!("cannot copy a submodule's config to {}", dir.display()),
+            e,
+        )
+    };
+    crate::platform::private_dirs(std::fs::DirBuilder::new().recursive(true))
+        .create(dir)
+        .map_err(failed)?;
+    for rel in &resolved.copies {
+        let text = read_no_follow(&ws.join(rel)).map_err(failed)?;
+        let to = dir.join(copy_name(rel));
+        let aside = to.with_extension(format!("tmp-{}", std::process::id()));
+        write_new(&aside, &git::config_without_worktree(&text))
+            .and_then(|()| std::fs::rename(&aside, &to))
+            .map_err(|e| {
+                let _ = std::fs::remove_file(&aside);
+                failed(e)
+            })?;
+    }
+    Ok(())
+}
+
+/// Writes a new file (0644 on Unix: the container's user reads it through its mount).
+fn write_new(path: &Path, text: &str) -> std::io::Result<()> {
+    use std::io::Write;
+    let mut open = std::fs::OpenOptions::new();
+    open.write(true).create_new(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut open, 0o644);
+    open.open(path)?.write_all(text.as_bytes())
+}
+
+/// A file's text, refusing a link at its last component.
+fn read_no_follow(path: &Path) -> std::io::Result<String> {
+    use std::io::Read;
+    let mut open = std::fs::OpenOptions::new();
+    open.read(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::custom_flags(&mut open, libc::O_NOFOLLOW);
+    let mut text = String::new();
+    open.open(path)?.read_to_string(&mut text)?;
+    Ok(text)
 }
 
 /// The guards' container paths, comma-separated, for `PO_SANDBOX_GUARDED_PATHS` inside.
@@ -276,7 +340,8 @@ pub fn prepare(workspace_id: &str, ws: &Path, resolved: &Resolved) -> Result<Vec
     let mut made = Vec::new();
     let mut made_files = Vec::new();
     let all = resolved.pins.iter().map(|p| (p, true));
-    for (rel, is_dir) in all.chain(resolved.guards.iter().map(|g| (g, !is_file_guard(g)))) {
+    let is_dir = |g: &String| !is_file_guard(g) && !resolved.files.contains(g);
+    for (rel, is_dir) in all.chain(resolved.guards.iter().map(|g| (g, is_dir(g)))) {
         refuse_links(workspace_id, ws, rel)?;
         let path = ws.join(rel);
         if std::fs::symlink_metadata(&path).is_ok() {
@@ -292,7 +357,10 @@ pub fn prepare(workspace_id: &str, ws: &Path, resolved: &Resolved) -> Result<Vec
             use std::io::Write;
             let mut file = std::fs::File::create_new(&path).map_err(placeholder)?;
             file.write_all(placeholder_text(rel)).map_err(placeholder)?;
-            made_files.push(rel.clone());
+            // Files inside a `.git` folder never show in `git status`.
+            if !rel.starts_with(".git/") && !rel.contains("/.git/") {
+                made_files.push(rel.clone());
+            }
         }
         crate::platform::lchown(&path, owner).map_err(placeholder)?;
         made.push(path);

@@ -147,6 +147,7 @@ pub async fn stop(
     {
         container::stop_and_remove(docker, &row.container_id).await?;
         let _ = std::fs::remove_file(spec::token_file(po_home, owner, &row.workspace_id));
+        let _ = std::fs::remove_dir_all(spec::guard_copies(po_home, owner, &row.workspace_id));
         // Its broker socket folder too, so a hub that still runs (and granted that socket) no
         // longer serves a container that is gone.
         if let Some(folder) = &row.broker_folder {

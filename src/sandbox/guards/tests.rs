@@ -62,9 +62,17 @@ fn a_repository_folder_guards_its_entries_and_pins_git() {
     std::fs::create_dir_all(ws.path().join(".git/hooks")).unwrap();
     std::fs::write(ws.path().join(".git/HEAD"), "ref: refs/heads/main\n").unwrap();
     let r = resolve(ws.path(), &defaults());
-    assert_eq!(r.guards, defaults());
+    // The entries, with the files git reads from its folder besides.
+    let mut expected = defaults();
+    expected.splice(3..3, strings(&[".git/commondir", ".git/config.worktree"]));
+    assert_eq!(r.guards, expected);
     assert_eq!(r.pins, strings(&[".git"]));
-    let b = binds(ws.path(), &r, crate::host::HostOs::Linux);
+    let b = binds(
+        ws.path(),
+        &r,
+        crate::host::HostOs::Linux,
+        Path::new("/copies"),
+    );
     assert!(
         b.iter()
             .any(|b| b.target.ends_with("/.git") && !b.read_only)
@@ -72,7 +80,7 @@ fn a_repository_folder_guards_its_entries_and_pins_git() {
     assert!(b.iter().all(|b| b.source.to_string_lossy() == b.target));
     assert_eq!(
         b.iter().filter(|b| b.read_only).count(),
-        DEFAULT_GUARDED_PATHS.len()
+        DEFAULT_GUARDED_PATHS.len() + 2
     );
 }
 
@@ -103,9 +111,13 @@ fn a_linked_worktree_guards_its_git_file_and_its_git_folders_inside_the_workspac
         strings(&[
             ".git",
             "meta/main/worktrees/w/hooks",
-            "meta/main/hooks",
             "meta/main/worktrees/w/config",
+            "meta/main/worktrees/w/commondir",
+            "meta/main/worktrees/w/config.worktree",
+            "meta/main/hooks",
             "meta/main/config",
+            "meta/main/commondir",
+            "meta/main/config.worktree",
         ])
     );
     assert!(r.pins.contains(&"meta/main/worktrees/w".to_string()));
@@ -163,7 +175,16 @@ fn missing_guards_get_empty_placeholders_and_files_are_excluded_from_git() {
     );
     // A JSON placeholder parses: its readers on the host see no servers, not an error.
     assert_eq!(std::fs::read(ws.path().join(".mcp.json")).unwrap(), b"{}\n");
-    assert_eq!(made.len(), dirs.len() + 2);
+    // git's own files: `commondir` says "this folder", as git reads an absent one.
+    assert_eq!(
+        std::fs::read(ws.path().join(".git/commondir")).unwrap(),
+        b".\n"
+    );
+    assert_eq!(
+        std::fs::read(ws.path().join(".git/config.worktree")).unwrap(),
+        b""
+    );
+    assert_eq!(made.len(), dirs.len() + 4);
     let exclude = std::fs::read_to_string(ws.path().join(".git/info/exclude")).unwrap();
     assert!(exclude.lines().any(|l| l == "/.envrc"), "{exclude}");
     assert!(exclude.lines().any(|l| l == "/.mcp.json"), "{exclude}");

@@ -255,6 +255,9 @@ impl<E: EngineApi> ContainerService<E> {
         }
         let guards = guards::resolve(&ws.path, &self.inner.config.container.guarded_paths);
         let made = guards::prepare(&ws.id, &ws.path, &guards)?;
+        let c = &self.inner.config.container;
+        let copies = spec::guard_copies(&c.po_home, &c.owner, &ws.id);
+        guards::write_copies(&ws.id, &ws.path, &guards, &copies)?;
         if !made.is_empty() {
             tracing::info!(workspace = %ws.id, placeholders = ?made, "guarded paths given empty placeholders");
         }

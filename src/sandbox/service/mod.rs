@@ -201,7 +201,8 @@ impl<E: EngineApi> ContainerService<E> {
         let guards = guards::resolve(&ws.path, &s.guarded_paths);
         let mut binds = binds;
         let os = HostOs::current();
-        binds.extend(guards::binds(&ws.path, &guards, os));
+        let copies = spec::guard_copies(&s.po_home, &s.owner, &ws.id);
+        binds.extend(guards::binds(&ws.path, &guards, os, &copies));
         let mut extra_env = extra_env.clone();
         extra_env.insert(
             guards::GUARDED_PATHS_VAR.into(),

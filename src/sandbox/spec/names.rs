@@ -92,6 +92,15 @@ pub fn volume_names(owner: &str, workspace_id: &str) -> [VolumeMount; 3] {
     ]
 }
 
+/// The host folder of a workspace's guard copies (see `guards::Resolved::copies`): under
+/// `<poHome>/sandbox-guards`, outside P and the workspace, mounted into no container.
+pub fn guard_copies(po_home: &Path, owner: &str, workspace_id: &str) -> PathBuf {
+    po_home
+        .join("sandbox-guards")
+        .join(owner)
+        .join(workspace_id)
+}
+
 /// The host path of a workspace's token file: under `<poHome>/sandbox-tokens`, outside P.
 pub fn token_file(po_home: &Path, owner: &str, workspace_id: &str) -> PathBuf {
     po_home
