@@ -170,7 +170,7 @@ test('adopt() removes a drifted container (posture, spec hash, mounts, a foreign
   assert.deepEqual(containersWith({ 'po.owner': owner }), [])
   assert.equal(isRunning(theirs.containerId), true, "another owner's container was touched")
   assert.deepEqual(volumesOf(owner), volumes, 'the volumes outlive every removal')
-  assert.deepEqual(containersWith({ 'po.workspace': 'dr' }), [theirs.containerId])
+  assert.deepEqual(containersWith({ 'po.workspace': 'dr', 'po.owner': other }), [theirs.containerId])
 
   // After all that, a start makes one container again, with the data of the first.
   const c5 = await changed.layer.containers.start({ id: 'dr', path: ws })
