@@ -492,6 +492,8 @@ impl<E: EngineApi> ContainerService<E> {
                 }
             }
         }
+        // Nothing of this workspace runs here: its folder is free again.
+        self.release_folder(id);
         Ok(None)
     }
 
