@@ -308,6 +308,7 @@ mod tests {
         assert_eq!(left, ["w"]);
     }
 
+    #[cfg(unix)]
     #[test]
     fn a_link_swapped_in_while_the_socket_is_bound_is_replaced_and_its_target_untouched() {
         use std::os::unix::fs::{FileTypeExt, PermissionsExt};

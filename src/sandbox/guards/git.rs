@@ -361,5 +361,5 @@ fn common_dir(ws: &Path, dir: &str) -> Option<String> {
     inside(ws, &ws.join(dir), common.trim())
 }
 
-#[cfg(test)]
+#[cfg(all(test, unix))]
 mod tests;
