@@ -146,11 +146,13 @@ pub async fn stop(
         .filter(|r| workspace.is_none_or(|w| r.workspace_id == w))
     {
         container::stop_and_remove(docker, &row.container_id).await?;
-        let _ = std::fs::remove_file(spec::token_file(po_home, owner, &row.workspace_id));
+        remove_token_files(po_home, owner, &row.workspace_id);
         // Its broker socket folder too, so a hub that still runs (and granted that socket) no
         // longer serves a container that is gone.
         if let Some(folder) = &row.broker_folder {
             remove_broker_folder(folder);
+            // Its lock file, unless a hub still holds it (whose watch removes it then).
+            crate::sandbox::locks::remove_free_lock(&folder.with_extension("lock"));
         }
         stopped.push(row.workspace_id);
     }
@@ -167,9 +169,19 @@ pub async fn stop(
     Ok(stopped)
 }
 
+/// Removes a stopped workspace's files in the owner's token folder: its token file, its rules
+/// record (`<id>.net`) and its start lock (`<id>.lock`) unless a process holds that lock (a
+/// start of it under way).
+pub(crate) fn remove_token_files(po_home: &Path, owner: &str, workspace_id: &str) {
+    let token = spec::token_file(po_home, owner, workspace_id);
+    let _ = std::fs::remove_file(&token);
+    let _ = std::fs::remove_file(crate::sandbox::holder::record_path(&token));
+    crate::sandbox::locks::remove_free_lock(&token.with_extension("lock"));
+}
+
 /// Removes a broker socket folder: its `broker.sock` when that is a socket, then the folder when
 /// it is a real directory left empty. Never follows a link; anything else is left alone.
-fn remove_broker_folder(folder: &Path) {
+pub(crate) fn remove_broker_folder(folder: &Path) {
     let Ok(meta) = std::fs::symlink_metadata(folder) else {
         return;
     };
