@@ -616,14 +616,17 @@ impl EngineApi for FakeEngine {
         Ok(())
     }
 
-    async fn list_volumes(&self, filters: Filters) -> EngineResult<Vec<String>> {
+    async fn list_volumes(
+        &self,
+        filters: Filters,
+    ) -> EngineResult<Vec<(String, HashMap<String, String>)>> {
         self.enter("list_volumes", "").await?;
         let labels = filters.get("label").cloned().unwrap_or_default();
         let s = self.state();
         Ok(s.volumes
             .iter()
             .filter(|(_, l)| State::matches(l, &labels))
-            .map(|(n, _)| n.clone())
+            .map(|(n, l)| (n.clone(), l.clone()))
             .collect())
     }
 
