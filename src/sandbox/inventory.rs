@@ -179,8 +179,8 @@ pub(crate) fn remove_token_files(po_home: &Path, owner: &str, workspace_id: &str
     crate::sandbox::locks::remove_free_lock(&token.with_extension("lock"));
 }
 
-/// Removes a broker socket folder: its `broker.sock` when that is a socket, then the folder when
-/// it is a real directory left empty. Never follows a link; anything else is left alone.
+/// Removes a broker socket folder: its `broker.sock` and `egress.sock` when they are sockets,
+/// then the folder when it is a real directory left empty. Never follows a link; anything else is left alone.
 pub(crate) fn remove_broker_folder(folder: &Path) {
     let Ok(meta) = std::fs::symlink_metadata(folder) else {
         return;
@@ -188,10 +188,13 @@ pub(crate) fn remove_broker_folder(folder: &Path) {
     if !meta.file_type().is_dir() {
         return;
     }
-    let socket = folder.join("broker.sock");
-    if std::fs::symlink_metadata(&socket).is_ok_and(|m| crate::platform::is_socket(&m.file_type()))
-    {
-        let _ = std::fs::remove_file(&socket);
+    for name in ["broker.sock", crate::broker::egress::EGRESS_SOCKET] {
+        let socket = folder.join(name);
+        if std::fs::symlink_metadata(&socket)
+            .is_ok_and(|m| crate::platform::is_socket(&m.file_type()))
+        {
+            let _ = std::fs::remove_file(&socket);
+        }
     }
     let _ = std::fs::remove_dir(folder);
 }

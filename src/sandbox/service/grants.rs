@@ -202,8 +202,7 @@ impl<E: EngineApi> ContainerService<E> {
         // A socket another hub serves is that hub's to remove; this hub's goes before its lock
         // does, so a hub taking over never loses its fresh socket.
         if lock.is_some() || !lock_path.exists() {
-            let _ = std::fs::remove_file(folder.join("broker.sock"));
-            let _ = std::fs::remove_dir(&folder);
+            crate::sandbox::inventory::remove_broker_folder(&folder);
         }
         if let Some(lock) = lock {
             lock.remove(&lock_path);
