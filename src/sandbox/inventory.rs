@@ -203,6 +203,69 @@ pub(crate) fn remove_broker_folder(folder: &Path) {
 mod tests {
     use super::*;
 
+    /// `po-sandbox stop` / `down`: the stopped workspace's token, record, start lock, broker
+    /// folder and broker lock go; a lock a running hub holds stays (that hub removes it).
+    #[tokio::test]
+    async fn a_stop_without_a_hub_leaves_nothing_of_the_workspace_but_a_held_lock() {
+        use bollard::models::{ContainerCreateBody, HostConfig, Mount};
+        let engine = crate::engine::fake::FakeEngine::default();
+        let home = tempfile::tempdir().unwrap();
+        let sockets = home.path().join("s");
+        let mut held = vec![];
+        for ws in ["w1", "w2"] {
+            let token = spec::token_file(home.path(), "o1", ws);
+            std::fs::create_dir_all(token.parent().unwrap()).unwrap();
+            for f in [
+                token.clone(),
+                token.with_extension("net"),
+                token.with_extension("lock"),
+            ] {
+                std::fs::write(f, "x").unwrap();
+            }
+            let folder = sockets.join(format!("o1-{ws}"));
+            std::fs::create_dir_all(&folder).unwrap();
+            let lock = folder.with_extension("lock");
+            std::fs::write(&lock, "").unwrap();
+            if ws == "w2" {
+                held.push(crate::sandbox::locks::HostLock::try_acquire(&lock).unwrap());
+            }
+            let body = ContainerCreateBody {
+                labels: Some(HashMap::from([
+                    (LABEL_SANDBOX.to_string(), "1".to_string()),
+                    (LABEL_OWNER.to_string(), "o1".to_string()),
+                    (LABEL_WORKSPACE.to_string(), ws.to_string()),
+                ])),
+                host_config: Some(HostConfig {
+                    mounts: Some(vec![Mount {
+                        source: Some(folder.to_string_lossy().into_owned()),
+                        target: Some(crate::names::paths::BROKER_MOUNT.into()),
+                        ..Default::default()
+                    }]),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            };
+            engine
+                .state()
+                .create(Some(&format!("po-o1-{ws}")), body)
+                .unwrap();
+        }
+        let stopped = stop(&engine, home.path(), "o1", None, false).await.unwrap();
+        assert_eq!(stopped, ["w1", "w2"]);
+        let tokens = spec::token_file(home.path(), "o1", "w1");
+        assert_eq!(
+            std::fs::read_dir(tokens.parent().unwrap()).unwrap().count(),
+            0
+        );
+        let mut left: Vec<String> = std::fs::read_dir(&sockets)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        left.sort();
+        assert_eq!(left, ["o1-w2.lock"], "held by a running hub");
+        drop(held);
+    }
+
     #[test]
     fn a_broker_folder_loses_its_socket_and_itself_but_nothing_else() {
         let dir = tempfile::tempdir().unwrap();
