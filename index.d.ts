@@ -479,6 +479,8 @@ export interface DoctorReport {
    * or `allowlist`.
    */
   network: string
+  /** The per-hub networks on the engine (absent when no engine answered). */
+  networks?: NetworkCheck
   /** What works but is weaker than it should be (an empty guarded-path list). */
   warnings: Array<string>
   /** The report as a person reads it. */
@@ -711,6 +713,17 @@ export interface MountFact {
   readOnly: boolean
 }
 
+/**
+ * The per-hub networks of every owner on the engine: each holds one of the engine's address
+ * pools (about 30 by default), and one whose containers were removed another way stays.
+ */
+export interface NetworkCheck {
+  /** How many there are. */
+  perHub: number
+  /** How many no container uses (what `po-sandbox prune` removes, past its grace). */
+  unused: number
+}
+
 /** The Node.js check. */
 export interface NodeCheck {
   /** The version checked (`v24.1.0`), or empty when unknown. */
@@ -761,6 +774,23 @@ export interface ProviderStatus {
   warnings: Array<string>
   workspaces: Array<WorkspaceStatus>
 }
+
+/** What `prune` removed (or, on a dry run, would remove). */
+export interface PruneReport {
+  /** Per-hub networks no container uses, by name. */
+  networks: Array<string>
+  /** Volumes of workspaces whose container and folder are gone (only with `volumes`). */
+  volumes: Array<string>
+  /** Nothing was removed: these are what a prune would remove. */
+  dryRun: boolean
+}
+
+/**
+ * Removes the per-hub networks no container uses (every owner's, or `owner`'s) and, with
+ * `removeVolumes`, the volumes of workspaces whose container and folder are both gone;
+ * `dryRun` only lists them. Networks younger than `PO_SANDBOX_PRUNE_GRACE_MS` stay.
+ */
+export declare function pruneSandboxLeftovers(options?: SandboxQuery | undefined | null): Promise<PruneReport>
 
 /**
  * Registers the container provider on a host's global scope: into `po/workspace-sandboxes`
@@ -886,8 +916,11 @@ export interface SandboxQuery {
   /**
    * `stopSandboxContainers`: also remove the volumes (home, caches, git) of what it stops,
    * and those of the workspace when its container was already gone (default false: kept).
+   * `pruneSandboxLeftovers`: also the volumes of workspaces whose container and folder are gone.
    */
   removeVolumes?: boolean
+  /** `pruneSandboxLeftovers`: only list what it would remove. */
+  dryRun?: boolean
   /** Only this engine. */
   engine?: string
   /** The environment to read instead of `process.env`. */

@@ -851,6 +851,7 @@ module.exports.ensureSandboxImage = nativeBinding.ensureSandboxImage
 module.exports.ImagePhase = nativeBinding.ImagePhase
 module.exports.listSandboxContainers = nativeBinding.listSandboxContainers
 module.exports.ProviderState = nativeBinding.ProviderState
+module.exports.pruneSandboxLeftovers = nativeBinding.pruneSandboxLeftovers
 module.exports.registerSandboxLayer = nativeBinding.registerSandboxLayer
 module.exports.RouteKind = nativeBinding.RouteKind
 module.exports.startBrokerBridge = nativeBinding.startBrokerBridge

@@ -33,6 +33,8 @@ import {
   ensureSandboxImage,
   listSandboxContainers,
   stopSandboxContainers,
+  pruneSandboxLeftovers,
+  type PruneReport,
   type SandboxHost,
   type ProviderStatus,
   type WorkspaceContainer,
@@ -68,6 +70,9 @@ async function providerUsage(): Promise<void> {
   const all: string[] = await layer.containers.stopAll()
   const rows: SandboxContainerRow[] = await listSandboxContainers({ allOwners: true })
   const ids: string[] = await stopSandboxContainers({ all: true })
+  const pruned: PruneReport = await pruneSandboxLeftovers({ removeVolumes: true, dryRun: true })
+  const prunedNames: string[] = [...pruned.networks, ...pruned.volumes]
+  void prunedNames
   const image = await ensureSandboxImage({ imageVariant: 'full' }, (e) => void e.phase)
   const flags: string[] = [...c.posture.runFlags, ...(rows[0]?.runFlags ?? [])]
   const runtime: string = c.posture.runtime

@@ -5,94 +5,15 @@
 // pick another), and status() must show the current port within 10 s with no call.
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
-import { spawn } from 'node:child_process'
-import { randomBytes } from 'node:crypto'
-import { existsSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import net from 'node:net'
-import path from 'node:path'
 
 import { run, waitFor } from './helpers.mjs'
+import { privateEngine } from './private-engine.mjs'
 import {
-  baseOptions, getJson, hostEnv, newOwner, openLayer, removeOwner, TEST_BASE, tempHome, tempWorkspace, useTestBaseImage, writeBundle,
+  baseOptions, getJson, hostEnv, newOwner, openLayer, removeOwner, tempHome, tempWorkspace, useTestBaseImage, writeBundle,
 } from './provider-fixtures.mjs'
 
 useTestBaseImage()
-
-function alive(pid) {
-  try {
-    process.kill(pid, 0)
-    return true
-  } catch {
-    return false
-  }
-}
-
-/** A Docker engine of the test's own, removed with everything in it when the test ends. Its
- * containers sit on a bridge the test creates at a 10.213.x.0/24 address of this machine; it
- * leaves the host's iptables alone (ports are published by the userland proxy on loopback).
- * The test checks that the shared engine's `docker0` is still there afterwards. */
-async function privateEngine(t) {
-  if (process.getuid() !== 0) {
-    throw new Error('engine-restart.test.mjs starts a Docker engine of its own and needs root for it (as scripts/ensure-engine.sh does): run npm test as root, or start this file with sudo.')
-  }
-  const dir = mkdtempSync('/tmp/po-pe-')
-  const sock = path.join(dir, 'docker.sock')
-  const bridge = `po-pe-${randomBytes(3).toString('hex')}`
-  const routes = (await run('ip', ['-4', 'route'])).stdout
-  const used = new Set([...routes.matchAll(/^10\.213\.(\d+)\./gm)].map((m) => Number(m[1])))
-  const third = [...Array(256).keys()].find((n) => !used.has(n) && n > 0)
-  for (const args of [['link', 'add', bridge, 'type', 'bridge'], ['addr', 'add', `10.213.${third}.1/24`, 'dev', bridge], ['link', 'set', bridge, 'up']]) {
-    const r = await run('ip', args)
-    assert.equal(r.code, 0, `ip ${args.join(' ')}: ${r.stderr}`)
-  }
-  writeFileSync(path.join(dir, 'daemon.json'), '{}')
-  const args = [
-    '--config-file', path.join(dir, 'daemon.json'), '--data-root', path.join(dir, 'data'), '--exec-root', path.join(dir, 'exec'),
-    '--pidfile', path.join(dir, 'pid'), '-H', `unix://${sock}`, '--bridge', bridge, '--iptables=false', '--ip6tables=false',
-    // No --default-address-pool: with one, dockerd deletes the host's `docker0` on a restart
-    // (moby's initBridgeDriver: removeDefaultBridgeInterface), which is the shared engine's.
-    // Networks it makes avoid subnets the host routes already (libnetwork's overlap check).
-  ]
-  const log = path.join(dir, 'dockerd.log')
-  let pid = null
-  const docker = (...a) => run('docker', ['-H', `unix://${sock}`, ...a])
-  const start = async () => {
-    const out = openSync(log, 'a')
-    const child = spawn('dockerd', args, { stdio: ['ignore', out, out], detached: true })
-    child.unref()
-    pid = child.pid
-    await waitFor(async () => (await docker('version', '--format', '{{.Server.Version}}')).code === 0, `the test's dockerd to answer (log: ${log})`, 60000)
-  }
-  const stop = async () => {
-    if (pid === null || !alive(pid)) return
-    process.kill(pid, 'SIGTERM')
-    await waitFor(() => !alive(pid) && !existsSync(path.join(dir, 'pid')), "the test's dockerd to exit", 60000)
-    pid = null
-  }
-  t.after(async () => {
-    if (pid !== null && alive(pid)) {
-      const ids = (await docker('ps', '-aq')).stdout.split(/\s+/).filter(Boolean)
-      if (ids.length) await docker('rm', '-f', ...ids)
-      await stop()
-    }
-    rmSync(dir, { recursive: true, force: true })
-    await run('ip', ['link', 'del', bridge])
-  })
-  await start()
-  const loaded = await run('sh', ['-c', `docker save ${TEST_BASE} | docker -H unix://${sock} load`])
-  assert.equal(loaded.code, 0, loaded.stderr)
-  return {
-    host: `unix://${sock}`,
-    docker,
-    log: () => readFileSync(log, 'utf8'),
-    /** Stops the engine, runs `whileDown`, starts it again. */
-    async restart(whileDown = async () => {}) {
-      await stop()
-      await whileDown()
-      await start()
-    },
-  }
-}
 
 /** Holds a TCP port on 127.0.0.1 until released. */
 async function holdPort(port) {

@@ -236,13 +236,13 @@ export function writeHubChild(t) {
 }
 
 /**
- * Spawns a hub child; `lines` fills with its parsed JSON lines. It is SIGKILLed when the test
- * ends if it still runs.
+ * Spawns a hub child (`env` added to this process's); `lines` fills with its parsed JSON lines.
+ * It is SIGKILLed when the test ends if it still runs.
  */
-export function spawnHub(t, script, payload) {
+export function spawnHub(t, script, payload, env = {}) {
   const child = spawn(process.execPath, [script, JSON.stringify(payload)], {
     stdio: ['ignore', 'pipe', 'pipe'],
-    env: { ...process.env, PO_TEST_ADDON: path.join(root, 'index.js') },
+    env: { ...process.env, PO_TEST_ADDON: path.join(root, 'index.js'), ...env },
   })
   const hub = { child, lines: [], stderr: '', exitCode: undefined, signal: undefined }
   let buf = ''

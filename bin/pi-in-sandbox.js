@@ -116,10 +116,14 @@ function payloadStream(files) {
   return Buffer.concat(parts)
 }
 
-/** Runs in the container: reads payloadStream on stdin into argv[1].tmp-<random>, then renames
- * it to argv[1] (unless a concurrent copy got there first) and marks it complete. */
+/** Runs in the container: removes the argv[1].tmp-* folders a killed copy left (older than 10
+ * minutes, longer than any copy takes; links are not followed), reads payloadStream on stdin into
+ * argv[1].tmp-<random>, then renames it to argv[1] (unless a concurrent copy got there first)
+ * and marks it complete. */
 const EXTRACTOR = `
 const fs=require('fs'),path=require('path');const dest=process.argv[1],tmp=dest+'.tmp-'+process.argv[2]
+const dir=path.dirname(dest),aside=path.basename(dest)+'.tmp-'
+try{for(const n of fs.readdirSync(dir)){const p=path.join(dir,n),s=fs.lstatSync(p);if(n.startsWith(aside)&&s.isDirectory()&&Date.now()-s.mtimeMs>600000)fs.rmSync(p,{recursive:true,force:true})}}catch{}
 const chunks=[];process.stdin.on('data',(c)=>chunks.push(c)).on('end',()=>{
 const b=Buffer.concat(chunks);let o=0
 while(o<b.length){const n=b.readUInt32BE(o);const h=JSON.parse(b.subarray(o+4,o+4+n));o+=4+n

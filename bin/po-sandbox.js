@@ -14,6 +14,10 @@ Commands:
   ls                    List this hub's sandbox containers (--all: every hub's).
   stop <workspace>      Stop and remove a workspace's container (volumes are kept).
   stop --all            Stop and remove every container of this hub.
+  prune                 Remove the per-hub networks no container uses (every hub's, or
+                        --owner's; those made in the last 5 minutes stay), and with --volumes
+                        the volumes of workspaces whose container and folder are both gone.
+                        --dry-run lists them only.
   up [dir]              Bring up (or adopt) the sandbox of a folder (default: the current one)
                         and print its URL and security posture. Uses Po's runtime bundle, or
                         the embedded demo bundle when Po's is not installed.
@@ -33,6 +37,8 @@ Options:
   --po-home <dir>       The Po home (default ~/.po); it also decides this hub's owner id.
   --owner <id>          The owner id (default: derived from the Po home).
   --all                 ls: every hub's containers; stop: every container of this hub.
+  --volumes             prune: also the volumes of workspaces gone with their folder.
+  --dry-run             prune: list what it would remove, remove nothing.
   --engine <name>       Use only this engine: docker, podman, nerdctl or finch.
   --timeout-ms <ms>     doctor: bound each engine step (connect, ping, version, info); default 3000.
   --runtime-version <v> doctor: check this runtime bundle version folder.
@@ -44,6 +50,8 @@ Options:
 const OPTIONS = {
   json: { type: 'boolean' },
   all: { type: 'boolean' },
+  volumes: { type: 'boolean' },
+  'dry-run': { type: 'boolean' },
   help: { type: 'boolean', short: 'h' },
   'timeout-ms': { type: 'string' },
   engine: { type: 'string' },
@@ -79,7 +87,7 @@ function parse(argv) {
     const type = Object.hasOwn(OPTIONS, token.name) ? OPTIONS[token.name].type : undefined
     if (type === undefined || (type === 'boolean' && token.value !== undefined)) fail(`unknown option '${token.rawName}${token.inlineValue ? `=${token.value}` : ''}'`)
     if (token.name === 'help') opts.command = 'help'
-    else if (type === 'boolean') opts[token.name] = true
+    else if (type === 'boolean') opts[token.name.replace(/-([a-z])/g, (_, c) => c.toUpperCase())] = true
     else {
       const { value } = token
       if (value === undefined || value.startsWith('--')) fail(`${token.rawName} needs a value`)
@@ -111,10 +119,18 @@ function table(rows, all) {
   return [head, ...body].map((cols) => cols.map((c, i) => String(c).padEnd(widths[i])).join('  ').trimEnd()).join('\n') + '\n'
 }
 
+/** What prune removed (or would remove, on a dry run), as a person reads it. */
+function pruned(r) {
+  const verb = r.dryRun ? 'Would remove' : 'Removed'
+  const lines = [['network', r.networks], ['volume', r.volumes]].filter(([, names]) => names.length > 0).map(([kind, names]) => `${verb} ${names.length} ${kind}${names.length === 1 ? '' : 's'}: ${names.join(', ')}\n`)
+  return lines.length > 0 ? lines.join('') : 'Nothing to prune.\n'
+}
+
 /** Exits 2 with the usage when the arguments do not fit the command. */
 function checkUsage(opts) {
   const { command, args } = opts
-  if (!['doctor', 'ls', 'stop', 'up', 'down', 'exec', 'demo'].includes(command)) fail(`unknown command '${command}'`)
+  if (!['doctor', 'ls', 'stop', 'prune', 'up', 'down', 'exec', 'demo'].includes(command)) fail(`unknown command '${command}'`)
+  if ((opts.volumes || opts.dryRun) && command !== 'prune') fail(`${opts.volumes ? '--volumes' : '--dry-run'} is an option of prune only`)
   if (opts.rest !== undefined && command !== 'exec') fail("unknown option '--'")
   if (command === 'exec' && (opts.rest === undefined || opts.rest.length === 0)) fail('exec needs a command after --, as in: po-sandbox exec [dir] -- ls -la')
   const folderCommand = ['up', 'down', 'exec'].includes(command)
@@ -148,6 +164,11 @@ async function main() {
     if (opts.command === 'ls') {
       const rows = await addon.listSandboxContainers({ ...common, owner: opts.owner, allOwners: opts.all })
       process.stdout.write(opts.json ? `${JSON.stringify(rows, null, 2)}\n` : table(rows, opts.all))
+      return 0
+    }
+    if (opts.command === 'prune') {
+      const r = await addon.pruneSandboxLeftovers({ ...common, owner: opts.owner, removeVolumes: opts.volumes, dryRun: opts.dryRun })
+      process.stdout.write(opts.json ? `${JSON.stringify(r, null, 2)}\n` : pruned(r))
       return 0
     }
     const stopped = await addon.stopSandboxContainers({ ...common, owner: opts.owner, workspace: opts.args[0], all: opts.all })

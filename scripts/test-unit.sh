@@ -10,12 +10,12 @@ step() { printf '\n== %s\n' "$*"; }
 
 if ! ls ./*.node >/dev/null 2>&1; then
   step "build the addon (no .node here yet)"
-  npx napi build --platform --features tokio/test-util
+  npx napi build --platform --features tokio/test-util,failpoints
 fi
 
 # The triple `napi build --platform` builds for: the addon's dependencies serve the tests too.
 step "rust: unit tests (cargo test)"
-cargo test --target "$(rustc -vV | sed -n 's/^host: //p')"
+cargo test --features failpoints --target "$(rustc -vV | sed -n 's/^host: //p')"
 
 step "types: tsc --noEmit --strict (npm run typecheck)"
 npm run --silent typecheck

@@ -98,6 +98,40 @@ impl DoctorOptions {
     }
 }
 
+/// The per-hub networks of every owner on the engine: each holds one of the engine's address
+/// pools (about 30 by default), and one whose containers were removed another way stays.
+#[napi(object, object_from_js = false)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NetworkCheck {
+    /// How many there are.
+    pub per_hub: u32,
+    /// How many no container uses (what `po-sandbox prune` removes, past its grace).
+    pub unused: u32,
+}
+
+/// From this many per-hub networks on, the doctor warns (Docker's default pools hold about 30).
+const MANY_NETWORKS: u32 = 20;
+
+/// Counts the per-hub networks; a warning when there are many.
+async fn network_check(
+    docker: &impl crate::engine::api::EngineApi,
+    warnings: &mut Vec<String>,
+) -> Option<NetworkCheck> {
+    let found = crate::sandbox::network::per_hub(docker, None).await.ok()?;
+    let check = NetworkCheck {
+        per_hub: found.len() as u32,
+        unused: found.iter().filter(|n| !n.in_use).count() as u32,
+    };
+    if check.per_hub >= MANY_NETWORKS {
+        warnings.push(format!(
+            "{} per-hub networks ({} with no container): each holds one of the engine's address pools (about 30 by default), and new workspaces fail when they run out; `po-sandbox prune` removes the unused ones",
+            check.per_hub, check.unused
+        ));
+    }
+    Some(check)
+}
+
 /// Everything `po-sandbox doctor` found.
 #[napi(object, object_from_js = false)]
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
@@ -121,6 +155,8 @@ pub struct DoctorReport {
     /// The egress mode every container gets (`network`, `PO_SANDBOX_NETWORK`): `open`, `none`
     /// or `allowlist`.
     pub network: String,
+    /// The per-hub networks on the engine (absent when no engine answered).
+    pub networks: Option<NetworkCheck>,
     /// What works but is weaker than it should be (an empty guarded-path list).
     pub warnings: Vec<String>,
     /// The report as a person reads it.
@@ -200,6 +236,7 @@ pub async fn doctor(
         base_present: None,
     };
     let mut warnings = Vec::new();
+    let mut networks = None;
     if engine.available
         && let Ok(docker) = engine::connect_reported(
             &engine,
@@ -211,6 +248,7 @@ pub async fn doctor(
         if let Some(w) = runtime_warning(&docker, &engine, &options.run_flags).await {
             warnings.push(w);
         }
+        networks = network_check(&docker, &mut warnings).await;
     }
     let ok = node.ok && engine.available && !engine.remote && runtime.ok;
     if engine.available
@@ -237,6 +275,7 @@ pub async fn doctor(
         guarded_paths: options.guarded_paths,
         run_flags: options.run_flags.given,
         network: options.network_mode.as_str().to_string(),
+        networks,
         warnings,
         text: String::new(),
     };
@@ -258,6 +297,12 @@ pub fn render(r: &DoctorReport) -> String {
         "Network   {} (network, PO_SANDBOX_NETWORK; other workspaces, the host, link-local and private ranges refused in every mode)\n",
         r.network
     ));
+    if let Some(n) = &r.networks {
+        out.push_str(&format!(
+            "Networks  {} per-hub networks, {} with no container (po-sandbox prune removes those)\n",
+            n.per_hub, n.unused
+        ));
+    }
     for w in &r.warnings {
         out.push_str(&format!("Warning   {w}\n"));
     }

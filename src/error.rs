@@ -55,6 +55,19 @@ pub enum Error {
         variable: &'static str,
     },
 
+    /// The engine has no address pool left for a new network: per-hub networks that outlived
+    /// their containers (`per_hub` of them, `unused` with no container) may hold them.
+    #[error(
+        "The container engine has no address pool left for the network {network} ({per_hub} per-hub networks of po-sandbox exist, {unused} of them with no container): run `po-sandbox prune` to remove the unused ones, then try again."
+    )]
+    EngineNetworkPoolExhausted {
+        network: String,
+        per_hub: usize,
+        unused: usize,
+        #[source]
+        source: bollard::errors::Error,
+    },
+
     /// No `container-runtime.json` where it must be.
     #[error(
         "The container runtime is not installed: {path} does not exist. Install the Linux Po runtime bundle there (its container-runtime.json names the server entry and port)."
@@ -145,6 +158,7 @@ impl Error {
             Error::EngineUnavailable { .. } => "ENGINE_UNAVAILABLE",
             Error::EngineRequest { .. } => "ENGINE_REQUEST_FAILED",
             Error::EngineTimeout { .. } => "ENGINE_TIMEOUT",
+            Error::EngineNetworkPoolExhausted { .. } => "ENGINE_NETWORK_POOL_EXHAUSTED",
             Error::RuntimeNotInstalled { .. } => "RUNTIME_NOT_INSTALLED",
             Error::RuntimeInvalid { .. } => "RUNTIME_INVALID",
             Error::ImageBuildFailed { .. } => "IMAGE_BUILD_FAILED",

@@ -20,3 +20,4 @@ mod provider;
 mod runtime_bundle;
 mod sandbox;
 mod single_flight;
+mod write_aside;

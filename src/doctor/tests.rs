@@ -46,9 +46,45 @@ fn report(engine_ok: bool, runtime_ok: bool) -> DoctorReport {
         guarded_paths: vec![".git/hooks".into()],
         run_flags: vec![],
         network: "open".into(),
+        networks: None,
         warnings: vec![],
         text: String::new(),
     }
+}
+
+#[tokio::test]
+async fn the_per_hub_networks_are_counted_and_many_are_a_warning() {
+    let engine = crate::engine::fake::FakeEngine::default();
+    for i in 0..3 {
+        crate::sandbox::network::ensure(&engine, &format!("o{i}"))
+            .await
+            .unwrap();
+    }
+    let mut warnings = vec![];
+    let check = network_check(&engine, &mut warnings).await.unwrap();
+    assert_eq!(
+        check,
+        NetworkCheck {
+            per_hub: 3,
+            unused: 3
+        }
+    );
+    assert!(warnings.is_empty());
+    for i in 3..MANY_NETWORKS {
+        crate::sandbox::network::ensure(&engine, &format!("o{i}"))
+            .await
+            .unwrap();
+    }
+    let check = network_check(&engine, &mut warnings).await.unwrap();
+    assert_eq!(check.per_hub, MANY_NETWORKS);
+    assert!(warnings[0].contains("po-sandbox prune"), "{warnings:?}");
+    let mut r = report(true, true);
+    r.networks = Some(check);
+    let text = render(&r);
+    assert!(
+        text.contains("Networks  20 per-hub networks, 20 with no container"),
+        "{text}"
+    );
 }
 
 #[test]

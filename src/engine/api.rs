@@ -81,11 +81,11 @@ pub(crate) trait EngineApi: Clone + Send + Sync + 'static {
         &self,
         request: VolumeCreateRequest,
     ) -> impl Future<Output = EngineResult<()>> + Send;
-    /// The names of the volumes matching `filters`.
+    /// The volumes matching `filters`: name and labels.
     fn list_volumes(
         &self,
         filters: Filters,
-    ) -> impl Future<Output = EngineResult<Vec<String>>> + Send;
+    ) -> impl Future<Output = EngineResult<Vec<(String, HashMap<String, String>)>>> + Send;
     /// Removes a volume (404: gone).
     fn remove_volume(&self, name: &str) -> impl Future<Output = EngineResult<()>> + Send;
     /// The networks matching `filters`.
@@ -226,14 +226,17 @@ impl EngineApi for Docker {
         Docker::create_volume(self, request).await.map(|_| ())
     }
 
-    async fn list_volumes(&self, filters: Filters) -> EngineResult<Vec<String>> {
+    async fn list_volumes(
+        &self,
+        filters: Filters,
+    ) -> EngineResult<Vec<(String, HashMap<String, String>)>> {
         let options = ListVolumesOptionsBuilder::new().filters(&filters).build();
         let listed = Docker::list_volumes(self, Some(options)).await?;
         Ok(listed
             .volumes
             .unwrap_or_default()
             .into_iter()
-            .map(|v| v.name)
+            .map(|v| (v.name, v.labels))
             .collect())
     }
 

@@ -27,6 +27,8 @@ use crate::lock::Locked;
 pub(crate) enum Fault {
     /// Answers with this HTTP status.
     Fail(u16),
+    /// Answers with this HTTP status and the engine's own message.
+    FailSaying(u16, &'static str),
     /// Never answers: the client's bound fires (`RequestTimeoutError`).
     Hang,
 }
@@ -150,6 +152,7 @@ impl FakeEngine {
         match fault {
             None => Ok(()),
             Some(Fault::Fail(code)) => Err(status(code, format!("{call} failed (fake)"))),
+            Some(Fault::FailSaying(code, message)) => Err(status(code, message.to_string())),
             Some(Fault::Hang) => {
                 tokio::time::sleep(self.timeout).await;
                 Err(BollardError::RequestTimeoutError)
@@ -510,6 +513,11 @@ fn summary_of(c: &FakeContainer, s: &State) -> ContainerSummary {
         }),
         ports: Some(ports),
         mounts: Some(mount_points(&c.body)),
+        // As Docker lists it: the network mode the container was made with.
+        host_config: Some(bollard::models::ContainerSummaryHostConfig {
+            network_mode: Some(State::network_mode_of(c)),
+            ..Default::default()
+        }),
         ..Default::default()
     }
 }
@@ -608,14 +616,17 @@ impl EngineApi for FakeEngine {
         Ok(())
     }
 
-    async fn list_volumes(&self, filters: Filters) -> EngineResult<Vec<String>> {
+    async fn list_volumes(
+        &self,
+        filters: Filters,
+    ) -> EngineResult<Vec<(String, HashMap<String, String>)>> {
         self.enter("list_volumes", "").await?;
         let labels = filters.get("label").cloned().unwrap_or_default();
         let s = self.state();
         Ok(s.volumes
             .iter()
             .filter(|(_, l)| State::matches(l, &labels))
-            .map(|(n, _)| n.clone())
+            .map(|(n, l)| (n.clone(), l.clone()))
             .collect())
     }
 

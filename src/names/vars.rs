@@ -72,3 +72,6 @@ pub const EGRESS_SOCKET_VAR: &str = "PO_BROKER_EGRESS_SOCKET";
 /// The container's variable with the egress proxy's URL on the TCP route: the broker's egress
 /// port as the container reaches it, with the grant's egress credentials (`po:<token>`).
 pub const EGRESS_PROXY_VAR: &str = "PO_BROKER_EGRESS_PROXY";
+
+/// How young an unused per-hub network `prune` keeps, in ms (default 300000).
+pub const PRUNE_GRACE_VAR: &str = "PO_SANDBOX_PRUNE_GRACE_MS";

@@ -80,11 +80,11 @@ pub fn object_arg<T: FromNapiValue>(
                 .map(Some)
                 .map_err(|e| invalid(env, name, e.reason.clone()))
         }
-        other => Err(invalid(
-            env,
-            name,
-            format!("expected an object, got a {}", js_type(other)),
-        )),
+        // `typeof`'s word: boolean, number, string, symbol, function, bigint.
+        other => {
+            let reason = format!("expected an object, got a {other:?}");
+            Err(invalid(env, name, reason.to_lowercase()))
+        }
     }
 }
 
@@ -92,17 +92,4 @@ pub fn object_arg<T: FromNapiValue>(
 fn invalid(env: &Env, name: &str, reason: String) -> napi::Error {
     let option = name.to_string();
     coded(env, &CoreError::OptionsInvalid { option, reason })
-}
-
-/// A JS type's name as `typeof` says it, for messages.
-fn js_type(t: ValueType) -> &'static str {
-    match t {
-        ValueType::Boolean => "boolean",
-        ValueType::Number => "number",
-        ValueType::String => "string",
-        ValueType::Symbol => "symbol",
-        ValueType::Function => "function",
-        ValueType::BigInt => "bigint",
-        _ => "value of another type",
-    }
 }

@@ -1,4 +1,5 @@
-//! `listSandboxContainers` and `stopSandboxContainers`: what the CLI's `ls` and `stop` use.
+//! `listSandboxContainers`, `stopSandboxContainers` and `pruneSandboxLeftovers`: what the
+//! CLI's `ls`, `stop` and `prune` use.
 
 use std::collections::HashMap;
 
@@ -10,6 +11,7 @@ use super::errors::{coded, object_arg, promise};
 use crate::host::HostEnv;
 use crate::provider::inventory::{Query, QueryOptions};
 use crate::sandbox::inventory::SandboxRow;
+use crate::sandbox::prune::PruneReport;
 
 /// Which sandbox containers.
 #[napi(object, js_name = "SandboxQuery")]
@@ -27,7 +29,10 @@ pub struct JsSandboxQuery {
     pub all: Option<bool>,
     /// `stopSandboxContainers`: also remove the volumes (home, caches, git) of what it stops,
     /// and those of the workspace when its container was already gone (default false: kept).
+    /// `pruneSandboxLeftovers`: also the volumes of workspaces whose container and folder are gone.
     pub remove_volumes: Option<bool>,
+    /// `pruneSandboxLeftovers`: only list what it would remove.
+    pub dry_run: Option<bool>,
     /// Only this engine.
     pub engine: Option<String>,
     /// The environment to read instead of `process.env`.
@@ -46,6 +51,7 @@ fn query(env: &Env, q: Option<Unknown>) -> napi::Result<Query> {
         workspace: q.workspace,
         all: q.all.unwrap_or(false),
         remove_volumes: q.remove_volumes.unwrap_or(false),
+        dry_run: q.dry_run.unwrap_or(false),
     };
     Query::new(host, options).map_err(|e| coded(env, &e))
 }
@@ -78,4 +84,18 @@ pub fn stop_sandbox_containers<'env>(
     let q = query(env, options)?;
     q.check_stop().map_err(|e| coded(env, &e))?;
     promise(env, q.stop())
+}
+
+/// Removes the per-hub networks no container uses (every owner's, or `owner`'s) and, with
+/// `removeVolumes`, the volumes of workspaces whose container and folder are both gone;
+/// `dryRun` only lists them. Networks younger than `PO_SANDBOX_PRUNE_GRACE_MS` stay.
+#[napi(
+    ts_args_type = "options?: SandboxQuery | undefined | null",
+    ts_return_type = "Promise<PruneReport>"
+)]
+pub fn prune_sandbox_leftovers<'env>(
+    env: &'env Env,
+    options: Option<Unknown>,
+) -> napi::Result<PromiseRaw<'env, PruneReport>> {
+    promise(env, query(env, options)?.prune())
 }

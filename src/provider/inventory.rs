@@ -5,6 +5,7 @@ use crate::engine;
 use crate::error::{Error, Result};
 use crate::host::HostEnv;
 use crate::sandbox::inventory::{self, SandboxRow};
+use crate::sandbox::prune::{self, PruneAsk, PruneReport};
 use crate::sandbox::workspace;
 
 use super::{GivenOptions, ProviderOptions, refuse_nesting};
@@ -22,8 +23,11 @@ pub struct QueryOptions {
     pub workspace: Option<String>,
     /// Every container of this owner (`stop`; required when no workspace).
     pub all: bool,
-    /// Also remove the volumes (`stop`).
+    /// Also remove the volumes (`stop`; `prune`: of workspaces whose container and folder
+    /// are gone).
     pub remove_volumes: bool,
+    /// `prune`: list only.
+    pub dry_run: bool,
 }
 
 /// A checked query.
@@ -34,6 +38,9 @@ pub struct Query {
     workspace: Option<String>,
     all: bool,
     remove_volumes: bool,
+    dry_run: bool,
+    /// The owner as given (`prune` scopes to it; every owner's otherwise).
+    given_owner: Option<String>,
 }
 
 impl Query {
@@ -41,6 +48,7 @@ impl Query {
     /// checks the workspace id.
     pub fn new(host: HostEnv, q: QueryOptions) -> Result<Query> {
         refuse_nesting(&host)?;
+        let given_owner = q.owner.clone();
         let raw = GivenOptions {
             po_home: q.po_home,
             owner: q.owner,
@@ -58,6 +66,8 @@ impl Query {
             workspace: q.workspace,
             all: q.all,
             remove_volumes: q.remove_volumes,
+            dry_run: q.dry_run,
+            given_owner,
         })
     }
 
@@ -91,6 +101,26 @@ impl Query {
             &self.options.owner,
             self.workspace.as_deref(),
             self.remove_volumes,
+        )
+        .await
+    }
+
+    /// Removes the per-hub networks no container uses (older than the grace,
+    /// `PO_SANDBOX_PRUNE_GRACE_MS`) and, with `remove_volumes`, the volumes of workspaces whose
+    /// container and folder are both gone: every owner's, or the given owner's only. With
+    /// `dry_run`, only lists them.
+    pub async fn prune(self) -> Result<PruneReport> {
+        let grace = prune::grace(self.host.var(crate::names::vars::PRUNE_GRACE_VAR))?;
+        let (docker, _) = engine::connect(&self.host, &self.options.detect).await?;
+        let ask = PruneAsk {
+            owner: self.given_owner.as_deref(),
+            volumes: self.remove_volumes,
+            dry_run: self.dry_run,
+            grace,
+        };
+        prune::prune(
+            &engine::for_changes(&docker, &engine::bounds(&self.host)?),
+            ask,
         )
         .await
     }

@@ -222,6 +222,7 @@ impl Provider {
             },
             self.events.clone(),
         );
+        service.sweep_files();
         *self.service.locked() = Some(Ok(service.clone()));
         self.follow_engine(&service);
         self.update(|s| {
@@ -402,7 +403,10 @@ impl Provider {
                 return;
             }
         };
-        self.start_workspaces(&service).await;
+        tokio::join!(
+            self.start_workspaces(&service),
+            service.prune_own_networks()
+        );
     }
 
     /// Step 4: every container workspace of the options: one list call for all, then the

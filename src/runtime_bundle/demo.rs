@@ -89,6 +89,7 @@ fn write(dir: &Path) -> std::io::Result<()> {
     fs::create_dir_all(parent)?;
     let mut nonce = [0u8; 4];
     getrandom::fill(&mut nonce).map_err(std::io::Error::other)?;
+    sweep_staging(parent);
     let staging = parent.join(format!(
         ".staging-{}-{}",
         std::process::id(),
@@ -112,6 +113,28 @@ fn write(dir: &Path) -> std::io::Result<()> {
     })();
     let _ = fs::remove_dir_all(&staging);
     result
+}
+
+/// Removes the staging folders (`.staging-<pid>-<nonce>`) in `parent` that a killed writer left:
+/// its pid no longer runs, or older than any write takes. Real folders only, never a link.
+fn sweep_staging(parent: &Path) {
+    use crate::write_aside::{ASIDE_MAX_AGE, writer_gone};
+    let Ok(entries) = fs::read_dir(parent) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let pid = name
+            .strip_prefix(".staging-")
+            .and_then(|r| r.split_once('-'))
+            .and_then(|(pid, _)| pid.parse::<u32>().ok());
+        if let Some(pid) = pid
+            && e.file_type().is_ok_and(|t| t.is_dir())
+            && writer_gone(pid, &e, ASIDE_MAX_AGE)
+        {
+            let _ = fs::remove_dir_all(e.path());
+        }
+    }
 }
 
 fn remove_any(path: &Path) -> std::io::Result<()> {
@@ -159,6 +182,37 @@ mod tests {
         assert_eq!(b.server.health_path, "/api/health");
         assert_eq!(b.command(), ["node", "/opt/po/server.js"]);
         assert!(FILES[1].1.contains(&format!("PORT = {}", b.server.port)));
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_killed_writers_staging_folder_goes_and_a_live_ones_stays() {
+        let parent = tempfile::tempdir().unwrap();
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let dead = child.id();
+        child.wait().unwrap();
+        let dead_dir = parent.path().join(format!(".staging-{dead}-0a0b0c0d"));
+        let live_dir = parent
+            .path()
+            .join(format!(".staging-{}-01020304", std::process::id()));
+        for d in [&dead_dir, &live_dir] {
+            fs::create_dir(d).unwrap();
+            fs::write(d.join("server.js"), "half").unwrap();
+        }
+        let outside = tempfile::tempdir().unwrap();
+        std::os::unix::fs::symlink(
+            outside.path(),
+            parent.path().join(format!(".staging-{dead}-linked")),
+        )
+        .unwrap();
+        fs::write(outside.path().join("keep"), "k").unwrap();
+        sweep_staging(parent.path());
+        assert!(!dead_dir.exists());
+        assert!(live_dir.join("server.js").exists());
+        assert!(
+            outside.path().join("keep").exists(),
+            "a link is not followed"
+        );
     }
 
     #[test]

@@ -310,7 +310,17 @@ pub async fn ensure_volumes(docker: &impl EngineApi, spec: &ContainerSpec) -> Re
     let labels: HashMap<String, String> = spec
         .labels
         .iter()
-        .filter(|(k, _)| matches!(k.as_str(), "po.owner" | "po.workspace" | "po.sandbox"))
+        // The workspace's folder too: `prune --volumes` removes them once it and the container
+        // are gone.
+        .filter(|(k, _)| {
+            matches!(
+                k.as_str(),
+                "po.owner"
+                    | "po.workspace"
+                    | "po.sandbox"
+                    | crate::sandbox::spec::LABEL_WORKSPACE_PATH
+            )
+        })
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect();
     for v in &spec.volumes {
@@ -344,7 +354,7 @@ pub async fn remove_volumes(
         .await
         .map_err(engine_err(docker, Operation::List(Resource::Volume)))?;
     let mut removed = Vec::new();
-    for name in listed {
+    for (name, _) in listed {
         match docker.remove_volume(&name).await {
             Ok(()) => removed.push(name),
             Err(e) if is_status(&e, 404) => {}

@@ -295,14 +295,17 @@ pub fn write_copies(workspace_id: &str, ws: &Path, resolved: &Resolved, dir: &Pa
     Ok(())
 }
 
-/// Writes a new file (0644 on Unix: the container's user reads it through its mount).
+/// Writes a new file, 0644 on Unix whatever the umask (the container's user reads it through
+/// its mount), set on the open file, not by path.
 fn write_new(path: &Path, text: &str) -> std::io::Result<()> {
     use std::io::Write;
-    let mut open = std::fs::OpenOptions::new();
-    open.write(true).create_new(true);
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(path)?;
     #[cfg(unix)]
-    std::os::unix::fs::OpenOptionsExt::mode(&mut open, 0o644);
-    open.open(path)?.write_all(text.as_bytes())
+    file.set_permissions(std::os::unix::fs::PermissionsExt::from_mode(0o644))?;
+    file.write_all(text.as_bytes())
 }
 
 /// A file's text, refusing a link at its last component.

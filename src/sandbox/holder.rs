@@ -596,10 +596,7 @@ pub async fn ensure_rules(
 /// Writes the record (whole, by rename; owner-only where modes exist). A failure only costs
 /// a helper run next time.
 pub fn write_record(record: &Path, text: &str) {
-    let tmp = record.with_extension(format!("net.{}", std::process::id()));
-    let written = std::fs::write(&tmp, text).and_then(|()| std::fs::rename(&tmp, record));
-    if let Err(e) = written {
-        let _ = std::fs::remove_file(&tmp);
+    if let Err(e) = crate::write_aside::write_whole(record, text.as_bytes(), true) {
         tracing::warn!(record = %record.display(), error = %e, "cannot write the network rules record");
     }
 }

@@ -146,12 +146,13 @@ pub async fn stop(
         .filter(|r| workspace.is_none_or(|w| r.workspace_id == w))
     {
         container::stop_and_remove(docker, &row.container_id).await?;
-        let _ = std::fs::remove_file(spec::token_file(po_home, owner, &row.workspace_id));
-        let _ = std::fs::remove_dir_all(spec::guard_copies(po_home, owner, &row.workspace_id));
+        remove_token_files(po_home, owner, &row.workspace_id);
         // Its broker socket folder too, so a hub that still runs (and granted that socket) no
         // longer serves a container that is gone.
         if let Some(folder) = &row.broker_folder {
             remove_broker_folder(folder);
+            // Its lock file, unless a hub still holds it (whose watch removes it then).
+            crate::sandbox::locks::remove_free_lock(&folder.with_extension("lock"));
         }
         stopped.push(row.workspace_id);
     }
@@ -168,19 +169,33 @@ pub async fn stop(
     Ok(stopped)
 }
 
-/// Removes a broker socket folder: its `broker.sock` when that is a socket, then the folder when
-/// it is a real directory left empty. Never follows a link; anything else is left alone.
-fn remove_broker_folder(folder: &Path) {
+/// Removes a stopped workspace's files in the owner's token folder: its token file, its rules
+/// record (`<id>.net`) and its start lock (`<id>.lock`) unless a process holds that lock (a
+/// start of it under way); and its guard copies (`<poHome>/sandbox-guards/<owner>/<id>`).
+pub(crate) fn remove_token_files(po_home: &Path, owner: &str, workspace_id: &str) {
+    let _ = std::fs::remove_dir_all(spec::guard_copies(po_home, owner, workspace_id));
+    let token = spec::token_file(po_home, owner, workspace_id);
+    let _ = std::fs::remove_file(&token);
+    let _ = std::fs::remove_file(crate::sandbox::holder::record_path(&token));
+    crate::sandbox::locks::remove_free_lock(&token.with_extension("lock"));
+}
+
+/// Removes a broker socket folder: its `broker.sock` and `egress.sock` when they are sockets,
+/// then the folder when it is a real directory left empty. Never follows a link; anything else is left alone.
+pub(crate) fn remove_broker_folder(folder: &Path) {
     let Ok(meta) = std::fs::symlink_metadata(folder) else {
         return;
     };
     if !meta.file_type().is_dir() {
         return;
     }
-    let socket = folder.join("broker.sock");
-    if std::fs::symlink_metadata(&socket).is_ok_and(|m| crate::platform::is_socket(&m.file_type()))
-    {
-        let _ = std::fs::remove_file(&socket);
+    for name in ["broker.sock", crate::broker::egress::EGRESS_SOCKET] {
+        let socket = folder.join(name);
+        if std::fs::symlink_metadata(&socket)
+            .is_ok_and(|m| crate::platform::is_socket(&m.file_type()))
+        {
+            let _ = std::fs::remove_file(&socket);
+        }
     }
     let _ = std::fs::remove_dir(folder);
 }
@@ -188,6 +203,69 @@ fn remove_broker_folder(folder: &Path) {
 #[cfg(all(test, unix))]
 mod tests {
     use super::*;
+
+    /// `po-sandbox stop` / `down`: the stopped workspace's token, record, start lock, broker
+    /// folder and broker lock go; a lock a running hub holds stays (that hub removes it).
+    #[tokio::test]
+    async fn a_stop_without_a_hub_leaves_nothing_of_the_workspace_but_a_held_lock() {
+        use bollard::models::{ContainerCreateBody, HostConfig, Mount};
+        let engine = crate::engine::fake::FakeEngine::default();
+        let home = tempfile::tempdir().unwrap();
+        let sockets = home.path().join("s");
+        let mut held = vec![];
+        for ws in ["w1", "w2"] {
+            let token = spec::token_file(home.path(), "o1", ws);
+            std::fs::create_dir_all(token.parent().unwrap()).unwrap();
+            for f in [
+                token.clone(),
+                token.with_extension("net"),
+                token.with_extension("lock"),
+            ] {
+                std::fs::write(f, "x").unwrap();
+            }
+            let folder = sockets.join(format!("o1-{ws}"));
+            std::fs::create_dir_all(&folder).unwrap();
+            let lock = folder.with_extension("lock");
+            std::fs::write(&lock, "").unwrap();
+            if ws == "w2" {
+                held.push(crate::sandbox::locks::HostLock::try_acquire(&lock).unwrap());
+            }
+            let body = ContainerCreateBody {
+                labels: Some(HashMap::from([
+                    (LABEL_SANDBOX.to_string(), "1".to_string()),
+                    (LABEL_OWNER.to_string(), "o1".to_string()),
+                    (LABEL_WORKSPACE.to_string(), ws.to_string()),
+                ])),
+                host_config: Some(HostConfig {
+                    mounts: Some(vec![Mount {
+                        source: Some(folder.to_string_lossy().into_owned()),
+                        target: Some(crate::names::paths::BROKER_MOUNT.into()),
+                        ..Default::default()
+                    }]),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            };
+            engine
+                .state()
+                .create(Some(&format!("po-o1-{ws}")), body)
+                .unwrap();
+        }
+        let stopped = stop(&engine, home.path(), "o1", None, false).await.unwrap();
+        assert_eq!(stopped, ["w1", "w2"]);
+        let tokens = spec::token_file(home.path(), "o1", "w1");
+        assert_eq!(
+            std::fs::read_dir(tokens.parent().unwrap()).unwrap().count(),
+            0
+        );
+        let mut left: Vec<String> = std::fs::read_dir(&sockets)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        left.sort();
+        assert_eq!(left, ["o1-w2.lock"], "held by a running hub");
+        drop(held);
+    }
 
     #[test]
     fn a_broker_folder_loses_its_socket_and_itself_but_nothing_else() {

@@ -51,13 +51,10 @@ impl HostLock {
     /// Takes the lock, creating the file (0600, folder 0700) when missing; waits up to
     /// `timeout` for another holder.
     pub async fn acquire(path: &Path, timeout: Duration) -> std::io::Result<HostLock> {
-        let file = open_lock_file(path)?;
         let deadline = std::time::Instant::now() + timeout;
         loop {
-            match file.try_lock() {
-                Ok(()) => return Ok(HostLock { _file: file }),
-                Err(TryLockError::WouldBlock) => {}
-                Err(TryLockError::Error(e)) => return Err(e),
+            if let Some(lock) = HostLock::try_acquire(path)? {
+                return Ok(lock);
             }
             if std::time::Instant::now() >= deadline {
                 return Err(std::io::Error::new(
@@ -71,14 +68,51 @@ impl HostLock {
 }
 
 impl HostLock {
-    /// Takes the lock when nobody holds it; `None` when another holder does.
+    /// Takes the lock when nobody holds it; `None` when another holder does. A lock file
+    /// removed by its last holder (see [`HostLock::remove`]) while this process opened it is
+    /// opened again, so two processes never hold locks on two files of one path.
     pub fn try_acquire(path: &Path) -> std::io::Result<Option<HostLock>> {
-        let file = open_lock_file(path)?;
-        match file.try_lock() {
-            Ok(()) => Ok(Some(HostLock { _file: file })),
-            Err(TryLockError::WouldBlock) => Ok(None),
-            Err(TryLockError::Error(e)) => Err(e),
+        for _ in 0..3 {
+            let file = open_lock_file(path)?;
+            match file.try_lock() {
+                Ok(()) => {}
+                Err(TryLockError::WouldBlock) => return Ok(None),
+                Err(TryLockError::Error(e)) => return Err(e),
+            }
+            let same = match std::fs::symlink_metadata(path) {
+                Ok(at_path) => {
+                    crate::platform::identity(&at_path)
+                        == crate::platform::identity(&file.metadata()?)
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => false,
+                Err(e) => return Err(e),
+            };
+            if same {
+                return Ok(Some(HostLock { _file: file }));
+            }
         }
+        Ok(None)
+    }
+
+    /// Removes the lock file while still holding it, then releases it: a process that opened
+    /// the file meanwhile finds it gone when it gets the lock (and opens the path again).
+    pub fn remove(self, path: &Path) {
+        let _ = std::fs::remove_file(path);
+    }
+}
+
+/// Removes the lock file at `path` when it is a regular file (never a link) nobody holds: the
+/// lock is taken first (non-blocking), so a holder's file stays. Says whether it was removed.
+pub fn remove_free_lock(path: &Path) -> bool {
+    if !std::fs::symlink_metadata(path).is_ok_and(|m| m.is_file()) {
+        return false;
+    }
+    match HostLock::try_acquire(path) {
+        Ok(Some(lock)) => {
+            lock.remove(path);
+            true
+        }
+        _ => false,
     }
 }
 
@@ -106,6 +140,40 @@ mod tests {
         assert!(HostLock::try_acquire(&path).unwrap().is_none());
         drop(first);
         assert!(HostLock::try_acquire(&path).unwrap().is_some());
+    }
+
+    #[test]
+    fn a_free_lock_file_is_removed_and_a_held_one_stays() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("o-abc.lock");
+        let held = HostLock::try_acquire(&path).unwrap().expect("free");
+        assert!(!remove_free_lock(&path), "held by another");
+        assert!(path.exists());
+        drop(held);
+        assert!(remove_free_lock(&path));
+        assert!(!path.exists());
+        assert!(!remove_free_lock(&path), "nothing there");
+        // A link is never a lock file to remove.
+        std::fs::write(dir.path().join("target"), "t").unwrap();
+        std::os::unix::fs::symlink(dir.path().join("target"), &path).unwrap();
+        assert!(!remove_free_lock(&path));
+        assert!(path.exists());
+    }
+
+    #[test]
+    fn a_lock_on_a_removed_file_is_not_a_lock_on_the_path() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("o-abc.lock");
+        let first = HostLock::try_acquire(&path).unwrap().expect("free");
+        // Opened before the holder removes it: the lock it then gets is on the old file.
+        let stale = open_lock_file(&path).unwrap();
+        first.remove(&path);
+        stale.try_lock().unwrap();
+        let now = HostLock::try_acquire(&path)
+            .unwrap()
+            .expect("a new file, free");
+        assert!(HostLock::try_acquire(&path).unwrap().is_none());
+        drop((now, stale));
     }
 
     #[tokio::test]

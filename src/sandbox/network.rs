@@ -3,13 +3,14 @@
 //! owner, removed when the owner's containers are all stopped and none uses it.
 
 use std::collections::HashMap;
+use std::time::Duration;
 
-use bollard::models::{Network, NetworkCreateRequest};
+use bollard::models::{ContainerSummary, Network, NetworkCreateRequest};
 
 use crate::engine::api::EngineApi;
 use crate::engine::{Operation, Resource};
-use crate::error::Result;
-use crate::sandbox::container::{engine_err, is_status};
+use crate::error::{Error, Result};
+use crate::sandbox::container::{self, engine_err, is_status};
 use crate::sandbox::spec::{LABEL_NETWORK, LABEL_OWNER, LABEL_SANDBOX, network_name};
 
 /// The `po.network` label's value on a per-hub network.
@@ -75,6 +76,7 @@ pub async fn ensure(docker: &impl EngineApi, owner: &str) -> Result<String> {
     let made = match docker.create_network(request).await {
         Ok(id) => Some(id),
         Err(e) if is_status(&e, 409) => None,
+        Err(e) if pool_exhausted(&e) => return Err(exhausted(docker, name, e).await),
         Err(e) => {
             return Err(engine_err(
                 docker,
@@ -97,6 +99,26 @@ pub async fn ensure(docker: &impl EngineApi, owner: &str) -> Result<String> {
             format!("the network {name} could not be made or found (docker network ls)"),
         )
     })
+}
+
+/// Whether the engine refused a network for want of an address pool (Docker: "could not find
+/// an available, non-overlapping IPv4 address pool"; Podman: "could not find free subnet").
+fn pool_exhausted(e: &bollard::errors::Error) -> bool {
+    let text = e.to_string();
+    text.contains("non-overlapping IPv4 address pool")
+        || text.contains("could not find free subnet")
+}
+
+/// `ENGINE_NETWORK_POOL_EXHAUSTED` for the network `name`, counting the per-hub networks there
+/// are (and how many no container uses) when the engine still answers a list.
+async fn exhausted(docker: &impl EngineApi, name: String, source: bollard::errors::Error) -> Error {
+    let found = per_hub(docker, None).await.unwrap_or_default();
+    Error::EngineNetworkPoolExhausted {
+        network: name,
+        per_hub: found.len(),
+        unused: found.iter().filter(|n| !n.in_use).count(),
+        source,
+    }
 }
 
 /// Removes the owner's networks that no container uses (the engine also refuses to remove a
@@ -141,4 +163,252 @@ pub async fn gateway(docker: &impl EngineApi, id: &str) -> Result<Option<std::ne
         .iter()
         .filter_map(|c| c.gateway.as_deref()?.parse().ok())
         .find(|ip: &std::net::IpAddr| ip.is_ipv4()))
+}
+
+/// How long a per-hub network no container uses is kept by [`prune`]: a hub makes its network
+/// moments before the first container on it (created, not yet started, is no use the engine
+/// counts), and a network this young may be one such.
+pub const PRUNE_GRACE: Duration = Duration::from_secs(300);
+
+/// A per-hub network, as [`per_hub`] finds it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PerHubNetwork {
+    pub id: String,
+    pub name: String,
+    pub owner: String,
+    /// Unix seconds, when the engine says.
+    pub created: Option<i64>,
+    /// A container (running, or any sandbox container in any state) is on it.
+    pub in_use: bool,
+}
+
+/// Every per-hub network (of `owner`, or of every owner), with whether a container uses it:
+/// one the engine lists as joined (any container), or a sandbox container in any state whose
+/// network it is (a stopped one would need it to start again).
+pub async fn per_hub(docker: &impl EngineApi, owner: Option<&str>) -> Result<Vec<PerHubNetwork>> {
+    let mut labels = vec![
+        format!("{LABEL_SANDBOX}=1"),
+        format!("{LABEL_NETWORK}={NETWORK_KIND}"),
+    ];
+    labels.extend(owner.map(|o| format!("{LABEL_OWNER}={o}")));
+    let filters = HashMap::from([("label".to_string(), labels)]);
+    let networks = docker
+        .list_networks(filters)
+        .await
+        .map_err(engine_err(docker, Operation::List(Resource::Network)))?;
+    let sandboxes = container::list_labelled(docker, vec![format!("{LABEL_SANDBOX}=1")]).await?;
+    let mut found = Vec::new();
+    for n in networks {
+        let (Some(id), Some(name)) = (n.id, n.name) else {
+            continue;
+        };
+        let joined = match docker.inspect_network(&id).await {
+            Ok(i) => i.containers.is_some_and(|c| !c.is_empty()),
+            Err(e) if is_status(&e, 404) => continue,
+            Err(e) => {
+                return Err(engine_err(
+                    docker,
+                    Operation::Inspect(Resource::Network, id),
+                )(e));
+            }
+        };
+        let in_use = joined || sandboxes.iter().any(|c| on_network(c, &id, &name));
+        found.push(PerHubNetwork {
+            owner: n
+                .labels
+                .and_then(|mut l| l.remove(LABEL_OWNER))
+                .unwrap_or_default(),
+            created: n
+                .created
+                .as_deref()
+                .and_then(container::rfc3339)
+                .map(|(s, _)| s),
+            id,
+            name,
+            in_use,
+        });
+    }
+    found.sort_by(|a, b| a.name.cmp(&b.name));
+    Ok(found)
+}
+
+/// Whether a listed container is on the network (by id or name), in any state.
+fn on_network(c: &ContainerSummary, id: &str, name: &str) -> bool {
+    let mode = c
+        .host_config
+        .as_ref()
+        .and_then(|h| h.network_mode.as_deref());
+    let attached = c
+        .network_settings
+        .as_ref()
+        .and_then(|s| s.networks.as_ref())
+        .is_some_and(|n| {
+            n.contains_key(name) || n.values().any(|e| e.network_id.as_deref() == Some(id))
+        });
+    mode == Some(id) || mode == Some(name) || attached
+}
+
+/// The networks [`prune`] removes: no container uses them and they are older than `grace` at
+/// `now` (unix seconds); one whose age is unknown counts as old.
+pub fn prunable(found: &[PerHubNetwork], now: i64, grace: Duration) -> Vec<&PerHubNetwork> {
+    let grace = i64::try_from(grace.as_secs()).unwrap_or(i64::MAX);
+    found
+        .iter()
+        .filter(|n| !n.in_use && n.created.is_none_or(|c| now.saturating_sub(c) >= grace))
+        .collect()
+}
+
+/// Removes the per-hub networks (of `owner`, or of every owner) that no container uses and that
+/// are older than `grace`; with `dry_run`, only lists them. Returns their names. One the engine
+/// refuses to remove (joined meanwhile) or that is gone already is not listed.
+pub async fn prune(
+    docker: &impl EngineApi,
+    owner: Option<&str>,
+    grace: Duration,
+    dry_run: bool,
+) -> Result<Vec<String>> {
+    let found = per_hub(docker, owner).await?;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64);
+    let mut removed = Vec::new();
+    for n in prunable(&found, now, grace) {
+        if dry_run {
+            removed.push(n.name.clone());
+            continue;
+        }
+        match docker.remove_network(&n.id).await {
+            Ok(()) => removed.push(n.name.clone()),
+            Err(e) => tracing::debug!(network = %n.name, error = %e, "network kept"),
+        }
+    }
+    Ok(removed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::fake::{FakeEngine, Fault};
+    use bollard::models::{ContainerCreateBody, HostConfig};
+
+    fn found(name: &str, created: Option<i64>, in_use: bool) -> PerHubNetwork {
+        PerHubNetwork {
+            id: format!("id-{name}"),
+            name: name.into(),
+            owner: "o".into(),
+            created,
+            in_use,
+        }
+    }
+
+    #[test]
+    fn prunable_are_the_unused_past_the_grace() {
+        let grace = Duration::from_secs(300);
+        let list = [
+            found("old", Some(1_000), false),
+            found("young", Some(1_900), false),
+            found("used", Some(0), true),
+            found("undated", None, false),
+            found("just", Some(1_700), false),
+        ];
+        let names: Vec<&str> = prunable(&list, 2_000, grace)
+            .iter()
+            .map(|n| n.name.as_str())
+            .collect();
+        assert_eq!(names, ["old", "undated", "just"]);
+        assert_eq!(prunable(&list, 2_000, Duration::ZERO).len(), 4);
+    }
+
+    /// A sandbox container on the network `name`, in the fake's state `status`.
+    fn on(engine: &FakeEngine, name: &str, owner: &str, running: bool) {
+        let body = ContainerCreateBody {
+            labels: Some(HashMap::from([
+                (LABEL_SANDBOX.to_string(), "1".to_string()),
+                (LABEL_OWNER.to_string(), owner.to_string()),
+            ])),
+            host_config: Some(HostConfig {
+                network_mode: Some(name.into()),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let mut s = engine.state();
+        let id = s.create(Some(&format!("c-{owner}")), body).unwrap();
+        if running {
+            s.start(&id).unwrap();
+        }
+    }
+
+    #[tokio::test]
+    async fn prune_removes_unused_per_hub_networks_of_any_owner_or_of_one() {
+        let engine = FakeEngine::default();
+        for owner in ["o1", "o2", "o3", "o4"] {
+            ensure(&engine, owner).await.unwrap();
+        }
+        // o3's has a running container, o4's a stopped one (which needs it to start again).
+        on(&engine, &network_name("o3"), "o3", true);
+        on(&engine, &network_name("o4"), "o4", false);
+        // A network that is not a per-hub one.
+        engine
+            .create_network(NetworkCreateRequest {
+                name: "other".into(),
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        let all = per_hub(&engine, None).await.unwrap();
+        let used: Vec<(&str, bool)> = all.iter().map(|n| (n.owner.as_str(), n.in_use)).collect();
+        assert_eq!(
+            used,
+            [("o1", false), ("o2", false), ("o3", true), ("o4", true)]
+        );
+        let dry = prune(&engine, None, Duration::ZERO, true).await.unwrap();
+        assert_eq!(dry, [network_name("o1"), network_name("o2")]);
+        assert_eq!(
+            engine.state().networks.len(),
+            5,
+            "a dry run removes nothing"
+        );
+        let one = prune(&engine, Some("o2"), Duration::ZERO, false)
+            .await
+            .unwrap();
+        assert_eq!(one, [network_name("o2")]);
+        let rest = prune(&engine, None, Duration::ZERO, false).await.unwrap();
+        assert_eq!(rest, [network_name("o1")]);
+        let mut left: Vec<String> = engine
+            .state()
+            .networks
+            .values()
+            .filter_map(|n| n.name.clone())
+            .collect();
+        left.sort();
+        assert_eq!(
+            left,
+            ["other".into(), network_name("o3"), network_name("o4")]
+        );
+    }
+
+    #[tokio::test]
+    async fn an_exhausted_address_pool_is_a_coded_error_that_names_prune() {
+        let engine = FakeEngine::default();
+        ensure(&engine, "o1").await.unwrap();
+        ensure(&engine, "o2").await.unwrap();
+        on(&engine, &network_name("o2"), "o2", true);
+        let said = "could not find an available, non-overlapping IPv4 address pool among the defaults to assign to the network";
+        engine.fault("create_network", "", Fault::FailSaying(400, said), Some(1));
+        let e = ensure(&engine, "o3").await.unwrap_err();
+        assert_eq!(e.code(), "ENGINE_NETWORK_POOL_EXHAUSTED");
+        let text = e.message_with_causes();
+        assert!(text.contains("2 per-hub networks"), "{text}");
+        assert!(text.contains("1 of them with no container"), "{text}");
+        assert!(text.contains("po-sandbox prune"), "{text}");
+        assert!(
+            text.contains(said),
+            "the engine's words as the cause: {text}"
+        );
+        // Another failure stays the engine's own.
+        engine.fault("create_network", "", Fault::Fail(500), None);
+        let e = ensure(&engine, "o4").await.unwrap_err();
+        assert_eq!(e.code(), "ENGINE_REQUEST_FAILED");
+    }
 }

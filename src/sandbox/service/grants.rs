@@ -45,19 +45,13 @@ fn random_token() -> Result<String> {
     Ok(hex::encode(bytes))
 }
 
-/// Writes a fresh token file with mode 0600 (folder 0700), replacing any earlier one.
+/// Writes a fresh token file with mode 0600 (folder 0700), replacing any earlier one (whole,
+/// through a write-aside file a killed hub's successor sweeps).
 pub(super) fn write_token_file(path: &Path) -> std::io::Result<()> {
-    use std::io::Write;
     let dir = path.parent().expect("token files live in a folder");
     crate::platform::private_dirs(std::fs::DirBuilder::new().recursive(true)).create(dir)?;
     let token = random_token().map_err(std::io::Error::other)?;
-    let tmp = path.with_extension(format!("tmp-{}", std::process::id()));
-    let mut f =
-        crate::platform::private_files(std::fs::OpenOptions::new().write(true).create_new(true))
-            .open(&tmp)?;
-    f.write_all(token.as_bytes())?;
-    f.sync_all()?;
-    std::fs::rename(&tmp, path)
+    crate::write_aside::write_whole(path, token.as_bytes(), true)
 }
 
 /// Keeps one workspace's broker socket served while this hub has it: every
@@ -180,7 +174,9 @@ impl<E: EngineApi> ContainerService<E> {
         Ok(serves)
     }
 
-    /// Ends a workspace's broker grant and removes its socket folder.
+    /// Ends a workspace's broker grant and removes its socket folder and lock file, unless
+    /// another hub still holds that lock (its watch removes them when it sees the workspace
+    /// stopped).
     pub(super) fn revoke_for(&self, workspace_id: &str) {
         let id = self.inner.grants.grants.locked().remove(workspace_id);
         let Some(w) = &self.inner.config.broker else {
@@ -190,16 +186,26 @@ impl<E: EngineApi> ContainerService<E> {
             w.broker.revoke(&grant.id);
         }
         let mut owners = self.inner.grants.owners.locked();
-        let served = owners.get(workspace_id).is_some_and(|o| o.lock.is_some());
+        let held = owners.remove(workspace_id).and_then(|o| {
+            o.watch.abort();
+            o.lock
+        });
         let folder = w.socket_folder(&self.inner.config.container.owner, workspace_id);
+        let lock_path = folder.with_extension("lock");
+        // The lock of a hub that served the socket and is gone is free: this hub takes it.
+        let lock = held.or_else(|| {
+            std::fs::symlink_metadata(&lock_path)
+                .is_ok_and(|m| m.is_file())
+                .then(|| HostLock::try_acquire(&lock_path).ok().flatten())
+                .flatten()
+        });
         // A socket another hub serves is that hub's to remove; this hub's goes before its lock
         // does, so a hub taking over never loses its fresh socket.
-        if served || !folder.with_extension("lock").exists() {
-            let _ = std::fs::remove_file(folder.join("broker.sock"));
-            let _ = std::fs::remove_dir(&folder);
+        if lock.is_some() || !lock_path.exists() {
+            crate::sandbox::inventory::remove_broker_folder(&folder);
         }
-        if let Some(o) = owners.remove(workspace_id) {
-            o.watch.abort();
+        if let Some(lock) = lock {
+            lock.remove(&lock_path);
         }
     }
 
@@ -225,12 +231,11 @@ impl<E: EngineApi> ContainerService<E> {
         grants.get(workspace_id).map(|(g, _)| g.id.clone())
     }
 
-    /// After its container is gone: removes the workspace's token file and its guard copies,
-    /// and ends its broker grant (and the socket, when this hub serves it).
+    /// After its container is gone: removes the workspace's token file, rules record and free
+    /// start lock, and ends its broker grant (and the socket, when this hub serves it).
     pub(super) fn forget_token(&self, id: &str) {
         let c = &self.inner.config.container;
-        let _ = std::fs::remove_file(spec::token_file(&c.po_home, &c.owner, id));
-        let _ = std::fs::remove_dir_all(spec::guard_copies(&c.po_home, &c.owner, id));
+        crate::sandbox::inventory::remove_token_files(&c.po_home, &c.owner, id);
         self.revoke_for(id);
     }
 }

@@ -22,7 +22,7 @@ use crate::sandbox::spec::{self, ContainerSpec};
 #[derive(Default)]
 pub(super) struct HolderState {
     /// The id of the per-hub network, once this hub found or made it (one at a time).
-    network: tokio::sync::Mutex<Option<String>>,
+    pub(super) network: tokio::sync::Mutex<Option<String>>,
     /// Holders this hub is making: their create path loads their rules, not the event feed.
     readying: Mutex<HashSet<String>>,
 }

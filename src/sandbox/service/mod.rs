@@ -3,10 +3,12 @@
 //!
 //! The service is one handle over parts of one concern each: [`lifecycle`] (start, adopt,
 //! create with its rollback), [`holders`] (the namespace holder, its rules and the per-hub
-//! network), [`grants`] (token files and broker grants), [`stopping`] and [`queries`].
+//! network), [`grants`] (token files and broker grants), [`stopping`], [`queries`] and
+//! [`leftovers`] (what killed hubs left, swept at start-up).
 
 mod grants;
 mod holders;
+mod leftovers;
 mod lifecycle;
 mod queries;
 mod stopping;

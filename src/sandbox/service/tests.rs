@@ -132,6 +132,15 @@ impl Hub {
         }
     }
 
+    /// A second hub sharing this one's engine, Po home and broker folder (this one stays).
+    fn again_with(&self, wiring: BrokerWiring) -> Hub {
+        let home = tempfile::TempDir::new().unwrap();
+        let mut hub = Hub::on(self.engine.clone(), home, Some(wiring));
+        let config = config(self.home.path(), hub.service.inner.config.broker.clone());
+        hub.service = ContainerService::new(self.engine.clone(), config, EventBus::default());
+        hub
+    }
+
     /// A second hub sharing this one's engine and Po home.
     fn again(self) -> Hub {
         let Hub { engine, home, .. } = self;
@@ -619,4 +628,93 @@ async fn a_folder_overlapping_another_workspace_or_the_po_home_is_refused_with_n
     // Once the other workspace is stopped, its folder is free.
     hub.service.stop("web").await.unwrap();
     hub.service.start(inner).await.unwrap();
+}
+
+/// A hub whose containers reach the broker by a socket under `<home>/s`.
+async fn socket_hub() -> Hub {
+    let engine = FakeEngine::default();
+    engine.state().host_port = healthy_server().await;
+    let home = tempfile::tempdir().unwrap();
+    let broker = crate::broker::server::Broker::start(crate::broker::server::BrokerOptions {
+        host_env: HashMap::from([("OPENAI_API_KEY".to_string(), "sk-test".to_string())]),
+        socket_dir: home.path().join("sockets"),
+        tcp: false,
+        egress: None,
+    })
+    .await
+    .unwrap();
+    let wiring = BrokerWiring {
+        broker,
+        transport: RouteKind::Socket,
+        socket_root: home.path().join("s"),
+    };
+    Hub::on(engine, home, Some(wiring))
+}
+
+/// The names in a folder, sorted (none when it is missing).
+fn listing(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .map(|d| {
+            d.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    names.sort();
+    names
+}
+
+#[tokio::test]
+async fn start_stop_cycles_leave_no_socket_folder_lock_or_token_file() {
+    let hub = socket_hub().await;
+    let sockets = hub.home.path().join("s");
+    let tokens = hub.token("acme").parent().unwrap().to_path_buf();
+    for _ in 0..3 {
+        hub.service.start(hub.ws("acme")).await.unwrap();
+        assert_eq!(
+            listing(&sockets).len(),
+            2,
+            "the folder and its lock while it runs"
+        );
+        assert!(hub.service.stop("acme").await.unwrap());
+        assert_eq!(listing(&sockets), Vec::<String>::new());
+        assert_eq!(listing(&tokens), Vec::<String>::new());
+    }
+    hub.service.start(hub.ws("acme")).await.unwrap();
+    hub.service.start(hub.ws("beta")).await.unwrap();
+    assert_eq!(hub.service.stop_all().await.unwrap(), ["acme", "beta"]);
+    assert_eq!(listing(&sockets), Vec::<String>::new());
+    assert_eq!(listing(&tokens), Vec::<String>::new());
+}
+
+#[tokio::test]
+async fn start_up_sweeps_what_killed_hubs_left_and_keeps_what_runs() {
+    let hub = socket_hub().await;
+    hub.service.start(hub.ws("acme")).await.unwrap();
+    let sockets = hub.home.path().join("s");
+    let tokens = hub.token("acme").parent().unwrap().to_path_buf();
+    let dead = {
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let pid = child.id();
+        child.wait().unwrap();
+        pid
+    };
+    // A killed hub's write-asides, and the folder and lock of a workspace stopped meanwhile.
+    std::fs::write(tokens.join(format!("beta.token.tmp-{dead}")), "half").unwrap();
+    std::fs::write(tokens.join(format!("acme.net.tmp-{dead}")), "half").unwrap();
+    std::fs::write(tokens.join("gone.net"), "h1 t -").unwrap();
+    let wiring = hub.service.inner.config.broker.clone().unwrap();
+    let gone = wiring.socket_folder("hub1", "gone");
+    std::fs::create_dir_all(&gone).unwrap();
+    std::fs::write(gone.with_extension("lock"), "").unwrap();
+    let before = listing(&sockets);
+    let swept = hub.again_with(wiring).service.sweep_files();
+    assert_eq!(swept.asides.len(), 3, "{swept:?}");
+    assert_eq!(swept.broker, [gone.clone(), gone.with_extension("lock")]);
+    assert_eq!(listing(&tokens), ["acme.lock", "acme.net", "acme.token"]);
+    assert_eq!(
+        listing(&sockets).len(),
+        before.len() - 2,
+        "the running workspace's folder and lock stay"
+    );
 }
