@@ -21,7 +21,7 @@ step "types: tsc --noEmit --strict (npm run typecheck)"
 npm run --silent typecheck
 
 step "node:test suites that need no engine"
-node --test --test-concurrency=2 --test-timeout=120000 \
+node --test --test-concurrency=4 --test-timeout=120000 \
   __test__/broker.test.mjs __test__/broker-attacks.test.mjs __test__/broker-tls.test.mjs \
   __test__/broker-pi.test.mjs __test__/pi.test.mjs __test__/package.test.mjs __test__/identity.test.mjs \
   __test__/bridge.test.mjs
