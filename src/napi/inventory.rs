@@ -1,4 +1,5 @@
-//! `listSandboxContainers` and `stopSandboxContainers`: what the CLI's `ls` and `stop` use.
+//! `listSandboxContainers`, `stopSandboxContainers` and `reviewSandboxWorkspace`: what the
+//! CLI's `ls`, `stop` and `review` use.
 
 use std::collections::HashMap;
 
@@ -10,6 +11,7 @@ use super::errors::{coded, object_arg, promise};
 use crate::host::HostEnv;
 use crate::provider::inventory::{Query, QueryOptions};
 use crate::sandbox::inventory::SandboxRow;
+use crate::sandbox::review::WorkspaceReview;
 
 /// Which sandbox containers.
 #[napi(object, js_name = "SandboxQuery")]
@@ -78,4 +80,20 @@ pub fn stop_sandbox_containers<'env>(
     let q = query(env, options)?;
     q.check_stop().map_err(|e| coded(env, &e))?;
     promise(env, q.stop())
+}
+
+/// As `WorkspaceContainers.review`, without a hub (what `po-sandbox review` uses): the baseline
+/// of `options`' owner (`poHome`, `owner`). Rejects with `REVIEW_UNAVAILABLE` when the workspace
+/// has none, `WORKSPACE_INVALID` for a bad id.
+#[napi(
+    ts_args_type = "workspaceId: string, options?: SandboxQuery | undefined | null",
+    ts_return_type = "Promise<WorkspaceReview>"
+)]
+pub fn review_sandbox_workspace<'env>(
+    env: &'env Env,
+    workspace_id: String,
+    options: Option<Unknown>,
+) -> napi::Result<PromiseRaw<'env, WorkspaceReview>> {
+    let q = query(env, options)?;
+    promise(env, q.review(workspace_id))
 }

@@ -127,7 +127,7 @@ pub async fn list(docker: &impl EngineApi, owner: Option<&str>) -> Result<Vec<Sa
 }
 
 /// Stops and removes this owner's containers (one workspace's, or all), removing their token
-/// files; their volumes too with `remove_volumes`, else they are kept; the owner's network too when
+/// files and review baselines; their volumes too with `remove_volumes`, else they are kept; the owner's network too when
 /// no container uses it any more. Returns the workspace ids stopped.
 pub async fn stop(
     docker: &impl EngineApi,
@@ -147,6 +147,7 @@ pub async fn stop(
     {
         container::stop_and_remove(docker, &row.container_id).await?;
         let _ = std::fs::remove_file(spec::token_file(po_home, owner, &row.workspace_id));
+        crate::sandbox::review::remove_baseline(po_home, owner, &row.workspace_id);
         // Its broker socket folder too, so a hub that still runs (and granted that socket) no
         // longer serves a container that is gone.
         if let Some(folder) = &row.broker_folder {

@@ -225,11 +225,12 @@ impl<E: EngineApi> ContainerService<E> {
         grants.get(workspace_id).map(|(g, _)| g.id.clone())
     }
 
-    /// After its container is gone: removes the workspace's token file and ends its broker
-    /// grant (and the socket, when this hub serves it).
+    /// After its container is gone: removes the workspace's token file and review baseline and
+    /// ends its broker grant (and the socket, when this hub serves it).
     pub(super) fn forget_token(&self, id: &str) {
         let c = &self.inner.config.container;
         let _ = std::fs::remove_file(spec::token_file(&c.po_home, &c.owner, id));
+        crate::sandbox::review::remove_baseline(&c.po_home, &c.owner, id);
         self.revoke_for(id);
     }
 }

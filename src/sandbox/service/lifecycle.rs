@@ -101,6 +101,7 @@ impl<E: EngineApi> ContainerService<E> {
                         Some(asked) => asked.answered_on(live.host_port).await,
                         None => false,
                     };
+                    self.adopted_baseline(&ws);
                     return self.adopt_live(&ws.id, &spec, live, None, answered).await;
                 }
                 Err(reason) => {
@@ -222,6 +223,9 @@ impl<E: EngineApi> ContainerService<E> {
         replaced_reason: Option<String>,
     ) -> Result<WorkspaceContainer> {
         self.prepare_sandbox_dir(ws)?;
+        // Before the container starts: nothing its agent writes is in the baseline.
+        self.ensure_baseline(ws)
+            .map_err(|e| Error::container_caused(&ws.id, "cannot take its review baseline", e))?;
         container::ensure_volumes(&self.changes(), spec).await?;
         let mut made = Rollback::new(self, &ws.id);
         let result = self
@@ -471,6 +475,7 @@ impl<E: EngineApi> ContainerService<E> {
             let spec = self.spec_for(&ws);
             match spec::check_posture(&spec, &live.posture) {
                 Ok(()) => {
+                    self.adopted_baseline(&ws);
                     return self
                         .adopt_live(id, &spec, live, None, false)
                         .await

@@ -3,8 +3,10 @@
 //!
 //! The service is one handle over parts of one concern each: [`lifecycle`] (start, adopt,
 //! create with its rollback), [`holders`] (the namespace holder, its rules and the per-hub
-//! network), [`grants`] (token files and broker grants), [`stopping`] and [`queries`].
+//! network), [`grants`] (token files and broker grants), [`baselines`] (what `review`
+//! compares with), [`stopping`] and [`queries`].
 
+mod baselines;
 mod grants;
 mod holders;
 mod lifecycle;

@@ -1,0 +1,31 @@
+//! Review baselines: taken when a workspace's container is made (or first adopted), removed
+//! with the stop as token files are (`forget_token`); `review` compares with them.
+
+use super::ContainerService;
+use crate::engine::api::EngineApi;
+use crate::sandbox::review;
+use crate::sandbox::workspace::Workspace;
+
+impl<E: EngineApi> ContainerService<E> {
+    /// Takes the workspace's review baseline unless it has one.
+    pub(super) fn ensure_baseline(&self, ws: &Workspace) -> std::io::Result<()> {
+        let c = &self.inner.config.container;
+        let path = review::baseline_path(&c.po_home, &c.owner, &ws.id);
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs() as i64);
+        if review::ensure_baseline(&path, ws, now)? {
+            tracing::debug!(workspace = %ws.id, path = %path.display(), "review baseline taken");
+        }
+        Ok(())
+    }
+
+    /// At adoption: a baseline when the workspace has none (made by an older version, or its
+    /// baseline was lost); what the agent wrote before now cannot be told apart, so a failure
+    /// only warns.
+    pub(super) fn adopted_baseline(&self, ws: &Workspace) {
+        if let Err(e) = self.ensure_baseline(ws) {
+            tracing::warn!(workspace = %ws.id, error = %e, "no review baseline");
+        }
+    }
+}
