@@ -21,6 +21,9 @@ use crate::sandbox::workspace::Workspace;
 /// The version of the baseline file's shape.
 const BASELINE_VERSION: u32 = 1;
 
+/// A baseline file larger than this is not read (50,000 entries stay far below it).
+const MAX_BASELINE: u64 = 64 << 20;
+
 /// How a reviewed file changed since the baseline.
 #[napi(string_enum = "lowercase")]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -81,10 +84,14 @@ pub fn baseline_path(po_home: &Path, owner: &str, workspace_id: &str) -> PathBuf
         .join(format!("{workspace_id}.json"))
 }
 
-/// Takes a workspace's baseline unless one is there (a container replaced without a stop
-/// keeps the older one, so what its agent wrote still shows). Says whether it wrote one.
+/// Takes a workspace's baseline unless it has one for the same folder (a container replaced
+/// without a stop keeps the older one, so what its agent wrote still shows). Says whether it
+/// wrote one.
 pub fn ensure_baseline(path: &Path, ws: &Workspace, now_secs: i64) -> std::io::Result<bool> {
-    if std::fs::symlink_metadata(path).is_ok() {
+    let kept = walk::read_regular(path, MAX_BASELINE)
+        .and_then(|bytes| serde_json::from_slice::<Baseline>(&bytes).ok())
+        .is_some_and(|b| Path::new(&b.path) == ws.path);
+    if kept {
         return Ok(false);
     }
     let snap = snapshot(&ws.path);
@@ -143,7 +150,7 @@ pub fn review(po_home: &Path, owner: &str, workspace_id: &str) -> Result<Workspa
         workspace: workspace_id.to_string(),
         reason,
     };
-    let bytes = walk::read_regular(&path, 64 << 20).ok_or_else(|| {
+    let bytes = walk::read_regular(&path, MAX_BASELINE).ok_or_else(|| {
         unavailable(format!(
             "it has no baseline ({} is missing)",
             path.display()

@@ -152,6 +152,17 @@ fn a_baseline_is_kept_once_taken_and_goes_with_the_stop() {
     assert_eq!(c.paths().len(), 1);
     let path = baseline_path(&c.po_home(), "hub1", &c.ws.id);
     assert!(path.starts_with(c.po_home().join("sandbox-review").join("hub1")));
+    // The same id for another folder, or a baseline that does not parse, is taken again.
+    let moved = Workspace {
+        id: c.ws.id.clone(),
+        path: c.dir.path().join("elsewhere"),
+    };
+    fs::create_dir(&moved.path).unwrap();
+    assert!(ensure_baseline(&path, &moved, 0).unwrap());
+    assert!(ensure_baseline(&path, &c.ws, 0).unwrap());
+    fs::write(&path, "{").unwrap();
+    assert!(ensure_baseline(&path, &c.ws, 0).unwrap());
+    assert!(!ensure_baseline(&path, &c.ws, 0).unwrap());
     use std::os::unix::fs::PermissionsExt;
     let mode = |p: &Path| fs::metadata(p).unwrap().permissions().mode() & 0o777;
     assert_eq!((mode(&path), mode(path.parent().unwrap())), (0o600, 0o700));
@@ -272,15 +283,35 @@ fn limits_make_a_review_incomplete() {
     let snap = snapshot(&c.ws.path);
     assert!(snap.complete && snap.files.len() == 1);
 
+    // The entry cap, with a small one: 20 entries seen, the 21st stops the walk.
     let wide = Case::new();
-    let many = wide.ws.path.join("many");
-    fs::create_dir(&many).unwrap();
-    for i in 0..MAX_ENTRIES {
-        fs::File::create(many.join(i.to_string())).unwrap();
+    for i in 0..20 {
+        wide.write(&format!("f{i}"), "");
     }
-    assert!(!snapshot(&wide.ws.path).complete);
-    assert!(wide.baseline());
-    assert!(!wide.review().complete);
+    assert!(walk::snapshot_within(&wide.ws.path, MAX_DEPTH, 20).complete);
+    wide.write("Makefile", "x");
+    assert!(!walk::snapshot_within(&wide.ws.path, MAX_DEPTH, 20).complete);
+    assert_eq!(
+        (MAX_ENTRIES, MAX_DEPTH),
+        (50_000, 12),
+        "the documented limits"
+    );
+
+    // An unreadable folder makes it incomplete too.
+    let closed = Case::new();
+    closed.write("locked/Makefile", "x");
+    use std::os::unix::fs::PermissionsExt;
+    let locked = closed.ws.path.join("locked");
+    fs::set_permissions(&locked, fs::Permissions::from_mode(0o000)).unwrap();
+    let readable = fs::read_dir(&locked).is_ok(); // root reads it anyway
+    let snap = snapshot(&closed.ws.path);
+    fs::set_permissions(&locked, fs::Permissions::from_mode(0o700)).unwrap();
+    assert_eq!(snap.complete, readable);
+    assert!(closed.baseline());
+    fs::set_permissions(&locked, fs::Permissions::from_mode(0o000)).unwrap();
+    let r = closed.review();
+    fs::set_permissions(&locked, fs::Permissions::from_mode(0o700)).unwrap();
+    assert_eq!(r.complete, readable);
 }
 
 #[test]

@@ -61,6 +61,11 @@ pub struct Snapshot {
 /// Walks `root` within [`MAX_DEPTH`] and [`MAX_ENTRIES`], skipping [`SKIPPED_DIRS`] and the
 /// top repository's `.git`.
 pub fn snapshot(root: &Path) -> Snapshot {
+    snapshot_within(root, MAX_DEPTH, MAX_ENTRIES)
+}
+
+/// As [`snapshot`], within `max_depth` folders and `max_entries` entries.
+pub(super) fn snapshot_within(root: &Path, max_depth: usize, max_entries: usize) -> Snapshot {
     let mut snap = Snapshot {
         files: BTreeMap::new(),
         complete: true,
@@ -75,7 +80,7 @@ pub fn snapshot(root: &Path) -> Snapshot {
         };
         for entry in entries {
             seen += 1;
-            if seen > MAX_ENTRIES {
+            if seen > max_entries {
                 snap.complete = false;
                 return snap;
             }
@@ -99,7 +104,7 @@ pub fn snapshot(root: &Path) -> Snapshot {
                 if SKIPPED_DIRS.contains(&name.as_str()) {
                     continue;
                 }
-                if parts.len() > MAX_DEPTH {
+                if parts.len() > max_depth {
                     snap.complete = false;
                 } else {
                     stack.push(parts);
