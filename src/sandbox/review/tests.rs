@@ -315,6 +315,20 @@ fn limits_make_a_review_incomplete() {
 }
 
 #[test]
+fn a_huge_file_is_compared_by_its_size_and_first_bytes() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("yarn.cjs");
+    let hash = |text: &str| {
+        fs::write(&p, text).unwrap();
+        walk::hash_within(&p, 4)
+    };
+    assert_eq!(hash("abcdX"), hash("abcdY"), "only the first bytes");
+    assert_ne!(hash("abcdX"), hash("abcdXY"), "and the size");
+    assert_ne!(hash("abcd"), hash("abce"));
+    assert_eq!(walk::MAX_HASHED, 64 << 20, "the documented limit");
+}
+
+#[test]
 fn iso_times() {
     assert_eq!(iso_utc(0), "1970-01-01T00:00:00Z");
     assert_eq!(iso_utc(951_782_400), "2000-02-29T00:00:00Z");

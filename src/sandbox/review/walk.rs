@@ -35,6 +35,9 @@ pub const MAX_ENTRIES: usize = 50_000;
 /// A `package.json` larger than this is fingerprinted whole, not parsed for its scripts.
 const MAX_PARSED: u64 = 4 << 20;
 
+/// Bytes of a file hashed, at most: a larger one is compared by its size and these.
+pub const MAX_HASHED: u64 = 64 << 20;
+
 /// Hooks of a nested repository fingerprinted, at most.
 const MAX_HOOKS: usize = 200;
 
@@ -181,12 +184,23 @@ pub(super) fn read_regular(path: &Path, max: u64) -> Option<Vec<u8>> {
     Some(bytes)
 }
 
-/// sha256 of a regular file of any size, streamed; a fixed marker for anything else.
+/// sha256 of a regular file's size and first [`MAX_HASHED`] bytes, streamed (a file planted
+/// to be huge cannot stall the walk); a fixed marker for anything else.
 fn file_hash(path: &Path) -> String {
-    let Some(mut file) = open_regular(path) else {
+    hash_within(path, MAX_HASHED)
+}
+
+/// As [`file_hash`], hashing at most `max` bytes.
+pub(super) fn hash_within(path: &Path, max: u64) -> String {
+    let Some(file) = open_regular(path) else {
         return sha(b"not a regular file");
     };
     let mut hasher = Sha256::new();
+    let size = file.metadata().map_or(0, |m| m.len());
+    if size > max {
+        hasher.update(format!("size {size}\n"));
+    }
+    let mut file = file.take(max);
     let mut buf = vec![0u8; 64 << 10];
     loop {
         match file.read(&mut buf) {
