@@ -1,6 +1,8 @@
 //! Review baselines: taken when a workspace's container is made (or first adopted), removed
 //! with the stop as token files are (`forget_token`); `review` compares with them.
 
+use std::path::PathBuf;
+
 use super::ContainerService;
 use crate::engine::api::EngineApi;
 use crate::sandbox::review;
@@ -8,8 +10,8 @@ use crate::sandbox::workspace::Workspace;
 
 impl<E: EngineApi> ContainerService<E> {
     /// Takes the workspace's review baseline unless it has one (off the async threads: the walk
-    /// reads the disk).
-    pub(super) async fn ensure_baseline(&self, ws: &Workspace) -> std::io::Result<()> {
+    /// reads the disk). Its path when this call took it.
+    pub(super) async fn ensure_baseline(&self, ws: &Workspace) -> std::io::Result<Option<PathBuf>> {
         let c = &self.inner.config.container;
         let path = review::baseline_path(&c.po_home, &c.owner, &ws.id);
         let now = std::time::SystemTime::now()
@@ -22,7 +24,7 @@ impl<E: EngineApi> ContainerService<E> {
         if taken {
             tracing::debug!(path = %path.display(), "review baseline taken");
         }
-        Ok(())
+        Ok(taken.then_some(path))
     }
 
     /// At adoption: a baseline when the workspace has none (made by an older version, or its

@@ -223,10 +223,6 @@ impl<E: EngineApi> ContainerService<E> {
         replaced_reason: Option<String>,
     ) -> Result<WorkspaceContainer> {
         self.prepare_sandbox_dir(ws)?;
-        // Before the container starts: nothing its agent writes is in the baseline.
-        self.ensure_baseline(ws)
-            .await
-            .map_err(|e| Error::container_caused(&ws.id, "cannot take its review baseline", e))?;
         container::ensure_volumes(&self.changes(), spec).await?;
         let mut made = Rollback::new(self, &ws.id);
         let result = self
@@ -275,6 +271,11 @@ impl<E: EngineApi> ContainerService<E> {
         replaced_reason: Option<String>,
         made: &mut Rollback<'_, E>,
     ) -> Result<WorkspaceContainer> {
+        // Before the container starts: nothing its agent writes is in the baseline.
+        made.baseline = self
+            .ensure_baseline(ws)
+            .await
+            .map_err(|e| Error::container_caused(&ws.id, "cannot take its review baseline", e))?;
         let c = &self.inner.config.container;
         let token = spec::token_file(&c.po_home, &c.owner, &ws.id);
         // A fresh token per container; written before create so the mount source exists.
@@ -529,10 +530,13 @@ impl<E: EngineApi> ContainerService<E> {
 }
 
 /// What `create` made so far, undone together when a later step fails: nothing half-done
-/// (no container, token file or broker grant of a container that does not run).
+/// (no container, token file, broker grant or fresh review baseline of a container that does
+/// not run).
 struct Rollback<'a, E> {
     service: &'a ContainerService<E>,
     workspace: &'a str,
+    /// A baseline this create took (one kept from an earlier container is not undone).
+    baseline: Option<PathBuf>,
     token: Option<PathBuf>,
     granted: bool,
     container: Option<String>,
@@ -544,6 +548,7 @@ impl<'a, E: EngineApi> Rollback<'a, E> {
         Rollback {
             service,
             workspace,
+            baseline: None,
             token: None,
             granted: false,
             container: None,
@@ -552,18 +557,23 @@ impl<'a, E: EngineApi> Rollback<'a, E> {
 
     /// Keeps everything: the work was handed to a container that is adopted instead.
     fn disarm(&mut self) {
+        self.baseline = None;
         self.token = None;
         self.granted = false;
         self.container = None;
     }
 
-    /// Undoes what was made, newest first: the container (and its holder), the token file, the grant.
+    /// Undoes what was made, newest first: the container (and its holder), the token file, the
+    /// baseline, the grant.
     async fn undo(self) {
         if let Some(id) = &self.container {
             let _ = self.service.stop_and_remove(id, self.workspace).await;
         }
         if let Some(token) = &self.token {
             let _ = std::fs::remove_file(token);
+        }
+        if let Some(baseline) = &self.baseline {
+            let _ = std::fs::remove_file(baseline);
         }
         if self.granted {
             self.service.revoke_for(self.workspace);
