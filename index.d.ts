@@ -137,6 +137,13 @@ export declare class WorkspaceContainers {
    * `OPTIONS_INVALID` for an empty command, `WORKSPACE_INVALID` for a bad id.
    */
   exec(workspaceId: string, command: Array<string>, options?: ExecOptions | undefined | null): Promise<number>
+  /**
+   * The workspace's host-executed files (package scripts, Makefiles, cargo, npm and yarn
+   * configuration, tool versions, workflows, `AGENTS.md`/`CLAUDE.md`, nested repositories)
+   * added, modified or removed since its container was made, each with why it matters.
+   * Rejects with `REVIEW_UNAVAILABLE` when it has no baseline; throws `WORKSPACE_INVALID`.
+   */
+  review(workspaceId: string): Promise<WorkspaceReview>
   /** Stops and removes every container of this hub. Resolves with the workspace ids. */
   stopAll(): Promise<string[]>
   /** Same as `stopAll`: the clean-stop hook. */
@@ -802,6 +809,31 @@ export declare function pruneSandboxLeftovers(options?: SandboxQuery | undefined
  */
 export declare function registerSandboxLayer(host: SandboxHost, options?: ContainerProviderOptions | undefined | null): SandboxLayer | null
 
+/** One reviewed file that changed since the baseline. */
+export interface ReviewChange {
+  /** Its path below the workspace folder, `/`-separated. */
+  path: string
+  class: ReviewClass
+  /** Why the host may run (or heed) it. */
+  reason: string
+  change: ReviewChangeKind
+  /** What changed, where known: for a `package.json`, the scripts added, changed, removed. */
+  detail?: string
+}
+
+/** How a reviewed file changed since the baseline. */
+export type ReviewChangeKind = 'added' | 'modified' | 'removed'
+
+/** A class of host-executed file. */
+export type ReviewClass = 'package-scripts' | 'makefile' | 'cargo-config' | 'build-script' | 'npmrc' | 'yarn-config' | 'yarn-release' | 'tool-versions' | 'workflow' | 'agent-instructions' | 'nested-git'
+
+/**
+ * As `WorkspaceContainers.review`, without a hub (what `po-sandbox review` uses): the baseline
+ * of `options`' owner (`poHome`, `owner`). Rejects with `REVIEW_UNAVAILABLE` when the workspace
+ * has none, `WORKSPACE_INVALID` for a bad id.
+ */
+export declare function reviewSandboxWorkspace(workspaceId: string, options?: SandboxQuery | undefined | null): Promise<WorkspaceReview>
+
 /**
  * How a container reaches the broker: the one route kind every layer shares (a grant's
  * request, the grant's route, the container's `PO_BROKER_SOCKET` / `PO_BROKER_ADDRESS`).
@@ -1063,6 +1095,22 @@ export interface WorkspaceRef {
   id: string
   /** Its folder: absolute, existing. */
   path: string
+}
+
+/** What `review` found in a workspace. */
+export interface WorkspaceReview {
+  workspaceId: string
+  /** The workspace folder. */
+  path: string
+  /** When the baseline was taken (ISO 8601, UTC). */
+  since: string
+  /**
+   * `false` when the baseline or this walk hit a limit (depth 12, 50,000 entries) or met an
+   * unreadable folder: files beyond it are not compared.
+   */
+  complete: boolean
+  /** The reviewed files added, modified or removed since; nothing for untouched files. */
+  changes: Array<ReviewChange>
 }
 
 /** One workspace in the provider's start-up. */

@@ -166,3 +166,29 @@ async function brokerUsage(): Promise<void> {
   void [kind, token, url, revoked, broker.enabled, broker.address, grant.withheld[0]?.reason]
 }
 void brokerUsage
+
+import {
+  reviewSandboxWorkspace,
+  type WorkspaceReview,
+  type ReviewChange,
+  type ReviewClass,
+  type ReviewChangeKind,
+} from '../index.js'
+
+// `review`'s result: `change` and `class` are string-literal unions.
+async function reviewUsage(service: WorkspaceContainers): Promise<void> {
+  const r: WorkspaceReview = await service.review('w')
+  const again: WorkspaceReview = await reviewSandboxWorkspace('w', { poHome: '/home/u/.po', owner: 'o' })
+  const first: ReviewChange | undefined = r.changes[0]
+  if (first === undefined) return
+  const change: 'added' | 'modified' | 'removed' = first.change
+  const kind: ReviewChangeKind = first.change
+  const cls: ReviewClass = first.class
+  // @ts-expect-error a class is one of the listed names
+  const wrong: ReviewClass = 'dockerfile'
+  const named: 'package-scripts' | 'makefile' | 'cargo-config' | 'build-script' | 'npmrc' | 'yarn-config' | 'yarn-release' | 'tool-versions' | 'workflow' | 'agent-instructions' | 'nested-git' = cls
+  const detail: string | undefined = first.detail
+  const complete: boolean = again.complete
+  void [change, kind, wrong, named, detail, complete, r.since, r.path, r.workspaceId, first.reason, first.path]
+}
+void reviewUsage

@@ -27,6 +27,11 @@ Commands:
                         container's user, with brokered credentials; interactive (a TTY) when
                         stdin is a terminal. Exits with the command's exit code (125 when
                         po-sandbox itself fails).
+  review [dir]          List the folder's files the host may run (package.json scripts,
+                        Makefiles, cargo, npm and yarn configuration, tool versions, workflows,
+                        AGENTS.md/CLAUDE.md, nested repositories) that changed since its
+                        sandbox container was made, each with why. Exits 0 (also when it lists
+                        changes), 1 when the folder has no sandbox baseline.
   demo                  What 'npm start' runs: the doctor, then 'up' of a throw-away folder on
                         the demo bundle, a check that it answers and reports it is contained,
                         then 'down'. Exits 0 when the layer works here.
@@ -35,7 +40,7 @@ Commands:
 Options:
   --json                Print JSON instead of text.
   --po-home <dir>       The Po home (default ~/.po); it also decides this hub's owner id.
-  --owner <id>          The owner id (default: derived from the Po home).
+  --owner <id>          ls, stop, review: the owner id (default: derived from the Po home).
   --all                 ls: every hub's containers; stop: every container of this hub.
   --volumes             prune: also the volumes of workspaces gone with their folder.
   --dry-run             prune: list what it would remove, remove nothing.
@@ -129,11 +134,11 @@ function pruned(r) {
 /** Exits 2 with the usage when the arguments do not fit the command. */
 function checkUsage(opts) {
   const { command, args } = opts
-  if (!['doctor', 'ls', 'stop', 'prune', 'up', 'down', 'exec', 'demo'].includes(command)) fail(`unknown command '${command}'`)
+  if (!['doctor', 'ls', 'stop', 'prune', 'up', 'down', 'exec', 'review', 'demo'].includes(command)) fail(`unknown command '${command}'`)
   if ((opts.volumes || opts.dryRun) && command !== 'prune') fail(`${opts.volumes ? '--volumes' : '--dry-run'} is an option of prune only`)
   if (opts.rest !== undefined && command !== 'exec') fail("unknown option '--'")
   if (command === 'exec' && (opts.rest === undefined || opts.rest.length === 0)) fail('exec needs a command after --, as in: po-sandbox exec [dir] -- ls -la')
-  const folderCommand = ['up', 'down', 'exec'].includes(command)
+  const folderCommand = ['up', 'down', 'exec', 'review'].includes(command)
   if (folderCommand && args.length > 1) fail(`${command} takes at most one folder, not '${args[1]}'`)
   if (!folderCommand && command !== 'stop' && args.length > 0) fail(`unexpected argument '${args[0]}'`)
   if (command === 'stop' && (args.length > 1 || (args.length === 0) === !opts.all)) fail('stop needs one workspace id, or --all')
@@ -154,7 +159,7 @@ async function main() {
     return 1
   }
   const common = { poHome: opts.poHome, engine: opts.engine }
-  if (['up', 'down', 'exec', 'demo'].includes(opts.command)) return folderCommand(addon, opts)
+  if (['up', 'down', 'exec', 'review', 'demo'].includes(opts.command)) return folderCommand(addon, opts)
   try {
     if (opts.command === 'doctor') {
       const report = await addon.doctor(process.version, { ...common, timeoutMs: opts.timeoutMs, runtimeVersion: opts.runtimeVersion, baseImage: opts.baseImage, imageVariant: opts.imageVariant })
@@ -183,7 +188,7 @@ async function main() {
   }
 }
 
-// up, down, exec and demo (what `npm start` runs) live in their own module.
+// up, down, exec, review and demo (what `npm start` runs) live in their own module.
 const { folderCommand } = require('./sandbox-commands.js')
 
 main().then((code) => { process.exitCode = code })

@@ -1,5 +1,6 @@
 'use strict'
-// The folder commands of po-sandbox: `up`, `down`, `exec` and `demo` (what `npm start` runs).
+// The folder commands of po-sandbox: `up`, `down`, `exec`, `review` and `demo` (what `npm start`
+// runs).
 // Thin: they call the same provider Po's hub uses (registerSandboxLayer) and print.
 
 const { mkdirSync, mkdtempSync, rmSync } = require('node:fs')
@@ -80,6 +81,27 @@ async function down(addon, opts, ws, removeVolumes = false) {
   if (opts.json) process.stdout.write(`${JSON.stringify({ ok: true, workspace: ws, stopped: stopped.length > 0 }, null, 2)}\n`)
   else if (stopped.length === 0) process.stdout.write(`The sandbox of ${ws.path} (workspace ${ws.id}) has no container: nothing to stop.\n`)
   else process.stdout.write(`Stopped and removed the sandbox of ${ws.path} (workspace ${ws.id})${removeVolumes ? ', and its volumes' : '; its volumes are kept'}.\n`)
+}
+
+/** What `review` prints: one line per changed file the host may run, then what to do. */
+function reviewText(r) {
+  const since = `since its sandbox container was made (${r.since})`
+  const incomplete = r.complete ? [] : ['(Incomplete: a walk limit was hit or a folder could not be read; files beyond it were not compared.)']
+  if (r.changes.length === 0) return [`No file the host may run changed in ${r.path} ${since}.`, ...incomplete, ''].join('\n')
+  const width = Math.max(...r.changes.map((c) => c.path.length + c.change.length + 3))
+  const lines = r.changes.map((c) => `${`${c.path} (${c.change})`.padEnd(width)}  ${c.class}: ${c.reason}${c.detail ? ` [${c.detail}]` : ''}`)
+  return [
+    `Files the host may run that changed in ${r.path} ${since}:`,
+    ...lines,
+    ...incomplete,
+    'Look at each of them before running anything in this folder on the host (npm, make, cargo, yarn, mise, git there, or an agent session).',
+    '',
+  ].join('\n')
+}
+
+async function review(addon, opts, ws) {
+  const r = await addon.reviewSandboxWorkspace(ws.id, { poHome: opts.poHome, owner: opts.owner })
+  process.stdout.write(opts.json ? `${JSON.stringify({ ok: true, ...r }, null, 2)}\n` : reviewText(r))
 }
 
 /** The recipe of the folder's running container, unless the command line names one, and its
@@ -203,7 +225,7 @@ function report(err, opts, failed) {
   return failed
 }
 
-/** Runs up, down, exec or demo; resolves with the exit code. */
+/** Runs up, down, exec, review or demo; resolves with the exit code. */
 async function folderCommand(addon, opts) {
   const failed = opts.command === 'exec' ? EXEC_FAILED : 1
   try {
@@ -211,6 +233,7 @@ async function folderCommand(addon, opts) {
     const ws = addon.workspaceForFolder(path.resolve(opts.args[0] ?? '.'))
     if (opts.command === 'up') return (await up(addon, opts, ws), 0)
     if (opts.command === 'down') return (await down(addon, opts, ws), 0)
+    if (opts.command === 'review') return (await review(addon, opts, ws), 0)
     return await exec(addon, opts, ws)
   } catch (err) {
     return report(err, opts, failed)

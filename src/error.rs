@@ -136,6 +136,13 @@ pub enum Error {
     )]
     SandboxNotRunning { workspace: String, folder: String },
 
+    /// A workspace's host-executed files cannot be reviewed: it has no baseline (none was taken,
+    /// or its sandbox was stopped) or the baseline cannot be read.
+    #[error(
+        "Workspace '{workspace}' cannot be reviewed: {reason}. A baseline is taken when its sandbox container is made (`po-sandbox up <folder>`) and removed when it is stopped; files changed before one was taken cannot be reviewed."
+    )]
+    ReviewUnavailable { workspace: String, reason: String },
+
     /// Called inside a sandbox container, where containers must not nest.
     #[error(
         "Refusing to manage containers from inside a sandbox container (PO_SANDBOX=1): sandboxes do not nest. Run this on the host."
@@ -168,6 +175,7 @@ impl Error {
             Error::ContainerUnhealthy { .. } => "CONTAINER_UNHEALTHY",
             Error::BrokerFailed { .. } => "BROKER_FAILED",
             Error::SandboxNotRunning { .. } => "SANDBOX_NOT_RUNNING",
+            Error::ReviewUnavailable { .. } => "REVIEW_UNAVAILABLE",
             Error::NestingRefused => "NESTING_REFUSED",
             Error::Shared(_) => unreachable!("unshared() sees through Shared"),
         }

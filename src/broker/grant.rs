@@ -633,5 +633,8 @@ impl Broker {
     }
 }
 
+mod view;
+pub use view::BrokerGrant;
+
 #[cfg(test)]
 mod tests;

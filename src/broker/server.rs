@@ -32,7 +32,7 @@ use crate::host::HostEnv;
 use crate::lock::{Locked, ReadWriteLocked};
 use crate::names::vars::DISABLE_VAR;
 
-pub use super::grant::{CONTAINER_HOST, Grant, GrantRequest, GrantRoute, RouteKind};
+pub use super::grant::{CONTAINER_HOST, Grant, GrantRequest, RouteKind};
 
 /// Longer than pi's 300 s request timeout, so a slow stream is never cut by the broker.
 pub const IDLE_TIMEOUT: Duration = Duration::from_secs(330);

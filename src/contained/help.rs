@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 
-use super::identity::{BrokerRoute, RouteKind, SandboxState};
+use super::identity::{BrokerRoute, REVIEW_LINE, RouteKind, SandboxState};
 use crate::names::paths::{BROKER_MOUNT, GIT_DIR, HOME_DIR, RUNTIME_DIR, TOKEN_PATH};
 use crate::runtime_bundle::MOUNT_POINT as BUNDLE_DIR;
 use crate::sandbox::spec::SEED_FILES;
@@ -111,6 +111,7 @@ fn mounts(md: &mut String, s: &SandboxState, facts: &HelpFacts, cwd: Option<&str
         md.push_str(&quoted.join(", "));
         md.push_str(". Writing them fails (read-only file system); git works, but `git config` writes fail. Ask the user to change them on the host.\n");
     }
+    md.push_str(&format!("- {REVIEW_LINE}\n"));
 }
 
 fn providers(md: &mut String, s: &SandboxState) {

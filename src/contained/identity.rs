@@ -276,6 +276,9 @@ fn egress_line(s: &SandboxState) -> Option<String> {
     })
 }
 
+/// What the person can check on the host of this session's writes that the host may run.
+pub const REVIEW_LINE: &str = "Writable here though the host may run them (package.json scripts, Makefiles, cargo, npm and yarn configuration, tool versions, workflows, AGENTS.md/CLAUDE.md, nested repositories): the person can list what this session changed in them with `po-sandbox review <folder>` on the host.";
+
 /// The text `/po-sandbox` shows.
 pub fn report(s: &SandboxState) -> String {
     let mut out = String::new();
@@ -320,6 +323,7 @@ pub fn report(s: &SandboxState) -> String {
                 s.guarded_paths.join(", ")
             ));
         }
+        out.push_str(&format!("\n{REVIEW_LINE}"));
         if let Some(mode) = &s.network {
             out.push_str(&format!("\nNetwork: {mode} ({}).", network_words(mode)));
         }

@@ -11,9 +11,8 @@ use napi_derive::napi;
 
 use super::errors::{coded, object_arg, promise, required_arg};
 use super::events::listener;
-use crate::broker::server::{
-    AuditEvent, Broker, BrokerOptions, Grant, GrantRequest, GrantRoute, RouteKind,
-};
+use crate::broker::grant::BrokerGrant;
+use crate::broker::server::{AuditEvent, Broker, BrokerOptions, GrantRequest};
 
 /// Options of `startCredentialBroker`.
 #[napi(object, js_name = "CredentialBrokerOptions")]
@@ -54,47 +53,6 @@ pub struct JsGrantOptions {
 pub struct JsGrantRef {
     /// The grant id.
     pub id: String,
-}
-
-/// A grant's route.
-#[napi(object, js_name = "BrokerGrantRoute")]
-pub struct JsBrokerGrantRoute {
-    pub kind: RouteKind,
-    /// socket: the socket on the host.
-    pub host_socket: Option<String>,
-    /// socket: its folder, to bind-mount into the container (at the folder of `containerSocket`).
-    pub host_dir: Option<String>,
-    /// socket: the path the container sees (`PO_BROKER_SOCKET`).
-    pub container_socket: Option<String>,
-    /// tcp: the broker's `127.0.0.1:<port>`.
-    pub address: Option<String>,
-    /// tcp: what the container dials (`PO_BROKER_ADDRESS`).
-    pub container_address: Option<String>,
-}
-
-/// A credential the broker keeps on the host.
-#[napi(object, js_name = "WithheldCredential")]
-pub struct JsWithheldCredential {
-    pub variable: String,
-    pub reason: String,
-}
-
-/// What a container gets.
-#[napi(object, js_name = "BrokerGrant")]
-pub struct JsBrokerGrant {
-    /// The grant id, for `revoke`.
-    pub id: String,
-    pub workspace: String,
-    /// Providers brokered.
-    pub providers: Vec<String>,
-    /// The environment to hand the container: `PO_BROKER_PROVIDERS`, exactly one of
-    /// `PO_BROKER_SOCKET` / `PO_BROKER_ADDRESS`, and each provider's key variable holding its
-    /// per-grant token. Empty when the broker is off.
-    pub env: HashMap<String, String>,
-    /// The route (absent when the broker is off).
-    pub route: Option<JsBrokerGrantRoute>,
-    /// Host credentials that never reach the container, with reasons.
-    pub withheld: Vec<JsWithheldCredential>,
 }
 
 /// One brokered request (never a key, a token or a query string).
@@ -174,7 +132,7 @@ impl CredentialBroker {
     /// pi expects. Throws `WORKSPACE_INVALID`, `OPTIONS_INVALID` (an unknown provider, a bad
     /// `<PROVIDER>_BASE_URL`) or `BROKER_FAILED`.
     #[napi(ts_args_type = "options: GrantOptions")]
-    pub fn grant(&self, env: &Env, options: Unknown) -> napi::Result<JsBrokerGrant> {
+    pub fn grant(&self, env: &Env, options: Unknown) -> napi::Result<BrokerGrant> {
         let o: JsGrantOptions =
             required_arg(env, Some(options), "options", "expected { workspace, ... }")?;
         let (route, user) = (o.route.as_deref(), o.user.as_deref());
@@ -186,7 +144,7 @@ impl CredentialBroker {
         };
         let broker = self.inner.clone();
         napi::bindgen_prelude::within_runtime_if_available(move || broker.grant(request))
-            .map(JsBrokerGrant::from)
+            .map(BrokerGrant::from)
             .map_err(|e| coded(env, &e))
     }
 
@@ -223,35 +181,5 @@ impl CredentialBroker {
             tsfn.call(event, ThreadsafeFunctionCallMode::NonBlocking);
         }));
         Ok(())
-    }
-}
-
-impl From<Grant> for JsBrokerGrant {
-    fn from(grant: Grant) -> JsBrokerGrant {
-        let env = grant.exposed_env();
-        let withheld = grant.withheld.into_iter();
-        JsBrokerGrant {
-            env,
-            id: grant.id,
-            workspace: grant.workspace,
-            providers: grant.providers,
-            route: grant.route.map(JsBrokerGrantRoute::from),
-            withheld: withheld
-                .map(|(variable, reason)| JsWithheldCredential { variable, reason })
-                .collect(),
-        }
-    }
-}
-
-impl From<GrantRoute> for JsBrokerGrantRoute {
-    fn from(route: GrantRoute) -> JsBrokerGrantRoute {
-        JsBrokerGrantRoute {
-            kind: route.kind(),
-            host_socket: route.host_socket(),
-            host_dir: route.host_dir(),
-            container_socket: route.container_socket(),
-            address: route.address(),
-            container_address: route.container_address(),
-        }
     }
 }

@@ -1,5 +1,5 @@
-//! `listSandboxContainers`, `stopSandboxContainers` and `pruneSandboxLeftovers`: what the
-//! CLI's `ls`, `stop` and `prune` use.
+//! `listSandboxContainers`, `stopSandboxContainers`, `pruneSandboxLeftovers` and
+//! `reviewSandboxWorkspace`: what the CLI's `ls`, `stop`, `prune` and `review` use.
 
 use std::collections::HashMap;
 
@@ -12,6 +12,7 @@ use crate::host::HostEnv;
 use crate::provider::inventory::{Query, QueryOptions};
 use crate::sandbox::inventory::SandboxRow;
 use crate::sandbox::prune::PruneReport;
+use crate::sandbox::review::WorkspaceReview;
 
 /// Which sandbox containers.
 #[napi(object, js_name = "SandboxQuery")]
@@ -98,4 +99,20 @@ pub fn prune_sandbox_leftovers<'env>(
     options: Option<Unknown>,
 ) -> napi::Result<PromiseRaw<'env, PruneReport>> {
     promise(env, query(env, options)?.prune())
+}
+
+/// As `WorkspaceContainers.review`, without a hub (what `po-sandbox review` uses): the baseline
+/// of `options`' owner (`poHome`, `owner`). Rejects with `REVIEW_UNAVAILABLE` when the workspace
+/// has none, `WORKSPACE_INVALID` for a bad id.
+#[napi(
+    ts_args_type = "workspaceId: string, options?: SandboxQuery | undefined | null",
+    ts_return_type = "Promise<WorkspaceReview>"
+)]
+pub fn review_sandbox_workspace<'env>(
+    env: &'env Env,
+    workspace_id: String,
+    options: Option<Unknown>,
+) -> napi::Result<PromiseRaw<'env, WorkspaceReview>> {
+    let q = query(env, options)?;
+    promise(env, q.review(workspace_id))
 }

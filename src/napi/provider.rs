@@ -15,6 +15,7 @@ use crate::events::Event;
 use crate::host::HostEnv;
 use crate::provider::image_job::{ImageJob, ImageResult};
 use crate::provider::{self as core, Provider, ProviderOptions, ProviderStatus};
+use crate::sandbox::review::WorkspaceReview;
 use crate::sandbox::service::WorkspaceContainer;
 use crate::sandbox::workspace::check_id;
 
@@ -234,6 +235,23 @@ impl WorkspaceContainers {
         promise(env, async move {
             let path = path.as_deref();
             provider.exec_in(&workspace_id, path, command, tty).await
+        })
+    }
+
+    /// The workspace's host-executed files (package scripts, Makefiles, cargo, npm and yarn
+    /// configuration, tool versions, workflows, `AGENTS.md`/`CLAUDE.md`, nested repositories)
+    /// added, modified or removed since its container was made, each with why it matters.
+    /// Rejects with `REVIEW_UNAVAILABLE` when it has no baseline; throws `WORKSPACE_INVALID`.
+    #[napi(ts_return_type = "Promise<WorkspaceReview>")]
+    pub fn review<'env>(
+        &self,
+        env: &'env Env,
+        workspace_id: String,
+    ) -> napi::Result<PromiseRaw<'env, WorkspaceReview>> {
+        check_id(&workspace_id).map_err(|e| coded(env, &e))?;
+        let provider = self.provider.clone();
+        promise(env, async move {
+            provider.review_workspace(&workspace_id).await
         })
     }
 

@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use super::Provider;
 use crate::error::Result;
+use crate::sandbox::review::{self, WorkspaceReview};
 use crate::sandbox::service::WorkspaceContainer;
 use crate::sandbox::workspace::Workspace;
 
@@ -45,6 +46,13 @@ impl Provider {
     ) -> Result<i64> {
         let service = self.service_for_start().await?;
         service.exec(id, path, command, tty).await
+    }
+
+    /// The workspace's host-executed files changed since its container was made (no engine
+    /// needed: the baseline is on this host).
+    pub async fn review_workspace(&self, id: &str) -> Result<WorkspaceReview> {
+        let (home, owner) = (self.options.po_home.clone(), self.options.owner.clone());
+        review::review_off_thread(home, owner, id.to_string()).await
     }
 
     /// This hub's containers, any state.

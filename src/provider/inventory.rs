@@ -6,6 +6,7 @@ use crate::error::{Error, Result};
 use crate::host::HostEnv;
 use crate::sandbox::inventory::{self, SandboxRow};
 use crate::sandbox::prune::{self, PruneAsk, PruneReport};
+use crate::sandbox::review::{self, WorkspaceReview};
 use crate::sandbox::workspace;
 
 use super::{GivenOptions, ProviderOptions, refuse_nesting};
@@ -88,6 +89,13 @@ impl Query {
         let (docker, _) = engine::connect(&self.host, &self.options.detect).await?;
         let owner = (!self.all_owners).then_some(self.options.owner.as_str());
         inventory::list(&docker, owner).await
+    }
+
+    /// The workspace's host-executed files changed since its container was made (the
+    /// baseline is on this host: no engine is asked).
+    pub async fn review(self, workspace_id: String) -> Result<WorkspaceReview> {
+        let (home, owner) = (self.options.po_home, self.options.owner);
+        review::review_off_thread(home, owner, workspace_id).await
     }
 
     /// Stops and removes the workspace's container, or every container of this owner;

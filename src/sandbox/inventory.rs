@@ -127,7 +127,7 @@ pub async fn list(docker: &impl EngineApi, owner: Option<&str>) -> Result<Vec<Sa
 }
 
 /// Stops and removes this owner's containers (one workspace's, or all), removing their token
-/// files; their volumes too with `remove_volumes`, else they are kept; the owner's network too when
+/// files and review baselines; their volumes too with `remove_volumes`, else they are kept; the owner's network too when
 /// no container uses it any more. Returns the workspace ids stopped.
 pub async fn stop(
     docker: &impl EngineApi,
@@ -171,9 +171,11 @@ pub async fn stop(
 
 /// Removes a stopped workspace's files in the owner's token folder: its token file, its rules
 /// record (`<id>.net`) and its start lock (`<id>.lock`) unless a process holds that lock (a
-/// start of it under way); and its guard copies (`<poHome>/sandbox-guards/<owner>/<id>`).
+/// start of it under way); its guard copies (`<poHome>/sandbox-guards/<owner>/<id>`) and its
+/// review baseline.
 pub(crate) fn remove_token_files(po_home: &Path, owner: &str, workspace_id: &str) {
     let _ = std::fs::remove_dir_all(spec::guard_copies(po_home, owner, workspace_id));
+    crate::sandbox::review::remove_baseline(po_home, owner, workspace_id);
     let token = spec::token_file(po_home, owner, workspace_id);
     let _ = std::fs::remove_file(&token);
     let _ = std::fs::remove_file(crate::sandbox::holder::record_path(&token));

@@ -15,6 +15,7 @@ pub(crate) mod known;
 pub(crate) mod locks;
 pub(crate) mod network;
 pub(crate) mod prune;
+pub(crate) mod review;
 pub(crate) mod run_flags;
 pub(crate) mod service;
 pub(crate) mod spec;

@@ -36,6 +36,46 @@ fn a_grant_exposes_its_tokens_for_the_container() {
 }
 
 #[test]
+fn a_grant_reads_in_js_with_its_tokens_route_and_withheld_credentials() {
+    let route = GrantRoute::Tcp {
+        address: "127.0.0.1:4000".parse().unwrap(),
+        container_address: "host.docker.internal:4000".into(),
+    };
+    let grant = Grant {
+        id: "g".into(),
+        workspace: "w".into(),
+        providers: vec!["openai".into()],
+        env: [("OPENAI_API_KEY".to_string(), Secret::new("po-token"))].into(),
+        route: Some(route),
+        withheld: vec![("AWS_SECRET_ACCESS_KEY".into(), "not carried".into())],
+    };
+    let view = BrokerGrant::from(grant);
+    assert_eq!(view.env, env(&[("OPENAI_API_KEY", "po-token")]));
+    let r = view.route.unwrap();
+    assert_eq!(
+        (r.kind, r.address.as_deref()),
+        (RouteKind::Tcp, Some("127.0.0.1:4000"))
+    );
+    assert_eq!(
+        r.container_address.as_deref(),
+        Some("host.docker.internal:4000")
+    );
+    assert_eq!(
+        (r.host_socket, r.host_dir, r.container_socket),
+        (None, None, None)
+    );
+    let w = &view.withheld[0];
+    assert_eq!(
+        (w.variable.as_str(), w.reason.as_str()),
+        ("AWS_SECRET_ACCESS_KEY", "not carried")
+    );
+    assert_eq!(
+        (view.id, view.workspace, view.providers),
+        ("g".into(), "w".into(), vec!["openai".to_string()])
+    );
+}
+
+#[test]
 fn routes_read_as_their_strings() {
     let socket = GrantRoute::Socket {
         host_socket: "/run/b/g/broker.sock".into(),

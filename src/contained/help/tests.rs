@@ -86,6 +86,8 @@ fn tcp_route_unguarded_and_unbrokered_variants() {
     assert!(tcp.contains("`host.docker.internal` is the host"));
     assert!(!tcp.contains("`/run/po-broker`"));
     assert!(tcp.contains("No workspace paths are guarded"));
+    assert!(tcp.contains("- Writable here though the host may run them"));
+    assert!(tcp.contains("`po-sandbox review <folder>` on the host"));
     assert!(tcp.contains("`PO_HOME` is not set"));
     // Defaults for the fixed paths when the variables are missing.
     assert!(tcp.contains("`/po-home` (`HOME`)") && tcp.contains("`/run/po-sandbox/token`"));

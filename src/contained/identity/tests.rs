@@ -158,11 +158,12 @@ fn guarded_paths_are_listed_in_the_report_inside_a_container() {
             "Read-only here, because the host runs them later: /ws/.git/hooks, /ws/.envrc."
         )
     );
+    assert!(report(&s).contains("`po-sandbox review <folder>` on the host"));
     let none = read_state(&env(&[("PO_SANDBOX", "1"), ("PO_WORKSPACE", "w")]));
     assert!(report(&none).contains("No workspace paths are guarded"));
     let host = read_state(&env(&[("PO_SANDBOX_GUARDED_PATHS", "/x")]));
     assert!(
-        !report(&host).contains("Read-only here"),
+        !report(&host).contains("Read-only here") && !report(&host).contains("po-sandbox review"),
         "only inside a container"
     );
 }

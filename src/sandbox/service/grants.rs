@@ -231,8 +231,8 @@ impl<E: EngineApi> ContainerService<E> {
         grants.get(workspace_id).map(|(g, _)| g.id.clone())
     }
 
-    /// After its container is gone: removes the workspace's token file, rules record and free
-    /// start lock, and ends its broker grant (and the socket, when this hub serves it).
+    /// After its container is gone: removes the workspace's token file, rules record, free
+    /// start lock, guard copies and review baseline, and ends its broker grant (and the socket, when this hub serves it).
     pub(super) fn forget_token(&self, id: &str) {
         let c = &self.inner.config.container;
         crate::sandbox::inventory::remove_token_files(&c.po_home, &c.owner, id);

@@ -101,6 +101,7 @@ impl<E: EngineApi> ContainerService<E> {
                         Some(asked) => asked.answered_on(live.host_port).await,
                         None => false,
                     };
+                    self.adopted_baseline(&ws).await;
                     return self.adopt_live(&ws.id, &spec, live, None, answered).await;
                 }
                 Err(reason) => {
@@ -273,6 +274,11 @@ impl<E: EngineApi> ContainerService<E> {
         replaced_reason: Option<String>,
         made: &mut Rollback<'_, E>,
     ) -> Result<WorkspaceContainer> {
+        // Before the container starts: nothing its agent writes is in the baseline.
+        made.baseline = self
+            .ensure_baseline(ws)
+            .await
+            .map_err(|e| Error::container_caused(&ws.id, "cannot take its review baseline", e))?;
         let c = &self.inner.config.container;
         let token = spec::token_file(&c.po_home, &c.owner, &ws.id);
         // A fresh token per container; written before create so the mount source exists.
@@ -474,6 +480,7 @@ impl<E: EngineApi> ContainerService<E> {
             let spec = self.spec_for(&ws);
             match spec::check_posture(&spec, &live.posture) {
                 Ok(()) => {
+                    self.adopted_baseline(&ws).await;
                     return self
                         .adopt_live(id, &spec, live, None, false)
                         .await
@@ -528,10 +535,13 @@ impl<E: EngineApi> ContainerService<E> {
 }
 
 /// What `create` made so far, undone together when a later step fails: nothing half-done
-/// (no container, token file or broker grant of a container that does not run).
+/// (no container, token file, broker grant or fresh review baseline of a container that does
+/// not run).
 struct Rollback<'a, E> {
     service: &'a ContainerService<E>,
     workspace: &'a str,
+    /// A baseline this create took (one kept from an earlier container is not undone).
+    baseline: Option<PathBuf>,
     token: Option<PathBuf>,
     granted: bool,
     container: Option<String>,
@@ -543,6 +553,7 @@ impl<'a, E: EngineApi> Rollback<'a, E> {
         Rollback {
             service,
             workspace,
+            baseline: None,
             token: None,
             granted: false,
             container: None,
@@ -551,18 +562,23 @@ impl<'a, E: EngineApi> Rollback<'a, E> {
 
     /// Keeps everything: the work was handed to a container that is adopted instead.
     fn disarm(&mut self) {
+        self.baseline = None;
         self.token = None;
         self.granted = false;
         self.container = None;
     }
 
-    /// Undoes what was made, newest first: the container (and its holder), the token file, the grant.
+    /// Undoes what was made, newest first: the container (and its holder), the token file, the
+    /// baseline, the grant.
     async fn undo(self) {
         if let Some(id) = &self.container {
             let _ = self.service.stop_and_remove(id, self.workspace).await;
         }
         if let Some(token) = &self.token {
             let _ = std::fs::remove_file(token);
+        }
+        if let Some(baseline) = &self.baseline {
+            let _ = std::fs::remove_file(baseline);
         }
         if self.granted {
             self.service.revoke_for(self.workspace);

@@ -3,9 +3,11 @@
 //!
 //! The service is one handle over parts of one concern each: [`lifecycle`] (start, adopt,
 //! create with its rollback), [`holders`] (the namespace holder, its rules and the per-hub
-//! network), [`grants`] (token files and broker grants), [`stopping`], [`queries`] and
-//! [`leftovers`] (what killed hubs left, swept at start-up).
+//! network), [`grants`] (token files and broker grants), [`baselines`] (what `review`
+//! compares with), [`stopping`], [`queries`] and [`leftovers`] (what killed hubs left, swept
+//! at start-up).
 
+mod baselines;
 mod grants;
 mod holders;
 mod leftovers;

