@@ -121,22 +121,26 @@ async fn exhausted(docker: &impl EngineApi, name: String, source: bollard::error
     }
 }
 
+/// Whether any container is joined to the network `id`; `None` when it is gone.
+async fn joined(docker: &impl EngineApi, id: &str) -> Result<Option<bool>> {
+    match docker.inspect_network(id).await {
+        Ok(i) => Ok(Some(i.containers.is_some_and(|c| !c.is_empty()))),
+        Err(e) if is_status(&e, 404) => Ok(None),
+        Err(e) => Err(engine_err(
+            docker,
+            Operation::Inspect(Resource::Network, id.to_string()),
+        )(e)),
+    }
+}
+
 /// Removes the owner's networks that no container uses (the engine also refuses to remove a
 /// network in use, so one joined meanwhile stays). Returns the names removed.
 pub async fn remove_unused(docker: &impl EngineApi, owner: &str) -> Result<Vec<String>> {
     let mut removed = Vec::new();
     for n in listed(docker, owner).await? {
         let Some(id) = n.id else { continue };
-        let inspected = docker.inspect_network(&id).await;
-        let in_use = match inspected {
-            Ok(i) => i.containers.is_some_and(|c| !c.is_empty()),
-            Err(e) if is_status(&e, 404) => continue,
-            Err(e) => {
-                return Err(engine_err(
-                    docker,
-                    Operation::Inspect(Resource::Network, id),
-                )(e));
-            }
+        let Some(in_use) = joined(docker, &id).await? else {
+            continue;
         };
         if in_use {
             continue;
@@ -202,15 +206,8 @@ pub async fn per_hub(docker: &impl EngineApi, owner: Option<&str>) -> Result<Vec
         let (Some(id), Some(name)) = (n.id, n.name) else {
             continue;
         };
-        let joined = match docker.inspect_network(&id).await {
-            Ok(i) => i.containers.is_some_and(|c| !c.is_empty()),
-            Err(e) if is_status(&e, 404) => continue,
-            Err(e) => {
-                return Err(engine_err(
-                    docker,
-                    Operation::Inspect(Resource::Network, id),
-                )(e));
-            }
+        let Some(joined) = joined(docker, &id).await? else {
+            continue;
         };
         let in_use = joined || sandboxes.iter().any(|c| on_network(c, &id, &name));
         found.push(PerHubNetwork {

@@ -459,23 +459,7 @@ async fn a_hung_engine_is_engine_timeout_and_what_was_made_is_removed() {
 
 #[tokio::test]
 async fn a_failed_start_ends_the_broker_grant_it_made() {
-    let engine = FakeEngine::default();
-    engine.state().host_port = healthy_server().await;
-    let home = tempfile::tempdir().unwrap();
-    let broker = crate::broker::server::Broker::start(crate::broker::server::BrokerOptions {
-        host_env: HashMap::from([("OPENAI_API_KEY".to_string(), "sk-test".to_string())]),
-        socket_dir: home.path().join("sockets"),
-        tcp: true,
-        egress: None,
-    })
-    .await
-    .unwrap();
-    let wiring = BrokerWiring {
-        broker: broker.clone(),
-        transport: RouteKind::Tcp,
-        socket_root: home.path().join("s"),
-    };
-    let hub = Hub::on(engine, home, Some(wiring));
+    let (hub, broker) = broker_hub(RouteKind::Tcp).await;
     let name = ws_name(&hub, "acme");
     hub.engine
         .fault("start_container", &name, Fault::Fail(500), None);
@@ -636,25 +620,31 @@ async fn a_folder_overlapping_another_workspace_or_the_po_home_is_refused_with_n
     hub.service.start(inner).await.unwrap();
 }
 
-/// A hub whose containers reach the broker by a socket under `<home>/s`.
-async fn socket_hub() -> Hub {
+/// A hub whose containers reach the broker by `route` (sockets under `<home>/s`), and its
+/// broker.
+async fn broker_hub(route: RouteKind) -> (Hub, crate::broker::server::Broker) {
     let engine = FakeEngine::default();
     engine.state().host_port = healthy_server().await;
     let home = tempfile::tempdir().unwrap();
     let broker = crate::broker::server::Broker::start(crate::broker::server::BrokerOptions {
         host_env: HashMap::from([("OPENAI_API_KEY".to_string(), "sk-test".to_string())]),
         socket_dir: home.path().join("sockets"),
-        tcp: false,
+        tcp: route == RouteKind::Tcp,
         egress: None,
     })
     .await
     .unwrap();
     let wiring = BrokerWiring {
-        broker,
-        transport: RouteKind::Socket,
+        broker: broker.clone(),
+        transport: route,
         socket_root: home.path().join("s"),
     };
-    Hub::on(engine, home, Some(wiring))
+    (Hub::on(engine, home, Some(wiring)), broker)
+}
+
+/// A hub whose containers reach the broker by a socket under `<home>/s`.
+async fn socket_hub() -> Hub {
+    broker_hub(RouteKind::Socket).await.0
 }
 
 /// The names in a folder, sorted (none when it is missing).
