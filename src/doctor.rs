@@ -259,6 +259,7 @@ pub async fn doctor(
     {
         warnings.push(crate::sandbox::engine_mode::UNENFORCED_LIMITS.to_string());
     }
+    warnings.extend(crate::sandbox::spec::proxy_notes(host.vars()));
     if options.guarded_paths.is_empty() {
         warnings.push(format!(
             "no guarded paths: a contained agent can write git hooks, .git/config, editor tasks \

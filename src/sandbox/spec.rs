@@ -6,10 +6,12 @@
 mod build;
 mod names;
 mod posture;
+mod proxy;
 
 pub use build::*;
 pub use names::*;
 pub use posture::*;
+pub use proxy::*;
 
 #[cfg(test)]
 mod tests;

@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use sha2::{Digest, Sha256};
 
 use super::names::*;
+use super::proxy::{PROXY_VARS, ProxyValue};
 use crate::host::{HostOs, UserIds};
 use crate::names::paths::{HOME_DIR, RUNTIME_DIR, TOKEN_PATH};
 use crate::platform::container_path;
@@ -29,15 +30,6 @@ pub const DEFAULT_HEALTH_INTERVAL_MS: u64 = 15_000;
 
 /// Host variables a container may inherit (exact names).
 const ENV_ALLOW: [&str; 6] = ["TERM", "COLORTERM", "LANG", "LANGUAGE", "TZ", "PO_PRESET"];
-/// Proxy variables a container inherits.
-const PROXY_VARS: [&str; 6] = [
-    "HTTP_PROXY",
-    "HTTPS_PROXY",
-    "ALL_PROXY",
-    "http_proxy",
-    "https_proxy",
-    "all_proxy",
-];
 /// Loopback entries always added to `NO_PROXY` when a proxy is set.
 const LOOPBACK: [&str; 3] = ["localhost", "127.0.0.1", "::1"];
 
@@ -247,16 +239,20 @@ pub struct ContainerSpec {
     pub spec_hash: String,
 }
 
-/// The environment a container inherits from the host: the allowlist only, with loopback
-/// added to `NO_PROXY` when any proxy is set.
+/// The environment a container inherits from the host: the allowlist only, proxy variables
+/// without credentials ([`super::proxy::sanitize_proxy`]), with loopback added to `NO_PROXY`
+/// when any proxy is passed.
 pub fn inherited_env(host: &HashMap<String, String>) -> BTreeMap<String, String> {
     let mut env = BTreeMap::new();
     for (k, v) in host {
-        let allowed = ENV_ALLOW.contains(&k.as_str())
-            || k.starts_with("LC_")
-            || PROXY_VARS.contains(&k.as_str());
+        let allowed = ENV_ALLOW.contains(&k.as_str()) || k.starts_with("LC_");
         if allowed && !v.is_empty() {
             env.insert(k.clone(), v.clone());
+        }
+    }
+    for (k, v) in super::proxy::proxy_values(host) {
+        if let ProxyValue::Kept(v) | ProxyValue::Stripped(v) = v {
+            env.insert(k.to_string(), v);
         }
     }
     if PROXY_VARS.iter().any(|k| env.contains_key(*k)) {

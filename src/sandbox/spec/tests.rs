@@ -267,6 +267,24 @@ fn environment_is_an_allowlist_plus_fixed_variables() {
 }
 
 #[test]
+fn proxy_variables_enter_without_credentials_or_not_at_all() {
+    let s = spec_with(
+        &[
+            ("HTTPS_PROXY", "http://user:secret@proxy:3128"),
+            ("http_proxy", "HTTP://us%40er:secret@[2001:db8::1]:8080"),
+            ("ALL_PROXY", "socks5://user:se/cret@proxy:1080"),
+        ],
+        &[],
+    );
+    assert_eq!(s.env["HTTPS_PROXY"], "http://proxy:3128");
+    assert_eq!(s.env["http_proxy"], "HTTP://[2001:db8::1]:8080");
+    assert!(!s.env.contains_key("ALL_PROXY"));
+    assert!(s.env.values().all(|v| !v.contains("secret")), "{:?}", s.env);
+    let withheld_only = spec_with(&[("ALL_PROXY", "http://u:p@x/@"), ("NO_PROXY", "x")], &[]);
+    assert!(!withheld_only.env.contains_key("NO_PROXY"));
+}
+
+#[test]
 fn no_proxy_untouched_without_a_proxy() {
     let s = spec_with(&[("NO_PROXY", "x")], &[]);
     assert!(!s.env.contains_key("NO_PROXY"));
