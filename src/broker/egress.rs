@@ -62,6 +62,9 @@ pub struct EgressSocket {
 pub struct EgressPolicy {
     pub allow: Vec<AllowEntry>,
     pub resolve: BTreeMap<String, IpAddr>,
+    /// The host's own addresses ([`crate::host::interface_addresses`]): a name that resolves
+    /// to one is refused, as the packet rules refuse them.
+    pub host_addresses: Vec<IpAddr>,
 }
 
 /// How a destination was decided.
@@ -231,7 +234,7 @@ async fn admit(
             .map_err(|e| denied(format!("{name} does not resolve ({e})")))?;
             let addrs: Vec<SocketAddr> = found.collect();
             for a in &addrs {
-                if let Some(kind) = rules::non_public(a.ip()) {
+                if let Some(kind) = rules::refused(a.ip(), &policy.host_addresses) {
                     return Err(denied(format!(
                         "{name} resolves to {}, a {kind} address (map it with networkResolve to allow it)",
                         a.ip()

@@ -221,6 +221,9 @@ impl ProviderOptions {
                 .clone()
                 .unwrap_or_else(rules::default_allow),
             resolve: self.network_resolve.clone(),
+            // The proxy dials from the host, whatever the engine: its own addresses are
+            // always the host's.
+            host_addresses: crate::host::interface_addresses(),
         })
     }
 }

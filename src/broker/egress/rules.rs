@@ -332,6 +332,17 @@ pub fn non_public(ip: IpAddr) -> Option<&'static str> {
     }
 }
 
+/// What [`non_public`] refuses, and the host's own addresses `own` (the packet rules refuse
+/// them too; an IPv4-mapped form of one is the address it maps).
+pub fn refused(ip: IpAddr, own: &[IpAddr]) -> Option<&'static str> {
+    let ip = canonical_ip(ip);
+    non_public(ip).or_else(|| {
+        own.iter()
+            .any(|o| canonical_ip(*o) == ip)
+            .then_some("local (this host's own)")
+    })
+}
+
 fn non_public_v4(a: Ipv4Addr) -> Option<&'static str> {
     let o = a.octets();
     Some(match o {
@@ -367,6 +378,16 @@ fn non_public_v6(a: Ipv6Addr) -> Option<&'static str> {
     }
     if s[0] == 0x2001 && s[1] == 0x0db8 {
         return Some("reserved");
+    }
+    // Relays that carry IPv6 over IPv4 to any IPv4 address, the refused ones among them.
+    if s[0] == 0x2002 {
+        return Some("6to4 (relayed to an IPv4 address)");
+    }
+    if s[0] == 0x2001 && s[1] == 0 {
+        return Some("Teredo (relayed to an IPv4 address)");
+    }
+    if s[0] == 0x64 && s[1] == 0xff9b && s[2] == 1 {
+        return Some("local-use NAT64 (translated to an IPv4 address)");
     }
     // NAT64 (64:ff9b::/96) and IPv4-compatible (::a.b.c.d) embed an IPv4 address.
     let embedded = Ipv4Addr::new((s[6] >> 8) as u8, s[6] as u8, (s[7] >> 8) as u8, s[7] as u8);

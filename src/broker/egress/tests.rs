@@ -50,6 +50,7 @@ async fn proxy(
     let policy = EgressPolicy {
         allow: vec![rules::parse_allow(&format!("allowed.test:{port}")).unwrap()],
         resolve: BTreeMap::from([("allowed.test".to_string(), IpAddr::from([127, 0, 0, 1]))]),
+        host_addresses: vec![],
     };
     let broker = Broker::start(BrokerOptions {
         host_env: HashMap::new(),
@@ -201,6 +202,7 @@ async fn the_tcp_route_names_its_grant_with_proxy_credentials_on_every_request()
         egress: Some(EgressPolicy {
             allow: vec![rules::parse_allow(&format!("allowed.test:{port}")).unwrap()],
             resolve: BTreeMap::from([("allowed.test".to_string(), IpAddr::from([127, 0, 0, 1]))]),
+            host_addresses: vec![],
         }),
     })
     .await

@@ -337,6 +337,52 @@ fn non_public_addresses_are_named() {
 }
 
 #[test]
+fn relayed_ranges_and_the_hosts_own_addresses_are_refused() {
+    let relay = "6to4 (relayed to an IPv4 address)";
+    let teredo = "Teredo (relayed to an IPv4 address)";
+    let nat64 = "local-use NAT64 (translated to an IPv4 address)";
+    // Public addresses stand in for the host's own: a pure check, nothing is dialled.
+    let own: Vec<IpAddr> = ["93.184.216.34", "2606:2800:220:1::1"]
+        .iter()
+        .map(|a| a.parse().unwrap())
+        .collect();
+    let local = "local (this host's own)";
+    for (ip, kind) in [
+        ("2002::1", relay),
+        ("2002:5db8:d822::1", relay),
+        ("2002:ffff:ffff:ffff:ffff:ffff:ffff:ffff", relay),
+        ("2001::1", teredo),
+        ("2001:0:4136:e378:8000:63bf:3fff:fdd2", teredo),
+        ("2001:0:ffff:ffff:ffff:ffff:ffff:ffff", teredo),
+        ("64:ff9b:1::1", nat64),
+        ("64:ff9b:1:ffff:ffff:ffff:5db8:d822", nat64),
+        ("93.184.216.34", local),
+        ("::ffff:93.184.216.34", local),
+        ("::ffff:5db8:d822", local),
+        ("2606:2800:220:1::1", local),
+        // The compatible and NAT64 forms of any IPv4 address were refused already.
+        ("::93.184.216.34", "reserved"),
+        ("64:ff9b::5db8:d822", "reserved"),
+        ("10.1.2.3", "private"),
+    ] {
+        assert_eq!(refused(ip.parse().unwrap(), &own), Some(kind), "{ip}");
+    }
+    for ip in [
+        "2001:1::1",
+        "2001:4860::8888",
+        "2003::1",
+        "64:ff9b:2::1",
+        "93.184.216.35",
+        "::ffff:93.184.216.35",
+        "2606:2800:220:1::2",
+    ] {
+        assert_eq!(refused(ip.parse().unwrap(), &own), None, "{ip}");
+    }
+    // Without the host's addresses, its own is a public address like any other.
+    assert_eq!(refused("93.184.216.34".parse().unwrap(), &[]), None);
+}
+
+#[test]
 fn the_host_header_must_be_one_and_name_the_target() {
     let t = name("registry.test", 80);
     assert!(host_header(&[b"registry.test"], &t, 80).is_ok());
