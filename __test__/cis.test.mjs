@@ -312,7 +312,17 @@ test('adoption: a container whose limits or network drifted is replaced, saying 
   const third = openLayer(options)
   const s3 = await third.layer.provider.ready()
   assert.match(s3.workspaces[0].container.replacedReason, /holder is on the network\(s\) .*bridge.*not only po-net-/)
-  await third.layer.containers.stopAll()
+
+  // Its memory limit lowered under the running container: drift as well (the spec's limits,
+  // exactly; the engine's swap stays within twice the new limit).
+  const live = s3.workspaces[0].container
+  const lower = Math.floor(inspect(live.containerId).HostConfig.Memory / 2 ** 20 / 2)
+  dockerCli(['update', '--memory', `${lower}m`, live.containerId])
+  const fourth = openLayer(options)
+  const s4 = await fourth.layer.provider.ready()
+  assert.notEqual(s4.workspaces[0].container.containerId, live.containerId)
+  assert.match(s4.workspaces[0].container.replacedReason, new RegExp(`memory limit is ${lower * 2 ** 20}, lower than the spec's \\d+ bytes`))
+  await fourth.layer.containers.stopAll()
 })
 
 test('Podman: limits, read-only root, health check and the per-hub network, adopted by the next hub, removed by stopAll', async (t) => {

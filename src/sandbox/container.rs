@@ -236,6 +236,7 @@ fn live_posture(
             .map(|l| l.split_whitespace().map(str::to_string).collect())
             .unwrap_or_default(),
         memory: hc.memory.unwrap_or(0),
+        memory_swap: hc.memory_swap.unwrap_or(0),
         nano_cpus: live_nano_cpus(hc),
         cpu_shares: hc.cpu_shares.unwrap_or(0),
         read_only_root: hc.readonly_rootfs.unwrap_or(false),

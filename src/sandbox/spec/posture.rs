@@ -37,6 +37,8 @@ pub struct LivePosture {
     pub run_flags: Vec<String>,
     /// `HostConfig.Memory` (0: none).
     pub memory: i64,
+    /// `HostConfig.MemorySwap`: memory and swap together (0: not reported, -1: unlimited).
+    pub memory_swap: i64,
     /// `HostConfig.NanoCpus`, or `CpuQuota` / `CpuPeriod` in billionths (0: none).
     pub nano_cpus: i64,
     /// `HostConfig.CpuShares` (0: the engine's default).
@@ -371,28 +373,62 @@ fn check_tmpfs(spec: &ContainerSpec, live: &LivePosture) -> Result<(), Drift> {
     }
 }
 
-/// A memory and a CPU limit, no higher than the spec's, and CPU shares set (CIS 5.11, 5.12).
+/// The spec's memory, CPU and CPU-shares limits exactly (CIS 5.11, 5.12: a `docker update`
+/// either way is drift), and no more swap than the engine's default of twice the memory (or
+/// the `--memory-swap` run flag's).
 fn check_limits(spec: &ContainerSpec, live: &LivePosture) -> Result<(), Drift> {
     if !spec.limits_enforced {
         return Ok(());
     }
     let l = &spec.limits;
-    if live.memory <= 0 || live.memory > l.memory {
-        return Err(Kind::Limits.drift(format!(
-            "its memory limit is {}, not at most {} bytes",
-            live.memory, l.memory
-        )));
+    // (what, live, wanted): above the spec, or unset, reads as before; below it is named too.
+    let differs = |(what, live, want): (&str, String, String), higher: Option<bool>| {
+        let said = match higher? {
+            true => format!("its {what} is {live}, not at most {want}"),
+            false => format!("its {what} is {live}, lower than the spec's {want}"),
+        };
+        Some(Kind::Limits.drift(said))
+    };
+    let side = |live: i64, want: i64| (live != want).then_some(live <= 0 || live > want);
+    let swap_limit = spec
+        .run_flags
+        .memory_swap
+        .unwrap_or(l.memory.saturating_mul(2));
+    let unlimited = |v: i64| v < 0;
+    let swap = (!unlimited(swap_limit)
+        && (unlimited(live.memory_swap) || live.memory_swap > swap_limit))
+        .then(|| {
+            Kind::Limits.drift(format!(
+                "its memory and swap limit is {}, not at most {swap_limit} bytes",
+                live.memory_swap
+            ))
+        });
+    let shares = match live.cpu_shares {
+        v if v <= 0 => Some(Kind::Limits.drift("its CPU shares are not set")),
+        v if v != l.cpu_shares => Some(Kind::Limits.drift(format!(
+            "its CPU shares are {v}, not the spec's {}",
+            l.cpu_shares
+        ))),
+        _ => None,
+    };
+    let memory = (
+        "memory limit",
+        live.memory.to_string(),
+        format!("{} bytes", l.memory),
+    );
+    let cpus = (
+        "CPU limit",
+        format!("{} billionths", live.nano_cpus),
+        l.nano_cpus.to_string(),
+    );
+    match differs(memory, side(live.memory, l.memory))
+        .or_else(|| differs(cpus, side(live.nano_cpus, l.nano_cpus)))
+        .or(shares)
+        .or(swap)
+    {
+        Some(drift) => Err(drift),
+        None => Ok(()),
     }
-    if live.nano_cpus <= 0 || live.nano_cpus > l.nano_cpus {
-        return Err(Kind::Limits.drift(format!(
-            "its CPU limit is {} billionths, not at most {}",
-            live.nano_cpus, l.nano_cpus
-        )));
-    }
-    if live.cpu_shares <= 0 {
-        return Err(Kind::Limits.drift("its CPU shares are not set"));
-    }
-    Ok(())
 }
 
 /// A read-only root file system (CIS 5.13).
@@ -487,13 +523,17 @@ fn check_privileges(_: &ContainerSpec, live: &LivePosture) -> Result<(), Drift> 
     Ok(())
 }
 
-/// A pid limit, no higher than the spec's.
+/// The spec's pid limit exactly.
 pub(super) fn check_pids_limit(spec: &ContainerSpec, live: &LivePosture) -> Result<(), Drift> {
     if !spec.limits_enforced {
         return Ok(());
     }
     match live.pids_limit {
-        Some(n) if n > 0 && n <= spec.pids_limit => Ok(()),
+        Some(n) if n == spec.pids_limit => Ok(()),
+        Some(n) if n > 0 && n < spec.pids_limit => Err(Kind::PidsLimit.drift(format!(
+            "its pid limit is {n}, lower than the spec's {}",
+            spec.pids_limit
+        ))),
         other => Err(Kind::PidsLimit.drift(format!(
             "its pid limit is {other:?}, not at most {}",
             spec.pids_limit

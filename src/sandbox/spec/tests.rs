@@ -332,6 +332,7 @@ fn live_of(s: &ContainerSpec) -> LivePosture {
         tmpfs: s.tmpfs.keys().cloned().collect(),
         run_flags: s.run_flags.given.clone(),
         memory: s.limits.memory,
+        memory_swap: s.limits.memory * 2,
         nano_cpus: s.limits.nano_cpus,
         cpu_shares: s.limits.cpu_shares,
         read_only_root: true,
@@ -460,6 +461,18 @@ fn every_drift_is_named() {
         (|l| l.nano_cpus = 0, K::Limits, "CPU limit"),
         (|l| l.nano_cpus = 4_000_000_000, K::Limits, "CPU limit"),
         (|l| l.cpu_shares = 0, K::Limits, "CPU shares"),
+        // A `docker update` lowering a limit is drift too: the spec's values, exactly.
+        (|l| l.memory -= 1 << 20, K::Limits, "memory limit"),
+        (|l| l.nano_cpus /= 2, K::Limits, "CPU limit"),
+        (|l| l.cpu_shares = 1024, K::Limits, "CPU shares"),
+        (|l| l.cpu_shares = 2, K::Limits, "CPU shares"),
+        (|l| l.pids_limit = Some(64), K::PidsLimit, "pid limit"),
+        (|l| l.memory_swap = -1, K::Limits, "memory and swap"),
+        (
+            |l| l.memory_swap = l.memory * 3,
+            K::Limits,
+            "memory and swap",
+        ),
         (
             |l| l.read_only_root = false,
             K::ReadOnlyRoot,
@@ -1056,5 +1069,49 @@ fn spec_hashes_are_pinned() {
             "6ac92e2b9f1cd553eae9edb438845fee",
             "733086c7b74a05405a4bb3e591043186",
         ]
+    );
+}
+
+#[test]
+fn limits_above_the_spec_read_as_before_and_lower_ones_are_named() {
+    let s = spec_with(&[], &[]);
+    let said = |change: fn(&mut LivePosture)| {
+        let mut live = live_of(&s);
+        change(&mut live);
+        check_posture(&s, &live).unwrap_err().message
+    };
+    let (m, c, p) = (s.limits.memory, s.limits.nano_cpus, s.pids_limit);
+    assert_eq!(
+        said(|l| l.memory *= 2),
+        format!("its memory limit is {}, not at most {m} bytes", m * 2)
+    );
+    assert_eq!(
+        said(|l| l.memory /= 2),
+        format!(
+            "its memory limit is {}, lower than the spec's {m} bytes",
+            m / 2
+        )
+    );
+    assert_eq!(
+        said(|l| l.nano_cpus /= 2),
+        format!(
+            "its CPU limit is {} billionths, lower than the spec's {c}",
+            c / 2
+        )
+    );
+    assert_eq!(
+        said(|l| l.cpu_shares = 1024),
+        format!(
+            "its CPU shares are 1024, not the spec's {}",
+            s.limits.cpu_shares
+        )
+    );
+    assert_eq!(
+        said(|l| l.pids_limit = Some(64)),
+        format!("its pid limit is 64, lower than the spec's {p}")
+    );
+    assert_eq!(
+        said(|l| l.pids_limit = Some(1_000_000)),
+        format!("its pid limit is Some(1000000), not at most {p}")
     );
 }
