@@ -226,6 +226,24 @@ test('without broker variables the extension re-points nothing', { timeout: 1800
   assert.equal(calls[0].headers['x-api-key'], key)
 })
 
+test('inconsistent sandbox variables fail closed: the token never reaches the provider\'s upstream', { timeout: 180000 }, async (t) => {
+  const { grant } = await brokered(t)
+  const up = await startUpstream({ name: 'direct', t })
+  // A container's variables without PO_WORKSPACE; anthropic's own upstream is the test's
+  // listener (pi's models.json), where a provider left un-re-pointed would send the token.
+  const env = { ...grant.env, PO_SANDBOX: '1' }
+  delete env.PO_WORKSPACE
+  const r = await runPi(t, {
+    env,
+    provider: 'anthropic',
+    model: 'claude-haiku-4-5',
+    setup: (agentDir) => writeFileSync(path.join(agentDir, 'models.json'), JSON.stringify({ providers: { anthropic: { baseUrl: `${up.origin}/direct` } } })),
+  })
+  assert.deepEqual(up.requests.filter((q) => q.api), [], `the upstream was called.\nstdout: ${r.stdout}\nstderr: ${r.stderr}`)
+  assert.notEqual(r.code, 0, `pi answered.\nstdout: ${r.stdout}`)
+  assert.match(r.stdout + r.stderr, /brokered providers \([a-z, ]*anthropic[a-z, ]*\) are blocked .*PO_WORKSPACE is not set/s)
+})
+
 test('a new session gets a new bridge, the old one closes, models are re-pointed once', { timeout: 180000 }, async (t) => {
   const { up, keys, tokens, grant } = await brokered(t)
   const pi = rpcPi(t, { env: grant.env, provider: 'openrouter', model: 'anthropic/claude-haiku-4.5' })

@@ -11,7 +11,8 @@
 // streaming implementations, compat flags, headers, and its own key resolution (no `apiKey` is
 // given), so the per-grant token in the key variable is sent exactly as the key would be. On
 // `session_shutdown` the registrations are withdrawn (restoring the built-in models) and the
-// bridge is closed.
+// bridge is closed. Brokered providers never stay on their real upstream: when the bridge
+// fails, or the variables are inconsistent, they point at a closed loopback origin instead.
 //
 // Egress proxy (allowlist mode): when the environment names the egress socket
 // (`PO_BROKER_EGRESS_SOCKET`), on `session_start` the extension bridges a second loopback port
@@ -126,21 +127,29 @@ function poSandboxExtension(pi) {
       // The TCP route (VM engines): the host's egress port, reached directly, no bridge.
       active.proxySaved = setProxy(state.egressProxyRoute)
     }
-    if (!state.brokered || !state.route) {
+    // Providers named for the broker whose variables are inconsistent (a missing workspace, a
+    // bad route) fail closed as well: their key variables hold grant tokens, not keys.
+    const inconsistent = !state.brokered && state.brokeredProviders.length > 0
+    if (!inconsistent && (!state.brokered || !state.route)) {
       if (egressFailure) throw egressError(egressFailure)
       return
     }
     let bridge
     let origin
-    let failure
-    try {
-      bridge = state.route.kind === 'socket' ? await startBrokerBridge(state.route.target) : undefined
-      origin = brokerOrigin(state.route, bridge?.port)
-    } catch (err) {
-      // Fail closed: brokered providers point at a closed loopback port, so no request (and no
-      // token) leaves for the real upstream while the broker cannot be reached.
-      failure = err
+    let blocked
+    if (inconsistent) {
+      blocked = `brokered providers (${state.brokeredProviders.join(', ')}) are blocked until the sandbox variables are consistent: ${state.problems.join(' ')}`
       origin = CLOSED_ORIGIN
+    } else {
+      try {
+        bridge = state.route.kind === 'socket' ? await startBrokerBridge(state.route.target) : undefined
+        origin = brokerOrigin(state.route, bridge?.port)
+      } catch (err) {
+        // Fail closed: brokered providers point at a closed loopback port, so no request (and
+        // no token) leaves for the real upstream while the broker cannot be reached.
+        blocked = `the broker bridge could not start (${err.message}); brokered providers are blocked until it can.`
+        origin = CLOSED_ORIGIN
+      }
     }
     active.bridge = bridge
     const skipped = []
@@ -171,7 +180,7 @@ function poSandboxExtension(pi) {
     if (skipped.length > 0 && ctx.hasUI) {
       ctx.ui.notify(`Po sandbox: these models cannot be brokered and were withdrawn:\n${skipped.join('\n')}`, 'warning')
     }
-    if (failure) throw new Error(`Po sandbox: the broker bridge could not start (${failure.message}); brokered providers are blocked until it can.`)
+    if (blocked) throw new Error(`Po sandbox: ${blocked}`)
     if (egressFailure) throw egressError(egressFailure)
   })
 
