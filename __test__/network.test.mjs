@@ -117,6 +117,21 @@ s.setTimeout(5000, () => done('TIMEOUT'))
 s.on('error', (e) => done(e.code))
 s.on('connect', () => done('connected'))`
 
+/** A UDP datagram to port 9 (discard) from inside a container, to a multicast group (TTL 1:
+ * it never leaves the per-hub bridge) or a broadcast address: `{ outcome: 'sent' | <error> }`. */
+const UDP_PROBE = `const [h] = process.argv.slice(1); const s = require('dgram').createSocket('udp4')
+s.bind(0, () => { s.setBroadcast(true); s.setMulticastTTL(1)
+  s.send('po', 9, h, (e) => { console.log(JSON.stringify({ outcome: e ? e.code : 'sent' })); s.close() }) })`
+
+/** Multicast and broadcast destinations on the per-hub network `netName`. */
+function groupTargets(netName) {
+  const subnet = JSON.parse(dockerCli(['network', 'inspect', netName]))[0].IPAM.Config[0].Subnet
+  const [base, bits] = subnet.split('/')
+  const n = base.split('.').reduce((a, o) => a * 256 + Number(o), 0) + 2 ** (32 - Number(bits)) - 1
+  const directed = [24, 16, 8, 0].map((s) => Math.floor(n / 2 ** s) % 256).join('.')
+  return [['an admin-scoped multicast group', '239.255.80.79'], ['the limited broadcast', '255.255.255.255'], ['the network\'s broadcast', directed]]
+}
+
 function probe(container, host, port, cli = 'docker') {
   const out = execFileSync(cli, ['exec', '-w', '/', container, 'node', '-e', PROBE, host, String(port)], { encoding: 'utf8' })
   return JSON.parse(out.trim().split('\n').pop())
@@ -228,6 +243,13 @@ test('open: the internet stand-in answers; other workspaces, the gateway, the ho
   // answer: the refusals above are the rules' doing.
   const plain = execFileSync('docker', ['run', '--rm', '--network', `po-net-${owner}`, '--entrypoint', 'node', TEST_BASE, '-e', PROBE, METADATA, String(hostPort)], { encoding: 'utf8' })
   assert.equal(JSON.parse(plain.trim()).outcome, 'connected', 'a container without the rules reaches the listener')
+  // Multicast and broadcast are refused (the send fails at once); without the rules they go.
+  for (const [what, group] of groupTargets(`po-net-${owner}`)) {
+    const inside = execFileSync('docker', ['exec', '-w', '/', a.containerId, 'node', '-e', UDP_PROBE, group], { encoding: 'utf8' })
+    assert.equal(JSON.parse(inside.trim()).outcome, 'EPERM', `${what} (${group}) is not refused`)
+    const bare = execFileSync('docker', ['run', '--rm', '--network', `po-net-${owner}`, '--entrypoint', 'node', TEST_BASE, '-e', UDP_PROBE, group], { encoding: 'utf8' })
+    assert.equal(JSON.parse(bare.trim()).outcome, 'sent', `${what} (${group}) without the rules`)
+  }
 
   // stopAll removes every workspace container, every holder and the network.
   await layer.containers.stopAll()

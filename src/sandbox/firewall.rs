@@ -16,17 +16,24 @@ pub const TABLE: &str = "po_sandbox";
 /// holder (on a TCP broker route).
 pub const PORT_SET: &str = "broker_ports";
 /// IPv4 ranges no workspace reaches in any mode: private (RFC 1918), shared address space
-/// (RFC 6598), link-local and cloud metadata, "this network".
-pub const REFUSED_V4: [&str; 6] = [
+/// (RFC 6598), link-local and cloud metadata, "this network", multicast (mDNS, SSDP) and the
+/// limited broadcast.
+pub const REFUSED_V4: [&str; 8] = [
     "0.0.0.0/8",
     "10.0.0.0/8",
     "100.64.0.0/10",
     "169.254.0.0/16",
     "172.16.0.0/12",
     "192.168.0.0/16",
+    "224.0.0.0/4",
+    "255.255.255.255",
 ];
-/// IPv6 ranges no workspace reaches in any mode: unique-local and link-local.
-pub const REFUSED_V6: [&str; 2] = ["fc00::/7", "fe80::/10"];
+/// IPv6 ranges no workspace reaches in any mode: unique-local, link-local and multicast.
+pub const REFUSED_V6: [&str; 3] = ["fc00::/7", "fe80::/10", "ff00::/8"];
+/// The kernel's own neighbour solicitation to a solicited-node group (what IPv6 needs to reach
+/// any neighbour): only the kernel sends it, as no workspace process may open a raw socket.
+const NEIGHBOUR_SOLICITATION: &str =
+    "ip6 daddr ff02::1:ff00:0/104 icmpv6 type nd-neighbor-solicit accept";
 
 /// The marker of loaded rules: a TCP connection to this loopback address and port is refused
 /// with ICMP admin-prohibited (`EHOSTUNREACH`) by the rules and only by them (without them it
@@ -118,6 +125,8 @@ pub struct RulesInput {
     pub mode: NetworkMode,
     /// The per-hub network's gateway (the host side of the bridge), refused in every mode.
     pub gateway: Option<IpAddr>,
+    /// The per-hub network's directed broadcast address, refused in every mode.
+    pub broadcast: Option<IpAddr>,
     /// DNS servers the engine's resolver forwards to from inside the namespace (Podman's
     /// aardvark-dns on the gateway; Docker's upstreams), allowed on port 53 in `open` mode.
     pub dns: Vec<IpAddr>,
@@ -151,7 +160,8 @@ fn family(addrs: &[IpAddr], v4: bool) -> impl Iterator<Item = String> + '_ {
 /// accepts loopback and replies (the
 /// published port), allows the broker's TCP route and, in `open` mode, DNS to the engine's
 /// resolvers, rejects (TCP reset, else ICMP admin-prohibited: attempts fail at once) the
-/// gateway, the host's addresses and the refused ranges, then accepts the rest in `open`
+/// gateway, the network's broadcast, the host's addresses and the refused ranges (multicast
+/// and broadcast among them), then accepts the rest in `open`
 /// mode and rejects it otherwise. Loaded atomically (`nft -f`), and again as often as wanted:
 /// the table and its chains are declared (made when missing), the chains flushed and filled
 /// again, in one transaction, so a second load gives the same table with no moment without
@@ -182,8 +192,10 @@ pub fn ruleset(input: &RulesInput) -> String {
             }
         }
     }
+    rules.push(NEIGHBOUR_SOLICITATION.to_string());
     let mut host: Vec<IpAddr> = input.host_addresses.clone();
     host.extend(input.gateway);
+    host.extend(input.broadcast);
     let refused_v4 = REFUSED_V4
         .iter()
         .map(|s| s.to_string())

@@ -154,19 +154,42 @@ pub async fn remove_unused(docker: &impl EngineApi, owner: &str) -> Result<Vec<S
     Ok(removed)
 }
 
-/// The gateway of a network (the host's side of its bridge), as its IPAM config says.
-pub async fn gateway(docker: &impl EngineApi, id: &str) -> Result<Option<std::net::IpAddr>> {
+/// What the rules of a network's containers refuse of the network itself, as its IPAM config
+/// says.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NetworkAddresses {
+    /// The IPv4 gateway (the host's side of its bridge).
+    pub gateway: Option<std::net::IpAddr>,
+    /// The IPv4 subnet's directed broadcast address.
+    pub broadcast: Option<std::net::IpAddr>,
+}
+
+/// The gateway and directed broadcast of a network.
+pub async fn addresses(docker: &impl EngineApi, id: &str) -> Result<NetworkAddresses> {
     let inspected = docker.inspect_network(id).await.map_err(engine_err(
         docker,
         Operation::Inspect(Resource::Network, id.into()),
     ))?;
-    Ok(inspected
-        .ipam
-        .and_then(|i| i.config)
-        .unwrap_or_default()
-        .iter()
-        .filter_map(|c| c.gateway.as_deref()?.parse().ok())
-        .find(|ip: &std::net::IpAddr| ip.is_ipv4()))
+    let config = inspected.ipam.and_then(|i| i.config).unwrap_or_default();
+    Ok(NetworkAddresses {
+        gateway: config
+            .iter()
+            .filter_map(|c| c.gateway.as_deref()?.parse().ok())
+            .find(|ip: &std::net::IpAddr| ip.is_ipv4()),
+        broadcast: config
+            .iter()
+            .find_map(|c| directed_broadcast(c.subnet.as_deref()?)),
+    })
+}
+
+/// The directed broadcast address of an IPv4 subnet (`172.18.0.0/16` → `172.18.255.255`);
+/// `None` for IPv6, a /31 or /32 (none there), or text that is not a subnet.
+pub fn directed_broadcast(subnet: &str) -> Option<std::net::IpAddr> {
+    let (addr, prefix) = subnet.split_once('/')?;
+    let addr: std::net::Ipv4Addr = addr.parse().ok()?;
+    let prefix: u32 = prefix.parse().ok().filter(|p| *p <= 30)?;
+    let host_bits = u32::MAX.checked_shr(prefix).unwrap_or(0);
+    Some(std::net::Ipv4Addr::from(u32::from(addr) | host_bits).into())
 }
 
 /// How long a per-hub network no container uses is kept by [`prune`]: a hub makes its network
@@ -295,6 +318,25 @@ mod tests {
             owner: "o".into(),
             created,
             in_use,
+        }
+    }
+
+    #[test]
+    fn directed_broadcast_of_ipv4_subnets_only() {
+        let b = |s: &str| directed_broadcast(s).map(|a| a.to_string());
+        assert_eq!(b("172.18.0.0/16").as_deref(), Some("172.18.255.255"));
+        assert_eq!(b("10.0.5.0/24").as_deref(), Some("10.0.5.255"));
+        assert_eq!(b("192.168.0.64/26").as_deref(), Some("192.168.0.127"));
+        assert_eq!(b("0.0.0.0/0").as_deref(), Some("255.255.255.255"));
+        for none in [
+            "10.0.0.0/31",
+            "10.0.0.1/32",
+            "fd00::/64",
+            "10.0.0.0",
+            "x/8",
+            "10.0.0.0/33",
+        ] {
+            assert_eq!(b(none), None, "{none}");
         }
     }
 

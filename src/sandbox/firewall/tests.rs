@@ -8,6 +8,7 @@ fn input(mode: NetworkMode) -> RulesInput {
     RulesInput {
         mode,
         gateway: Some(ip("172.30.0.1")),
+        broadcast: Some(ip("172.30.255.255")),
         dns: vec![ip("10.255.255.53"), ip("127.0.0.53")],
         host_addresses: vec![ip("192.0.2.2"), ip("127.0.0.1"), ip("fd00::2"), ip("::1")],
         broker_port: None,
@@ -85,6 +86,44 @@ fn every_mode_accepts_loopback_and_replies_first_and_refuses_the_private_ranges_
             assert!(v6.contains(range), "{mode:?}: {range} not in {v6}");
         }
         assert!(!v6.contains("::1,") && !v6.contains(" ::1 "), "{v6}");
+    }
+}
+
+#[test]
+fn every_mode_refuses_multicast_and_broadcast_before_anything_is_let_out() {
+    for mode in [NetworkMode::Open, NetworkMode::None, NetworkMode::Allowlist] {
+        let rules = output_rules(&ruleset(&input(mode)));
+        let refusal = |ip: &str| {
+            rules
+                .iter()
+                .position(|r| {
+                    r.starts_with(&format!("{ip} daddr {{")) && r.ends_with("jump refuse")
+                })
+                .unwrap()
+        };
+        let (v4, v6) = (refusal("ip"), refusal("ip6"));
+        // mDNS, SSDP and every other group; the limited and the network's own broadcast.
+        for addr in ["224.0.0.0/4", "255.255.255.255", "172.30.255.255"] {
+            assert!(
+                rules[v4].contains(addr),
+                "{mode:?}: {addr} not in {}",
+                rules[v4]
+            );
+        }
+        assert!(rules[v6].contains("ff00::/8"), "{mode:?}: {}", rules[v6]);
+        // Nothing accepts before them but loopback, replies, the broker and the kernel's own
+        // neighbour solicitation (never a process's).
+        for r in &rules[..v4.min(v6)] {
+            assert!(
+                !r.ends_with("accept")
+                    || r.contains("oif \"lo\"")
+                    || r.starts_with("ct state")
+                    || r.contains("dport 53")
+                    || r == NEIGHBOUR_SOLICITATION,
+                "{mode:?}: {r}"
+            );
+        }
+        assert!(NEIGHBOUR_SOLICITATION.contains("ff02::1:ff00:0/104"));
     }
 }
 

@@ -192,10 +192,11 @@ impl<E: EngineApi> ContainerService<E> {
         let docker = &self.changes();
         // An engine network mode (slirp4netns) has no network to inspect: its host side is
         // reached only as host.docker.internal, allowed below for the broker alone.
-        let gateway = match spec.per_hub_network {
-            true => network::gateway(docker, network).await?,
-            false => None,
+        let own = match spec.per_hub_network {
+            true => network::addresses(docker, network).await?,
+            false => network::NetworkAddresses::default(),
         };
+        let gateway = own.gateway;
         let tcp_broker = c.broker.as_ref().filter(|w| w.transport == RouteKind::Tcp);
         let broker_port = tcp_broker.and_then(|w| w.broker.tcp_address().map(|a| a.port()));
         let egress_port = tcp_broker.and_then(|w| w.broker.egress_tcp_address().map(|a| a.port()));
@@ -207,6 +208,7 @@ impl<E: EngineApi> ContainerService<E> {
         let input = RulesInput {
             mode: c.container.network_mode,
             gateway,
+            broadcast: own.broadcast,
             dns,
             host_addresses: c.host_addresses.clone(),
             broker_port,
