@@ -329,6 +329,25 @@ test('none: the real pi in the workspace container, its extension loaded, comple
   assert.deepEqual(ownersContainers(owner), [])
 })
 
+test('IPv6: the per-hub network is made with it off, and an unused one that has it (made by hand here, with a subnet of the test\'s own) is replaced', async (t) => {
+  const poHome = tempHome(t)
+  const owner = newOwner()
+  cleanupOwner(t, owner)
+  writeBundle(poHome)
+  const name = `po-net-${owner}`
+  const byHand = dockerCli(['network', 'create', '--ipv6', '--subnet', 'fd00:5eed:7e57::/64', '--label', 'po.sandbox=1', '--label', `po.owner=${owner}`, '--label', 'po.network=workspaces', name]).trim()
+  t.after(() => run('docker', ['network', 'rm', byHand]))
+  const { layer } = openLayer(baseOptions(poHome, owner, { workspaces: [{ id: 'v6', path: tempWorkspace(t) }] }))
+  const status = await layer.provider.ready()
+  assert.equal(status.workspaces[0].state, 'running', JSON.stringify(status.workspaces[0]))
+  const used = JSON.parse(dockerCli(['network', 'inspect', name]))[0]
+  assert.notEqual(used.Id, byHand, 'the network with IPv6 was adopted')
+  assert.equal(used.EnableIPv6, false)
+  assert.deepEqual(used.IPAM.Config.filter((c) => c.Subnet.includes(':')), [])
+  assert.deepEqual(Object.keys(holderOf(status.workspaces[0].container.containerId).NetworkSettings.Networks), [name])
+  await layer.containers.stopAll()
+})
+
 test('a bad network mode is OPTIONS_INVALID naming the option or variable and the modes, before anything is made', () => {
   const options = baseOptions('/tmp/po-net-never', newOwner())
   assert.throws(() => openLayer({ ...options, network: 'closed' }), (e) => e.code === 'OPTIONS_INVALID' && /network/.test(e.message) && /'open', 'none' or 'allowlist'/.test(e.message))

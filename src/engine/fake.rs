@@ -661,8 +661,10 @@ impl EngineApi for FakeEngine {
             created: Some(created),
             driver: request.driver,
             labels: request.labels,
+            enable_ipv6: request.enable_ipv6,
             ipam: Some(Ipam {
                 config: Some(vec![IpamConfig {
+                    subnet: Some(format!("172.{subnet}.0.0/16")),
                     gateway: Some(format!("172.{subnet}.0.1")),
                     ..Default::default()
                 }]),
@@ -694,6 +696,7 @@ impl EngineApi for FakeEngine {
             id: network.id,
             created: network.created,
             driver: network.driver,
+            enable_ipv6: network.enable_ipv6,
             ipam: network.ipam,
             labels: network.labels,
             containers: Some(users),

@@ -127,6 +127,9 @@ pub struct RulesInput {
     pub gateway: Option<IpAddr>,
     /// The per-hub network's directed broadcast address, refused in every mode.
     pub broadcast: Option<IpAddr>,
+    /// The per-hub network's IPv6 subnets and gateways (`addr/len`, canonical), refused in
+    /// every mode: present only where an engine gave the network IPv6 anyway.
+    pub network_v6: Vec<String>,
     /// DNS servers the engine's resolver forwards to from inside the namespace (Podman's
     /// aardvark-dns on the gateway; Docker's upstreams), allowed on port 53 in `open` mode.
     pub dns: Vec<IpAddr>,
@@ -203,7 +206,8 @@ pub fn ruleset(input: &RulesInput) -> String {
     let refused_v6 = REFUSED_V6
         .iter()
         .map(|s| s.to_string())
-        .chain(family(&host, false));
+        .chain(family(&host, false))
+        .chain(input.network_v6.iter().cloned());
     for (ip, set) in [("ip", set_of(refused_v4)), ("ip6", set_of(refused_v6))] {
         let set = set.expect("the fixed ranges are never empty");
         rules.push(format!("{ip} daddr {set} jump refuse"));

@@ -59,11 +59,7 @@ async fn listed(docker: &impl EngineApi, owner: &str) -> Result<Vec<Network>> {
 /// the oldest one: a creator that finds an older one removes its own (an engine that refuses a
 /// second network of one name answers 409, and the existing one is used).
 pub async fn ensure(docker: &impl EngineApi, owner: &str) -> Result<String> {
-    if let Some(id) = listed(docker, owner)
-        .await?
-        .first()
-        .and_then(|n| n.id.clone())
-    {
+    if let Some(id) = adoptable(docker, owner).await? {
         return Ok(id);
     }
     let name = network_name(owner);
@@ -71,6 +67,9 @@ pub async fn ensure(docker: &impl EngineApi, owner: &str) -> Result<String> {
         name: name.clone(),
         driver: Some("bridge".into()),
         labels: Some(labels(owner)),
+        // Explicitly: an engine whose default pools hand out IPv6 would give the containers a
+        // route the rules were not written for.
+        enable_ipv6: Some(false),
         ..Default::default()
     };
     let made = match docker.create_network(request).await {
@@ -99,6 +98,28 @@ pub async fn ensure(docker: &impl EngineApi, owner: &str) -> Result<String> {
             format!("the network {name} could not be made or found (docker network ls)"),
         )
     })
+}
+
+/// The owner's network to use as it is, if any. One with IPv6 on (made by another version, or
+/// by hand) is removed when no container uses it, so that a new one is made without; one in
+/// use is kept, and the rules of its containers refuse its IPv6 ranges ([`addresses`]).
+async fn adoptable(docker: &impl EngineApi, owner: &str) -> Result<Option<String>> {
+    let found = listed(docker, owner).await?;
+    let Some((id, ipv6)) = found
+        .first()
+        .and_then(|n| Some((n.id.clone()?, n.enable_ipv6 == Some(true))))
+    else {
+        return Ok(None);
+    };
+    if !ipv6 || joined(docker, &id).await? == Some(true) {
+        return Ok(Some(id));
+    }
+    match docker.remove_network(&id).await {
+        Ok(()) => Ok(None),
+        // Joined meanwhile: kept, its IPv6 ranges refused.
+        Err(e) if !is_status(&e, 404) => Ok(Some(id)),
+        Err(_) => Ok(None),
+    }
 }
 
 /// Whether the engine refused a network for want of an address pool (Docker: "could not find
@@ -162,9 +183,11 @@ pub struct NetworkAddresses {
     pub gateway: Option<std::net::IpAddr>,
     /// The IPv4 subnet's directed broadcast address.
     pub broadcast: Option<std::net::IpAddr>,
+    /// Its IPv6 subnets and gateways (`addr/len`), on an engine that gave it IPv6 anyway.
+    pub v6: Vec<String>,
 }
 
-/// The gateway and directed broadcast of a network.
+/// The gateway, directed broadcast and IPv6 ranges of a network.
 pub async fn addresses(docker: &impl EngineApi, id: &str) -> Result<NetworkAddresses> {
     let inspected = docker.inspect_network(id).await.map_err(engine_err(
         docker,
@@ -179,7 +202,25 @@ pub async fn addresses(docker: &impl EngineApi, id: &str) -> Result<NetworkAddre
         broadcast: config
             .iter()
             .find_map(|c| directed_broadcast(c.subnet.as_deref()?)),
+        v6: config
+            .iter()
+            .flat_map(|c| [c.subnet.as_deref(), c.gateway.as_deref()])
+            .filter_map(|a| v6_range(a?))
+            .collect(),
     })
+}
+
+/// An IPv6 subnet (`fd00:1::/64`) or address (a /128) from the engine, in canonical form for
+/// the ruleset; `None` for IPv4 or anything else.
+pub fn v6_range(text: &str) -> Option<String> {
+    let (addr, len) = text.split_once('/').unwrap_or((text, "128"));
+    let addr: std::net::Ipv6Addr = addr.parse().ok()?;
+    let len: u8 = len.parse().ok().filter(|l| *l <= 128)?;
+    let mask = u128::MAX.checked_shl(128 - u32::from(len)).unwrap_or(0);
+    Some(format!(
+        "{}/{len}",
+        std::net::Ipv6Addr::from(u128::from(addr) & mask)
+    ))
 }
 
 /// The directed broadcast address of an IPv4 subnet (`172.18.0.0/16` → `172.18.255.255`);
@@ -425,6 +466,87 @@ mod tests {
             left,
             ["other".into(), network_name("o3"), network_name("o4")]
         );
+    }
+
+    #[test]
+    fn v6_ranges_are_canonical_and_never_ipv4_or_text() {
+        let r = |s: &str| v6_range(s);
+        assert_eq!(r("fd00:5eed:1::/64").as_deref(), Some("fd00:5eed:1::/64"));
+        assert_eq!(r("FD00:5EED:1::9/64").as_deref(), Some("fd00:5eed:1::/64"));
+        assert_eq!(r("fd00:5eed:1::1").as_deref(), Some("fd00:5eed:1::1/128"));
+        assert_eq!(r("::/0").as_deref(), Some("::/0"));
+        for none in [
+            "172.18.0.0/16",
+            "172.18.0.1",
+            "fd00::/129",
+            "fd00::/x",
+            "fd00::; flush ruleset",
+            "",
+        ] {
+            assert_eq!(r(none), None, "{none}");
+        }
+    }
+
+    /// The owner's network as another version (or a person) made it: IPv6 on, with a subnet.
+    async fn with_ipv6(engine: &FakeEngine, owner: &str) -> String {
+        let id = engine
+            .create_network(NetworkCreateRequest {
+                name: network_name(owner),
+                driver: Some("bridge".into()),
+                labels: Some(labels(owner)),
+                enable_ipv6: Some(true),
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        let mut s = engine.state();
+        let n = s.networks.get_mut(&id).unwrap();
+        let config = n.ipam.as_mut().unwrap().config.as_mut().unwrap();
+        config.push(bollard::models::IpamConfig {
+            subnet: Some("fd00:5eed:1::/64".into()),
+            gateway: Some("fd00:5eed:1::1".into()),
+            ..Default::default()
+        });
+        id
+    }
+
+    #[tokio::test]
+    async fn ipv6_is_off_on_a_new_network_and_an_unused_one_with_it_is_replaced() {
+        let engine = FakeEngine::default();
+        let made = ensure(&engine, "o1").await.unwrap();
+        assert_eq!(engine.state().networks[&made].enable_ipv6, Some(false));
+        assert_eq!(
+            ensure(&engine, "o1").await.unwrap(),
+            made,
+            "adopted as it is"
+        );
+        let own = addresses(&engine, &made).await.unwrap();
+        assert!(
+            own.v6.is_empty() && own.gateway.is_some() && own.broadcast.is_some(),
+            "{own:?}"
+        );
+
+        let old = with_ipv6(&engine, "o2").await;
+        let new = ensure(&engine, "o2").await.unwrap();
+        assert_ne!(new, old, "the network with IPv6 is replaced");
+        let s = engine.state();
+        assert!(!s.networks.contains_key(&old));
+        assert_eq!(s.networks[&new].enable_ipv6, Some(false));
+        assert_eq!(
+            s.networks[&new].name.as_deref(),
+            Some(network_name("o2").as_str())
+        );
+    }
+
+    #[tokio::test]
+    async fn a_network_with_ipv6_in_use_is_kept_and_its_ipv6_ranges_are_given_to_the_rules() {
+        let engine = FakeEngine::default();
+        let old = with_ipv6(&engine, "o3").await;
+        on(&engine, &network_name("o3"), "o3", true);
+        assert_eq!(ensure(&engine, "o3").await.unwrap(), old);
+        let own = addresses(&engine, &old).await.unwrap();
+        assert_eq!(own.v6, ["fd00:5eed:1::/64", "fd00:5eed:1::1/128"]);
+        assert!(own.gateway.is_some_and(|g| g.is_ipv4()));
     }
 
     #[tokio::test]

@@ -9,6 +9,7 @@ fn input(mode: NetworkMode) -> RulesInput {
         mode,
         gateway: Some(ip("172.30.0.1")),
         broadcast: Some(ip("172.30.255.255")),
+        network_v6: vec![],
         dns: vec![ip("10.255.255.53"), ip("127.0.0.53")],
         host_addresses: vec![ip("192.0.2.2"), ip("127.0.0.1"), ip("fd00::2"), ip("::1")],
         broker_port: None,
@@ -86,6 +87,21 @@ fn every_mode_accepts_loopback_and_replies_first_and_refuses_the_private_ranges_
             assert!(v6.contains(range), "{mode:?}: {range} not in {v6}");
         }
         assert!(!v6.contains("::1,") && !v6.contains(" ::1 "), "{v6}");
+    }
+}
+
+#[test]
+fn a_networks_own_ipv6_ranges_are_refused_in_every_mode() {
+    for mode in [NetworkMode::Open, NetworkMode::None, NetworkMode::Allowlist] {
+        let mut i = input(mode);
+        i.network_v6 = vec!["2001:db8:5::/64".into(), "2001:db8:5::1/128".into()];
+        let rules = output_rules(&ruleset(&i));
+        let v6 = rules.iter().find(|r| r.starts_with("ip6 daddr {")).unwrap();
+        assert!(
+            v6.contains("2001:db8:5::/64") && v6.contains("2001:db8:5::1/128"),
+            "{v6}"
+        );
+        assert!(v6.ends_with("jump refuse"));
     }
 }
 

@@ -209,6 +209,7 @@ impl<E: EngineApi> ContainerService<E> {
             mode: c.container.network_mode,
             gateway,
             broadcast: own.broadcast,
+            network_v6: own.v6,
             dns,
             host_addresses: c.host_addresses.clone(),
             broker_port,
