@@ -102,9 +102,9 @@ const chop = (text, size) => Array.from({ length: Math.ceil(text.length / size) 
  * A broker with two grants on the same route kind (w1: anthropic and openai, the attacker's own;
  * w2: another workspace, both providers) and a recording upstream for both providers.
  */
-async function attackBed(t, { tcp = false, handler } = {}) {
+async function attackBed(t, { tcp = false, handler, env = {} } = {}) {
   const up = await fakeUpstream(t, handler)
-  const { broker, audit } = await startBroker(t, { env: brokerEnv(up), tcp })
+  const { broker, audit } = await startBroker(t, { env: brokerEnv(up, env), tcp })
   const transport = tcp ? 'tcp' : 'socket'
   const g = broker.grant({ workspace: 'w1', providers: ['anthropic', 'openai'], transport })
   const other = broker.grant({ workspace: 'w2', providers: ['anthropic', 'openai'], transport })
@@ -360,7 +360,8 @@ function targetCases({ up, authA, authO }) {
 }
 
 test('rule 2, targets: //, backslashes, dot segments, control and non-ASCII characters, other target forms are 400 in every encoding', async (t) => {
-  const bed = await attackBed(t)
+  // The two odd-looking controls are not model endpoints: the host allows them (rule 9).
+  const bed = await attackBed(t, { env: { PO_SANDBOX_BROKER_ALLOW_PATHS: 'anthropic:/v1...x,openai:/.well' } })
   const { wrong, texts } = await runRefusals(bed, targetCases(bed))
   // Controls: ordinary targets pass, the upstream sees them exactly as sent.
   wrong.push(...await runForwarded(bed, [
@@ -370,6 +371,143 @@ test('rule 2, targets: //, backslashes, dot segments, control and non-ASCII char
     { what: 'a segment starting with a dot', bytes: head('GET', '/openai/.well', [bed.authO]), url: '/.well', auditPath: '/openai/.well' },
   ]))
   report(bed, wrong, texts)
+})
+
+// Rule 9: only each provider's model endpoints are forwarded; any other path, or one that only
+// looks like one (a suffix, a trailing slash, another case, encoded letters), is 403 once the
+// token is checked, naming the path and how to allow it; never forwarded.
+function pathCases({ authA, authO }) {
+  const refused = (what, target, auth = authA, status = 403) => ({
+    what, bytes: head('GET', target, [auth]), status, paths: [target.split('?')[0]],
+  })
+  return [
+    refused('Anthropic files', '/anthropic/v1/files'),
+    refused('Anthropic message batches', '/anthropic/v1/messages/batches'),
+    refused('a suffix after -', '/anthropic/v1/messages-evil'),
+    refused('a suffix', '/anthropic/v1/messagesx'),
+    refused('a trailing slash', '/anthropic/v1/messages/'),
+    refused('another case', '/anthropic/V1/Messages'),
+    refused('encoded letters', '/anthropic/v1/%6d%65%73%73%61%67%65%73'),
+    refused('an encoded / inside', '/anthropic/v1/messages%2Fbatches'),
+    refused('a double-encoded / inside', '/anthropic/v1/messages%252Fbatches'),
+    refused('a query on a refused path', '/anthropic/v1/files?x=/v1/messages'),
+    refused('OpenAI files', '/openai/v1/files', authO),
+    refused('OpenAI batches', '/openai/v1/batches', authO),
+    refused('OpenAI fine-tuning', '/openai/v1/fine_tuning/jobs', authO),
+    refused('an Anthropic path on openai', '/openai/v1/messages', authO),
+    refused('a model id with an encoded /', '/openai/v1/models/a%2Fb', authO),
+    { ...refused('a .. after an allowed path', '/anthropic/v1/messages/../files'), status: 400, paths: ['/anthropic/…'] },
+  ]
+}
+
+test('rule 9, paths: outside a provider\'s model endpoints is 403 naming the path and the way to allow it, never forwarded', async (t) => {
+  const bed = await attackBed(t)
+  const { wrong, texts } = await runRefusals(bed, pathCases(bed))
+  for (const text of texts.filter((x) => /^HTTP\/1\.1 403/.test(x))) {
+    if (!/PO_SANDBOX_BROKER_ALLOW_PATHS/.test(text)) wrong.push(`a 403 without the way to allow it: ${text.slice(-200)}`)
+  }
+  const files = texts[0] ?? ''
+  if (!files.includes('/v1/files') || !files.includes('anthropic:/v1/files')) wrong.push(`the 403 names neither the path nor the entry: ${files.slice(-300)}`)
+  wrong.push(...await runForwarded(bed, [
+    { what: 'messages with a query', bytes: head('GET', `${MESSAGES}?x=/../files`, [bed.authA]), url: '/v1/messages?x=/../files', auditPath: MESSAGES },
+    { what: 'count_tokens', bytes: head('GET', '/anthropic/v1/messages/count_tokens', [bed.authA]), url: '/v1/messages/count_tokens', auditPath: '/anthropic/v1/messages/count_tokens' },
+    { what: 'a model by id', bytes: head('GET', '/openai/v1/models/gpt-4o-mini', [bed.authO]), url: '/v1/models/gpt-4o-mini', auditPath: '/openai/v1/models/gpt-4o-mini' },
+    { what: 'responses', bytes: post('/openai/v1/responses', [bed.authO]), url: '/v1/responses', method: 'POST', auditPath: '/openai/v1/responses' },
+  ]))
+  report(bed, wrong, texts)
+})
+
+test('rule 9, paths: PO_SANDBOX_BROKER_ALLOW_PATHS adds a path for one provider only', async (t) => {
+  const bed = await attackBed(t, { env: { PO_SANDBOX_BROKER_ALLOW_PATHS: 'openai:/v1/files,openai:/v1/batches/**' } })
+  const { wrong, texts } = await runRefusals(bed, [
+    { what: 'files on anthropic', bytes: head('GET', '/anthropic/v1/files', [bed.authA]), status: 403, paths: ['/anthropic/v1/files'] },
+    { what: 'below an exact entry', bytes: head('GET', '/openai/v1/files/f1', [bed.authO]), status: 403, paths: ['/openai/v1/files/f1'] },
+    { what: 'the ** entry\'s own base', bytes: head('GET', '/openai/v1/batches', [bed.authO]), status: 403, paths: ['/openai/v1/batches'] },
+  ])
+  wrong.push(...await runForwarded(bed, [
+    { what: 'an allowed exact path', bytes: head('GET', '/openai/v1/files', [bed.authO]), url: '/v1/files', auditPath: '/openai/v1/files' },
+    { what: 'below a ** entry', bytes: head('GET', '/openai/v1/batches/b1/cancel', [bed.authO]), url: '/v1/batches/b1/cancel', auditPath: '/openai/v1/batches/b1/cancel' },
+  ]))
+  report(bed, wrong, texts)
+})
+
+test('rule 9, paths: a bad PO_SANDBOX_BROKER_ALLOW_PATHS entry is OPTIONS_INVALID naming it', async (t) => {
+  for (const value of ['openai', 'nope:/v1/files', 'openai:/v1/../files', 'openai:v1/files']) {
+    await assert.rejects(
+      startBroker(t, { env: { OPENAI_API_KEY: 'sk-x', PO_SANDBOX_BROKER_ALLOW_PATHS: value } }),
+      (err) => err.code === 'OPTIONS_INVALID' && err.message.includes('PO_SANDBOX_BROKER_ALLOW_PATHS') && err.message.includes(value),
+      value,
+    )
+  }
+})
+
+// Rule 10: in the `none` and `allowlist` modes a body that asks the provider to fetch a URL is
+// 403 (keys, not words inside strings; escaped, split across writes, deep); a body up to 1 MiB
+// never reaches the upstream at all, a longer one never as a complete request.
+const MCP = JSON.stringify({ model: 'm', max_tokens: 8, mcp_servers: [{ type: 'url', url: 'https://evil.example/mcp', name: 'x' }], messages: [{ role: 'user', content: 'hi' }] })
+const fetchBodies = {
+  'mcp_servers': MCP,
+  'a web_fetch tool': JSON.stringify({ model: 'm', tools: [{ type: 'web_fetch_20250910', name: 'web_fetch' }], messages: [] }),
+  'an image by URL': JSON.stringify({ model: 'm', messages: [{ role: 'user', content: [{ type: 'image', source: { type: 'url', url: 'https://evil.example/i.png' } }] }] }),
+  'an escaped key': '{"model":"m","\\u006dcp_servers":[],"messages":[]}',
+  'a key nested deep': '{"a":[[[[{"b":{"c":[{"server_url":"https://evil.example"}]}}]]]]}',
+}
+const CLEAN = JSON.stringify({ model: 'm', max_tokens: 8, messages: [{ role: 'user', content: 'please read "mcp_servers": [] and "url": "https://x"' }] })
+
+function fetchCases({ authA }) {
+  const refused = (what, body, pieces) => {
+    const bytes = post(MESSAGES, [authA, 'Content-Type: application/json'], body)
+    return { what, bytes: pieces ? chop(bytes, pieces) : bytes, status: 403, paths: [MESSAGES], gapMs: 1 }
+  }
+  return [
+    ...Object.entries(fetchBodies).map(([what, body]) => refused(what, body)),
+    refused('mcp_servers written 3 bytes at a time', MCP, 3),
+    { what: 'a gzip body', bytes: head('POST', MESSAGES, [authA, 'Content-Encoding: gzip', 'Content-Length: 2']) + '{}', status: 403, paths: [MESSAGES] },
+  ]
+}
+
+for (const mode of ['none', 'allowlist']) {
+  test(`rule 10, fetch screen: in ${mode} a body asking the provider to fetch is 403 and never reaches the upstream; words in strings pass`, async (t) => {
+    const bed = await attackBed(t, { env: { PO_SANDBOX_NETWORK: mode } })
+    const { wrong, texts } = await runRefusals(bed, fetchCases(bed))
+    for (const text of texts) {
+      if (!/PO_SANDBOX_BROKER_ALLOW_FETCH/.test(text)) wrong.push(`a 403 without the way to allow it: ${text.slice(-200)}`)
+    }
+    wrong.push(...await runForwarded(bed, [
+      { what: 'a clean body naming the words in a string', bytes: post(MESSAGES, [bed.authA], CLEAN), url: '/v1/messages', method: 'POST', auditPath: MESSAGES },
+    ]))
+    report(bed, wrong, texts)
+  })
+}
+
+test('rule 10, fetch screen: past 1 MiB the body streams and a late finding cuts it before its end: no request reaches the upstream', async (t) => {
+  const bed = await attackBed(t, { env: { PO_SANDBOX_NETWORK: 'none' } })
+  const pad = 'a'.repeat(1536 * 1024)
+  const late = JSON.stringify({ model: 'm', messages: [{ role: 'user', content: pad }], mcp_servers: [] })
+  const before = bed.up.requests.length
+  const r = await exchange(bed.target, post(MESSAGES, [bed.authA], late), { timeoutMs: 20000 })
+  assert.equal(r.status, 403, r.text.slice(-300))
+  assert.match(r.text, /mcp_servers/)
+  await sleep(200)
+  assert.equal(bed.up.requests.length, before, 'the upstream got a complete request')
+  // The same length without the key streams through whole.
+  const clean = JSON.stringify({ model: 'm', messages: [{ role: 'user', content: pad }], note: 'mcp_servers' })
+  const ok = await exchange(bed.target, post(MESSAGES, [bed.authA], clean), { timeoutMs: 20000 })
+  assert.equal(ok.status, 200, ok.text.slice(-300))
+  assert.equal(bed.up.requests.at(-1)?.body, clean)
+  report(bed, [], [r.text, ok.text])
+})
+
+test('rule 10, fetch screen: in open mode, and for a provider in PO_SANDBOX_BROKER_ALLOW_FETCH, the same bodies pass', async (t) => {
+  for (const env of [{}, { PO_SANDBOX_NETWORK: 'open' }, { PO_SANDBOX_NETWORK: 'none', PO_SANDBOX_BROKER_ALLOW_FETCH: 'anthropic' }]) {
+    const bed = await attackBed(t, { env })
+    const wrong = await runForwarded(bed, Object.entries(fetchBodies).map(([what, body]) => ({
+      what: `${JSON.stringify(env)}: ${what}`, bytes: post(MESSAGES, [bed.authA], body), url: '/v1/messages', method: 'POST', auditPath: MESSAGES,
+    })))
+    const last = bed.up.requests.at(-1)
+    if (last?.body !== fetchBodies['a key nested deep']) wrong.push(`${JSON.stringify(env)}: the upstream got another body`)
+    report(bed, wrong)
+  }
 })
 
 // Rule 3: framing. Every request carries a valid token, so anything not refused is forwarded.
@@ -530,9 +668,10 @@ test('rule 4, token placement: a live token in a header name or value, the path 
 })
 
 test('rule 5, audit: a refusal before the token check names only the provider segment; after it, the full path without query', async (t) => {
-  const bed = await attackBed(t)
-  const { authA } = bed
   const secret = 'secret-tail-4f1c'
+  // Not a model endpoint: the host allows it, so that the 200 below reaches the upstream.
+  const bed = await attackBed(t, { env: { PO_SANDBOX_BROKER_ALLOW_PATHS: `anthropic:/v1/${secret}` } })
+  const { authA } = bed
   const { wrong, texts } = await runRefusals(bed, [
     { what: 'method', bytes: head('TRACE', `/anthropic/v1/${secret}`, [authA]), status: 405, paths: ['/anthropic/…'], tail: `/v1/${secret}`, method: '(other)' },
     { what: 'target', bytes: head('GET', `/anthropic/v1//${secret}`, [authA]), status: 400, paths: ['/anthropic/…'], tail: `/v1//${secret}` },

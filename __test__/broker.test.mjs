@@ -91,7 +91,7 @@ test('brokered requests: the real key goes upstream in the same header, the toke
 test('audit: a Content-Length body, an empty 204 and a HEAD answer are recorded as complete, with their byte counts', async (t) => {
   const body = JSON.stringify({ ok: true, pad: 'x'.repeat(5000) })
   const up = await fakeUpstream(t, (req, res) => {
-    if (req.url.endsWith('/empty')) {
+    if (req.url.endsWith('/embeddings')) {
       res.writeHead(204)
       return res.end()
     }
@@ -104,7 +104,7 @@ test('audit: a Content-Length body, an empty 204 and a HEAD answer are recorded 
   const r1 = await send({ ...targetOf(g), path: '/openai/v1/models', headers: auth })
   assert.equal(r1.status, 200)
   assert.equal(r1.body, body)
-  const r2 = await send({ ...targetOf(g), path: '/openai/v1/empty', headers: auth })
+  const r2 = await send({ ...targetOf(g), path: '/openai/v1/embeddings', headers: auth })
   assert.equal(r2.status, 204)
   const r3 = await send({ ...targetOf(g), method: 'HEAD', path: '/openai/v1/models', headers: auth })
   assert.equal(r3.status, 200)
@@ -405,7 +405,7 @@ function send(socketPath, path, headers) {
   const up = http.createServer((req, res) => {
     req.resume()
     req.on('end', () => {
-      if (req.url.startsWith('/v1/redirect')) { res.writeHead(302, { location: 'http://127.0.0.1:9/x' }); res.end() }
+      if (req.url.startsWith('/v1/models')) { res.writeHead(302, { location: 'http://127.0.0.1:9/x' }); res.end() }
       else { res.writeHead(200, { 'content-type': 'application/json', 'x-echo': req.headers['x-api-key'] || '' }); res.end('{"ok":true}') }
     })
   })
@@ -419,7 +419,7 @@ function send(socketPath, path, headers) {
     await send(sock, '/anthropic/v1/messages?beta=true', { 'x-api-key': token }),
     await send(sock, '/anthropic/v1/messages', { 'x-api-key': token + 'x' }),
     await send(sock, '/anthropic/v1/messages?key=' + token, { 'x-api-key': token }),
-    await send(sock, '/anthropic/v1/redirect', { 'x-api-key': token }),
+    await send(sock, '/anthropic/v1/models', { 'x-api-key': token }),
   ]
   await new Promise((r) => setTimeout(r, 100))
   await broker.close()

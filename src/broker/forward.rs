@@ -13,8 +13,10 @@ use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 
+use super::policy::ForwardPolicy;
 use super::request::AUTH_HEADERS;
 use super::routes::{self, AuthScheme, ProviderRoute};
+use super::screen::{self, Stopped, Verdict};
 use super::secret::Secret;
 use super::server::{AuditEvent, Broker, IDLE_TIMEOUT};
 use crate::error::{Error, Result};
@@ -116,7 +118,12 @@ impl Broker {
             upstream.target(&admitted.rest),
             admitted.query
         );
-        let out = match outgoing(req, uri, &upstream.authority(), admitted.scheme, &key) {
+        let verdict = Verdict::default();
+        let body = match self.screened(route, req, &verdict).await {
+            Ok(parts) => parts,
+            Err(failure) => return Err((event, failure)),
+        };
+        let out = match outgoing(body, uri, &upstream.authority(), admitted.scheme, &key) {
             Ok(out) => out,
             Err(failure) => return Err((event, failure)),
         };
@@ -138,6 +145,11 @@ impl Broker {
                 );
                 return Err((event, Failure(StatusCode::GATEWAY_TIMEOUT, why)));
             }
+            // The screen ended the body mid-stream: the upstream never got all of it.
+            Ok(Err(_)) if verdict.get().is_some() => {
+                let found = *verdict.get().expect("checked just above");
+                return Err((event, ForwardPolicy::fetch_refused(route, found)));
+            }
             Ok(Err(e)) => {
                 let why = format!(
                     "{} upstream {} did not answer: {}",
@@ -150,6 +162,38 @@ impl Broker {
         };
         event.status = response.status().as_u16();
         Ok(self.answer(response, &key, event, started))
+    }
+
+    /// The request with its body bounded by the idle limit, trailers dropped, and (where the
+    /// policy screens this provider's bodies) screened: a finding in the first
+    /// [`screen::HOLD`] bytes, or a compressed body, is a 403 before the upstream is called.
+    async fn screened(
+        &self,
+        route: &'static ProviderRoute,
+        req: Request<Incoming>,
+        verdict: &Verdict,
+    ) -> std::result::Result<Request<BoxBody<Bytes, BoxError>>, Failure> {
+        let (parts, body) = req.into_parts();
+        let body = Idle::new(body, IDLE_TIMEOUT).without_trailers();
+        if !self.inner.policy.screens(route) {
+            return Ok(Request::from_parts(parts, body.boxed()));
+        }
+        let encoded = parts
+            .headers
+            .get_all(hyper::header::CONTENT_ENCODING)
+            .iter()
+            .any(|v| !v.as_bytes().eq_ignore_ascii_case(b"identity"));
+        if encoded {
+            return Err(ForwardPolicy::encoded_refused(route));
+        }
+        match screen::screen(body, verdict.clone()).await {
+            Ok(body) => Ok(Request::from_parts(parts, screen::boxed(body))),
+            Err(Stopped::Found(found)) => Err(ForwardPolicy::fetch_refused(route, found)),
+            Err(Stopped::Broken(e)) => {
+                let why = format!("the request body did not arrive: {e}");
+                Err(Failure(StatusCode::BAD_REQUEST, why))
+            }
+        }
     }
 
     /// The upstream's answer for the client: redirects passed on, never followed; no header
@@ -180,10 +224,9 @@ impl Broker {
 }
 
 /// The request for the upstream: end-to-end headers only, its `Host`, the real key in the
-/// token's header (marked sensitive), the body bounded by the idle limit, trailers dropped (no
-/// rule could vouch for them before the head left).
+/// token's header (marked sensitive), the body as [`Broker::screened`] made it.
 fn outgoing(
-    req: Request<Incoming>,
+    req: Request<BoxBody<Bytes, BoxError>>,
     uri: String,
     authority: &str,
     scheme: AuthScheme,
@@ -206,8 +249,7 @@ fn outgoing(
     };
     value.set_sensitive(true);
     headers.insert(HeaderName::from_static(scheme.header()), value);
-    let body = Idle::new(body, IDLE_TIMEOUT).without_trailers();
-    out.body(body.boxed())
+    out.body(body)
         .map_err(|e| Failure(StatusCode::BAD_REQUEST, format!("cannot forward: {e}")))
 }
 

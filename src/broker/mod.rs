@@ -7,6 +7,8 @@
 //! - [`egress`]: the allowlist mode's forward proxy, a second socket per grant.
 //! - [`forward`]: the key swap, the upstream call and the streamed answer.
 //! - [`grant`]: choosing providers, minting tokens, opening a route.
+//! - [`policy`]: which paths are forwarded for a provider; [`screen`]: the body screen of the
+//!   `none` and `allowlist` modes.
 //! - [`routes`]: the providers the broker carries; [`secret`]: keys and tokens in memory;
 //!   [`socket`]: a grant's Unix socket.
 
@@ -14,8 +16,10 @@ pub(crate) mod egress;
 pub(crate) mod forward;
 pub(crate) mod framing;
 pub(crate) mod grant;
+pub(crate) mod policy;
 pub(crate) mod request;
 pub(crate) mod routes;
+pub(crate) mod screen;
 pub(crate) mod secret;
 pub(crate) mod server;
 pub(crate) mod socket;

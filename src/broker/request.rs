@@ -331,7 +331,7 @@ impl TokenIndex {
 
 /// `input`, then each percent-decoding of the one before, until nothing changes or there are
 /// `max` of them; also whether one more decoding would still change the last.
-fn decodings(input: &[u8], max: usize) -> (Vec<Vec<u8>>, bool) {
+pub(super) fn decodings(input: &[u8], max: usize) -> (Vec<Vec<u8>>, bool) {
     let mut layers = vec![input.to_vec()];
     loop {
         let next = percent_decode(layers.last().expect("one layer at least"));

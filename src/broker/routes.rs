@@ -14,7 +14,9 @@ use std::collections::HashMap;
 
 use crate::error::{Error, Result};
 
+pub mod paths;
 mod upstream;
+use paths::{Api, ApiPaths};
 pub(crate) use upstream::split_host_port;
 pub use upstream::upstream;
 
@@ -143,6 +145,9 @@ pub struct ProviderRoute {
     pub base_url_var: &'static str,
     /// How a per-grant token must look.
     pub token_shape: TokenShape,
+    /// The APIs pi speaks to it, each at its base path: the broker forwards their model
+    /// endpoints only ([`paths::allowed`]).
+    pub apis: ApiPaths,
     /// Set where the upstream is per-resource (Azure OpenAI).
     pub resource: Option<ResourceOrigin>,
 }
@@ -157,6 +162,7 @@ const fn bearer(
     key_var: &'static [&'static str],
     default_origin: &'static str,
     base_url_var: &'static str,
+    apis: ApiPaths,
 ) -> ProviderRoute {
     ProviderRoute {
         id,
@@ -165,9 +171,26 @@ const fn bearer(
         auth: BEARER,
         base_url_var,
         token_shape: TokenShape::Plain,
+        apis,
         resource: None,
     }
 }
+
+/// OpenAI's API at `/v1`, the most common shape.
+const OPENAI_V1: ApiPaths = &[("/v1", Api::OpenAi)];
+/// OpenAI's API at `/v1` and Anthropic's at `/anthropic`.
+const OPENAI_V1_ANTHROPIC: ApiPaths = &[("/v1", Api::OpenAi), ("/anthropic", Api::Anthropic)];
+/// Z.ai's coding and general OpenAI-style APIs and its Anthropic API.
+const ZAI: ApiPaths = &[
+    ("/api/coding/paas/v4", Api::OpenAi),
+    ("/api/paas/v4", Api::OpenAi),
+    ("/api/anthropic", Api::Anthropic),
+];
+/// Alibaba Model Studio's OpenAI-compatible mode and its Anthropic API.
+const QWEN: ApiPaths = &[
+    ("/compatible-mode/v1", Api::OpenAi),
+    ("/apps/anthropic", Api::Anthropic),
+];
 
 /// Like [`bearer`], with other headers.
 const fn with_auth(mut route: ProviderRoute, auth: &'static [AuthScheme]) -> ProviderRoute {
@@ -197,6 +220,7 @@ static PROVIDERS: &[ProviderRoute] = &[
             marked: "sk-ant-oat01-",
             unmarked: "sk-ant-api03-",
         },
+        apis: &[("", Api::Anthropic)],
         resource: None,
     },
     // pi treats an OpenAI key not starting `sk-` as a ChatGPT sign-in token.
@@ -207,6 +231,7 @@ static PROVIDERS: &[ProviderRoute] = &[
             &["OPENAI_API_KEY"],
             "https://api.openai.com",
             "OPENAI_BASE_URL",
+            OPENAI_V1,
         )
     },
     with_auth(
@@ -215,6 +240,11 @@ static PROVIDERS: &[ProviderRoute] = &[
             &["GEMINI_API_KEY"],
             "https://generativelanguage.googleapis.com",
             "GOOGLE_BASE_URL",
+            &[
+                ("/v1beta", Api::Gemini),
+                ("/v1", Api::Gemini),
+                ("/v1beta/openai", Api::OpenAi),
+            ],
         ),
         &[X_GOOG_API_KEY],
     ),
@@ -223,20 +253,29 @@ static PROVIDERS: &[ProviderRoute] = &[
         &["MISTRAL_API_KEY"],
         "https://api.mistral.ai",
         "MISTRAL_BASE_URL",
+        OPENAI_V1,
     ),
     bearer(
         "groq",
         &["GROQ_API_KEY"],
         "https://api.groq.com",
         "GROQ_BASE_URL",
+        &[("/openai/v1", Api::OpenAi)],
     ),
     bearer(
         "cerebras",
         &["CEREBRAS_API_KEY"],
         "https://api.cerebras.ai",
         "CEREBRAS_BASE_URL",
+        OPENAI_V1,
     ),
-    bearer("xai", &["XAI_API_KEY"], "https://api.x.ai", "XAI_BASE_URL"),
+    bearer(
+        "xai",
+        &["XAI_API_KEY"],
+        "https://api.x.ai",
+        "XAI_BASE_URL",
+        &[("/v1", Api::OpenAi), ("", Api::Anthropic)],
+    ),
     // Chat models at /api/v1 (OpenAI completions), Anthropic-API models at /api.
     with_auth(
         bearer(
@@ -244,6 +283,7 @@ static PROVIDERS: &[ProviderRoute] = &[
             &["OPENROUTER_API_KEY"],
             "https://openrouter.ai",
             "OPENROUTER_BASE_URL",
+            &[("/api/v1", Api::OpenAi), ("/api", Api::Anthropic)],
         ),
         &[AuthScheme::Bearer, X_API_KEY],
     ),
@@ -252,6 +292,12 @@ static PROVIDERS: &[ProviderRoute] = &[
         &["DEEPSEEK_API_KEY"],
         "https://api.deepseek.com",
         "DEEPSEEK_BASE_URL",
+        &[
+            ("", Api::OpenAi),
+            ("/v1", Api::OpenAi),
+            ("/beta", Api::OpenAi),
+            ("/anthropic", Api::Anthropic),
+        ],
     ),
     // Per-resource: https://<resource>.openai.azure.com/openai/v1. The Azure SDK sends
     // `api-key`; pi's one Azure chat-completions model goes through the plain OpenAI SDK (Bearer).
@@ -262,6 +308,8 @@ static PROVIDERS: &[ProviderRoute] = &[
         auth: &[AuthScheme::Header("api-key"), AuthScheme::Bearer],
         base_url_var: "AZURE_OPENAI_BASE_URL",
         token_shape: TokenShape::Plain,
+        // Below the resource's base path, or with it when the model's base URL names it.
+        apis: &[("", Api::OpenAi), ("/openai/v1", Api::OpenAi)],
         resource: Some(ResourceOrigin {
             name_var: "AZURE_OPENAI_RESOURCE_NAME",
             host_suffix: ".openai.azure.com",
@@ -281,6 +329,10 @@ static PROVIDERS: &[ProviderRoute] = &[
             &["FIREWORKS_API_KEY"],
             "https://api.fireworks.ai",
             "FIREWORKS_BASE_URL",
+            &[
+                ("/inference/v1", Api::OpenAi),
+                ("/inference", Api::Anthropic),
+            ],
         ),
         &[X_API_KEY, AuthScheme::Bearer],
     ),
@@ -289,6 +341,7 @@ static PROVIDERS: &[ProviderRoute] = &[
         &["TOGETHER_API_KEY"],
         "https://api.together.ai",
         "TOGETHER_BASE_URL",
+        OPENAI_V1,
     ),
     // OpenAI (/inference/v1), Anthropic (/inference) and Gemini (/inference/v1) APIs.
     with_auth(
@@ -297,6 +350,11 @@ static PROVIDERS: &[ProviderRoute] = &[
             &["OPENCODE_API_KEY"],
             "https://opencode.ai",
             "OPENCODE_BASE_URL",
+            &[
+                ("/inference/v1", Api::OpenAi),
+                ("/inference", Api::Anthropic),
+                ("/inference/v1", Api::Gemini),
+            ],
         ),
         &[AuthScheme::Bearer, X_API_KEY, X_GOOG_API_KEY],
     ),
@@ -307,27 +365,41 @@ static PROVIDERS: &[ProviderRoute] = &[
             &["OPENCODE_API_KEY"],
             "https://opencode.ai",
             "OPENCODE_GO_BASE_URL",
+            &[
+                ("/inference/go/v1", Api::OpenAi),
+                ("/inference/go", Api::Anthropic),
+                ("/inference/go/v1", Api::Gemini),
+            ],
         ),
         &[AuthScheme::Bearer, X_API_KEY, X_GOOG_API_KEY],
     ),
-    bearer("zai", &["ZAI_API_KEY"], "https://api.z.ai", "ZAI_BASE_URL"),
+    bearer(
+        "zai",
+        &["ZAI_API_KEY"],
+        "https://api.z.ai",
+        "ZAI_BASE_URL",
+        ZAI,
+    ),
     bearer(
         "zai-coding-cn",
         &["ZAI_CODING_CN_API_KEY"],
         "https://open.bigmodel.cn",
         "ZAI_CODING_CN_BASE_URL",
+        ZAI,
     ),
     bearer(
         "moonshotai",
         &["MOONSHOT_API_KEY"],
         "https://api.moonshot.ai",
         "MOONSHOTAI_BASE_URL",
+        OPENAI_V1_ANTHROPIC,
     ),
     bearer(
         "moonshotai-cn",
         &["MOONSHOT_API_KEY"],
         "https://api.moonshot.cn",
         "MOONSHOTAI_CN_BASE_URL",
+        OPENAI_V1_ANTHROPIC,
     ),
     // Anthropic-API only (/anthropic).
     with_auth(
@@ -336,6 +408,7 @@ static PROVIDERS: &[ProviderRoute] = &[
             &["MINIMAX_API_KEY"],
             "https://api.minimax.io",
             "MINIMAX_BASE_URL",
+            OPENAI_V1_ANTHROPIC,
         ),
         &[X_API_KEY],
     ),
@@ -345,6 +418,7 @@ static PROVIDERS: &[ProviderRoute] = &[
             &["MINIMAX_CN_API_KEY"],
             "https://api.minimaxi.com",
             "MINIMAX_CN_BASE_URL",
+            OPENAI_V1_ANTHROPIC,
         ),
         &[X_API_KEY],
     ),
@@ -353,6 +427,7 @@ static PROVIDERS: &[ProviderRoute] = &[
         &["NVIDIA_API_KEY"],
         "https://integrate.api.nvidia.com",
         "NVIDIA_BASE_URL",
+        OPENAI_V1,
     ),
     // Anthropic-API chat models at /, TypeSafe classifiers (Bearer) at /typesafe/v1.
     with_auth(
@@ -361,6 +436,11 @@ static PROVIDERS: &[ProviderRoute] = &[
             &["AI_GATEWAY_API_KEY"],
             "https://ai-gateway.vercel.sh",
             "VERCEL_AI_GATEWAY_BASE_URL",
+            &[
+                ("", Api::Anthropic),
+                ("/v1", Api::OpenAi),
+                ("/typesafe/v1", Api::Decisions),
+            ],
         ),
         &[X_API_KEY, AuthScheme::Bearer],
     ),
@@ -369,78 +449,91 @@ static PROVIDERS: &[ProviderRoute] = &[
         &["HF_TOKEN"],
         "https://router.huggingface.co",
         "HUGGINGFACE_BASE_URL",
+        OPENAI_V1,
     ),
     bearer(
         "baseten",
         &["BASETEN_API_KEY"],
         "https://inference.baseten.co",
         "BASETEN_BASE_URL",
+        OPENAI_V1,
     ),
     bearer(
         "ant-ling",
         &["ANT_LING_API_KEY"],
         "https://api.ant-ling.com",
         "ANT_LING_BASE_URL",
+        OPENAI_V1,
     ),
     bearer(
         "kimi-coding",
         &["KIMI_API_KEY"],
         "https://api.kimi.com",
         "KIMI_CODING_BASE_URL",
+        &[("/coding/v1", Api::OpenAi), ("/coding", Api::Anthropic)],
     ),
     bearer(
         "meta",
         &["META_API_KEY"],
         "https://api.meta.ai",
         "META_BASE_URL",
+        OPENAI_V1,
     ),
     bearer(
         "typesafe",
         &["TYPESAFE_API_KEY"],
         "https://api.typesafe.ai",
         "TYPESAFE_BASE_URL",
+        &[("/v1", Api::Decisions)],
     ),
     bearer(
         "qwen-token-plan",
         &["QWEN_TOKEN_PLAN_API_KEY"],
         "https://token-plan.ap-southeast-1.maas.aliyuncs.com",
         "QWEN_TOKEN_PLAN_BASE_URL",
+        QWEN,
     ),
     bearer(
         "qwen-token-plan-cn",
         &["QWEN_TOKEN_PLAN_CN_API_KEY"],
         "https://token-plan.cn-beijing.maas.aliyuncs.com",
         "QWEN_TOKEN_PLAN_CN_BASE_URL",
+        QWEN,
     ),
     bearer(
         "qwen-token-plan-individual",
         &["QWEN_TOKEN_PLAN_API_KEY"],
         "https://token-plan.ap-southeast-1.maas.aliyuncs.com",
         "QWEN_TOKEN_PLAN_INDIVIDUAL_BASE_URL",
+        QWEN,
     ),
     bearer(
         "xiaomi",
         &["XIAOMI_API_KEY"],
         "https://api.xiaomimimo.com",
         "XIAOMI_BASE_URL",
+        OPENAI_V1_ANTHROPIC,
     ),
     bearer(
         "xiaomi-token-plan-ams",
         &["XIAOMI_TOKEN_PLAN_AMS_API_KEY"],
         "https://token-plan-ams.xiaomimimo.com",
         "XIAOMI_TOKEN_PLAN_AMS_BASE_URL",
+        OPENAI_V1_ANTHROPIC,
     ),
     bearer(
         "xiaomi-token-plan-cn",
         &["XIAOMI_TOKEN_PLAN_CN_API_KEY"],
         "https://token-plan-cn.xiaomimimo.com",
         "XIAOMI_TOKEN_PLAN_CN_BASE_URL",
+        OPENAI_V1_ANTHROPIC,
     ),
     bearer(
         "xiaomi-token-plan-sgp",
         &["XIAOMI_TOKEN_PLAN_SGP_API_KEY"],
         "https://token-plan-sgp.xiaomimimo.com",
         "XIAOMI_TOKEN_PLAN_SGP_BASE_URL",
+        OPENAI_V1_ANTHROPIC,
     ),
 ];
 

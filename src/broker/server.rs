@@ -23,6 +23,7 @@ use super::egress::{
 };
 use super::forward::{Admitted, Failure, HttpsClient, ResponseBody, https_client, plain};
 use super::framing::{FaultFlag, MAX_HEAD_BYTES, Watched};
+use super::policy::ForwardPolicy;
 use super::request::{self, Refusal, TokenIndex};
 use super::routes::{self, ProviderRoute};
 use super::secret::Secret;
@@ -56,23 +57,31 @@ pub struct BrokerOptions {
     pub tcp: bool,
     /// Serve each socket grant an egress proxy with this policy (allowlist mode).
     pub egress: Option<EgressPolicy>,
+    /// Screen request bodies for URLs a provider would fetch (the `none` and `allowlist`
+    /// modes; see [`super::screen`]).
+    pub fetch_screen: bool,
 }
 
 impl BrokerOptions {
     /// What a `startCredentialBroker` caller gives: its environment record (as
     /// [`crate::host::given_vars`] reads it), `socketDir` (checked, defaulted as
-    /// [`HostEnv::broker_socket_dir`]) and `tcp` (default off); no egress proxy.
+    /// [`HostEnv::broker_socket_dir`]) and `tcp` (default off); no egress proxy; the body
+    /// screen on when the record's `PO_SANDBOX_NETWORK` is `none` or `allowlist` (a bad value
+    /// is `OPTIONS_INVALID`).
     pub fn given(
         env: Option<HashMap<String, Option<String>>>,
         socket_dir: Option<&str>,
         tcp: Option<bool>,
     ) -> Result<BrokerOptions> {
         let host = HostEnv::given(env);
+        let mode = host.vars().get(crate::sandbox::firewall::NETWORK_VAR);
+        let mode = crate::sandbox::firewall::NetworkMode::resolve(None, mode.map(String::as_str))?;
         Ok(BrokerOptions {
             socket_dir: host.broker_socket_dir(socket_dir, "socketDir")?,
             host_env: host.vars().clone(),
             tcp: tcp.unwrap_or(false),
             egress: None,
+            fetch_screen: mode != crate::sandbox::firewall::NetworkMode::Open,
         })
     }
 }
@@ -134,6 +143,8 @@ pub struct GrantState {
 pub struct Inner {
     pub enabled: bool,
     pub host_env: HashMap<String, String>,
+    /// What is forwarded beyond the request rules (the paths).
+    pub policy: ForwardPolicy,
     pub socket_dir: PathBuf,
     pub tokens: RwLock<Tokens>,
     pub grants: Mutex<HashMap<String, GrantState>>,
@@ -192,14 +203,17 @@ pub fn random_bytes() -> Result<[u8; 16]> {
 }
 
 impl Broker {
-    /// Starts a broker (and its TCP listener when asked). Must run inside a Tokio runtime.
+    /// Starts a broker (and its TCP listener when asked). Must run inside a Tokio runtime. A
+    /// bad `PO_SANDBOX_BROKER_ALLOW_PATHS` is `OPTIONS_INVALID`.
     pub async fn start(options: BrokerOptions) -> Result<Broker> {
+        let policy = ForwardPolicy::from_env(&options.host_env, options.fetch_screen)?;
         let enabled = options
             .host_env
             .get(DISABLE_VAR)
             .is_none_or(|v| v.trim() != "0");
         let inner = Arc::new(Inner {
             enabled,
+            policy,
             host_env: options.host_env,
             socket_dir: options.socket_dir,
             tokens: RwLock::new(Tokens::default()),
@@ -533,6 +547,9 @@ impl Broker {
                 return response;
             }
         };
+        if let Err(failure) = self.inner.policy.check_path(admitted.route, &admitted.rest) {
+            return self.refuse(event, started, failure);
+        }
         match self.forward(req, admitted, event, started).await {
             Ok(response) => response,
             Err((event, failure)) => self.refuse(event, started, failure),

@@ -51,6 +51,10 @@ pub const NETWORK_RESOLVE_VAR: &str = "PO_SANDBOX_NETWORK_RESOLVE";
 pub const DISABLE_VAR: &str = "PO_SANDBOX_BROKER";
 /// The variable that forces the broker route when the `brokerTransport` option does not.
 pub const ROUTE_VAR: &str = "PO_SANDBOX_BROKER_TRANSPORT";
+/// Paths the broker forwards beyond each provider's model endpoints: `<provider>:<path>`, comma-separated.
+pub const ALLOW_PATHS_VAR: &str = "PO_SANDBOX_BROKER_ALLOW_PATHS";
+/// Providers whose request bodies the broker does not screen for URLs to fetch (`none`, `allowlist`).
+pub const ALLOW_FETCH_VAR: &str = "PO_SANDBOX_BROKER_ALLOW_FETCH";
 /// The variable holding the log filter (`tracing_subscriber::EnvFilter` syntax, e.g. `debug`).
 pub const LOG_VAR: &str = "PO_SANDBOX_LOG";
 

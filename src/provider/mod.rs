@@ -361,6 +361,7 @@ impl Provider {
             socket_dir: o.broker_socket_dir.clone(),
             tcp: transport == RouteKind::Tcp,
             egress: o.egress_policy(),
+            fetch_screen: o.network_mode != crate::sandbox::firewall::NetworkMode::Open,
         })
         .await?;
         if !broker.enabled() {

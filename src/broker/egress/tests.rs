@@ -57,6 +57,7 @@ async fn proxy(
         socket_dir: dir.path().into(),
         tcp: false,
         egress: Some(policy),
+        fetch_screen: false,
     })
     .await
     .unwrap();
@@ -204,6 +205,7 @@ async fn the_tcp_route_names_its_grant_with_proxy_credentials_on_every_request()
             resolve: BTreeMap::from([("allowed.test".to_string(), IpAddr::from([127, 0, 0, 1]))]),
             host_addresses: vec![],
         }),
+        fetch_screen: false,
     })
     .await
     .unwrap();

@@ -13,6 +13,7 @@ async fn broker_in(dir: &Path, env: HashMap<String, String>, tcp: bool) -> Broke
         socket_dir: dir.into(),
         tcp,
         egress: None,
+        fetch_screen: false,
     })
     .await
     .unwrap()

@@ -631,6 +631,7 @@ async fn broker_hub(route: RouteKind) -> (Hub, crate::broker::server::Broker) {
         socket_dir: home.path().join("sockets"),
         tcp: route == RouteKind::Tcp,
         egress: None,
+        fetch_screen: false,
     })
     .await
     .unwrap();
