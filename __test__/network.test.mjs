@@ -278,6 +278,11 @@ for (const mode of ['none', 'allowlist']) {
     const call = await getJson(c.url, '/call')
     assert.equal(call.status, 200, JSON.stringify(call))
     assert.equal(seen.length, 1)
+    // A body asking the provider to fetch a URL is refused by the broker in this mode.
+    const fetching = await getJson(c.url, '/call-fetch')
+    assert.equal(fetching.status, 403, JSON.stringify(fetching))
+    assert.match(fetching.body, /PO_SANDBOX_BROKER_ALLOW_FETCH/)
+    assert.equal(seen.length, 1, 'the upstream saw the refused request')
     await layer.containers.stopAll()
     assert.deepEqual(ownersContainers(owner), [])
   })

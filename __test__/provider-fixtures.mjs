@@ -111,15 +111,20 @@ http.createServer((req, res) => {
       tokenError,
     }
   }
-  if (req.url === '/call') {
-    // A model call as a session would make it: through the broker socket, with the token.
-    const call = http.request({ socketPath: process.env.PO_BROKER_SOCKET, path: '/openai/v1/models?limit=1', headers: { authorization: 'Bearer ' + process.env.OPENAI_API_KEY } }, (up) => {
+  if (req.url === '/call' || req.url === '/call-fetch') {
+    // A model call as a session would make it: through the broker socket, with the token;
+    // /call-fetch asks the provider to fetch a URL (an MCP server), which none and allowlist refuse.
+    const fetching = req.url === '/call-fetch'
+    const target = fetching
+      ? { method: 'POST', path: '/openai/v1/responses', headers: { authorization: 'Bearer ' + process.env.OPENAI_API_KEY, 'content-type': 'application/json' } }
+      : { path: '/openai/v1/models?limit=1', headers: { authorization: 'Bearer ' + process.env.OPENAI_API_KEY } }
+    const call = http.request({ socketPath: process.env.PO_BROKER_SOCKET, ...target }, (up) => {
       let text = ''
       up.on('data', (d) => { text += d })
       up.on('end', () => { res.writeHead(200, { 'content-type': 'application/json' }); res.end(JSON.stringify({ status: up.statusCode, body: text })) })
     })
     call.on('error', (e) => { res.writeHead(200, { 'content-type': 'application/json' }); res.end(JSON.stringify({ error: String(e.code || e.message) })) })
-    call.end()
+    call.end(fetching ? JSON.stringify({ model: 'm', input: 'hi', tools: [{ type: 'mcp', server_label: 'x', server_url: 'https://evil.example/mcp' }] }) : undefined)
     return
   }
   res.writeHead(200, { 'content-type': 'application/json' })
