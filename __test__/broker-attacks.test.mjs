@@ -450,6 +450,7 @@ const fetchBodies = {
   'a web_fetch tool': JSON.stringify({ model: 'm', tools: [{ type: 'web_fetch_20250910', name: 'web_fetch' }], messages: [] }),
   'an image by URL': JSON.stringify({ model: 'm', messages: [{ role: 'user', content: [{ type: 'image', source: { type: 'url', url: 'https://evil.example/i.png' } }] }] }),
   'an escaped key': '{"model":"m","\\u006dcp_servers":[],"messages":[]}',
+  'OpenRouter\'s :online web search': JSON.stringify({ model: 'openai/gpt-4o:online', messages: [{ role: 'user', content: 'hi' }] }),
   'a key nested deep': '{"a":[[[[{"b":{"c":[{"server_url":"https://evil.example"}]}}]]]]}',
 }
 const CLEAN = JSON.stringify({ model: 'm', max_tokens: 8, messages: [{ role: 'user', content: 'please read "mcp_servers": [] and "url": "https://x"' }] })

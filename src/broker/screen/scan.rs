@@ -12,6 +12,7 @@
 //!    `web_search_preview`).
 //! 3. A URL-carrying key ([`URL_KEYS`]) whose string value, leading white space skipped, starts
 //!    (in any case) with `http:`, `https:`, `ftp:`, `ws:`, `wss:` or `//`: a `data:` URL passes.
+//! 4. OpenRouter's web search: an `id` of `web` (its web plugin) or a `model` ending `:online`.
 
 /// Keys whose presence anywhere asks the provider to reach out.
 pub const FETCH_KEYS: &[&str] = &[
@@ -51,6 +52,8 @@ pub enum Finding {
     Type(&'static str),
     /// A [`URL_KEYS`] key with a URL to fetch.
     Url(&'static str),
+    /// OpenRouter's web search (`"id":"web"`, a `model` ending `:online`).
+    WebSearch,
 }
 
 impl Finding {
@@ -60,6 +63,10 @@ impl Finding {
             Finding::Key(k) => format!("the key \"{k}\""),
             Finding::Type(t) => format!("a \"type\" of \"{t}\""),
             Finding::Url(k) => format!("the key \"{k}\" with a URL to fetch"),
+            Finding::WebSearch => {
+                "OpenRouter's web search (an \"id\" of \"web\" or a model ending \":online\")"
+                    .into()
+            }
         }
     }
 }
@@ -70,6 +77,8 @@ enum Role {
     Other,
     Type,
     Url(&'static str),
+    Id,
+    Model,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -95,6 +104,8 @@ pub struct FetchScan {
     len: usize,
     /// It had more than [`KEEP`] bytes.
     long: bool,
+    /// Its last [`KEEP`] bytes, in order, once it is long (for `:online`).
+    tail: [u8; KEEP],
     /// Leading white space of the string skipped so far (for URL values).
     leading: bool,
     /// The role of the value about to start (set by `key :`).
@@ -111,6 +122,7 @@ impl Default for FetchScan {
             text: [0; KEEP],
             len: 0,
             long: false,
+            tail: [0; KEEP],
             leading: true,
             pending: Role::Other,
             role: Role::Other,
@@ -124,7 +136,7 @@ impl FetchScan {
     pub fn feed(&mut self, bytes: &[u8]) -> Option<Finding> {
         let mut i = 0;
         while i < bytes.len() && self.found.is_none() {
-            if self.lex == Lex::InString && self.long {
+            if self.lex == Lex::InString && self.long && self.role != Role::Model {
                 // Past the kept prefix only the string's end matters: skip to a quote or escape.
                 match bytes[i..].iter().position(|&b| b == b'"' || b == b'\\') {
                     Some(n) => i += n,
@@ -220,7 +232,12 @@ impl FetchScan {
             self.text[self.len] = b;
             self.len += 1;
         } else {
+            if !self.long {
+                self.tail = self.text;
+            }
             self.long = true;
+            self.tail.copy_within(1.., 0);
+            self.tail[KEEP - 1] = b;
         }
     }
 
@@ -237,6 +254,10 @@ impl FetchScan {
         }
         self.pending = if key == b"type" {
             Role::Type
+        } else if key == b"id" {
+            Role::Id
+        } else if key == b"model" {
+            Role::Model
         } else if let Some(k) = URL_KEYS.iter().find(|k| k.as_bytes() == key) {
             Role::Url(k)
         } else {
@@ -256,6 +277,8 @@ impl FetchScan {
             Role::Type if value.starts_with(b"web_fetch") => {
                 self.found = Some(Finding::Type("web_fetch…"))
             }
+            Role::Id if !self.long && value == b"web" => self.found = Some(Finding::WebSearch),
+            Role::Model if self.model_online() => self.found = Some(Finding::WebSearch),
             Role::Url(k) => {
                 let lower = value.to_ascii_lowercase();
                 if FETCHED_SCHEMES
@@ -268,6 +291,13 @@ impl FetchScan {
             _ => {}
         }
         self.role = Role::Other;
+    }
+
+    /// The `model` value just read ends `:online` (its last bytes are kept when it is long).
+    fn model_online(&self) -> bool {
+        let end = if self.long { self.tail } else { self.text };
+        let len = if self.long { KEEP } else { self.len };
+        end[..len].ends_with(b":online")
     }
 }
 

@@ -110,6 +110,16 @@ fn fetching_bodies_are_found() {
             r#"{"note":"a \"quoted\" \\ text","server_url":"x"}"#,
             Finding::Key("server_url"),
         ),
+        // OpenRouter's web plugin and :online models, short and long names.
+        (
+            r#"{"model":"m","plugins":[{"id":"web","max_results":3}]}"#,
+            Finding::WebSearch,
+        ),
+        (r#"{"model":"gpt-4o:online"}"#, Finding::WebSearch),
+        (
+            r#"{"model":"anthropic/claude-3.5-sonnet-20241022-long-name:online","x":1}"#,
+            Finding::WebSearch,
+        ),
     ];
     for (body, want) in cases {
         assert_eq!(scan(body), Some(*want), "{body}");
@@ -138,6 +148,8 @@ fn ordinary_bodies_pass() {
         r#"{"urlx":"https://x","Url":"https://x"}"#,
         r#"{"type":["mcp"]}"#,
         r#"{"type":1,"x":"mcp"}"#,
+        r#"{"model":"anthropic/claude-3.5-sonnet-20241022-long-name","id":"webx"}"#,
+        r#"{"model":"online","content":"model:online","id":"msg_web"}"#,
         r#"{"a_very_long_key_that_goes_beyond_the_kept_bytes_mcp_servers":1}"#,
         r#"{"tools":[{"name":"bash","input_schema":{"type":"object","properties":{"url":{"type":"string"}}}}]}"#,
         "",
@@ -166,5 +178,5 @@ fn memory_stays_small_over_a_long_body() {
     }
     s.feed(b"\",\"mcp_servers\":[]}");
     assert_eq!(s.finish(), Some(Finding::Key("mcp_servers")));
-    assert!(std::mem::size_of::<FetchScan>() < 128);
+    assert!(std::mem::size_of::<FetchScan>() < 160);
 }
