@@ -108,8 +108,38 @@ export declare class DefaultSandboxExtensionService {
   helpSkill(cwd?: string | undefined | null): string | null
 }
 
+/**
+ * A port of a sandbox forwarded to the host's 127.0.0.1 (connections travel through the
+ * engine's exec stream: nothing is published, no rule loosened).
+ */
+export declare class PortForward {
+  /** `http://127.0.0.1:<hostPort>`. */
+  readonly url: string
+  /** The port on the host's 127.0.0.1. */
+  readonly hostPort: number
+  /** The port inside the sandbox (its 127.0.0.1). */
+  readonly port: number
+  readonly workspaceId: string
+  /** Ends the forward; resolves once its listener is closed and its relay gone. */
+  close(): Promise<void>
+  /**
+   * Resolves when the forward ends, with why (closed; or the sandbox container stopped or
+   * restarted, saying what to do).
+   */
+  wait(): Promise<ForwardEnd>
+}
+
 /** The `po/workspace-containers` service. */
 export declare class WorkspaceContainers {
+  /**
+   * Forwards `port` on the 127.0.0.1 of the workspace's running container to the host's
+   * 127.0.0.1 (`hostPort`, or any free port). Rejects with `SANDBOX_NOT_RUNNING` when it has
+   * no running container, `PORT_IN_USE` when the host port is taken; throws
+   * `OPTIONS_INVALID` for a port outside 1-65535, `WORKSPACE_INVALID` for a bad id.
+   */
+  forwardPort(workspaceId: string, port: number, options?: ForwardOptions | undefined | null): Promise<PortForward>
+  /** The ports this hub forwards now. */
+  forwards(): Promise<ForwardInfo[]>
   /**
    * Adopts the workspace's running container (when it still satisfies the security
    * posture) or creates one, and waits until its server answers. Concurrent calls for one
@@ -632,6 +662,32 @@ export interface FolderWorkspace {
   id: string
   /** The folder, canonical (links resolved). */
   path: string
+}
+
+/** How a forward ended. */
+export interface ForwardEnd {
+  /** Why: closed, or the sandbox container stopped or restarted (and what to do). */
+  reason: string
+}
+
+/** One live forward, as listed. */
+export interface ForwardInfo {
+  workspaceId: string
+  /** The port inside the sandbox (its 127.0.0.1). */
+  port: number
+  /** The port on the host's 127.0.0.1. */
+  hostPort: number
+  /** `http://127.0.0.1:<hostPort>`. */
+  url: string
+  containerId: string
+}
+
+/** How `WorkspaceContainers.forwardPort` forwards a port. */
+export interface ForwardOptions {
+  /** The port on the host's 127.0.0.1 (default: any free port). */
+  hostPort?: number
+  /** The workspace folder (default: the one the container was started for). */
+  path?: string
 }
 
 /** What a grant is for. */

@@ -27,6 +27,10 @@ Commands:
                         container's user, with brokered credentials; interactive (a TTY) when
                         stdin is a terminal. Exits with the command's exit code (125 when
                         po-sandbox itself fails).
+  port [dir] <port>[:<host-port>]
+                        Forward a port of the folder's running sandbox (its 127.0.0.1) to this
+                        host's 127.0.0.1 (the host port given, or a free one) and print the URL;
+                        runs until Ctrl-C (exit 0) or until the sandbox stops (exit 1, with why).
   review [dir]          List the folder's files the host may run (package.json scripts,
                         Makefiles, cargo, npm and yarn configuration, tool versions, workflows,
                         AGENTS.md/CLAUDE.md, nested repositories) that changed since its
@@ -134,13 +138,14 @@ function pruned(r) {
 /** Exits 2 with the usage when the arguments do not fit the command. */
 function checkUsage(opts) {
   const { command, args } = opts
-  if (!['doctor', 'ls', 'stop', 'prune', 'up', 'down', 'exec', 'review', 'demo'].includes(command)) fail(`unknown command '${command}'`)
+  if (!['doctor', 'ls', 'stop', 'prune', 'up', 'down', 'exec', 'port', 'review', 'demo'].includes(command)) fail(`unknown command '${command}'`)
   if ((opts.volumes || opts.dryRun) && command !== 'prune') fail(`${opts.volumes ? '--volumes' : '--dry-run'} is an option of prune only`)
   if (opts.rest !== undefined && command !== 'exec') fail("unknown option '--'")
   if (command === 'exec' && (opts.rest === undefined || opts.rest.length === 0)) fail('exec needs a command after --, as in: po-sandbox exec [dir] -- ls -la')
+  if (command === 'port' && (args.length < 1 || args.length > 2 || !/^\d+(:\d+)?$/.test(args.at(-1)))) fail('port needs the port to forward, as in: po-sandbox port [dir] 5173 (or 5173:8080 for host port 8080)')
   const folderCommand = ['up', 'down', 'exec', 'review'].includes(command)
   if (folderCommand && args.length > 1) fail(`${command} takes at most one folder, not '${args[1]}'`)
-  if (!folderCommand && command !== 'stop' && args.length > 0) fail(`unexpected argument '${args[0]}'`)
+  if (!folderCommand && !['stop', 'port'].includes(command) && args.length > 0) fail(`unexpected argument '${args[0]}'`)
   if (command === 'stop' && (args.length > 1 || (args.length === 0) === !opts.all)) fail('stop needs one workspace id, or --all')
 }
 
@@ -159,7 +164,7 @@ async function main() {
     return 1
   }
   const common = { poHome: opts.poHome, engine: opts.engine }
-  if (['up', 'down', 'exec', 'review', 'demo'].includes(opts.command)) return folderCommand(addon, opts)
+  if (['up', 'down', 'exec', 'port', 'review', 'demo'].includes(opts.command)) return folderCommand(addon, opts)
   try {
     if (opts.command === 'doctor') {
       const report = await addon.doctor(process.version, { ...common, timeoutMs: opts.timeoutMs, runtimeVersion: opts.runtimeVersion, baseImage: opts.baseImage, imageVariant: opts.imageVariant })
