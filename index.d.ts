@@ -96,7 +96,10 @@ export declare class DefaultSandboxExtensionService {
   get contained(): boolean
   /** The full state. */
   state(): SandboxState
-  /** The text `/po-sandbox` shows a person. */
+  /**
+   * The text `/po-sandbox` shows a person (inside a container, with the ports forwarded
+   * from it now).
+   */
   report(): string
   /**
    * The help skill of a contained session: the `SKILL.md` of the pi skill `po-sandbox`
@@ -664,6 +667,14 @@ export interface FolderWorkspace {
   path: string
 }
 
+/** A port forwarded from a sandbox (a relay running in it). */
+export interface ForwardedPort {
+  /** The port inside (on its 127.0.0.1). */
+  port: number
+  /** The port on the host's 127.0.0.1. */
+  hostPort: number
+}
+
 /** How a forward ended. */
 export interface ForwardEnd {
   /** Why: closed, or the sandbox container stopped or restarted (and what to do). */
@@ -935,6 +946,8 @@ export interface SandboxContainerRow {
   created: number
   /** The run flags it was made with (its `po.run-flags` label), long form. */
   runFlags: Array<string>
+  /** The ports forwarded from it now (its relays in its process list), when asked for. */
+  forwards: Array<ForwardedPort>
 }
 
 /** A lifecycle event (`SandboxEvent` in JS, a union discriminated by `type`). */
@@ -1009,6 +1022,8 @@ export interface SandboxQuery {
   removeVolumes?: boolean
   /** `pruneSandboxLeftovers`: only list what it would remove. */
   dryRun?: boolean
+  /** `listSandboxContainers`: each running container's forwarded ports too (`forwards`). */
+  forwards?: boolean
   /** Only this engine. */
   engine?: string
   /** The environment to read instead of `process.env`. */

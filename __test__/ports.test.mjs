@@ -2,7 +2,7 @@
 // (made by `po-sandbox up`) with servers of the test's own on its 127.0.0.1 only, reached
 // through `containers.forwardPort` and `po-sandbox port`: HTTP, 100 concurrent echo
 // connections, a WebSocket round trip, a closed port, coded refusals, and the forward's end
-// (Ctrl-C: exit 0 and no relay left, checked with `docker top`; the container stopping: exit 1
+// (`port ls` and `ls` list it from the container's process list; Ctrl-C: exit 0 and no relay left, checked with `docker top`; the container stopping: exit 1
 // with the reason).
 import { test, before, after } from 'node:test'
 import { spawn } from 'node:child_process'
@@ -140,8 +140,15 @@ test('po-sandbox port: prints the URL, Ctrl-C ends it (exit 0, no relay left), t
   await waitFor(() => /Forwarding http:\/\/127\.0\.0\.1:\d+ /.test(first.out.stdout), `the URL (${first.out.stderr})`, 60000)
   const url = first.out.stdout.match(/http:\/\/127\.0\.0\.1:\d+/)[0]
   assert.equal(await (await fetch(`${url}/cli`)).text(), 'hello from 5173 /cli')
+  const hostPort = Number(url.split(':')[2])
   const top = dockerCli(['top', cid, '-eo', 'pid,args'])
-  assert.match(top, new RegExp(`po-sandbox-forward 5173 ${url.split(':')[2]}`))
+  assert.match(top, new RegExp(`po-sandbox-forward 5173 ${hostPort}`))
+  const listed = await po(['port', 'ls', '--json', '--po-home', poHome])
+  assert.deepEqual(JSON.parse(listed.stdout), [{ workspaceId: ws.id, owner: JSON.parse(listed.stdout)[0]?.owner, port: 5173, hostPort, url }])
+  const table = await po(['port', 'ls', '--po-home', poHome])
+  assert.match(table.stdout, new RegExp(`^${ws.id} +5173 +${url}$`, 'm'))
+  const ls = await po(['ls', '--po-home', poHome])
+  assert.match(ls.stdout, new RegExp(`5173->127\\.0\\.0\\.1:${hostPort}`))
   first.child.kill('SIGINT')
   assert.equal(await first.exited, 0, first.out.stderr)
   await waitFor(() => !dockerCli(['top', cid, '-eo', 'pid,args']).includes('po-sandbox-forward'), 'no relay left after Ctrl-C')

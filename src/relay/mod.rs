@@ -30,7 +30,6 @@ pub fn agent_command(interpreter: &str, port: u16, host_port: u16) -> Vec<String
 
 /// `(port, host_port)` of a relay's command line (its argv words, as `/proc/<pid>/cmdline`
 /// or the engine's process list gives them); `None` for any other process.
-#[cfg_attr(not(test), allow(dead_code))] // For the listings of forwards from process tables.
 pub fn parse_agent_args<S: AsRef<str>>(argv: &[S]) -> Option<(u16, u16)> {
     // The last one: the agent's source (the word before) may hold anything.
     let at = argv.iter().rposition(|w| w.as_ref() == AGENT_WORD)?;
