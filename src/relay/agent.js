@@ -12,7 +12,12 @@ function send(kind, id, payload) {
   head[0] = kind
   head.writeUInt32BE(id, 1)
   head.writeUInt32BE(payload ? payload.length : 0, 5)
-  process.stdout.write(payload && payload.length ? Buffer.concat([head, payload]) : head)
+  if (!payload || !payload.length) return process.stdout.write(head)
+  // One writev of both, without copying the payload.
+  process.stdout.cork()
+  process.stdout.write(head)
+  process.stdout.write(payload)
+  process.stdout.uncork()
 }
 function word(n) {
   const b = Buffer.allocUnsafe(4)
