@@ -4,7 +4,7 @@
 //! - [`frame`]: the framing, pure and table-tested.
 //! - [`mux`]: the host side: carries accepted connections, with per-stream credit and
 //!   half-close, and says why the relay ended.
-//! - [`AGENT`]: the container side, plain Node, run as `node -e <AGENT> po-sandbox-forward
+//! - [`AGENT`]: the container side, plain Node, run as `node -e <bootstrap> po-sandbox-forward
 //!   <port> <hostPort>` (the argv words let anyone list forwards from the process table).
 //!
 //! It knows nothing of sandboxes: run the other way it can carry any stream pair.
@@ -14,18 +14,29 @@ pub(crate) mod mux;
 #[cfg(all(test, unix))]
 mod tests;
 
-/// The agent's source, for the bundle's interpreter (`-e`).
+/// The agent's source, for the bundle's interpreter.
 pub const AGENT: &str = include_str!("agent.js");
 
 /// The agent's `argv[1]`: how a forward shows in the process table.
 pub const AGENT_WORD: &str = "po-sandbox-forward";
 
-/// The command running the agent for `port` inside, forwarded from `host_port`.
+/// The variable carrying the agent's source: its command line stays short, as engines cut
+/// long ones in their process lists (Podman's `top` at about 2 KiB).
+pub const AGENT_VAR: &str = "PO_SANDBOX_RELAY";
+
+/// The command running the agent for `port` inside, forwarded from `host_port`; run it with
+/// [`agent_env`].
 pub fn agent_command(interpreter: &str, port: u16, host_port: u16) -> Vec<String> {
-    let words = [interpreter, "-e", AGENT, AGENT_WORD];
+    let bootstrap = format!("eval(process.env.{AGENT_VAR})");
+    let words = [interpreter, "-e", &bootstrap, AGENT_WORD];
     let mut cmd: Vec<String> = words.iter().map(|w| w.to_string()).collect();
     cmd.extend([port.to_string(), host_port.to_string()]);
     cmd
+}
+
+/// The environment [`agent_command`] needs: `NAME=value` entries.
+pub fn agent_env() -> Vec<String> {
+    vec![format!("{AGENT_VAR}={AGENT}")]
 }
 
 /// `(port, host_port)` of a relay's command line (its argv words, as `/proc/<pid>/cmdline`
@@ -46,6 +57,9 @@ mod args_tests {
     fn a_relay_is_known_by_its_argv_words() {
         let cmd = agent_command("/opt/po/node/bin/node", 5173, 40123);
         assert_eq!(cmd[0], "/opt/po/node/bin/node");
+        // Short enough for any engine's process list.
+        assert!(cmd.join(" ").len() < 120, "{cmd:?}");
+        assert!(agent_env()[0].starts_with("PO_SANDBOX_RELAY='use strict'"));
         assert_eq!(parse_agent_args(&cmd), Some((5173, 40123)));
         // The engine's process list joins argv with spaces: the agent's source is split too.
         let joined = cmd.join(" ");

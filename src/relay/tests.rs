@@ -11,7 +11,7 @@ use tokio::net::{TcpListener, TcpStream};
 
 use super::frame::{Decoder, Frame};
 use super::mux::Relay;
-use super::{AGENT, AGENT_WORD};
+use super::{AGENT, AGENT_VAR, agent_command};
 
 /// Node for the agent: `PO_SANDBOX_TEST_NODE` or `node` on PATH.
 fn node() -> String {
@@ -20,8 +20,10 @@ fn node() -> String {
 
 /// The agent for `port`, its stdin and stdout as tokio pipes.
 fn spawn_agent(port: u16) -> (Child, pipe::Receiver, pipe::Sender) {
+    let cmd = agent_command("node", port, 0);
     let mut child = Command::new(node())
-        .args(["-e", AGENT, AGENT_WORD, &port.to_string(), "0"])
+        .args(&cmd[1..])
+        .env(AGENT_VAR, AGENT)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())

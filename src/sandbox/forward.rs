@@ -203,6 +203,7 @@ async fn start_agent<E: EngineApi>(
         attach_stderr: Some(true),
         tty: Some(false),
         cmd: Some(relay::agent_command(target.interpreter, port, host_port)),
+        env: Some(relay::agent_env()),
         ..Default::default()
     };
     let exec = docker
