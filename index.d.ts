@@ -117,12 +117,12 @@ export declare class DefaultSandboxExtensionService {
  */
 export declare class PortForward {
   /** `http://127.0.0.1:<hostPort>`. */
-  readonly url: string
+  get url(): string
   /** The port on the host's 127.0.0.1. */
-  readonly hostPort: number
+  get hostPort(): number
   /** The port inside the sandbox (its 127.0.0.1). */
-  readonly port: number
-  readonly workspaceId: string
+  get port(): number
+  get workspaceId(): string
   /** Ends the forward; resolves once its listener is closed and its relay gone. */
   close(): Promise<void>
   /**

@@ -22,42 +22,42 @@ pub struct JsForwardOptions {
 /// engine's exec stream: nothing is published, no rule loosened).
 #[napi]
 pub struct PortForward {
-    /// `http://127.0.0.1:<hostPort>`.
-    #[napi(readonly)]
-    pub url: String,
-    /// The port on the host's 127.0.0.1.
-    #[napi(readonly)]
-    pub host_port: u16,
-    /// The port inside the sandbox (its 127.0.0.1).
-    #[napi(readonly)]
-    pub port: u16,
-    #[napi(readonly)]
-    pub workspace_id: String,
     inner: core::PortForward,
 }
 
 #[napi]
 impl PortForward {
+    /// `http://127.0.0.1:<hostPort>`.
+    #[napi(getter)]
+    pub fn url(&self) -> String {
+        self.inner.info.url.clone()
+    }
+    /// The port on the host's 127.0.0.1.
+    #[napi(getter)]
+    pub fn host_port(&self) -> u16 {
+        self.inner.info.host_port
+    }
+    /// The port inside the sandbox (its 127.0.0.1).
+    #[napi(getter)]
+    pub fn port(&self) -> u16 {
+        self.inner.info.port
+    }
+    #[napi(getter)]
+    pub fn workspace_id(&self) -> String {
+        self.inner.info.workspace_id.clone()
+    }
     /// Ends the forward; resolves once its listener is closed and its relay gone.
     #[napi(ts_return_type = "Promise<void>")]
     pub fn close<'env>(&self, env: &'env Env) -> napi::Result<PromiseRaw<'env, ()>> {
         let inner = self.inner.clone();
-        inner.close();
-        promise(env, async move {
-            inner.wait().await;
-            Ok(())
-        })
+        promise(env, async move { inner.close().await })
     }
     /// Resolves when the forward ends, with why (closed; or the sandbox container stopped or
     /// restarted, saying what to do).
     #[napi(ts_return_type = "Promise<ForwardEnd>")]
     pub fn wait<'env>(&self, env: &'env Env) -> napi::Result<PromiseRaw<'env, ForwardEnd>> {
         let inner = self.inner.clone();
-        promise(env, async move {
-            Ok(ForwardEnd {
-                reason: inner.wait().await,
-            })
-        })
+        promise(env, async move { inner.ended().await })
     }
 }
 
@@ -82,21 +82,7 @@ impl WorkspaceContainers {
         promise(env, async move {
             let id = &workspace_id;
             let fwd = provider.forward_port(id, path.as_deref(), port, host_port);
-            let inner = fwd.await?;
-            let ForwardInfo {
-                url,
-                host_port,
-                port,
-                workspace_id,
-                ..
-            } = inner.info.clone();
-            Ok(PortForward {
-                url,
-                host_port,
-                port,
-                workspace_id,
-                inner,
-            })
+            Ok(PortForward { inner: fwd.await? })
         })
     }
 

@@ -56,9 +56,18 @@ pub struct PortForward {
 }
 
 impl PortForward {
-    /// Ends the forward: the listener closes, every connection drops and the agent exits.
-    pub fn close(&self) {
+    /// Ends the forward (the listener closes, every connection drops, the agent exits) and
+    /// resolves once it has.
+    pub async fn close(&self) -> Result<()> {
         self.relay.close(CLOSED);
+        self.wait().await;
+        Ok(())
+    }
+
+    /// How it ended, once it has.
+    pub async fn ended(&self) -> Result<ForwardEnd> {
+        let reason = self.wait().await;
+        Ok(ForwardEnd { reason })
     }
 
     /// Why the forward ended, once it has (and its listener is closed).
