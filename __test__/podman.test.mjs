@@ -99,6 +99,14 @@ test('the container provider on Podman: a hardened container, brokered calls, ad
   assert.equal(call.status, 200, JSON.stringify(call))
   assert.deepEqual(seen.map((q) => q.headers.authorization), [`Bearer ${REAL}`])
 
+  // A forwarded port rides on Podman's exec stream too, and ends with nothing left inside.
+  const fwd = await first.layer.containers.forwardPort('pw', 7300)
+  assert.equal((await getJson(fwd.url, '/whoami')).uid, process.getuid())
+  const listed = await addon.listSandboxContainers({ poHome, owner, forwards: true, env })
+  assert.deepEqual(listed.find((r) => r.workspaceId === 'pw').forwards, [{ port: 7300, hostPort: fwd.hostPort }])
+  await fwd.close()
+  assert.doesNotMatch((await run('podman', ['top', c.containerId, 'args'])).stdout, /po-sandbox-forward/)
+
   // The next hub adopts it (Podman reports CapDrop as the list of dropped capabilities).
   const second = openLayer(options)
   const again = await second.layer.provider.ready()

@@ -1,5 +1,5 @@
 'use strict'
-// The folder commands of po-sandbox: `up`, `down`, `exec`, `review` and `demo` (what `npm start`
+// The folder commands of po-sandbox: `up`, `down`, `exec`, `port`, `review` and `demo` (what `npm start`
 // runs).
 // Thin: they call the same provider Po's hub uses (registerSandboxLayer) and print.
 
@@ -125,6 +125,26 @@ async function exec(addon, opts, ws) {
   return code < 0 ? EXEC_FAILED : code
 }
 
+/** `port [dir] <port>[:<host-port>]`, in the foreground: Ctrl-C ends it (0); the sandbox
+ * stopping ends it with why (1). */
+async function port(addon, opts, ws, spec) {
+  const [inside, host] = spec.split(':').map(Number)
+  const layer = layerFor(addon, opts, await runningRecipe(addon, opts, ws))
+  const fwd = await layer.containers.forwardPort(ws.id, inside, { hostPort: host, path: ws.path })
+  const shown = { url: fwd.url, hostPort: fwd.hostPort, port: fwd.port, workspaceId: fwd.workspaceId }
+  if (opts.json) process.stdout.write(`${JSON.stringify({ ok: true, ...shown })}\n`)
+  else process.stdout.write(`Forwarding ${fwd.url} to port ${inside} in the sandbox of ${ws.path} (Ctrl-C ends it).\n`)
+  let stopping = false
+  const stop = () => { stopping = true; fwd.close() }
+  process.once('SIGINT', stop)
+  process.once('SIGTERM', stop)
+  const { reason } = await fwd.wait()
+  if (stopping) return 0
+  if (opts.json) process.stdout.write(`${JSON.stringify({ ok: false, ended: reason })}\n`)
+  else process.stderr.write(`po-sandbox: the forward of port ${inside} ended: ${reason}\n`)
+  return 1
+}
+
 /** The base for the demo: the one asked for; else the default when it is on the engine; else
  * the local test base when that is; else the default (the build pulls it). */
 async function demoBase(addon, opts, report) {
@@ -230,10 +250,12 @@ async function folderCommand(addon, opts) {
   const failed = opts.command === 'exec' ? EXEC_FAILED : 1
   try {
     if (opts.command === 'demo') return await demo(addon, opts)
-    const ws = addon.workspaceForFolder(path.resolve(opts.args[0] ?? '.'))
+    const folder = opts.command === 'port' && opts.args.length === 1 ? '.' : opts.args[0]
+    const ws = addon.workspaceForFolder(path.resolve(folder ?? '.'))
     if (opts.command === 'up') return (await up(addon, opts, ws), 0)
     if (opts.command === 'down') return (await down(addon, opts, ws), 0)
     if (opts.command === 'review') return (await review(addon, opts, ws), 0)
+    if (opts.command === 'port') return await port(addon, opts, ws, opts.args.at(-1))
     return await exec(addon, opts, ws)
   } catch (err) {
     return report(err, opts, failed)

@@ -153,7 +153,7 @@ impl ContainerSandboxProvider {
 /// The `po/workspace-containers` service.
 #[napi]
 pub struct WorkspaceContainers {
-    provider: Arc<Provider>,
+    pub(super) provider: Arc<Provider>,
 }
 
 #[napi]

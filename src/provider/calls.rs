@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use super::Provider;
 use crate::error::Result;
+use crate::sandbox::forward::{ForwardInfo, PortForward};
 use crate::sandbox::review::{self, WorkspaceReview};
 use crate::sandbox::service::WorkspaceContainer;
 use crate::sandbox::workspace::Workspace;
@@ -46,6 +47,27 @@ impl Provider {
     ) -> Result<i64> {
         let service = self.service_for_start().await?;
         service.exec(id, path, command, tty).await
+    }
+
+    /// Forwards `port` in the workspace's running container to the host's loopback.
+    pub async fn forward_port(
+        self: &Arc<Self>,
+        id: &str,
+        path: Option<&str>,
+        port: u16,
+        host_port: u16,
+    ) -> Result<PortForward> {
+        let service = self.service_for_start().await?;
+        service.forward_port(id, path, port, host_port).await
+    }
+
+    /// The ports this hub forwards now (none before its service is up).
+    pub async fn forwards(self: &Arc<Self>) -> Result<Vec<ForwardInfo>> {
+        Ok(self
+            .service()
+            .await
+            .map(|s| s.forwards())
+            .unwrap_or_default())
     }
 
     /// The workspace's host-executed files changed since its container was made (no engine
