@@ -93,20 +93,25 @@ impl Provider {
         ws: &Workspace,
         recipe_of_container: bool,
     ) -> Result<(ContainerService, Option<LiveContainer>)> {
-        let name = spec::container_name(&self.options.owner, &ws.id);
-        // An engine problem is reported before a bundle problem, as at start-up.
-        let bundle = self.check_runtime();
-        let ahead = bundle.as_ref().ok().and_then(|b| {
-            let (name, port) = (name.clone(), b.server.port);
-            ReadAhead::on_first_candidate(&self.options, move |docker| async move {
+        let (o, name) = (&self.options, spec::container_name(&self.options.owner, &ws.id));
+        // Nothing is written before the engine answers (the demo bundle is materialised by the
+        // runtime check after it, as at start-up): the read ahead takes the port as it is.
+        let port = crate::runtime_bundle::demo::server_port(
+            &o.po_home,
+            o.runtime_version.as_deref(),
+            o.demo_runtime,
+        );
+        let ahead = port.and_then(|port| {
+            let name = name.clone();
+            ReadAhead::on_first_candidate(o, move |docker| async move {
                 inspect_workspace(&docker, &name, port).await.ok()
             })
         });
         let (report, docker) = self.check_engine().await?;
-        let bundle = bundle?;
+        let bundle = self.check_runtime()?;
         let read = match ahead {
-            Some(ahead) => ahead.take(&report).await,
-            None => None,
+            Some(ahead) if port == Some(bundle.server.port) => ahead.take(&report).await,
+            _ => None,
         };
         let live = match read {
             Some(live) => live,
