@@ -93,7 +93,10 @@ impl Provider {
         ws: &Workspace,
         recipe_of_container: bool,
     ) -> Result<(ContainerService, Option<LiveContainer>)> {
-        let (o, name) = (&self.options, spec::container_name(&self.options.owner, &ws.id));
+        let (o, name) = (
+            &self.options,
+            spec::container_name(&self.options.owner, &ws.id),
+        );
         // Nothing is written before the engine answers (the demo bundle is materialised by the
         // runtime check after it, as at start-up): the read ahead takes the port as it is.
         let port = crate::runtime_bundle::demo::server_port(

@@ -565,7 +565,10 @@ fn an_exec_takes_the_recipe_and_run_flags_of_the_container_unless_an_image_is_na
     let o = plain.with_recipe_of(&labels).unwrap();
     assert_eq!(o.recipe.base, "example/base:1");
     assert_eq!(o.recipe.variant.as_str(), "minimal");
-    assert_eq!(o.run_flags, run_flags::resolve(Some(&flags), None, o.pids_limit).unwrap());
+    assert_eq!(
+        o.run_flags,
+        run_flags::resolve(Some(&flags), None, o.pids_limit).unwrap()
+    );
     // An image named on the command line wins; the run flags are still the container's.
     let given = GivenOptions {
         base_image: Some("other/base:2".into()),
@@ -575,9 +578,15 @@ fn an_exec_takes_the_recipe_and_run_flags_of_the_container_unless_an_image_is_na
     assert!(named.image_given);
     let o = named.with_recipe_of(&labels).unwrap();
     assert_eq!(o.recipe.base, "other/base:2");
-    assert_eq!(o.run_flags, run_flags::resolve(Some(&flags), None, o.pids_limit).unwrap());
+    assert_eq!(
+        o.run_flags,
+        run_flags::resolve(Some(&flags), None, o.pids_limit).unwrap()
+    );
     // No labels: the default recipe and no run flags, as for a container made before labels.
     let o = plain.with_recipe_of(&Default::default()).unwrap();
     assert_eq!(o.recipe, plain.recipe);
-    assert_eq!(o.run_flags, run_flags::resolve(Some(&[]), None, o.pids_limit).unwrap());
+    assert_eq!(
+        o.run_flags,
+        run_flags::resolve(Some(&[]), None, o.pids_limit).unwrap()
+    );
 }
