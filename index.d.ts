@@ -391,6 +391,11 @@ export interface ContainerProviderOptions {
    */
   demoRuntime?: boolean
   /**
+   * For one command (the CLI's `up` and `exec`): nothing starts up until a call needs it;
+   * `start` and `exec` adopt the workspace's running container without a start-up (default false).
+   */
+  oneShot?: boolean
+  /**
    * Extra engine options for every container, each self-contained (`--flag=value`), e.g.
    * `['--runtime=runsc', '--memory=2g']`: the complete list (default
    * `PO_SANDBOX_RUN_FLAGS`, whitespace-separated). Only flags that add a bound, pick a

@@ -8,7 +8,8 @@ const os = require('node:os')
 const path = require('node:path')
 const tty = require('node:tty')
 
-const { piCommand, poSandboxInPi } = require('./pi-in-sandbox.js')
+// bin/pi-in-sandbox.js (crypto, child processes) is loaded only when pi is asked for: every
+// exec pays for what is loaded here.
 
 /** The base image `npm test` builds where no registry can be reached. */
 const LOCAL_BASE = 'po-sandbox-test-base:node24-nft'
@@ -22,9 +23,11 @@ function coded(code, message) {
   return Object.assign(new Error(message), { code })
 }
 
-/** The container provider for the command line, on Po's bundle or the demo one. */
-function layerFor(addon, opts, extra = {}) {
-  const layer = addon.registerSandboxLayer(CLI_HOST, { poHome: opts.poHome, engine: opts.engine, baseImage: opts.baseImage, imageVariant: opts.imageVariant, demoRuntime: true, ...extra })
+/** The container provider for the command line, on Po's bundle or the demo one. One-shot: it
+ * starts up only when a call needs it, so `up` on a running sandbox and `exec` adopt the
+ * container straight away. */
+function layerFor(addon, opts) {
+  const layer = addon.registerSandboxLayer(CLI_HOST, { poHome: opts.poHome, engine: opts.engine, baseImage: opts.baseImage, imageVariant: opts.imageVariant, demoRuntime: true, oneShot: true })
   if (!layer) throw coded('NESTING_REFUSED', 'Refusing to manage containers from inside a sandbox container (PO_SANDBOX=1): sandboxes do not nest. Run this on the host.')
   return layer
 }
@@ -104,23 +107,13 @@ async function review(addon, opts, ws) {
   process.stdout.write(opts.json ? `${JSON.stringify({ ok: true, ...r }, null, 2)}\n` : reviewText(r))
 }
 
-/** The recipe of the folder's running container, unless the command line names one, and its
- * run flags: `exec` must not ask for another image or other flags (that would replace the
- * sandbox). */
-async function runningRecipe(addon, opts, ws) {
-  const rows = await addon.listSandboxContainers({ poHome: opts.poHome, engine: opts.engine })
-  const row = rows.find((r) => r.workspaceId === ws.id && r.state === 'running')
-  if (!row) throw coded('SANDBOX_NOT_RUNNING', `The sandbox of workspace '${ws.id}' is not running: start it with \`po-sandbox up ${ws.path}\` first.`)
-  const runFlags = row.runFlags
-  if (opts.baseImage || opts.imageVariant) return { runFlags }
-  return { baseImage: row.imageBase ?? undefined, imageVariant: row.imageVariant ?? undefined, runFlags }
-}
-
+/** Runs the command in the folder's running sandbox, checked against the image recipe and run
+ * flags it was made with (unless the command line names an image): never another one. */
 async function exec(addon, opts, ws) {
-  const layer = layerFor(addon, opts, await runningRecipe(addon, opts, ws))
+  const layer = layerFor(addon, opts)
   // `pi`: the image's own, else the host's copied in (bin/pi-in-sandbox.js).
   const argv = process.argv.slice(2)
-  const command = opts.rest[0] === 'pi' ? await piCommand(opts.rest.slice(1), argv.slice(0, argv.indexOf('--'))) : opts.rest
+  const command = opts.rest[0] === 'pi' ? await require('./pi-in-sandbox.js').piCommand(opts.rest.slice(1), argv.slice(0, argv.indexOf('--'))) : opts.rest
   const code = await layer.containers.exec(ws.id, command, { path: ws.path, tty: tty.isatty(0) })
   return code < 0 ? EXEC_FAILED : code
 }
@@ -179,7 +172,7 @@ async function piReport(opts, folder, ws) {
   for (const [flag, value] of [['--engine', opts.engine], ['--base-image', opts.baseImage], ['--image-variant', opts.imageVariant]]) if (value) head.push(flag, value)
   let message
   try {
-    message = await poSandboxInPi(head)
+    message = await require('./pi-in-sandbox.js').poSandboxInPi(head)
   } catch (err) {
     if (err.code === 'PI_NOT_FOUND') return `pi's /po-sandbox not run inside: ${err.message}\n`
     throw err

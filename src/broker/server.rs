@@ -194,6 +194,13 @@ pub fn random_bytes() -> Result<[u8; 16]> {
 impl Broker {
     /// Starts a broker (and its TCP listener when asked). Must run inside a Tokio runtime.
     pub async fn start(options: BrokerOptions) -> Result<Broker> {
+        Broker::start_warm(options, true).await
+    }
+
+    /// As [`start`](Self::start); `warm`: load the system's root certificates now, in the
+    /// background, rather than at the first request that needs them (a one-shot command,
+    /// whose container may never ask, leaves its CPU to the command).
+    pub async fn start_warm(options: BrokerOptions, warm: bool) -> Result<Broker> {
         let enabled = options
             .host_env
             .get(DISABLE_VAR)
@@ -215,7 +222,7 @@ impl Broker {
             next_id: AtomicU64::new(1),
         });
         let broker = Broker { inner };
-        if enabled {
+        if enabled && warm {
             // Loading the system's root certificates is blocking file work: off the async
             // threads and off the start-up's path (adoption does not wait for it).
             let inner = broker.inner.clone();

@@ -73,6 +73,9 @@ pub struct JsProviderOptions {
     /// package's embedded demo bundle (a small status server; version `demo`) instead of
     /// failing with `RUNTIME_NOT_INSTALLED` (default false; `po-sandbox up` sets it).
     pub demo_runtime: Option<bool>,
+    /// For one command (the CLI's `up` and `exec`): nothing starts up until a call needs it;
+    /// `start` and `exec` adopt the workspace's running container without a start-up (default false).
+    pub one_shot: Option<bool>,
     /// Extra engine options for every container, each self-contained (`--flag=value`), e.g.
     /// `['--runtime=runsc', '--memory=2g']`: the complete list (default
     /// `PO_SANDBOX_RUN_FLAGS`, whitespace-separated). Only flags that add a bound, pick a
@@ -147,7 +150,7 @@ impl TryFrom<JsProviderOptions> for ProviderOptions {
             po_home, owner, runtime_version, base_image, image_variant, user, pids_limit,
             health_timeout_ms, concurrency, engine, engine_timeout_ms, broker, broker_socket_dir,
             broker_route, guarded_paths, demo_runtime, run_flags, memory, cpus,
-            health_interval_ms, network_allow, network_resolve, network,
+            health_interval_ms, network_allow, network_resolve, network, one_shot,
         }) };
         ProviderOptions::resolve(given, HostEnv::given(o.env))
     }

@@ -12,7 +12,13 @@ use crate::sandbox::workspace::Workspace;
 
 impl Provider {
     /// Adopts the workspace's running container or creates one (see `ContainerService::start`).
+    /// A one-shot provider adopts a container that runs as asked without a start-up.
     pub async fn start_workspace(self: &Arc<Self>, ws: Workspace) -> Result<WorkspaceContainer> {
+        if self.options.one_shot
+            && let Some(c) = self.watched(self.adopt_running(&ws)).await?
+        {
+            return Ok(c);
+        }
         let call = async { self.service_for_start().await?.start(ws).await };
         self.watched(call).await
     }
@@ -37,7 +43,8 @@ impl Provider {
         self.watched(self.stop_all()).await
     }
 
-    /// Runs `command` in the workspace's running container, attached to this process's stdio.
+    /// Runs `command` in the workspace's running container, attached to this process's stdio;
+    /// a one-shot provider given the folder does it without a start-up.
     pub async fn exec_in(
         self: &Arc<Self>,
         id: &str,
@@ -45,6 +52,12 @@ impl Provider {
         command: Vec<String>,
         tty: bool,
     ) -> Result<i64> {
+        if self.options.one_shot
+            && let Some(path) = path
+        {
+            let ws = crate::sandbox::workspace::resolve(id, path)?;
+            return self.watched(self.exec_running(ws, command, tty)).await;
+        }
         let service = self.service_for_start().await?;
         service.exec(id, path, command, tty).await
     }

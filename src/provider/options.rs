@@ -18,7 +18,7 @@ use crate::runtime_bundle::{self, RuntimeBundle};
 use crate::sandbox::engine_mode::{EngineMode, ROUTE_VAR, RouteChoice};
 use crate::sandbox::firewall::NetworkMode;
 use crate::sandbox::run_flags::{self, RUN_FLAGS_VAR, RunFlags};
-use crate::sandbox::spec::{ContainerSettings, DEFAULT_PIDS_LIMIT, Limits};
+use crate::sandbox::spec::{self, ContainerSettings, DEFAULT_PIDS_LIMIT, Limits};
 use crate::sandbox::workspace;
 
 /// Default bound on the server's health answer.
@@ -77,6 +77,7 @@ pub struct GivenOptions {
     pub network_allow: Option<Vec<String>>,
     pub network_resolve: Option<Vec<String>>,
     pub network: Option<String>,
+    pub one_shot: Option<bool>,
 }
 
 /// Checked options.
@@ -104,6 +105,12 @@ pub struct ProviderOptions {
     pub guarded_paths: Vec<String>,
     /// Use the embedded demo runtime bundle when Po's is not installed.
     pub demo_runtime: bool,
+    /// For one command (`oneShot`): no start-up until a call needs it; `start` and `exec`
+    /// adopt the workspace's running container without one.
+    pub one_shot: bool,
+    /// `baseImage` or `imageVariant` was given (else an exec checks a container against the
+    /// recipe it was made with).
+    pub image_given: bool,
     /// Extra engine options for every container (`runFlags`, `PO_SANDBOX_RUN_FLAGS`).
     pub run_flags: RunFlags,
     /// The memory limit (`memory`, `PO_SANDBOX_MEMORY`); `None`: derived from the engine.
@@ -206,6 +213,31 @@ impl ProviderOptions {
             mode,
             network_mode: self.network_mode,
         }
+    }
+
+    /// These options with the run flags a running container was made with and, unless they
+    /// name an image (`baseImage`, `imageVariant`), its image recipe: read from its
+    /// labels, so an exec checks it against its own spec and never asks for another.
+    pub fn with_recipe_of(
+        &self,
+        labels: &std::collections::HashMap<String, String>,
+    ) -> Result<ProviderOptions> {
+        let mut o = self.clone();
+        if !self.image_given {
+            let label = |k: &str| labels.get(k).map(String::as_str);
+            let (base, variant) = (
+                label(spec::LABEL_IMAGE_BASE),
+                label(spec::LABEL_IMAGE_VARIANT),
+            );
+            o.recipe = ImageRecipe::resolve(base, variant, o.host.vars())?;
+        }
+        let flags: Vec<String> = labels
+            .get(spec::LABEL_RUN_FLAGS)
+            .map(|l| l.split_whitespace().map(str::to_string).collect())
+            .unwrap_or_default();
+        let var = o.host.vars().get(RUN_FLAGS_VAR).map(String::as_str);
+        o.run_flags = run_flags::resolve(Some(&flags), var, o.pids_limit)?;
+        Ok(o)
     }
 
     /// The egress proxy's policy, or `None` when the proxy is off. The gate, in this one
@@ -520,6 +552,8 @@ impl ProviderOptions {
             guarded_paths,
             broker: g.broker.unwrap_or(true),
             demo_runtime: g.demo_runtime.unwrap_or(false),
+            one_shot: g.one_shot.unwrap_or(false),
+            image_given: base.is_some() || variant.is_some(),
             run_flags,
             broker_socket_dir,
             broker_route,

@@ -140,8 +140,8 @@ pub async fn list(docker: &impl EngineApi, owner: Option<&str>) -> Result<Vec<Sa
                             .and_then(|p| p.public_port)
                     }),
                 image: c.image.unwrap_or_default(),
-                image_base: labels.get("po.image-base").cloned(),
-                image_variant: labels.get("po.image-variant").cloned(),
+                image_base: labels.get(spec::LABEL_IMAGE_BASE).cloned(),
+                image_variant: labels.get(spec::LABEL_IMAGE_VARIANT).cloned(),
                 created: c.created.unwrap_or_default(),
                 forwards: Vec::new(),
                 run_flags: labels

@@ -14,6 +14,7 @@ mod holders;
 mod leftovers;
 mod lifecycle;
 mod queries;
+pub use queries::inspect_workspace;
 mod stopping;
 
 use std::collections::BTreeMap;
