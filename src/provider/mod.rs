@@ -28,7 +28,7 @@ mod running;
 mod status;
 
 pub(crate) use options::{
-    GivenOptions, GivenWorkspace, ProviderOptions, WorkspaceRequest, refuse_nesting, registers,
+    GivenOptions, ProviderOptions, WorkspaceRequest, refuse_nesting, registers,
 };
 pub(crate) use status::{ProviderState, ProviderStatus, WorkspacePhase, WorkspaceStatus};
 
