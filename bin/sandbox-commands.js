@@ -26,8 +26,8 @@ function coded(code, message) {
 /** The container provider for the command line, on Po's bundle or the demo one. One-shot: it
  * starts up only when a call needs it, so `up` on a running sandbox and `exec` adopt the
  * container straight away. */
-function layerFor(addon, opts) {
-  const layer = addon.registerSandboxLayer(CLI_HOST, { poHome: opts.poHome, engine: opts.engine, baseImage: opts.baseImage, imageVariant: opts.imageVariant, demoRuntime: true, oneShot: true })
+function layerFor(addon, opts, extra = {}) {
+  const layer = addon.registerSandboxLayer(CLI_HOST, { poHome: opts.poHome, engine: opts.engine, baseImage: opts.baseImage, imageVariant: opts.imageVariant, demoRuntime: true, oneShot: true, ...extra })
   if (!layer) throw coded('NESTING_REFUSED', 'Refusing to manage containers from inside a sandbox container (PO_SANDBOX=1): sandboxes do not nest. Run this on the host.')
   return layer
 }
@@ -116,6 +116,18 @@ async function exec(addon, opts, ws) {
   const command = opts.rest[0] === 'pi' ? await require('./pi-in-sandbox.js').piCommand(opts.rest.slice(1), argv.slice(0, argv.indexOf('--'))) : opts.rest
   const code = await layer.containers.exec(ws.id, command, { path: ws.path, tty: tty.isatty(0) })
   return code < 0 ? EXEC_FAILED : code
+}
+
+/** The recipe of the folder's running container, unless the command line names one, and its
+ * run flags: a forward checks the container's posture against them, and must not ask for
+ * another image or other flags (that would not be this sandbox). */
+async function runningRecipe(addon, opts, ws) {
+  const rows = await addon.listSandboxContainers({ poHome: opts.poHome, engine: opts.engine })
+  const row = rows.find((r) => r.workspaceId === ws.id && r.state === 'running')
+  if (!row) throw coded('SANDBOX_NOT_RUNNING', `The sandbox of workspace '${ws.id}' is not running: start it with \`po-sandbox up ${ws.path}\` first.`)
+  const runFlags = row.runFlags
+  if (opts.baseImage || opts.imageVariant) return { runFlags }
+  return { baseImage: row.imageBase ?? undefined, imageVariant: row.imageVariant ?? undefined, runFlags }
 }
 
 /** `port [dir] <port>[:<host-port>]`, in the foreground: Ctrl-C ends it (0); the sandbox
