@@ -96,7 +96,10 @@ export declare class DefaultSandboxExtensionService {
   get contained(): boolean
   /** The full state. */
   state(): SandboxState
-  /** The text `/po-sandbox` shows a person. */
+  /**
+   * The text `/po-sandbox` shows a person (inside a container, with the ports forwarded
+   * from it now).
+   */
   report(): string
   /**
    * The help skill of a contained session: the `SKILL.md` of the pi skill `po-sandbox`
@@ -108,8 +111,38 @@ export declare class DefaultSandboxExtensionService {
   helpSkill(cwd?: string | undefined | null): string | null
 }
 
+/**
+ * A port of a sandbox forwarded to the host's 127.0.0.1 (connections travel through the
+ * engine's exec stream: nothing is published, no rule loosened).
+ */
+export declare class PortForward {
+  /** `http://127.0.0.1:<hostPort>`. */
+  get url(): string
+  /** The port on the host's 127.0.0.1. */
+  get hostPort(): number
+  /** The port inside the sandbox (its 127.0.0.1). */
+  get port(): number
+  get workspaceId(): string
+  /** Ends the forward; resolves once its listener is closed and its relay gone. */
+  close(): Promise<void>
+  /**
+   * Resolves when the forward ends, with why (closed; or the sandbox container stopped or
+   * restarted, saying what to do).
+   */
+  wait(): Promise<ForwardEnd>
+}
+
 /** The `po/workspace-containers` service. */
 export declare class WorkspaceContainers {
+  /**
+   * Forwards `port` on the 127.0.0.1 of the workspace's running container to the host's
+   * 127.0.0.1 (`hostPort`, or any free port). Rejects with `SANDBOX_NOT_RUNNING` when it has
+   * no running container, `PORT_IN_USE` when the host port is taken; throws
+   * `OPTIONS_INVALID` for a port outside 1-65535, `WORKSPACE_INVALID` for a bad id.
+   */
+  forwardPort(workspaceId: string, port: number, options?: ForwardOptions | undefined | null): Promise<PortForward>
+  /** The ports this hub forwards now. */
+  forwards(): Promise<ForwardInfo[]>
   /**
    * Adopts the workspace's running container (when it still satisfies the security
    * posture) or creates one, and waits until its server answers. Concurrent calls for one
@@ -357,6 +390,11 @@ export interface ContainerProviderOptions {
    * failing with `RUNTIME_NOT_INSTALLED` (default false; `po-sandbox up` sets it).
    */
   demoRuntime?: boolean
+  /**
+   * For one command (the CLI's `up` and `exec`): nothing starts up until a call needs it;
+   * `start` and `exec` adopt the workspace's running container without a start-up (default false).
+   */
+  oneShot?: boolean
   /**
    * Extra engine options for every container, each self-contained (`--flag=value`), e.g.
    * `['--runtime=runsc', '--memory=2g']`: the complete list (default
@@ -634,6 +672,40 @@ export interface FolderWorkspace {
   path: string
 }
 
+/** A port forwarded from a sandbox (a relay running in it). */
+export interface ForwardedPort {
+  /** The port inside (on its 127.0.0.1). */
+  port: number
+  /** The port on the host's 127.0.0.1. */
+  hostPort: number
+}
+
+/** How a forward ended. */
+export interface ForwardEnd {
+  /** Why: closed, or the sandbox container stopped or restarted (and what to do). */
+  reason: string
+}
+
+/** One live forward, as listed. */
+export interface ForwardInfo {
+  workspaceId: string
+  /** The port inside the sandbox (its 127.0.0.1). */
+  port: number
+  /** The port on the host's 127.0.0.1. */
+  hostPort: number
+  /** `http://127.0.0.1:<hostPort>`. */
+  url: string
+  containerId: string
+}
+
+/** How `WorkspaceContainers.forwardPort` forwards a port. */
+export interface ForwardOptions {
+  /** The port on the host's 127.0.0.1 (default: any free port). */
+  hostPort?: number
+  /** The workspace folder (default: the one the container was started for). */
+  path?: string
+}
+
 /** What a grant is for. */
 export interface GrantOptions {
   /** The workspace id. */
@@ -879,6 +951,8 @@ export interface SandboxContainerRow {
   created: number
   /** The run flags it was made with (its `po.run-flags` label), long form. */
   runFlags: Array<string>
+  /** The ports forwarded from it now (its relays in its process list), when asked for. */
+  forwards: Array<ForwardedPort>
 }
 
 /** A lifecycle event (`SandboxEvent` in JS, a union discriminated by `type`). */
@@ -953,6 +1027,8 @@ export interface SandboxQuery {
   removeVolumes?: boolean
   /** `pruneSandboxLeftovers`: only list what it would remove. */
   dryRun?: boolean
+  /** `listSandboxContainers`: each running container's forwarded ports too (`forwards`). */
+  forwards?: boolean
   /** Only this engine. */
   engine?: string
   /** The environment to read instead of `process.env`. */

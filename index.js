@@ -839,6 +839,7 @@ module.exports.BrokerBridge = nativeBinding.BrokerBridge
 module.exports.ContainerSandboxProvider = nativeBinding.ContainerSandboxProvider
 module.exports.CredentialBroker = nativeBinding.CredentialBroker
 module.exports.DefaultSandboxExtensionService = nativeBinding.DefaultSandboxExtensionService
+module.exports.PortForward = nativeBinding.PortForward
 module.exports.WorkspaceContainers = nativeBinding.WorkspaceContainers
 module.exports.brokeredBaseUrl = nativeBinding.brokeredBaseUrl
 module.exports.brokerOrigin = nativeBinding.brokerOrigin

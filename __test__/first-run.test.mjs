@@ -6,7 +6,7 @@
 import { test, before } from 'node:test'
 import { spawn } from 'node:child_process'
 import assert from 'node:assert/strict'
-import { randomBytes } from 'node:crypto'
+import { createHash, randomBytes } from 'node:crypto'
 import { cpSync, mkdirSync, readdirSync, realpathSync } from 'node:fs'
 import path from 'node:path'
 
@@ -169,6 +169,34 @@ test('up, exec and down on a folder: the demo bundle, exit codes, streams, a TTY
   const twice = await po(['down', folder, '--po-home', poHome])
   assert.equal(twice.code, 0)
   assert.match(twice.stdout, /nothing to stop/)
+})
+
+test("exec runs nothing in a container that only carries the sandbox's name: another owner's, or another folder's, is refused with SANDBOX_NOT_RUNNING", async (t) => {
+  const { folder, poHome, ws } = sandboxFolder(t)
+  const owner = createHash('sha256').update(poHome).digest('hex').slice(0, 12)
+  const name = `po-${owner}-${ws.id}`
+  const other = path.join(path.dirname(folder), 'other')
+  mkdirSync(other)
+  const impostor = (labels) => {
+    const flags = Object.entries({ 'po.sandbox': '1', 'po.workspace': ws.id, ...labels }).flatMap(([k, v]) => ['--label', `${k}=${v}`])
+    return dockerCli(['run', '-d', '--name', name, ...flags, IMAGE[1], 'sleep', '300'])
+  }
+  t.after(() => { try { dockerCli(['rm', '-f', name]) } catch {} })
+  const home = ['--po-home', poHome]
+  // Another owner's container under this name: left alone, and nothing runs in it.
+  const foreign = impostor({ 'po.owner': 'someoneelse', 'po.workspace-path': folder })
+  const r1 = await po(['exec', folder, ...home, '--', 'sh', '-c', 'echo ran-inside'])
+  assert.equal(r1.code, 125, r1.stderr)
+  assert.match(r1.stderr, /SANDBOX_NOT_RUNNING/)
+  assert.doesNotMatch(r1.stdout, /ran-inside/)
+  assert.equal(dockerCli(['inspect', '-f', '{{.State.Running}}', foreign]), 'true')
+  dockerCli(['rm', '-f', foreign])
+  // This owner's and workspace's labels, another folder's path: not this folder's sandbox.
+  impostor({ 'po.owner': owner, 'po.workspace-path': other })
+  const r2 = await po(['exec', folder, ...home, '--', 'sh', '-c', 'echo ran-inside'])
+  assert.equal(r2.code, 125, r2.stderr)
+  assert.match(r2.stderr, /SANDBOX_NOT_RUNNING/)
+  assert.doesNotMatch(r2.stdout, /ran-inside/)
 })
 
 /** The CLI inside util-linux `script`'s pseudo-terminal of `rows` x `cols`; resolves when it ends.

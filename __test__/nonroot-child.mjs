@@ -105,6 +105,14 @@ if (args.scenario === 'docker') {
     const again = (await second.layer.provider.ready()).workspaces[0]
     facts.second = { state: again.state, containerId: again.container?.containerId ?? null, adopted: again.container?.adopted ?? null, replacedReason: again.container?.replacedReason ?? null, removed: second.events.filter((e) => e.state === 'removed') }
     facts.secondExec = await second.layer.containers.exec('rl', ['true']).catch((e) => String(e))
+    // A forwarded port rides on rootless Podman's exec stream too, and leaves no relay inside.
+    const fwd = await layer.containers.forwardPort('rl', 7300).catch((e) => ({ error: String(e) }))
+    facts.forwardUrl = fwd.url ?? fwd.error
+    if (fwd.url) {
+      facts.forwardUid = await fetch(`${fwd.url}/whoami`, { signal: AbortSignal.timeout(20000) }).then((r) => r.json()).then((j) => j.uid).catch((e) => String(e))
+      await fwd.close()
+      facts.relayLeft = podman('top', w.container.containerId, 'args').includes('po-sandbox-forward')
+    }
   }
   await layer.containers.stopAll().catch(() => {})
   facts.leftContainers = podman('ps', '-a', '-q', '--filter', `label=po.owner=${owner}`).trim()

@@ -180,7 +180,7 @@ async function userPodman(t) {
   return socket
 }
 
-test('as a normal user on rootless Podman: keep-id maps the user, its files are that user\'s on the host, a brokered call goes through its runtime folder, a second hub adopts', async (t) => {
+test('as a normal user on rootless Podman: keep-id maps the user, its files are that user\'s on the host, a brokered call goes through its runtime folder, a second hub adopts, a port forwards', async (t) => {
   const socket = await userPodman(t)
   const ws = userDir(t, 'po-nonroot-ws-')
   const facts = await asUser({ scenario: 'podman', workspace: ws, socket })
@@ -204,6 +204,10 @@ test('as a normal user on rootless Podman: keep-id maps the user, its files are 
   // The second hub adopted the very container (the rootless posture is no drift).
   assert.deepEqual(facts.second, { state: 'running', containerId: facts.containerId, adopted: true, replacedReason: null, removed: [] })
   assert.equal(facts.secondExec, 0)
+  // A forward of the server's port reaches it as this user, on the host's loopback only.
+  assert.match(facts.forwardUrl, /^http:\/\/127\.0\.0\.1:\d+$/)
+  assert.equal(facts.forwardUid, uid)
+  assert.equal(facts.relayLeft, false)
   // Limits: on cgroup v1 the engine cannot enforce them, and both the status and the doctor say so.
   assert.equal(facts.doctor.rootless, true)
   const warned = (list) => list.some((w) => w.includes('cgroup v1') && w.includes('Delegate=yes'))

@@ -78,7 +78,8 @@ test('the container provider on Podman: a hardened container, brokered calls, ad
   })
   const REAL = `sk-REAL-podman-${'p'.repeat(24)}`
   const { seen, origin } = await modelsUpstream(t)
-  const env = { ...process.env, CONTAINER_HOST: `unix://${sock}`, PO_SANDBOX_ENGINE: 'podman', OPENAI_API_KEY: REAL, OPENAI_BASE_URL: origin }
+  // Podman's API service can take seconds to answer while other suites run.
+  const env = { ...process.env, CONTAINER_HOST: `unix://${sock}`, PO_SANDBOX_ENGINE: 'podman', PO_SANDBOX_ENGINE_TIMEOUT_MS: '20000', OPENAI_API_KEY: REAL, OPENAI_BASE_URL: origin }
   const options = { ...baseOptions(poHome, owner), baseImage: `localhost/${TEST_BASE}`, env, workspaces: [{ id: 'pw', path: ws }] }
 
   const first = openLayer(options)
@@ -99,6 +100,14 @@ test('the container provider on Podman: a hardened container, brokered calls, ad
   assert.equal(call.status, 200, JSON.stringify(call))
   assert.deepEqual(seen.map((q) => q.headers.authorization), [`Bearer ${REAL}`])
 
+  // A forwarded port rides on Podman's exec stream too, and ends with nothing left inside.
+  const fwd = await first.layer.containers.forwardPort('pw', 7300)
+  assert.equal((await getJson(fwd.url, '/whoami')).uid, process.getuid())
+  const listed = await addon.listSandboxContainers({ poHome, owner, forwards: true, env })
+  assert.deepEqual(listed.find((r) => r.workspaceId === 'pw').forwards, [{ port: 7300, hostPort: fwd.hostPort }])
+  await fwd.close()
+  assert.doesNotMatch((await run('podman', ['top', c.containerId, 'args'])).stdout, /po-sandbox-forward/)
+
   // The next hub adopts it (Podman reports CapDrop as the list of dropped capabilities).
   const second = openLayer(options)
   const again = await second.layer.provider.ready()
@@ -114,7 +123,7 @@ test('on Podman a --runtime run flag makes start-up fail with RUN_FLAGS_INVALID 
   const ws = tempWorkspace(t)
   writeBundle(poHome)
   t.after(() => rmSync(brokerDirOf(owner), { recursive: true, force: true }))
-  const env = { ...process.env, CONTAINER_HOST: `unix://${sock}`, PO_SANDBOX_ENGINE: 'podman' }
+  const env = { ...process.env, CONTAINER_HOST: `unix://${sock}`, PO_SANDBOX_ENGINE: 'podman', PO_SANDBOX_ENGINE_TIMEOUT_MS: '20000' }
   const options = { ...baseOptions(poHome, owner), baseImage: `localhost/${TEST_BASE}`, env, workspaces: [{ id: 'pr', path: ws }], runFlags: ['--runtime=runsc', '--memory=1g'] }
   const { layer } = openLayer(options)
   const status = await layer.provider.ready()

@@ -27,6 +27,12 @@ Commands:
                         container's user, with brokered credentials; interactive (a TTY) when
                         stdin is a terminal. Exits with the command's exit code (125 when
                         po-sandbox itself fails).
+  port [dir] <port>[:<host-port>]
+                        Forward a port of the folder's running sandbox (its 127.0.0.1) to this
+                        host's 127.0.0.1 (the host port given, or a free one) and print the URL;
+                        runs until Ctrl-C (exit 0) or until the sandbox stops (exit 1, with why).
+  port ls               List the ports forwarded from this hub's running sandboxes (--all:
+                        every hub's), found in their process lists.
   review [dir]          List the folder's files the host may run (package.json scripts,
                         Makefiles, cargo, npm and yarn configuration, tool versions, workflows,
                         AGENTS.md/CLAUDE.md, nested repositories) that changed since its
@@ -118,10 +124,21 @@ function table(rows, all) {
   if (rows.length === 0) return all ? 'No sandbox containers.\n' : "No sandbox containers for this hub (try --all for every hub's).\n"
   // The run flags column only when some container has any.
   const flags = rows.some((r) => r.runFlags.length > 0)
-  const head = ['WORKSPACE', 'STATE', 'PORT', 'IMAGE', 'AGE', ...(all ? ['OWNER'] : []), 'NAME', ...(flags ? ['RUN FLAGS'] : [])]
-  const body = rows.map((r) => [r.workspaceId, r.state, r.hostPort ? `127.0.0.1:${r.hostPort}` : '-', r.image, age(r.created), ...(all ? [r.owner] : []), r.name, ...(flags ? [r.runFlags.join(' ') || '-'] : [])])
+  // The forwarded ports column only when some container has any.
+  const fwd = rows.some((r) => r.forwards.length > 0)
+  const head = ['WORKSPACE', 'STATE', 'PORT', 'IMAGE', 'AGE', ...(all ? ['OWNER'] : []), 'NAME', ...(fwd ? ['FORWARDS'] : []), ...(flags ? ['RUN FLAGS'] : [])]
+  const body = rows.map((r) => [r.workspaceId, r.state, r.hostPort ? `127.0.0.1:${r.hostPort}` : '-', r.image, age(r.created), ...(all ? [r.owner] : []), r.name, ...(fwd ? [r.forwards.map((f) => `${f.port}->127.0.0.1:${f.hostPort}`).join(' ') || '-'] : []), ...(flags ? [r.runFlags.join(' ') || '-'] : [])])
   const widths = head.map((h, i) => Math.max(h.length, ...body.map((b) => String(b[i]).length)))
   return [head, ...body].map((cols) => cols.map((c, i) => String(c).padEnd(widths[i])).join('  ').trimEnd()).join('\n') + '\n'
+}
+
+/** `port ls`: one line per forwarded port. */
+function forwardTable(rows, all) {
+  if (rows.length === 0) return 'No forwarded ports.\n'
+  const head = ['WORKSPACE', 'PORT', 'URL', ...(all ? ['OWNER'] : [])]
+  const body = rows.map((r) => [r.workspaceId, String(r.port), r.url, ...(all ? [r.owner] : [])])
+  const widths = head.map((h, i) => Math.max(h.length, ...body.map((b) => b[i].length)))
+  return [head, ...body].map((cols) => cols.map((c, i) => c.padEnd(widths[i])).join('  ').trimEnd()).join('\n') + '\n'
 }
 
 /** What prune removed (or would remove, on a dry run), as a person reads it. */
@@ -134,13 +151,16 @@ function pruned(r) {
 /** Exits 2 with the usage when the arguments do not fit the command. */
 function checkUsage(opts) {
   const { command, args } = opts
-  if (!['doctor', 'ls', 'stop', 'prune', 'up', 'down', 'exec', 'review', 'demo'].includes(command)) fail(`unknown command '${command}'`)
+  if (!['doctor', 'ls', 'stop', 'prune', 'up', 'down', 'exec', 'port', 'review', 'demo'].includes(command)) fail(`unknown command '${command}'`)
   if ((opts.volumes || opts.dryRun) && command !== 'prune') fail(`${opts.volumes ? '--volumes' : '--dry-run'} is an option of prune only`)
   if (opts.rest !== undefined && command !== 'exec') fail("unknown option '--'")
   if (command === 'exec' && (opts.rest === undefined || opts.rest.length === 0)) fail('exec needs a command after --, as in: po-sandbox exec [dir] -- ls -la')
+  if (command === 'port' && args[0] === 'ls') {
+    if (args.length > 1) fail(`unexpected argument '${args[1]}'`)
+  } else if (command === 'port' && (args.length < 1 || args.length > 2 || !/^\d+(:\d+)?$/.test(args.at(-1)))) fail('port needs the port to forward, as in: po-sandbox port [dir] 5173 (or 5173:8080 for host port 8080)')
   const folderCommand = ['up', 'down', 'exec', 'review'].includes(command)
   if (folderCommand && args.length > 1) fail(`${command} takes at most one folder, not '${args[1]}'`)
-  if (!folderCommand && command !== 'stop' && args.length > 0) fail(`unexpected argument '${args[0]}'`)
+  if (!folderCommand && !['stop', 'port'].includes(command) && args.length > 0) fail(`unexpected argument '${args[0]}'`)
   if (command === 'stop' && (args.length > 1 || (args.length === 0) === !opts.all)) fail('stop needs one workspace id, or --all')
 }
 
@@ -159,7 +179,8 @@ async function main() {
     return 1
   }
   const common = { poHome: opts.poHome, engine: opts.engine }
-  if (['up', 'down', 'exec', 'review', 'demo'].includes(opts.command)) return folderCommand(addon, opts)
+  const portLs = opts.command === 'port' && opts.args[0] === 'ls'
+  if (!portLs && ['up', 'down', 'exec', 'port', 'review', 'demo'].includes(opts.command)) return folderCommand(addon, opts)
   try {
     if (opts.command === 'doctor') {
       const report = await addon.doctor(process.version, { ...common, timeoutMs: opts.timeoutMs, runtimeVersion: opts.runtimeVersion, baseImage: opts.baseImage, imageVariant: opts.imageVariant })
@@ -167,8 +188,14 @@ async function main() {
       return report.ok ? 0 : 1
     }
     if (opts.command === 'ls') {
-      const rows = await addon.listSandboxContainers({ ...common, owner: opts.owner, allOwners: opts.all })
+      const rows = await addon.listSandboxContainers({ ...common, owner: opts.owner, allOwners: opts.all, forwards: true })
       process.stdout.write(opts.json ? `${JSON.stringify(rows, null, 2)}\n` : table(rows, opts.all))
+      return 0
+    }
+    if (portLs) {
+      const rows = await addon.listSandboxContainers({ ...common, owner: opts.owner, allOwners: opts.all, forwards: true })
+      const forwards = rows.flatMap((r) => r.forwards.map((f) => ({ workspaceId: r.workspaceId, owner: r.owner, port: f.port, hostPort: f.hostPort, url: `http://127.0.0.1:${f.hostPort}` })))
+      process.stdout.write(opts.json ? `${JSON.stringify(forwards, null, 2)}\n` : forwardTable(forwards, opts.all))
       return 0
     }
     if (opts.command === 'prune') {

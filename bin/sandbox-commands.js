@@ -1,5 +1,5 @@
 'use strict'
-// The folder commands of po-sandbox: `up`, `down`, `exec`, `review` and `demo` (what `npm start`
+// The folder commands of po-sandbox: `up`, `down`, `exec`, `port`, `review` and `demo` (what `npm start`
 // runs).
 // Thin: they call the same provider Po's hub uses (registerSandboxLayer) and print.
 
@@ -8,7 +8,8 @@ const os = require('node:os')
 const path = require('node:path')
 const tty = require('node:tty')
 
-const { piCommand, poSandboxInPi } = require('./pi-in-sandbox.js')
+// bin/pi-in-sandbox.js (crypto, child processes) is loaded only when pi is asked for: every
+// exec pays for what is loaded here.
 
 /** The base image `npm test` builds where no registry can be reached. */
 const LOCAL_BASE = 'po-sandbox-test-base:node24-nft'
@@ -22,9 +23,11 @@ function coded(code, message) {
   return Object.assign(new Error(message), { code })
 }
 
-/** The container provider for the command line, on Po's bundle or the demo one. */
+/** The container provider for the command line, on Po's bundle or the demo one. One-shot: it
+ * starts up only when a call needs it, so `up` on a running sandbox and `exec` adopt the
+ * container straight away. */
 function layerFor(addon, opts, extra = {}) {
-  const layer = addon.registerSandboxLayer(CLI_HOST, { poHome: opts.poHome, engine: opts.engine, baseImage: opts.baseImage, imageVariant: opts.imageVariant, demoRuntime: true, ...extra })
+  const layer = addon.registerSandboxLayer(CLI_HOST, { poHome: opts.poHome, engine: opts.engine, baseImage: opts.baseImage, imageVariant: opts.imageVariant, demoRuntime: true, oneShot: true, ...extra })
   if (!layer) throw coded('NESTING_REFUSED', 'Refusing to manage containers from inside a sandbox container (PO_SANDBOX=1): sandboxes do not nest. Run this on the host.')
   return layer
 }
@@ -104,9 +107,20 @@ async function review(addon, opts, ws) {
   process.stdout.write(opts.json ? `${JSON.stringify({ ok: true, ...r }, null, 2)}\n` : reviewText(r))
 }
 
+/** Runs the command in the folder's running sandbox, checked against the image recipe and run
+ * flags it was made with (unless the command line names an image): never another one. */
+async function exec(addon, opts, ws) {
+  const layer = layerFor(addon, opts)
+  // `pi`: the image's own, else the host's copied in (bin/pi-in-sandbox.js).
+  const argv = process.argv.slice(2)
+  const command = opts.rest[0] === 'pi' ? await require('./pi-in-sandbox.js').piCommand(opts.rest.slice(1), argv.slice(0, argv.indexOf('--'))) : opts.rest
+  const code = await layer.containers.exec(ws.id, command, { path: ws.path, tty: tty.isatty(0) })
+  return code < 0 ? EXEC_FAILED : code
+}
+
 /** The recipe of the folder's running container, unless the command line names one, and its
- * run flags: `exec` must not ask for another image or other flags (that would replace the
- * sandbox). */
+ * run flags: a forward checks the container's posture against them, and must not ask for
+ * another image or other flags (that would not be this sandbox). */
 async function runningRecipe(addon, opts, ws) {
   const rows = await addon.listSandboxContainers({ poHome: opts.poHome, engine: opts.engine })
   const row = rows.find((r) => r.workspaceId === ws.id && r.state === 'running')
@@ -116,13 +130,24 @@ async function runningRecipe(addon, opts, ws) {
   return { baseImage: row.imageBase ?? undefined, imageVariant: row.imageVariant ?? undefined, runFlags }
 }
 
-async function exec(addon, opts, ws) {
+/** `port [dir] <port>[:<host-port>]`, in the foreground: Ctrl-C ends it (0); the sandbox
+ * stopping ends it with why (1). */
+async function port(addon, opts, ws, spec) {
+  const [inside, host] = spec.split(':').map(Number)
   const layer = layerFor(addon, opts, await runningRecipe(addon, opts, ws))
-  // `pi`: the image's own, else the host's copied in (bin/pi-in-sandbox.js).
-  const argv = process.argv.slice(2)
-  const command = opts.rest[0] === 'pi' ? await piCommand(opts.rest.slice(1), argv.slice(0, argv.indexOf('--'))) : opts.rest
-  const code = await layer.containers.exec(ws.id, command, { path: ws.path, tty: tty.isatty(0) })
-  return code < 0 ? EXEC_FAILED : code
+  const fwd = await layer.containers.forwardPort(ws.id, inside, { hostPort: host, path: ws.path })
+  const shown = { url: fwd.url, hostPort: fwd.hostPort, port: fwd.port, workspaceId: fwd.workspaceId }
+  if (opts.json) process.stdout.write(`${JSON.stringify({ ok: true, ...shown })}\n`)
+  else process.stdout.write(`Forwarding ${fwd.url} to port ${inside} in the sandbox of ${ws.path} (Ctrl-C ends it).\n`)
+  let stopping = false
+  const stop = () => { stopping = true; fwd.close() }
+  process.once('SIGINT', stop)
+  process.once('SIGTERM', stop)
+  const { reason } = await fwd.wait()
+  if (stopping) return 0
+  if (opts.json) process.stdout.write(`${JSON.stringify({ ok: false, ended: reason })}\n`)
+  else process.stderr.write(`po-sandbox: the forward of port ${inside} ended: ${reason}\n`)
+  return 1
 }
 
 /** The base for the demo: the one asked for; else the default when it is on the engine; else
@@ -159,7 +184,7 @@ async function piReport(opts, folder, ws) {
   for (const [flag, value] of [['--engine', opts.engine], ['--base-image', opts.baseImage], ['--image-variant', opts.imageVariant]]) if (value) head.push(flag, value)
   let message
   try {
-    message = await poSandboxInPi(head)
+    message = await require('./pi-in-sandbox.js').poSandboxInPi(head)
   } catch (err) {
     if (err.code === 'PI_NOT_FOUND') return `pi's /po-sandbox not run inside: ${err.message}\n`
     throw err
@@ -230,10 +255,12 @@ async function folderCommand(addon, opts) {
   const failed = opts.command === 'exec' ? EXEC_FAILED : 1
   try {
     if (opts.command === 'demo') return await demo(addon, opts)
-    const ws = addon.workspaceForFolder(path.resolve(opts.args[0] ?? '.'))
+    const folder = opts.command === 'port' && opts.args.length === 1 ? '.' : opts.args[0]
+    const ws = addon.workspaceForFolder(path.resolve(folder ?? '.'))
     if (opts.command === 'up') return (await up(addon, opts, ws), 0)
     if (opts.command === 'down') return (await down(addon, opts, ws), 0)
     if (opts.command === 'review') return (await review(addon, opts, ws), 0)
+    if (opts.command === 'port') return await port(addon, opts, ws, opts.args.at(-1))
     return await exec(addon, opts, ws)
   } catch (err) {
     return report(err, opts, failed)

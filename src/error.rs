@@ -136,6 +136,13 @@ pub enum Error {
     )]
     SandboxNotRunning { workspace: String, folder: String },
 
+    /// A forwarded port's host side cannot listen: the port on the host's 127.0.0.1 is taken
+    /// (or not allowed).
+    #[error(
+        "The host port 127.0.0.1:{port} cannot be used for the forward ({reason}): pick another (po-sandbox port <port>:<host-port>, or hostPort), or leave it out to get a free one."
+    )]
+    PortInUse { port: u16, reason: String },
+
     /// A workspace's host-executed files cannot be reviewed: it has no baseline (none was taken,
     /// or its sandbox was stopped) or the baseline cannot be read.
     #[error(
@@ -176,6 +183,7 @@ impl Error {
             Error::BrokerFailed { .. } => "BROKER_FAILED",
             Error::SandboxNotRunning { .. } => "SANDBOX_NOT_RUNNING",
             Error::ReviewUnavailable { .. } => "REVIEW_UNAVAILABLE",
+            Error::PortInUse { .. } => "PORT_IN_USE",
             Error::NestingRefused => "NESTING_REFUSED",
             Error::Shared(_) => unreachable!("unshared() sees through Shared"),
         }

@@ -17,6 +17,7 @@ mod names;
 mod napi;
 mod platform;
 mod provider;
+mod relay;
 mod runtime_bundle;
 mod sandbox;
 mod single_flight;

@@ -204,8 +204,16 @@ pub fn random_bytes() -> Result<[u8; 16]> {
 
 impl Broker {
     /// Starts a broker (and its TCP listener when asked). Must run inside a Tokio runtime. A
-    /// bad `PO_SANDBOX_BROKER_ALLOW_PATHS` is `OPTIONS_INVALID`.
+    /// bad `PO_SANDBOX_BROKER_ALLOW_PATHS` or `PO_SANDBOX_BROKER_ALLOW_FETCH` is
+    /// `OPTIONS_INVALID`.
     pub async fn start(options: BrokerOptions) -> Result<Broker> {
+        Broker::start_warm(options, true).await
+    }
+
+    /// As [`start`](Self::start); `warm`: load the system's root certificates now, in the
+    /// background, rather than at the first request that needs them (a one-shot command,
+    /// whose container may never ask, leaves its CPU to the command).
+    pub async fn start_warm(options: BrokerOptions, warm: bool) -> Result<Broker> {
         let policy = ForwardPolicy::from_env(&options.host_env, options.fetch_screen)?;
         let enabled = options
             .host_env
@@ -229,7 +237,7 @@ impl Broker {
             next_id: AtomicU64::new(1),
         });
         let broker = Broker { inner };
-        if enabled {
+        if enabled && warm {
             // Loading the system's root certificates is blocking file work: off the async
             // threads and off the start-up's path (adoption does not wait for it).
             let inner = broker.inner.clone();

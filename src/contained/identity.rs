@@ -4,6 +4,7 @@
 //! `/po-sandbox` must always get an answer.
 
 use std::collections::HashMap;
+use std::path::Path;
 
 pub(crate) use crate::broker::server::RouteKind;
 use crate::names::vars::{
@@ -340,6 +341,51 @@ pub fn report(s: &SandboxState) -> String {
         }
     }
     out
+}
+
+/// [`report`], with a line per port forwarded to the host now when contained (the relays in
+/// this container's process table, `/proc/<pid>/cmdline`).
+pub fn report_now(s: &SandboxState) -> String {
+    let mut out = report(s);
+    if s.contained {
+        out.push_str(&forwards_lines(&forwarded_ports(Path::new("/proc"))));
+    }
+    out
+}
+
+/// The ports relays forward from this container: `(port, host_port)` of every process whose
+/// command line is a relay's, in `proc` (a `/proc`), sorted.
+pub fn forwarded_ports(proc: &Path) -> Vec<(u16, u16)> {
+    let Ok(entries) = std::fs::read_dir(proc) else {
+        return Vec::new();
+    };
+    let mut found: Vec<(u16, u16)> = entries
+        .flatten()
+        .filter(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .bytes()
+                .all(|b| b.is_ascii_digit())
+        })
+        .filter_map(|e| std::fs::read(e.path().join("cmdline")).ok())
+        .filter_map(|cmdline| {
+            let text = String::from_utf8_lossy(&cmdline).into_owned();
+            crate::relay::parse_agent_args(&text.split('\0').collect::<Vec<_>>())
+        })
+        .collect();
+    found.sort_unstable();
+    found.dedup();
+    found
+}
+
+/// The report's lines for forwarded ports (empty when there are none).
+pub fn forwards_lines(ports: &[(u16, u16)]) -> String {
+    ports
+        .iter()
+        .map(|(port, host)| {
+            format!("\nPort {port} is forwarded to the host's 127.0.0.1:{host} (po-sandbox port).")
+        })
+        .collect()
 }
 
 #[cfg(test)]

@@ -139,6 +139,13 @@ pub(crate) trait EngineApi: Clone + Send + Sync + 'static {
         height: u16,
         width: u16,
     ) -> impl Future<Output = EngineResult<()>> + Send;
+    /// The command lines of a running container's processes (the engine's `top`, its last
+    /// column: Docker's `CMD`, Podman's `COMMAND`).
+    fn top_commands(&self, id: &str) -> impl Future<Output = EngineResult<Vec<String>>> + Send {
+        // An engine without processes (the unit tests' fake) lists none.
+        let _ = id;
+        async { Ok(Vec::new()) }
+    }
 }
 
 impl EngineApi for Docker {
@@ -301,5 +308,11 @@ impl EngineApi for Docker {
 
     async fn resize_exec(&self, id: &str, height: u16, width: u16) -> EngineResult<()> {
         Docker::resize_exec(self, id, ResizeExecOptions { height, width }).await
+    }
+
+    async fn top_commands(&self, id: &str) -> EngineResult<Vec<String>> {
+        let top = Docker::top_processes(self, id, None).await?;
+        let rows = top.processes.unwrap_or_default().into_iter();
+        Ok(rows.filter_map(|mut p| p.pop()).collect())
     }
 }

@@ -54,10 +54,11 @@ impl DefaultSandboxExtensionService {
         self.state.clone()
     }
 
-    /// The text `/po-sandbox` shows a person.
+    /// The text `/po-sandbox` shows a person (inside a container, with the ports forwarded
+    /// from it now).
     #[napi]
     pub fn report(&self) -> String {
-        core::report(&self.state)
+        core::report_now(&self.state)
     }
 
     /// The help skill of a contained session: the `SKILL.md` of the pi skill `po-sandbox`

@@ -34,6 +34,8 @@ pub struct JsSandboxQuery {
     pub remove_volumes: Option<bool>,
     /// `pruneSandboxLeftovers`: only list what it would remove.
     pub dry_run: Option<bool>,
+    /// `listSandboxContainers`: each running container's forwarded ports too (`forwards`).
+    pub forwards: Option<bool>,
     /// Only this engine.
     pub engine: Option<String>,
     /// The environment to read instead of `process.env`.
@@ -53,6 +55,7 @@ fn query(env: &Env, q: Option<Unknown>) -> napi::Result<Query> {
         all: q.all.unwrap_or(false),
         remove_volumes: q.remove_volumes.unwrap_or(false),
         dry_run: q.dry_run.unwrap_or(false),
+        forwards: q.forwards.unwrap_or(false),
     };
     Query::new(host, options).map_err(|e| coded(env, &e))
 }

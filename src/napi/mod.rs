@@ -12,6 +12,7 @@ mod contained;
 mod engine;
 mod errors;
 mod events;
+mod forward;
 mod inventory;
 mod options;
 mod provider;

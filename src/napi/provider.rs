@@ -10,11 +10,11 @@ use napi_derive::napi;
 
 use super::errors::{coded, object_arg, promise, required_arg};
 use super::events::subscribe;
-use super::options::{JsImageOptions, JsProviderOptions};
+use super::options::JsImageOptions;
 use crate::events::Event;
 use crate::host::HostEnv;
 use crate::provider::image_job::{ImageJob, ImageResult};
-use crate::provider::{self as core, Provider, ProviderOptions, ProviderStatus};
+use crate::provider::{self as core, GivenOptions, Provider, ProviderOptions, ProviderStatus};
 use crate::sandbox::review::WorkspaceReview;
 use crate::sandbox::service::WorkspaceContainer;
 use crate::sandbox::workspace::check_id;
@@ -153,7 +153,7 @@ impl ContainerSandboxProvider {
 /// The `po/workspace-containers` service.
 #[napi]
 pub struct WorkspaceContainers {
-    provider: Arc<Provider>,
+    pub(super) provider: Arc<Provider>,
 }
 
 #[napi]
@@ -304,15 +304,15 @@ pub fn register_sandbox_layer<'env>(
     host: Object<'env>,
     options: Option<Unknown>,
 ) -> napi::Result<Option<Object<'env>>> {
-    let options: JsProviderOptions = object_arg(env, options, "options")?.unwrap_or_default();
-    let host_env = HostEnv::given(options.env.clone());
+    let mut options: GivenOptions = object_arg(env, options, "options")?.unwrap_or_default();
+    let host_env = HostEnv::given(options.env.take());
     let scope = host.get_named_property::<Option<String>>("scope");
     let identity = host.get_named_property::<Option<JsSandboxIdentity>>("identity");
     let contained = identity.ok().flatten().is_some_and(|i| i.contained);
     if !core::registers(scope.unwrap_or(None).as_deref(), contained, &host_env) {
         return Ok(None);
     }
-    let options = ProviderOptions::try_from(options).map_err(|e| coded(env, &e))?;
+    let options = ProviderOptions::resolve(options, host_env).map_err(|e| coded(env, &e))?;
     let provider = Provider::new(options);
     let p = provider.clone();
     let provider_obj = ContainerSandboxProvider { provider: p }.into_instance(env)?;

@@ -5,13 +5,20 @@ use std::sync::Arc;
 
 use super::Provider;
 use crate::error::Result;
+use crate::sandbox::forward::{ForwardInfo, PortForward};
 use crate::sandbox::review::{self, WorkspaceReview};
 use crate::sandbox::service::WorkspaceContainer;
 use crate::sandbox::workspace::Workspace;
 
 impl Provider {
     /// Adopts the workspace's running container or creates one (see `ContainerService::start`).
+    /// A one-shot provider adopts a container that runs as asked without a start-up.
     pub async fn start_workspace(self: &Arc<Self>, ws: Workspace) -> Result<WorkspaceContainer> {
+        if self.options.one_shot
+            && let Some(c) = self.watched(self.adopt_running(&ws)).await?
+        {
+            return Ok(c);
+        }
         let call = async { self.service_for_start().await?.start(ws).await };
         self.watched(call).await
     }
@@ -36,7 +43,8 @@ impl Provider {
         self.watched(self.stop_all()).await
     }
 
-    /// Runs `command` in the workspace's running container, attached to this process's stdio.
+    /// Runs `command` in the workspace's running container, attached to this process's stdio;
+    /// a one-shot provider given the folder does it without a start-up.
     pub async fn exec_in(
         self: &Arc<Self>,
         id: &str,
@@ -44,8 +52,35 @@ impl Provider {
         command: Vec<String>,
         tty: bool,
     ) -> Result<i64> {
+        if self.options.one_shot
+            && let Some(path) = path
+        {
+            let ws = crate::sandbox::workspace::resolve(id, path)?;
+            return self.watched(self.exec_running(ws, command, tty)).await;
+        }
         let service = self.service_for_start().await?;
         service.exec(id, path, command, tty).await
+    }
+
+    /// Forwards `port` in the workspace's running container to the host's loopback.
+    pub async fn forward_port(
+        self: &Arc<Self>,
+        id: &str,
+        path: Option<&str>,
+        port: u16,
+        host_port: u16,
+    ) -> Result<PortForward> {
+        let service = self.service_for_start().await?;
+        service.forward_port(id, path, port, host_port).await
+    }
+
+    /// The ports this hub forwards now (none before its service is up).
+    pub async fn forwards(self: &Arc<Self>) -> Result<Vec<ForwardInfo>> {
+        Ok(self
+            .service()
+            .await
+            .map(|s| s.forwards())
+            .unwrap_or_default())
     }
 
     /// The workspace's host-executed files changed since its container was made (no engine

@@ -29,6 +29,8 @@ pub struct QueryOptions {
     pub remove_volumes: bool,
     /// `prune`: list only.
     pub dry_run: bool,
+    /// `ls`: each running container's forwarded ports too (one more engine call each).
+    pub forwards: bool,
 }
 
 /// A checked query.
@@ -40,6 +42,7 @@ pub struct Query {
     all: bool,
     remove_volumes: bool,
     dry_run: bool,
+    forwards: bool,
     /// The owner as given (`prune` scopes to it; every owner's otherwise).
     given_owner: Option<String>,
 }
@@ -68,6 +71,7 @@ impl Query {
             all: q.all,
             remove_volumes: q.remove_volumes,
             dry_run: q.dry_run,
+            forwards: q.forwards,
             given_owner,
         })
     }
@@ -88,7 +92,11 @@ impl Query {
     pub async fn list(self) -> Result<Vec<SandboxRow>> {
         let (docker, _) = engine::connect(&self.host, &self.options.detect).await?;
         let owner = (!self.all_owners).then_some(self.options.owner.as_str());
-        inventory::list(&docker, owner).await
+        let mut rows = inventory::list(&docker, owner).await?;
+        if self.forwards {
+            inventory::add_forwards(&docker, &mut rows).await;
+        }
+        Ok(rows)
     }
 
     /// The workspace's host-executed files changed since its container was made (the

@@ -16,9 +16,7 @@ use crate::events::{Event, EventBus};
 use crate::image::{self};
 use crate::lock::Locked;
 use crate::runtime_bundle as runtime;
-use crate::sandbox::service::{
-    BrokerWiring, ContainerService, KnownContainers, ServiceConfig, known_containers,
-};
+use crate::sandbox::service::{BrokerWiring, ContainerService, KnownContainers, known_containers};
 use crate::sandbox::workspace;
 
 mod calls;
@@ -26,10 +24,11 @@ pub(crate) mod image_job;
 pub(crate) mod inventory;
 mod options;
 mod read_ahead;
+mod running;
 mod status;
 
 pub(crate) use options::{
-    GivenOptions, GivenWorkspace, ProviderOptions, WorkspaceRequest, refuse_nesting, registers,
+    GivenOptions, ProviderOptions, WorkspaceRequest, refuse_nesting, registers,
 };
 pub(crate) use status::{ProviderState, ProviderStatus, WorkspacePhase, WorkspaceStatus};
 
@@ -55,6 +54,8 @@ pub struct Provider {
     /// when the image was there already, so the list is fresh); taken by the first
     /// [`start_workspaces`](Self::start_workspaces).
     prefetched: Mutex<Option<KnownContainers>>,
+    /// A one-shot provider's start-up waits for the first call that needs the service.
+    start_asked: tokio::sync::Notify,
 }
 
 /// How often an engine that stopped answering is probed.
@@ -115,6 +116,7 @@ impl Provider {
             stopping: std::sync::atomic::AtomicBool::new(false),
             probing: std::sync::atomic::AtomicBool::new(false),
             prefetched: Mutex::new(None),
+            start_asked: tokio::sync::Notify::new(),
         })
     }
 
@@ -179,7 +181,7 @@ impl Provider {
     /// stored and the provider is `ready`.
     async fn setup(&self) -> Result<ContainerService> {
         self.begin_attempt();
-        let ahead = read_ahead::ReadAhead::start(&self.options);
+        let ahead = read_ahead::known(&self.options);
         let (report, docker) = self.check_engine().await?;
         if report.engine.as_deref() == Some("podman") {
             crate::sandbox::run_flags::refuse_on_podman(&self.options.run_flags)?;
@@ -189,46 +191,23 @@ impl Provider {
         // overlap the image check.
         let (built, wiring, known) = tokio::join!(
             self.ensure_image(&docker),
-            self.start_broker(&report),
+            self.start_broker(&report, true),
             self.prefetch_known(&docker, ahead, &report)
         );
         let (built, wiring) = (built?, wiring?);
         if !built {
             *self.prefetched.locked() = known;
         }
-        let o = &self.options;
-        let mode = crate::sandbox::engine_mode::EngineMode::decide(
-            report.engine.as_deref() == Some("podman"),
-            report.rootless,
-            report.vm,
-            report.cgroup_version.as_deref().unwrap_or_default(),
-            wiring.as_ref().map(|w| w.transport),
-        );
-        let local = !report.vm && !report.remote;
-        let service = ContainerService::new(
-            docker,
-            ServiceConfig {
-                container: o.container_settings(bundle, &report, mode),
-                health_timeout: o.health_timeout,
-                podman: report.engine.as_deref() == Some("podman"),
-                broker: wiring,
-                bounds: engine::bounds(&o.host)?,
-                // The host's own addresses and resolvers matter when the engine runs here; a
-                // VM engine's containers reach the host only through its gateway.
-                host_addresses: local
-                    .then(crate::host::interface_addresses)
-                    .unwrap_or_default(),
-                dns_servers: local.then(crate::host::resolvers).unwrap_or_default(),
-            },
-            self.events.clone(),
-        );
+        let config = running::service_config(&self.options, bundle, &report, wiring)?;
+        let warnings = config.container.mode.limits_warning();
+        let service = ContainerService::new(docker, config, self.events.clone());
         service.sweep_files();
         *self.service.locked() = Some(Ok(service.clone()));
         self.follow_engine(&service);
         self.update(|s| {
             s.state = ProviderState::Ready;
             s.image_built = built;
-            s.warnings = mode.limits_warning().into_iter().collect();
+            s.warnings = warnings.into_iter().collect();
         });
         self.events.emit(Event::Provider {
             state: ProviderState::Ready,
@@ -334,7 +313,7 @@ impl Provider {
     async fn prefetch_known(
         &self,
         docker: &bollard::Docker,
-        ahead: Option<read_ahead::ReadAhead>,
+        ahead: Option<read_ahead::ReadAhead<KnownContainers>>,
         report: &engine::EngineReport,
     ) -> Option<KnownContainers> {
         if !self.options.workspaces.iter().any(|w| w.container) {
@@ -343,26 +322,36 @@ impl Provider {
         if let Some(read) = ahead
             && let Some(known) = read.take(report).await
         {
+            let asked = known.asked.len();
+            tracing::debug!(asked, "read-ahead of the owner's containers used");
             return Some(known);
         }
         known_containers(docker, &self.options.owner).await.ok()
     }
 
     /// The credential broker, unless it is off: a socket per container on a native engine,
-    /// loopback TCP reached as host.docker.internal on a VM engine.
-    async fn start_broker(&self, report: &engine::EngineReport) -> Result<Option<BrokerWiring>> {
+    /// loopback TCP reached as host.docker.internal on a VM engine; `warm`: its TLS roots load
+    /// now, in the background.
+    async fn start_broker(
+        &self,
+        report: &engine::EngineReport,
+        warm: bool,
+    ) -> Result<Option<BrokerWiring>> {
         let o = &self.options;
         if !o.broker {
             return Ok(None);
         }
         let transport = o.broker_route.route(o.host.os, report.vm);
-        let broker = Broker::start(BrokerOptions {
-            host_env: o.host.vars().clone(),
-            socket_dir: o.broker_socket_dir.clone(),
-            tcp: transport == RouteKind::Tcp,
-            egress: o.egress_policy(),
-            fetch_screen: o.network_mode != crate::sandbox::firewall::NetworkMode::Open,
-        })
+        let broker = Broker::start_warm(
+            BrokerOptions {
+                host_env: o.host.vars().clone(),
+                socket_dir: o.broker_socket_dir.clone(),
+                tcp: transport == RouteKind::Tcp,
+                egress: o.egress_policy(),
+                fetch_screen: o.network_mode != crate::sandbox::firewall::NetworkMode::Open,
+            },
+            warm,
+        )
         .await?;
         if !broker.enabled() {
             return Ok(None);
@@ -388,8 +377,12 @@ impl Provider {
         }))
     }
 
-    /// The start-up sequence. Never fails: problems become the status.
+    /// The start-up sequence (a one-shot provider's once a call needs it). Never fails:
+    /// problems become the status.
     pub async fn run(self: Arc<Self>) {
+        if self.options.one_shot {
+            self.start_asked.notified().await;
+        }
         let service = match self.setup().await {
             Ok(service) => service,
             Err(e) => {
@@ -492,6 +485,7 @@ impl Provider {
     /// The `po/workspace-containers` service, once start-up got that far; the start-up's error
     /// otherwise. Never retries (stops and listings use this).
     pub async fn service(&self) -> Result<ContainerService> {
+        self.start_asked.notify_one();
         let mut rx = self.status.subscribe();
         let _ = rx.wait_for(|s| s.state != ProviderState::Starting).await;
         match self.stored() {

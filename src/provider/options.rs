@@ -1,10 +1,11 @@
 //! The provider's options: what the hub passes, checked without I/O into [`ProviderOptions`].
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::net::IpAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use napi_derive::napi;
 use sha2::{Digest, Sha256};
 
 use crate::broker::egress::EgressPolicy;
@@ -18,7 +19,7 @@ use crate::runtime_bundle::{self, RuntimeBundle};
 use crate::sandbox::engine_mode::{EngineMode, ROUTE_VAR, RouteChoice};
 use crate::sandbox::firewall::NetworkMode;
 use crate::sandbox::run_flags::{self, RUN_FLAGS_VAR, RunFlags};
-use crate::sandbox::spec::{ContainerSettings, DEFAULT_PIDS_LIMIT, Limits};
+use crate::sandbox::spec::{self, ContainerSettings, DEFAULT_PIDS_LIMIT, Limits};
 use crate::sandbox::workspace;
 
 /// Default bound on the server's health answer.
@@ -37,45 +38,108 @@ pub struct WorkspaceRequest {
     pub container: bool,
 }
 
-/// A workspace as the caller lists it, before checks.
+/// A workspace the hub knows.
+#[napi(object, js_name = "WorkspaceOption")]
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct GivenWorkspace {
-    /// The workspace id.
+    /// The workspace id: 1-128 of letters, digits, `.`, `_`, `-`, not starting with `.`.
     pub id: String,
-    /// Its folder.
+    /// Its folder (absolute; it must exist).
     pub path: String,
-    /// `container` (default), `none` or `host`.
+    /// `container` (default) starts a container for it at hub start; `none` (or `host`, the
+    /// same) does not: its status is `skipped`.
+    #[napi(ts_type = "'container' | 'none' | 'host'")]
     pub sandbox: Option<String>,
 }
 
-/// Options as the caller gives them (the JS options, field for field), before checks: the
-/// one input of [`ProviderOptions::resolve`], so every check is reachable without the binding.
+/// Options of the container provider.
+// As the caller gives them (the JS object itself), before checks: the one input of
+// `ProviderOptions::resolve`, so every check is reachable without the binding.
+#[napi(object, js_name = "ContainerProviderOptions")]
 #[derive(Debug, Clone, Default)]
 pub struct GivenOptions {
+    /// The Po home on the host (default `~/.po`). Must be absolute.
     pub po_home: Option<String>,
+    /// This hub's owner id, the `po.owner` label (default: 12 hex digits derived from poHome).
     pub owner: Option<String>,
-    pub workspaces: Vec<GivenWorkspace>,
+    /// The workspaces to bring up at hub start.
+    pub workspaces: Option<Vec<GivenWorkspace>>,
+    /// The runtime bundle version folder (default: the highest under `<poHome>/container-runtime`).
     pub runtime_version: Option<String>,
+    /// The image's base (default `PO_SANDBOX_BASE_IMAGE`, else `node:24-bookworm-slim`).
     pub base_image: Option<String>,
+    /// `full` (default, `PO_SANDBOX_IMAGE_VARIANT`) or `minimal` (toolchain-free).
+    #[napi(ts_type = "'full' | 'minimal'")]
     pub image_variant: Option<String>,
+    /// `uid:gid` the containers run as (default: this user on Linux, `1000:1000` elsewhere).
     pub user: Option<String>,
+    /// Pid limit per container (default 2048).
     pub pids_limit: Option<f64>,
+    /// How long to wait for the contained server's health answer (default 60000 ms).
     pub health_timeout_ms: Option<f64>,
+    /// Workspaces started at once at hub start (default 4).
     pub concurrency: Option<f64>,
+    /// Only this engine (as `PO_SANDBOX_ENGINE`).
     pub engine: Option<String>,
+    /// Bound on each engine detection step (ms).
     pub engine_timeout_ms: Option<f64>,
+    /// The environment to read instead of `process.env` (engine variables, the allowlist, and
+    /// the provider keys the credential broker carries).
+    pub env: Option<HashMap<String, Option<String>>>,
+    /// Run the credential broker for the containers (default true; `PO_SANDBOX_BROKER=0` also
+    /// turns it off). Off: containers get no credentials at all.
     pub broker: Option<bool>,
+    /// Where per-container broker sockets go (default `$XDG_RUNTIME_DIR/po-broker`, else
+    /// `<tmpdir>/po-broker-<uid>`).
     pub broker_socket_dir: Option<String>,
-    /// `brokerTransport` in JS.
+    /// The broker route: `auto` (default: a socket per container on a native Linux engine, TCP
+    /// on a VM engine and on Windows), `socket` or `tcp` (`PO_SANDBOX_BROKER_TRANSPORT` when
+    /// not given).
+    #[napi(js_name = "brokerTransport", ts_type = "'auto' | 'socket' | 'tcp'")]
     pub broker_route: Option<String>,
+    /// Paths of each workspace mounted read-only inside its container, relative to the
+    /// workspace: the complete list (default `PO_SANDBOX_GUARDED_PATHS`, else `.git/hooks`,
+    /// `.git/config`, `.git/info`, `.pi`, `.agents`, `.claude`, `.mcp.json`, `.cursor`, `.codex`,
+    /// `.devcontainer`, `.vscode`, `.idea`, `.envrc`, `.direnv`, `.husky`); `[]` guards none.
     pub guarded_paths: Option<Vec<String>>,
+    /// When Po's runtime bundle is not installed (and no `runtimeVersion` is named), use the
+    /// package's embedded demo bundle (a small status server; version `demo`) instead of
+    /// failing with `RUNTIME_NOT_INSTALLED` (default false; `po-sandbox up` sets it).
     pub demo_runtime: Option<bool>,
+    /// For one command (the CLI's `up` and `exec`): nothing starts up until a call needs it;
+    /// `start` and `exec` adopt the workspace's running container without a start-up (default false).
+    pub one_shot: Option<bool>,
+    /// Extra engine options for every container, each self-contained (`--flag=value`), e.g.
+    /// `['--runtime=runsc', '--memory=2g']`: the complete list (default
+    /// `PO_SANDBOX_RUN_FLAGS`, whitespace-separated). Only flags that add a bound, pick a
+    /// runtime or tighten are accepted (see the README's table); anything else throws
+    /// `RUN_FLAGS_INVALID` before anything is made.
     pub run_flags: Option<Vec<String>>,
+    /// Memory limit of every container, a size as for `--memory` (`2g`, `512m`; at least
+    /// `6m`). Default `PO_SANDBOX_MEMORY`, else half the engine's memory (`MemTotal` in its
+    /// info; at least 512 MiB). A `--memory` run flag wins.
     pub memory: Option<String>,
+    /// CPU limit of every container, in CPUs (0.01-1024). Default `PO_SANDBOX_CPUS`, else half
+    /// the engine's CPUs (`NCPU`; at least 1). A `--cpus` run flag wins.
     pub cpus: Option<f64>,
+    /// Interval of the engine health check that probes `healthPath` inside each container
+    /// (1000-3600000 ms, default 15000).
     pub health_interval_ms: Option<f64>,
+    /// Where an `allowlist` container may connect through the egress proxy: `host:port` or
+    /// `*.suffix:port` entries, the complete list (default `PO_SANDBOX_NETWORK_ALLOW`,
+    /// comma-separated; else a default list of package registries and git hosts). Used only
+    /// in the `allowlist` mode; an empty list allows nothing. Host-side only: not part of the
+    /// spec hash.
     pub network_allow: Option<Vec<String>>,
+    /// `host=ip` overrides, like curl's `--resolve`: the proxy dials `ip` for `host` (which
+    /// must still be in `networkAllow`), also when `ip` is not public (default
+    /// `PO_SANDBOX_NETWORK_RESOLVE`, comma-separated). Host-side only.
     pub network_resolve: Option<Vec<String>>,
+    /// What each workspace may reach on the network: `open` (the public internet; the
+    /// default), `none` (nothing but loopback and the broker route) or `allowlist` (at packet
+    /// level as `none`; only listed hosts through the host-side forward proxy). Every mode
+    /// refuses other workspaces, the host, link-local and private ranges. Default
+    /// `PO_SANDBOX_NETWORK`, else `open`.
     pub network: Option<String>,
 }
 
@@ -104,6 +168,12 @@ pub struct ProviderOptions {
     pub guarded_paths: Vec<String>,
     /// Use the embedded demo runtime bundle when Po's is not installed.
     pub demo_runtime: bool,
+    /// For one command (`oneShot`): no start-up until a call needs it; `start` and `exec`
+    /// adopt the workspace's running container without one.
+    pub one_shot: bool,
+    /// `baseImage` or `imageVariant` was given (else an exec checks a container against the
+    /// recipe it was made with).
+    pub image_given: bool,
     /// Extra engine options for every container (`runFlags`, `PO_SANDBOX_RUN_FLAGS`).
     pub run_flags: RunFlags,
     /// The memory limit (`memory`, `PO_SANDBOX_MEMORY`); `None`: derived from the engine.
@@ -206,6 +276,31 @@ impl ProviderOptions {
             mode,
             network_mode: self.network_mode,
         }
+    }
+
+    /// These options with the run flags a running container was made with and, unless they
+    /// name an image (`baseImage`, `imageVariant`), its image recipe: read from its
+    /// labels, so an exec checks it against its own spec and never asks for another.
+    pub fn with_recipe_of(
+        &self,
+        labels: &std::collections::HashMap<String, String>,
+    ) -> Result<ProviderOptions> {
+        let mut o = self.clone();
+        if !self.image_given {
+            let label = |k: &str| labels.get(k).map(String::as_str);
+            let (base, variant) = (
+                label(spec::LABEL_IMAGE_BASE),
+                label(spec::LABEL_IMAGE_VARIANT),
+            );
+            o.recipe = ImageRecipe::resolve(base, variant, o.host.vars())?;
+        }
+        let flags: Vec<String> = labels
+            .get(spec::LABEL_RUN_FLAGS)
+            .map(|l| l.split_whitespace().map(str::to_string).collect())
+            .unwrap_or_default();
+        let var = o.host.vars().get(RUN_FLAGS_VAR).map(String::as_str);
+        o.run_flags = run_flags::resolve(Some(&flags), var, o.pids_limit)?;
+        Ok(o)
     }
 
     /// The egress proxy's policy, or `None` when the proxy is off. The gate, in this one
@@ -489,7 +584,7 @@ impl ProviderOptions {
         let g = given;
         let po_home = po_home(g.po_home, &host)?;
         let owner = owner(g.owner, &po_home)?;
-        let workspaces = workspaces(g.workspaces)?;
+        let workspaces = workspaces(g.workspaces.unwrap_or_default())?;
         let runtime_version = runtime_version(g.runtime_version)?;
         let (base, variant) = (g.base_image.as_deref(), g.image_variant.as_deref());
         let recipe = ImageRecipe::resolve(base, variant, host.vars())?;
@@ -520,6 +615,8 @@ impl ProviderOptions {
             guarded_paths,
             broker: g.broker.unwrap_or(true),
             demo_runtime: g.demo_runtime.unwrap_or(false),
+            one_shot: g.one_shot.unwrap_or(false),
+            image_given: base.is_some() || variant.is_some(),
             run_flags,
             broker_socket_dir,
             broker_route,

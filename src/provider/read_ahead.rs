@@ -1,9 +1,11 @@
-//! A hub restart's adoptions, read ahead: while the engine check (version and info, the
-//! slowest answers of a start-up) runs, the owner's containers are listed on the endpoint that
-//! check tries first, and each running-alone container's server is asked its health path once
-//! (the asks go on while start-up proceeds; each adoption awaits its own answer).
-//! The result is used only when the check settles on that same endpoint; reads only, on a local
-//! Unix socket only.
+//! Reads that need not wait for the engine check: while it runs (version and info, the slowest
+//! answers of a start-up), they go to the endpoint the check tries first. A hub restart lists
+//! the owner's containers this way and asks each running-alone container's server its health
+//! path once (the asks go on while start-up proceeds; each adoption awaits its own answer); an
+//! exec reads the workspace's container by name. A read is used only when the check settles on
+//! that same endpoint; reads only, on a local Unix socket only.
+
+use std::future::Future;
 
 use bollard::ClientVersion;
 
@@ -12,26 +14,26 @@ use crate::engine::{self, Endpoint};
 use crate::runtime_bundle as runtime;
 use crate::sandbox::known::{KnownContainers, read_ahead};
 
-/// A read-ahead under way; aborted when dropped (a failed start-up leaves nothing running).
-pub struct ReadAhead {
+/// A read under way; aborted when dropped (a failed start-up leaves nothing running).
+pub struct ReadAhead<T> {
     endpoint: String,
-    task: tokio::task::JoinHandle<Option<KnownContainers>>,
+    task: tokio::task::JoinHandle<Option<T>>,
 }
 
-impl Drop for ReadAhead {
+impl<T> Drop for ReadAhead<T> {
     fn drop(&mut self) {
         self.task.abort();
     }
 }
 
-impl ReadAhead {
-    /// Starts one for `o`, when a workspace wants a container, the runtime bundle is installed
-    /// and the engine check's first candidate is a Unix socket; `None` otherwise.
-    pub fn start(o: &ProviderOptions) -> Option<ReadAhead> {
-        if !o.workspaces.iter().any(|w| w.container) {
-            return None;
-        }
-        let bundle = runtime::locate(&o.po_home, o.runtime_version.as_deref()).ok()?;
+impl<T: Send + 'static> ReadAhead<T> {
+    /// Runs `read` on a client of the engine check's first candidate, when that is a Unix
+    /// socket, bounded by the call timeout; `None` when it is not.
+    pub fn on_first_candidate<F, Fut>(o: &ProviderOptions, read: F) -> Option<ReadAhead<T>>
+    where
+        F: FnOnce(bollard::Docker) -> Fut,
+        Fut: Future<Output = Option<T>> + Send + 'static,
+    {
         let first = engine::candidates(&o.host, o.detect.engine.as_deref())
             .ok()?
             .into_iter()
@@ -39,20 +41,16 @@ impl ReadAhead {
         if !matches!(first.endpoint, Endpoint::Unix(_)) {
             return None;
         }
-        // The list reads only ids, labels, states and ports: the oldest API this layer
-        // accepts serves them, so it need not wait for the version negotiation.
+        // These reads take ids, labels, states, ports and postures: the oldest API this layer
+        // accepts serves them, so they need not wait for the version negotiation.
         let oldest = ClientVersion {
             major_version: engine::MIN_API_VERSION.0 as usize,
             minor_version: engine::MIN_API_VERSION.1 as usize,
         };
         let timeout = engine::call_timeout(&o.host).ok()?;
         let docker = engine::probe::connect(&first.endpoint, timeout, &oldest).ok()?;
-        let owner = o.owner.clone();
-        let (port, path) = (bundle.server.port, bundle.server.health_path.clone());
-        let task = tokio::spawn(async move {
-            let read = read_ahead(&docker, &owner, port, &path);
-            tokio::time::timeout(timeout, read).await.ok()?.ok()
-        });
+        let read = read(docker);
+        let task = tokio::spawn(async move { tokio::time::timeout(timeout, read).await.ok()? });
         Some(ReadAhead {
             endpoint: first.endpoint.to_string(),
             task,
@@ -60,17 +58,25 @@ impl ReadAhead {
     }
 
     /// What it read, when the engine check settled on its endpoint and the read succeeded.
-    pub async fn take(mut self, report: &engine::EngineReport) -> Option<KnownContainers> {
+    pub async fn take(mut self, report: &engine::EngineReport) -> Option<T> {
         if report.endpoint.as_deref() != Some(self.endpoint.as_str()) {
             tracing::debug!(read = %self.endpoint, chosen = ?report.endpoint, "read-ahead on another endpoint: not used");
             return None;
         }
-        let known = (&mut self.task).await.ok().flatten();
-        tracing::debug!(
-            used = known.is_some(),
-            asked = known.as_ref().map_or(0, |k| k.asked.len()),
-            "read-ahead of the owner's containers"
-        );
-        known
+        (&mut self.task).await.ok().flatten()
     }
+}
+
+/// A hub restart's adoptions read ahead: this owner's containers, when a workspace wants a
+/// container and the runtime bundle is installed (it says the server's port and health path).
+pub fn known(o: &ProviderOptions) -> Option<ReadAhead<KnownContainers>> {
+    if !o.workspaces.iter().any(|w| w.container) {
+        return None;
+    }
+    let bundle = runtime::locate(&o.po_home, o.runtime_version.as_deref()).ok()?;
+    let owner = o.owner.clone();
+    let (port, path) = (bundle.server.port, bundle.server.health_path.clone());
+    ReadAhead::on_first_candidate(o, move |docker| async move {
+        read_ahead(&docker, &owner, port, &path).await.ok()
+    })
 }

@@ -41,6 +41,19 @@ pub fn folder(po_home: &Path) -> PathBuf {
     po_home.join(DEMO_DIR_NAME).join(digest())
 }
 
+/// The port the server of the bundle [`locate_or_demo`] would give listens on, found without
+/// writing anything; `None` when there is no such bundle or it cannot be read.
+pub fn server_port(po_home: &Path, version: Option<&str>, demo: bool) -> Option<u16> {
+    match locate(po_home, version) {
+        Ok(bundle) => Some(bundle.server.port),
+        Err(Error::RuntimeNotInstalled { .. }) if demo && version.is_none() => {
+            let manifest = Path::new(FILE_NAME);
+            parse(manifest, FILES[0].1.as_bytes()).ok().map(|p| p.port)
+        }
+        Err(_) => None,
+    }
+}
+
 /// Po's bundle when installed; otherwise, when `demo` is set and no version was named, the
 /// demo bundle (written first when missing). Errors as [`locate`] does.
 pub fn locate_or_demo(po_home: &Path, version: Option<&str>, demo: bool) -> Result<RuntimeBundle> {

@@ -41,10 +41,44 @@ pub struct SandboxRow {
     pub created: i64,
     /// The run flags it was made with (its `po.run-flags` label), long form.
     pub run_flags: Vec<String>,
+    /// The ports forwarded from it now (its relays in its process list), when asked for.
+    pub forwards: Vec<ForwardedPort>,
     /// The host folder bind-mounted as its broker socket folder, when it has one.
     #[serde(skip)]
     #[napi(skip)]
     pub broker_folder: Option<std::path::PathBuf>,
+}
+
+/// A port forwarded from a sandbox (a relay running in it).
+#[napi_derive::napi(object, object_from_js = false)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ForwardedPort {
+    /// The port inside (on its 127.0.0.1).
+    pub port: u16,
+    /// The port on the host's 127.0.0.1.
+    pub host_port: u16,
+}
+
+/// Fills the running rows' `forwards` from their process lists, concurrently (one `top` each:
+/// a forward's relay runs as `… po-sandbox-forward <port> <hostPort>`).
+pub async fn add_forwards(docker: &impl EngineApi, rows: &mut [SandboxRow]) {
+    let running = rows.iter_mut().filter(|r| r.state == "running");
+    let found = running.map(|row| async move {
+        let commands = docker
+            .top_commands(&row.container_id)
+            .await
+            .unwrap_or_default();
+        row.forwards = commands
+            .iter()
+            .filter_map(|c| {
+                let words: Vec<&str> = c.split_whitespace().collect();
+                let (port, host_port) = crate::relay::parse_agent_args(&words)?;
+                Some(ForwardedPort { port, host_port })
+            })
+            .collect();
+    });
+    futures_util::future::join_all(found).await;
 }
 
 /// Lists sandbox containers: this owner's, or every owner's when `owner` is `None`.
@@ -106,9 +140,10 @@ pub async fn list(docker: &impl EngineApi, owner: Option<&str>) -> Result<Vec<Sa
                             .and_then(|p| p.public_port)
                     }),
                 image: c.image.unwrap_or_default(),
-                image_base: labels.get("po.image-base").cloned(),
-                image_variant: labels.get("po.image-variant").cloned(),
+                image_base: labels.get(spec::LABEL_IMAGE_BASE).cloned(),
+                image_variant: labels.get(spec::LABEL_IMAGE_VARIANT).cloned(),
                 created: c.created.unwrap_or_default(),
+                forwards: Vec::new(),
                 run_flags: labels
                     .get(spec::LABEL_RUN_FLAGS)
                     .map(|l| l.split_whitespace().map(str::to_string).collect())

@@ -248,3 +248,40 @@ fn the_network_mode_is_reported_inside_a_container_and_a_bad_one_is_a_problem() 
     let unset = read_state(&env(&[("PO_SANDBOX", "1")]));
     assert!(!report(&unset).contains("Network:"));
 }
+
+#[test]
+fn forwarded_ports_are_read_from_the_relays_command_lines() {
+    let proc = tempfile::tempdir().unwrap();
+    let write = |pid: &str, argv: &[&str]| {
+        let dir = proc.path().join(pid);
+        std::fs::create_dir(&dir).unwrap();
+        let mut bytes = argv.join("\0").into_bytes();
+        bytes.push(0);
+        std::fs::write(dir.join("cmdline"), bytes).unwrap();
+    };
+    write("1", &["node", "/opt/po/server.js"]);
+    write(
+        "20",
+        &[
+            "node",
+            "-e",
+            "'use strict' …",
+            "po-sandbox-forward",
+            "5173",
+            "40123",
+        ],
+    );
+    write(
+        "21",
+        &["node", "-e", "x", "po-sandbox-forward", "8000", "40200"],
+    );
+    write("self", &["node", "-e", "x", "po-sandbox-forward", "1", "2"]);
+    let ports = forwarded_ports(proc.path());
+    assert_eq!(ports, vec![(5173, 40123), (8000, 40200)]);
+    assert_eq!(
+        forwards_lines(&ports[..1]),
+        "\nPort 5173 is forwarded to the host's 127.0.0.1:40123 (po-sandbox port)."
+    );
+    assert_eq!(forwards_lines(&[]), "");
+    assert!(forwarded_ports(&proc.path().join("missing")).is_empty());
+}

@@ -547,3 +547,46 @@ fn container_settings_carry_the_options_and_the_engines_limits() {
     );
     assert_eq!(s.bundle.server.port, 7300);
 }
+
+#[test]
+fn an_exec_takes_the_recipe_and_run_flags_of_the_container_unless_an_image_is_named() {
+    let h = HostEnv::with_vars(&[("HOME", "/home/u")]);
+    let labels: std::collections::HashMap<String, String> = [
+        (spec::LABEL_IMAGE_BASE, "example/base:1"),
+        (spec::LABEL_IMAGE_VARIANT, "minimal"),
+        (spec::LABEL_RUN_FLAGS, "--memory=1g --cpus=2"),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect();
+    let flags = ["--memory=1g".to_string(), "--cpus=2".to_string()];
+    let plain = ProviderOptions::resolve(GivenOptions::default(), h.clone()).unwrap();
+    assert!(!plain.image_given);
+    let o = plain.with_recipe_of(&labels).unwrap();
+    assert_eq!(o.recipe.base, "example/base:1");
+    assert_eq!(o.recipe.variant.as_str(), "minimal");
+    assert_eq!(
+        o.run_flags,
+        run_flags::resolve(Some(&flags), None, o.pids_limit).unwrap()
+    );
+    // An image named on the command line wins; the run flags are still the container's.
+    let given = GivenOptions {
+        base_image: Some("other/base:2".into()),
+        ..Default::default()
+    };
+    let named = ProviderOptions::resolve(given, h.clone()).unwrap();
+    assert!(named.image_given);
+    let o = named.with_recipe_of(&labels).unwrap();
+    assert_eq!(o.recipe.base, "other/base:2");
+    assert_eq!(
+        o.run_flags,
+        run_flags::resolve(Some(&flags), None, o.pids_limit).unwrap()
+    );
+    // No labels: the default recipe and no run flags, as for a container made before labels.
+    let o = plain.with_recipe_of(&Default::default()).unwrap();
+    assert_eq!(o.recipe, plain.recipe);
+    assert_eq!(
+        o.run_flags,
+        run_flags::resolve(Some(&[]), None, o.pids_limit).unwrap()
+    );
+}

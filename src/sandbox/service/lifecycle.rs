@@ -153,7 +153,8 @@ impl<E: EngineApi> ContainerService<E> {
     }
 
     /// Adopts a running container whose posture matched: its broker grant restored, then its
-    /// server's answer awaited (not again when it `answered` just now on its current port).
+    /// server's answer awaited, unless `answered` (it answered just now on its current port, or
+    /// an exec that does not need it adopts it).
     async fn adopt_live(
         &self,
         id: &str,
@@ -523,7 +524,20 @@ impl<E: EngineApi> ContainerService<E> {
             folder: path.unwrap_or("<folder>").to_string(),
         };
         let container = self.adopt(id, path).await?.ok_or_else(not_running)?;
-        let working_dir = container.container_path.clone().ok_or_else(not_running)?;
+        self.exec_adopted(&container, command, tty).await
+    }
+
+    /// Runs a command in a container this service adopted (see [`exec`](Self::exec)).
+    pub async fn exec_adopted(
+        &self,
+        container: &WorkspaceContainer,
+        command: Vec<String>,
+        tty: bool,
+    ) -> Result<i64> {
+        let id = &container.workspace_id;
+        let working_dir = container.container_path.clone().ok_or_else(|| {
+            Error::container(id, "its container does not say which folder it serves")
+        })?;
         let request = exec::ExecRequest {
             command,
             tty,
@@ -532,6 +546,43 @@ impl<E: EngineApi> ContainerService<E> {
         };
         exec::run(&self.inner.docker, &container.container_id, id, request).await
     }
+
+    /// Adopts `live`, read before this call by its deterministic name, when it is this
+    /// workspace's running container (owner, workspace and folder labels) and satisfies the
+    /// posture, as [`adopt`](Self::adopt) would; `None` for anything else, which the caller
+    /// hands to `adopt` or `start` (they list by labels, remove drift and leftovers). For an
+    /// `exec` (`for_exec`) the server's answer is not awaited: the command does not need it.
+    pub async fn adopt_read(
+        &self,
+        ws: &Workspace,
+        live: LiveContainer,
+        for_exec: bool,
+    ) -> Result<Option<WorkspaceContainer>> {
+        if !live.running() || !is_workspace_container(&live.labels, self.owner(), ws) {
+            return Ok(None);
+        }
+        self.claim_folder(ws)?;
+        let spec = self.spec_for(ws);
+        if let Err(drift) = spec::check_posture(&spec, &live.posture) {
+            tracing::debug!(workspace = %ws.id, %drift, "read container not adopted as is");
+            return Ok(None);
+        }
+        self.adopted_baseline(ws).await;
+        let adopted = self.adopt_live(&ws.id, &spec, live, None, for_exec).await?;
+        Ok(Some(adopted))
+    }
+}
+
+/// The labels say the container is `ws`'s (its id and its folder) and `owner`'s.
+pub(crate) fn is_workspace_container(
+    labels: &std::collections::HashMap<String, String>,
+    owner: &str,
+    ws: &Workspace,
+) -> bool {
+    let label = |k: &str| labels.get(k).map(String::as_str);
+    label(spec::LABEL_OWNER) == Some(owner)
+        && label(spec::LABEL_WORKSPACE) == Some(ws.id.as_str())
+        && label(LABEL_WORKSPACE_PATH).map(Path::new) == Some(ws.path.as_path())
 }
 
 /// What `create` made so far, undone together when a later step fails: nothing half-done

@@ -4,15 +4,17 @@
 //! The service is one handle over parts of one concern each: [`lifecycle`] (start, adopt,
 //! create with its rollback), [`holders`] (the namespace holder, its rules and the per-hub
 //! network), [`grants`] (token files and broker grants), [`baselines`] (what `review`
-//! compares with), [`stopping`], [`queries`] and [`leftovers`] (what killed hubs left, swept
+//! compares with), [`forwards`] (ports forwarded into running containers), [`stopping`], [`queries`] and [`leftovers`] (what killed hubs left, swept
 //! at start-up).
 
 mod baselines;
+mod forwards;
 mod grants;
 mod holders;
 mod leftovers;
 mod lifecycle;
 mod queries;
+pub use queries::inspect_workspace;
 mod stopping;
 
 use std::collections::BTreeMap;
@@ -136,6 +138,8 @@ struct Inner<E> {
     holders: holders::HolderState,
     /// The folder of each workspace this hub started (none may overlap another).
     folders: std::sync::Mutex<BTreeMap<String, PathBuf>>,
+    /// The ports forwarded into this hub's containers.
+    forwards: crate::sandbox::forward::Forwards,
 }
 
 /// The workspace containers of one hub (owner). Cheap to clone.
@@ -169,6 +173,7 @@ impl<E: EngineApi> ContainerService<E> {
                 stops: stopping::StopRequests::default(),
                 holders: holders::HolderState::default(),
                 folders: Default::default(),
+                forwards: Default::default(),
             }),
         }
     }

@@ -10,26 +10,11 @@ use crate::sandbox::holder;
 use crate::sandbox::spec::{LABEL_OWNER, LABEL_WORKSPACE};
 
 impl<E: EngineApi> ContainerService<E> {
-    /// Inspects a workspace container and the namespace holder it joined (its published port is
-    /// the holder's).
+    /// Inspects a workspace container and the namespace holder it joined (see
+    /// [`inspect_workspace`]).
     pub(super) async fn inspect_ws(&self, id: &str) -> Result<Option<LiveContainer>> {
-        let docker = &self.inner.docker;
         let port = self.inner.config.container.bundle.server.port;
-        let Some(mut live) = container::inspect(docker, id, Some(port)).await? else {
-            return Ok(None);
-        };
-        let mode = live
-            .posture
-            .namespaces
-            .iter()
-            .find(|(k, _)| k == "network")
-            .map(|(_, v)| v.clone())
-            .unwrap_or_default();
-        if let Some(h) = holder::posture(docker, &mode, port).await? {
-            live.host_port = h.host_port;
-            live.posture.holder = Some(h);
-        }
-        Ok(Some(live))
+        inspect_workspace(&self.inner.docker, id, port).await
     }
 
     /// Ids of this owner's containers for one workspace (any state).
@@ -82,4 +67,28 @@ impl<E: EngineApi> ContainerService<E> {
     pub async fn known_containers(&self) -> Result<KnownContainers> {
         known_containers(&self.inner.docker, &self.inner.config.container.owner).await
     }
+}
+
+/// Inspects a workspace container (by id or name) and the namespace holder it joined: its
+/// published port is the holder's. `port` is the server's port in the container.
+pub async fn inspect_workspace(
+    docker: &impl EngineApi,
+    id: &str,
+    port: u16,
+) -> Result<Option<LiveContainer>> {
+    let Some(mut live) = container::inspect(docker, id, Some(port)).await? else {
+        return Ok(None);
+    };
+    let mode = live
+        .posture
+        .namespaces
+        .iter()
+        .find(|(k, _)| k == "network")
+        .map(|(_, v)| v.clone())
+        .unwrap_or_default();
+    if let Some(h) = holder::posture(docker, &mode, port).await? {
+        live.host_port = h.host_port;
+        live.posture.holder = Some(h);
+    }
+    Ok(Some(live))
 }

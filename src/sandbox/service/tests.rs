@@ -768,3 +768,42 @@ async fn the_review_baseline_is_taken_before_the_container_and_goes_with_the_sto
     let e = review::review(&home, "hub1", "acme").unwrap_err();
     assert_eq!(e.code(), "REVIEW_UNAVAILABLE");
 }
+
+#[test]
+fn a_container_is_the_workspaces_only_with_its_owner_id_and_folder_labels() {
+    let ws = Workspace {
+        id: "w1".into(),
+        path: "/work/p".into(),
+    };
+    let full = [
+        (spec::LABEL_OWNER, "o1"),
+        (spec::LABEL_WORKSPACE, "w1"),
+        (LABEL_WORKSPACE_PATH, "/work/p"),
+    ];
+    let labels = |pairs: &[(&str, &str)]| -> HashMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    };
+    assert!(lifecycle::is_workspace_container(&labels(&full), "o1", &ws));
+    let cases: [(&str, &[(&str, &str)]); 6] = [
+        ("another owner", &[(spec::LABEL_OWNER, "o2")]),
+        ("another workspace", &[(spec::LABEL_WORKSPACE, "w2")]),
+        ("another folder", &[(LABEL_WORKSPACE_PATH, "/work/q")]),
+        ("a folder inside", &[(LABEL_WORKSPACE_PATH, "/work/p/sub")]),
+        ("no owner", &[(spec::LABEL_OWNER, "")]),
+        ("no folder", &[(LABEL_WORKSPACE_PATH, "")]),
+    ];
+    for (what, changed) in cases {
+        let mut l = labels(&full);
+        for (k, v) in changed {
+            if v.is_empty() {
+                l.remove(*k);
+            } else {
+                l.insert(k.to_string(), v.to_string());
+            }
+        }
+        assert!(!lifecycle::is_workspace_container(&l, "o1", &ws), "{what}");
+    }
+}

@@ -20,6 +20,10 @@ pub const LABEL_WORKSPACE_PATH: &str = "po.workspace-path";
 /// Label: the run flags the container was made with, space-separated (for `po-sandbox ls`;
 /// only when there are any).
 pub const LABEL_RUN_FLAGS: &str = "po.run-flags";
+/// Label (on the image, so on its containers): the base image the recipe built on.
+pub const LABEL_IMAGE_BASE: &str = "po.image-base";
+/// Label (on the image, so on its containers): the recipe's variant, `full` or `minimal`.
+pub const LABEL_IMAGE_VARIANT: &str = "po.image-variant";
 
 /// Label: marks the per-hub network (`workspaces`).
 pub const LABEL_NETWORK: &str = "po.network";

@@ -1,0 +1,136 @@
+//! A folder's running sandbox without the provider's start-up: what `po-sandbox exec` and `up`
+//! on a sandbox that runs need. The workspace's container is read by its deterministic name
+//! while the engine check runs (see [`read_ahead`](super::read_ahead)) and adopted when it is
+//! that workspace's, runs and satisfies the posture; nothing is built, swept or followed.
+//! Anything else goes the provider's usual way (listed by labels, drift removed,
+//! `SANDBOX_NOT_RUNNING`).
+
+use super::read_ahead::ReadAhead;
+use super::{Provider, ProviderOptions};
+use crate::engine::{self, EngineReport};
+use crate::error::Result;
+use crate::runtime_bundle::RuntimeBundle;
+use crate::sandbox::container::LiveContainer;
+use crate::sandbox::engine_mode::EngineMode;
+use crate::sandbox::service::{
+    BrokerWiring, ContainerService, ServiceConfig, WorkspaceContainer, inspect_workspace,
+};
+use crate::sandbox::spec;
+use crate::sandbox::workspace::Workspace;
+
+/// The service's configuration from the options `o`, the runtime `bundle`, the engine's
+/// `report` and the broker's `wiring`.
+pub(super) fn service_config(
+    o: &ProviderOptions,
+    bundle: RuntimeBundle,
+    report: &EngineReport,
+    wiring: Option<BrokerWiring>,
+) -> Result<ServiceConfig> {
+    let podman = report.engine.as_deref() == Some("podman");
+    let mode = EngineMode::decide(
+        podman,
+        report.rootless,
+        report.vm,
+        report.cgroup_version.as_deref().unwrap_or_default(),
+        wiring.as_ref().map(|w| w.transport),
+    );
+    let local = !report.vm && !report.remote;
+    Ok(ServiceConfig {
+        container: o.container_settings(bundle, report, mode),
+        health_timeout: o.health_timeout,
+        podman,
+        broker: wiring,
+        bounds: engine::bounds(&o.host)?,
+        // The host's own addresses and resolvers matter when the engine runs here; a VM
+        // engine's containers reach the host only through its gateway.
+        host_addresses: local
+            .then(crate::host::interface_addresses)
+            .unwrap_or_default(),
+        dns_servers: local.then(crate::host::resolvers).unwrap_or_default(),
+    })
+}
+
+impl Provider {
+    /// Runs `command` in the workspace's running container (`po-sandbox exec`), checked against
+    /// the spec of the image recipe and run flags it was made with (its labels; these options'
+    /// recipe when they name an image), with this process serving its broker grant.
+    pub(super) async fn exec_running(
+        &self,
+        ws: Workspace,
+        command: Vec<String>,
+        tty: bool,
+    ) -> Result<i64> {
+        let (service, live) = self.open_running(&ws, true).await?;
+        let adopted = match live {
+            Some(live) => service.adopt_read(&ws, live, true).await?,
+            None => None,
+        };
+        match adopted {
+            Some(container) => service.exec_adopted(&container, command, tty).await,
+            None => {
+                let path = ws.path.to_string_lossy();
+                service.exec(&ws.id, Some(&path), command, tty).await
+            }
+        }
+    }
+
+    /// `up` on a running sandbox: its container adopted when it runs as these options' spec
+    /// says and its server answers; `None` when it needs the full start (none runs, it
+    /// drifted).
+    pub(super) async fn adopt_running(&self, ws: &Workspace) -> Result<Option<WorkspaceContainer>> {
+        let (service, live) = self.open_running(ws, false).await?;
+        match live {
+            Some(live) => service.adopt_read(ws, live, false).await,
+            None => Ok(None),
+        }
+    }
+
+    /// The engine check, the runtime bundle and the broker, and the workspace's container read
+    /// by name alongside; a service over them, for these options or, `recipe_of_container`,
+    /// with the container's own run flags and (unless these options name an image) recipe.
+    async fn open_running(
+        &self,
+        ws: &Workspace,
+        recipe_of_container: bool,
+    ) -> Result<(ContainerService, Option<LiveContainer>)> {
+        let (o, name) = (
+            &self.options,
+            spec::container_name(&self.options.owner, &ws.id),
+        );
+        // Nothing is written before the engine answers (the demo bundle is materialised by the
+        // runtime check after it, as at start-up): the read ahead takes the port as it is.
+        let port = crate::runtime_bundle::demo::server_port(
+            &o.po_home,
+            o.runtime_version.as_deref(),
+            o.demo_runtime,
+        );
+        let ahead = port.and_then(|port| {
+            let name = name.clone();
+            ReadAhead::on_first_candidate(o, move |docker| async move {
+                inspect_workspace(&docker, &name, port).await.ok()
+            })
+        });
+        let (report, docker) = self.check_engine().await?;
+        let bundle = self.check_runtime()?;
+        let read = match ahead {
+            Some(ahead) if port == Some(bundle.server.port) => ahead.take(&report).await,
+            _ => None,
+        };
+        let live = match read {
+            Some(live) => live,
+            None => inspect_workspace(&docker, &name, bundle.server.port).await?,
+        };
+        let options = match &live {
+            Some(l) if recipe_of_container => self.options.with_recipe_of(&l.labels)?,
+            _ => self.options.clone(),
+        };
+        if report.engine.as_deref() == Some("podman") {
+            crate::sandbox::run_flags::refuse_on_podman(&options.run_flags)?;
+        }
+        // Its TLS roots load at the first request that needs them: an exec may make none.
+        let wiring = self.start_broker(&report, false).await?;
+        let config = service_config(&options, bundle, &report, wiring)?;
+        let service = ContainerService::new(docker, config, self.events.clone());
+        Ok((service, live))
+    }
+}

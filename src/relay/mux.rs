@@ -1,0 +1,376 @@
+//! The host side of the relay: many TCP connections over one byte stream pair (an engine
+//! exec's stdin and stdout). Each accepted connection gets a stream id and an OPEN; its bytes
+//! travel as DATA within the peer's credit, both ways at once; END half-closes, CLOSE drops.
+//! When the pair ends, every connection ends and [`Relay::ended`] says why.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::{BufMut, Bytes, BytesMut};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::sync::{mpsc, watch};
+
+use super::frame::{Decoder, Frame, MAX_PAYLOAD, VERSION};
+
+/// Each direction of a stream may have this many bytes sent and not yet drained.
+pub const WINDOW: u32 = 256 * 1024;
+/// The receiver grants credit back once it drained this much (fewer, larger WINDOW frames).
+const GRANT_AT: u64 = WINDOW as u64 / 4;
+/// The most bytes of frames written to the peer in one write.
+const WRITE_BATCH: usize = 256 * 1024;
+
+/// What arrives for one connection from the peer.
+enum Inbound {
+    Data(Bytes),
+    End,
+    Close(String),
+}
+
+/// One stream as the reader sees it.
+struct Slot {
+    inbound: mpsc::UnboundedSender<Inbound>,
+    /// Total credit the peer granted this stream's sender.
+    granted: watch::Sender<u64>,
+    /// Total bytes the peer may have sent (what this side granted), and what it sent.
+    allowed: Arc<AtomicU64>,
+    received: u64,
+}
+
+/// State shared by the reader, the writer and the connections.
+struct Shared {
+    streams: Mutex<HashMap<u32, Slot>>,
+    out: mpsc::UnboundedSender<Frame>,
+    next_id: AtomicU32,
+    ended: watch::Sender<Option<String>>,
+}
+
+impl Shared {
+    fn send(&self, frame: Frame) {
+        // The writer is gone only when the relay ended, which ends the connection too.
+        let _ = self.out.send(frame);
+    }
+
+    /// Ends the relay with `reason` (the first reason stays) and drops every stream.
+    fn end(&self, reason: String) {
+        self.ended
+            .send_if_modified(|r| r.is_none() && r.replace(reason).is_none());
+        self.streams.lock().expect("relay streams").clear();
+    }
+}
+
+/// A running relay over one stream pair. Cheap to clone.
+#[derive(Clone)]
+pub struct Relay {
+    shared: Arc<Shared>,
+}
+
+/// How long the agent may take to say HELLO.
+pub const HELLO_TIMEOUT: Duration = Duration::from_secs(15);
+
+impl Relay {
+    /// Starts the relay over the agent's output `from` and input `to`: waits for the agent's
+    /// HELLO (its version must be [`VERSION`]), then serves. Fails with why when the agent
+    /// does not greet as expected.
+    pub async fn start<R, W>(mut from: R, to: W) -> Result<Relay, String>
+    where
+        R: AsyncRead + Unpin + Send + 'static,
+        W: AsyncWrite + Unpin + Send + 'static,
+    {
+        let mut decoder = Decoder::default();
+        let greeted = tokio::time::timeout(HELLO_TIMEOUT, hello(&mut from, &mut decoder));
+        match greeted.await {
+            Err(_) => return Err(format!("the relay did not start within {HELLO_TIMEOUT:?}")),
+            Ok(Err(reason)) => return Err(reason),
+            Ok(Ok(())) => {}
+        }
+        let (out, rx) = mpsc::unbounded_channel();
+        let shared = Arc::new(Shared {
+            streams: Mutex::new(HashMap::new()),
+            out,
+            next_id: AtomicU32::new(1),
+            ended: watch::channel(None).0,
+        });
+        tokio::spawn(write_frames(shared.clone(), rx, to));
+        tokio::spawn(read_frames(shared.clone(), from, decoder));
+        Ok(Relay { shared })
+    }
+
+    /// Carries one accepted connection over the relay until both sides are done.
+    pub fn carry(&self, conn: TcpStream) {
+        if self.shared.ended.borrow().is_some() {
+            return;
+        }
+        let id = self.shared.next_id.fetch_add(1, Ordering::Relaxed);
+        let (inbound, inbound_rx) = mpsc::unbounded_channel();
+        let (granted, granted_rx) = watch::channel(u64::from(WINDOW));
+        let allowed = Arc::new(AtomicU64::new(u64::from(WINDOW)));
+        let slot = Slot {
+            inbound,
+            granted,
+            allowed: allowed.clone(),
+            received: 0,
+        };
+        self.shared
+            .streams
+            .lock()
+            .expect("relay streams")
+            .insert(id, slot);
+        self.shared.send(Frame::Open { stream: id });
+        let shared = self.shared.clone();
+        tokio::spawn(async move {
+            let failed = pump(&shared, id, conn, granted_rx, inbound_rx, allowed).await;
+            shared.streams.lock().expect("relay streams").remove(&id);
+            if let Some(reason) = failed {
+                shared.send(Frame::Close { stream: id, reason });
+            }
+        });
+    }
+
+    /// Ends the relay now: every connection is dropped and the agent's input closed (so it
+    /// exits).
+    pub fn close(&self, reason: &str) {
+        self.shared.end(reason.to_string());
+    }
+
+    /// Why the relay ended, once it has.
+    pub async fn ended(&self) -> String {
+        let mut rx = self.shared.ended.subscribe();
+        let reason = rx.wait_for(Option::is_some).await;
+        reason.map_or_else(
+            |_| "the relay ended".into(),
+            |r| r.clone().unwrap_or_default(),
+        )
+    }
+
+    /// Connections carried now.
+    #[cfg(test)]
+    pub fn connections(&self) -> usize {
+        self.shared.streams.lock().expect("relay streams").len()
+    }
+}
+
+/// Reads until the agent's first frame, which must be its HELLO of this version.
+async fn hello<R: AsyncRead + Unpin>(from: &mut R, decoder: &mut Decoder) -> Result<(), String> {
+    let mut buf = vec![0u8; 4096];
+    loop {
+        match decoder.next_frame() {
+            Ok(Some(Frame::Hello { version: VERSION })) => return Ok(()),
+            Ok(Some(Frame::Hello { version })) => {
+                return Err(format!(
+                    "the relay in the sandbox speaks version {version}, not {VERSION}"
+                ));
+            }
+            Ok(Some(other)) => return Err(format!("the relay began with {other:?}, not HELLO")),
+            Err(e) => return Err(format!("the relay sent bytes that are not a frame: {e}")),
+            Ok(None) => {}
+        }
+        match from.read(&mut buf).await {
+            Ok(0) => return Err("the relay exited before it started".into()),
+            Ok(n) => decoder.push(&buf[..n]),
+            Err(e) => return Err(format!("the relay's output could not be read: {e}")),
+        }
+    }
+}
+
+/// Writes queued frames to the agent, many per write; closes its input when the relay ends.
+async fn write_frames<W: AsyncWrite + Unpin>(
+    shared: Arc<Shared>,
+    mut rx: mpsc::UnboundedReceiver<Frame>,
+    mut to: W,
+) {
+    let mut ended = shared.ended.subscribe();
+    let mut buf = BytesMut::with_capacity(WRITE_BATCH);
+    loop {
+        let first = tokio::select! {
+            f = rx.recv() => f,
+            _ = ended.wait_for(Option::is_some) => None,
+        };
+        let Some(first) = first else { break };
+        buf.clear();
+        first.encode(&mut buf);
+        while buf.len() < WRITE_BATCH {
+            match rx.try_recv() {
+                Ok(f) => f.encode(&mut buf),
+                Err(_) => break,
+            }
+        }
+        if let Err(e) = async {
+            to.write_all(&buf).await?;
+            to.flush().await
+        }
+        .await
+        {
+            shared.end(format!("the relay's input could not be written: {e}"));
+            break;
+        }
+    }
+    let _ = to.shutdown().await;
+}
+
+/// Reads the agent's frames and hands each to its stream until the output ends.
+async fn read_frames<R: AsyncRead + Unpin>(shared: Arc<Shared>, mut from: R, mut decoder: Decoder) {
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut ended = shared.ended.subscribe();
+    let reason = loop {
+        loop {
+            match decoder.next_frame() {
+                Ok(Some(frame)) => dispatch(&shared, frame),
+                Ok(None) => break,
+                Err(e) => {
+                    shared.end(format!(
+                        "the relay in the sandbox sent bytes that are not a frame: {e}"
+                    ));
+                    return;
+                }
+            }
+        }
+        let read = tokio::select! {
+            r = from.read(&mut buf) => r,
+            _ = ended.wait_for(Option::is_some) => return,
+        };
+        match read {
+            Ok(0) => match decoder.finish() {
+                Ok(()) => break "the relay's output ended".to_string(),
+                Err(e) => break format!("the relay's output ended: {e}"),
+            },
+            Ok(n) => decoder.push(&buf[..n]),
+            Err(e) => break format!("the relay's output could not be read: {e}"),
+        }
+    };
+    shared.end(reason);
+}
+
+/// One frame from the agent, to its stream (frames of streams already gone are dropped).
+fn dispatch(shared: &Shared, frame: Frame) {
+    let mut streams = shared.streams.lock().expect("relay streams");
+    let id = frame.stream();
+    let Some(slot) = streams.get_mut(&id) else {
+        return;
+    };
+    let inbound = match frame {
+        Frame::Data { bytes, .. } => {
+            slot.received += bytes.len() as u64;
+            // More than was granted: a relay that ignores credit could fill this process.
+            if slot.received > slot.allowed.load(Ordering::Acquire) {
+                Inbound::Close("the relay in the sandbox sent beyond its window".into())
+            } else {
+                Inbound::Data(bytes)
+            }
+        }
+        Frame::Window { credit, .. } => {
+            slot.granted.send_modify(|g| *g += u64::from(credit));
+            return;
+        }
+        Frame::End { .. } => Inbound::End,
+        Frame::Close { reason, .. } => Inbound::Close(reason),
+        Frame::Opened { .. } | Frame::Hello { .. } | Frame::Open { .. } => return,
+    };
+    let closing = matches!(inbound, Inbound::Close(_));
+    let _ = slot.inbound.send(inbound);
+    if closing {
+        streams.remove(&id);
+    }
+}
+
+/// How one direction of a connection ended badly: `None` when the peer closed it (nothing to
+/// tell it), else why this side gave up.
+type Failed = Option<String>;
+
+/// Both directions of one connection until both ended cleanly; the failure that cut them short.
+async fn pump(
+    shared: &Shared,
+    id: u32,
+    conn: TcpStream,
+    granted: watch::Receiver<u64>,
+    inbound: mpsc::UnboundedReceiver<Inbound>,
+    allowed: Arc<AtomicU64>,
+) -> Failed {
+    let _ = conn.set_nodelay(true);
+    let (read, write) = conn.into_split();
+    let up = upstream(shared, id, read, granted);
+    let down = downstream(shared, id, write, inbound, allowed);
+    tokio::pin!(up, down);
+    let (mut up_done, mut down_done) = (false, false);
+    while !(up_done && down_done) {
+        let result = tokio::select! {
+            r = &mut up, if !up_done => r.map(|()| up_done = true),
+            r = &mut down, if !down_done => r.map(|()| down_done = true),
+        };
+        if let Err(failed) = result {
+            return failed;
+        }
+    }
+    None
+}
+
+/// The connection's bytes to the agent, within the credit it granted; END at the end.
+async fn upstream(
+    shared: &Shared,
+    id: u32,
+    mut read: tokio::net::tcp::OwnedReadHalf,
+    mut granted: watch::Receiver<u64>,
+) -> Result<(), Failed> {
+    let mut sent: u64 = 0;
+    loop {
+        let limit = match granted.wait_for(|g| *g > sent).await {
+            Ok(g) => *g,
+            // The stream is gone (closed by the agent, or the relay ended).
+            Err(_) => return Ok(()),
+        };
+        let room = (limit - sent).min(MAX_PAYLOAD as u64) as usize;
+        let mut chunk = BytesMut::with_capacity(room);
+        match read.read_buf(&mut (&mut chunk).limit(room)).await {
+            Ok(0) => {
+                shared.send(Frame::End { stream: id });
+                return Ok(());
+            }
+            Ok(n) => {
+                sent += n as u64;
+                let bytes = chunk.freeze();
+                shared.send(Frame::Data { stream: id, bytes });
+            }
+            Err(e) => return Err(Some(format!("the client's connection failed: {e}"))),
+        }
+    }
+}
+
+/// The agent's bytes to the connection, granting credit back as they are written; END
+/// shuts the connection's write side, CLOSE ends it.
+async fn downstream(
+    shared: &Shared,
+    id: u32,
+    mut write: tokio::net::tcp::OwnedWriteHalf,
+    mut inbound: mpsc::UnboundedReceiver<Inbound>,
+    allowed: Arc<AtomicU64>,
+) -> Result<(), Failed> {
+    let mut drained: u64 = 0;
+    loop {
+        match inbound.recv().await {
+            Some(Inbound::Data(bytes)) => {
+                if let Err(e) = write.write_all(&bytes).await {
+                    return Err(Some(format!("the client's connection failed: {e}")));
+                }
+                drained += bytes.len() as u64;
+                if drained >= GRANT_AT {
+                    allowed.fetch_add(drained, Ordering::AcqRel);
+                    let credit = drained as u32;
+                    shared.send(Frame::Window { stream: id, credit });
+                    drained = 0;
+                }
+            }
+            Some(Inbound::End) => {
+                let _ = write.shutdown().await;
+                return Ok(());
+            }
+            // Closed by the agent (with its reason) or the relay ended: the connection drops.
+            Some(Inbound::Close(reason)) => {
+                tracing::debug!(stream = id, %reason, "forwarded connection closed in the sandbox");
+                return Err(None);
+            }
+            None => return Err(None),
+        }
+    }
+}

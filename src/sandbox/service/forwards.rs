@@ -1,0 +1,60 @@
+//! Forwarded ports into this hub's running workspace containers (see [`forward`]).
+
+use super::ContainerService;
+use crate::engine::api::EngineApi;
+use crate::error::{Error, Result};
+use crate::sandbox::forward::{self, ForwardInfo, PortForward, Target};
+use crate::sandbox::spec::{self, LABEL_WORKSPACE_PATH};
+use crate::sandbox::workspace;
+
+impl<E: EngineApi> ContainerService<E> {
+    /// Forwards `port` on the 127.0.0.1 of the workspace's running container to the host's
+    /// `127.0.0.1:<host_port>` (0: a free port). The container must run and still be the
+    /// sandbox the spec describes (its posture checked; nothing is replaced or adopted).
+    /// `SANDBOX_NOT_RUNNING` when it has none, `PORT_IN_USE` when the host port is taken.
+    pub async fn forward_port(
+        &self,
+        id: &str,
+        path: Option<&str>,
+        port: u16,
+        host_port: u16,
+    ) -> Result<PortForward> {
+        workspace::check_id(id)?;
+        let not_running = || Error::SandboxNotRunning {
+            workspace: id.to_string(),
+            folder: path.unwrap_or("<folder>").to_string(),
+        };
+        let mut running = None;
+        for cid in self.ids_of(id).await? {
+            if let Some(live) = self.inspect_ws(&cid).await?.filter(|l| l.running()) {
+                running = Some(live);
+                break;
+            }
+        }
+        let live = running.ok_or_else(not_running)?;
+        let ws_path = path
+            .map(str::to_string)
+            .or_else(|| live.labels.get(LABEL_WORKSPACE_PATH).cloned())
+            .unwrap_or_default();
+        let ws = workspace::resolve(id, &ws_path)?;
+        if let Err(reason) = spec::check_posture(&self.spec_for(&ws), &live.posture) {
+            let why = format!(
+                "its container is not the sandbox it should be ({reason}): run `po-sandbox up {ws_path}` to replace it"
+            );
+            return Err(Error::container(id, why));
+        }
+        let target = Target {
+            workspace: id,
+            container_id: &live.id,
+            interpreter: self.inner.config.container.bundle.interpreter(),
+        };
+        let fwd = forward::open(&self.inner.docker, target, port, host_port).await?;
+        self.inner.forwards.add(&fwd);
+        Ok(fwd)
+    }
+
+    /// The forwards this hub holds now.
+    pub fn forwards(&self) -> Vec<ForwardInfo> {
+        self.inner.forwards.list()
+    }
+}
