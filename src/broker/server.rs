@@ -74,14 +74,14 @@ impl BrokerOptions {
         tcp: Option<bool>,
     ) -> Result<BrokerOptions> {
         let host = HostEnv::given(env);
-        let mode = host.vars().get(crate::sandbox::firewall::NETWORK_VAR);
-        let mode = crate::sandbox::firewall::NetworkMode::resolve(None, mode.map(String::as_str))?;
+        let mode = host.vars().get(crate::names::vars::NETWORK_VAR);
+        let mode = crate::names::network::NetworkMode::resolve(None, mode.map(String::as_str))?;
         Ok(BrokerOptions {
             socket_dir: host.broker_socket_dir(socket_dir, "socketDir")?,
             host_env: host.vars().clone(),
             tcp: tcp.unwrap_or(false),
             egress: None,
-            fetch_screen: mode != crate::sandbox::firewall::NetworkMode::Open,
+            fetch_screen: mode != crate::names::network::NetworkMode::Open,
         })
     }
 }
