@@ -74,13 +74,14 @@ impl ForwardPolicy {
     }
 
     /// Whether the broker forwards `rest` (the path after `/<provider>`, no query) for `route`:
-    /// as sent and in every percent-decoding of it, it is one of the route's model endpoints or
-    /// of the host's additions. The 403 otherwise names the path, the provider and the way to
+    /// as sent and in every percent-decoding of it, it (or `prefix`, the upstream's base path,
+    /// followed by it) is one of the route's model endpoints or of the host's additions. The 403 otherwise names the path, the provider and the way to
     /// allow it; call it only once the path passed the token check (it may then be shown).
     pub fn check_path(
         &self,
         route: &ProviderRoute,
         rest: &str,
+        prefix: &str,
     ) -> std::result::Result<(), Failure> {
         let extra = self
             .extra_paths
@@ -89,7 +90,12 @@ impl ForwardPolicy {
         let (layers, deeper) = decodings(rest.as_bytes(), DECODE_DEPTH + 1);
         let every = !deeper
             && layers.iter().all(|layer| {
-                std::str::from_utf8(layer).is_ok_and(|p| paths::allowed(route, extra, p))
+                std::str::from_utf8(layer).is_ok_and(|p| {
+                    // The upstream gets `prefix` + path: a host base URL ending in `/v1` makes
+                    // `/models` the endpoint `/v1/models`.
+                    let upstream = format!("{prefix}{p}");
+                    paths::allowed(route, extra, p) || paths::allowed(route, extra, &upstream)
+                })
             });
         if every {
             return Ok(());

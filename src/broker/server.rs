@@ -555,7 +555,10 @@ impl Broker {
                 return response;
             }
         };
-        if let Err(failure) = self.inner.policy.check_path(admitted.route, &admitted.rest) {
+        let upstream = super::routes::upstream(admitted.route, &self.inner.host_env);
+        let prefix = upstream.map(|u| u.path_prefix).unwrap_or_default();
+        let policy = &self.inner.policy;
+        if let Err(failure) = policy.check_path(admitted.route, &admitted.rest, &prefix) {
             return self.refuse(event, started, failure);
         }
         match self.forward(req, admitted, event, started).await {

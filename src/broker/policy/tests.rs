@@ -9,14 +9,14 @@ fn route(id: &str) -> &'static ProviderRoute {
 }
 
 fn refused(policy: &ForwardPolicy, id: &str, rest: &str) -> bool {
-    policy.check_path(route(id), rest).is_err()
+    policy.check_path(route(id), rest, "").is_err()
 }
 
 #[test]
 fn model_endpoints_pass_and_others_are_403_with_the_way_to_allow_them() {
     let p = ForwardPolicy::default();
     assert!(!refused(&p, "anthropic", "/v1/messages"));
-    let Err(Failure(status, why)) = p.check_path(route("anthropic"), "/v1/files") else {
+    let Err(Failure(status, why)) = p.check_path(route("anthropic"), "/v1/files", "") else {
         panic!("/v1/files passed");
     };
     assert_eq!(status, StatusCode::FORBIDDEN);
@@ -24,6 +24,28 @@ fn model_endpoints_pass_and_others_are_403_with_the_way_to_allow_them() {
     assert!(why.contains("anthropic"), "{why}");
     assert!(why.contains("PO_SANDBOX_BROKER_ALLOW_PATHS"), "{why}");
     assert!(why.contains("anthropic:/v1/files"), "{why}");
+}
+
+#[test]
+fn a_host_base_path_counts_in_front_of_the_path() {
+    // OPENAI_BASE_URL=https://host/v1: `/models` reaches the upstream as `/v1/models`.
+    let p = ForwardPolicy::default();
+    let check = |rest: &str| p.check_path(route("openai"), rest, "/v1").is_ok();
+    assert!(check("/models"));
+    assert!(check("/chat/completions"));
+    for rest in [
+        "/files",
+        "/batches",
+        "/models/../files",
+        "/v1/files",
+        "/%2e%2e/files",
+    ] {
+        assert!(!check(rest), "{rest} passed below /v1");
+    }
+    assert!(
+        refused(&p, "openai", "/models"),
+        "no prefix: /models is not an endpoint"
+    );
 }
 
 #[test]
