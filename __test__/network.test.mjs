@@ -137,6 +137,14 @@ function probe(container, host, port, cli = 'docker') {
   return JSON.parse(out.trim().split('\n').pop())
 }
 
+/** Asks the engine's embedded resolver (127.0.0.11) inside `container` for `name`, a container
+ * on its network: the resolver answers such names itself, so nothing is forwarded off the
+ * machine. `answered <address>` or the error's code. */
+function embeddedDns(container, name) {
+  const script = "const r=new (require('dns').promises.Resolver)({timeout:1500,tries:1});r.setServers(['127.0.0.11']);r.resolve4(process.argv[1]).then(a=>console.log('answered '+a[0]),e=>console.log(e.code))"
+  return execFileSync('docker', ['exec', '-w', '/', container, 'node', '-e', script, name], { encoding: 'utf8' }).trim()
+}
+
 /** The refused destinations of every mode, for a container on network `netName`, with
  * `other` another workspace's container (its holder's address on the network). */
 function refusedTargets(netName, other, cli = 'docker') {
@@ -238,6 +246,8 @@ test('open: the internet stand-in answers; other workspaces, the gateway, the ho
   assertRefused(a.containerId, refusedTargets(`po-net-${owner}`, otherIp))
   const internet = probe(a.containerId, INTERNET, INTERNET_PORT)
   assert.equal(internet.outcome, 'connected', 'the internet stand-in is reachable in open mode')
+  // open: the engine's embedded resolver answers (the none and allowlist tests show it refused).
+  assert.equal(embeddedDns(a.containerId, `pon-${owner}-nb`), `answered ${otherIp}`)
   assert.equal((await getJson(a.url, '/api/health')).ok, true, 'the published port answers from the host')
   // Control: without the rules (a plain container on the same network), the same listeners
   // answer: the refusals above are the rules' doing.
@@ -258,7 +268,7 @@ test('open: the internet stand-in answers; other workspaces, the gateway, the ho
 })
 
 for (const mode of ['none', 'allowlist']) {
-  test(`${mode}: nothing but loopback and the broker route; a brokered call works, the internet stand-in is refused`, async (t) => {
+  test(`${mode}: nothing but loopback and the broker route, nothing resolves; a brokered call works, the internet stand-in is refused`, async (t) => {
     const poHome = tempHome(t)
     const owner = newOwner()
     cleanupOwner(t, owner)
@@ -272,8 +282,13 @@ for (const mode of ['none', 'allowlist']) {
     const status = await layer.provider.ready()
     assert.equal(status.workspaces[0].state, 'running', JSON.stringify(status.workspaces[0]))
     const c = status.workspaces[0].container
-    assertContained(c, owner, mode)
+    const holder = assertContained(c, owner, mode)
     assertRefused(c.containerId, [...refusedTargets(`po-net-${owner}`), ['the internet stand-in', INTERNET, INTERNET_PORT]])
+    // Nothing resolves: the engine's embedded resolver (which forwards from the host's
+    // namespace for a loopback resolver there) is refused, even for a name it answers itself
+    // (its own holder's, never a name it would forward).
+    assert.equal(embeddedDns(c.containerId, `pon-${owner}-nn`), 'ECONNREFUSED')
+    assert.match(rulesOf(holder), /ip daddr 127\.0\.0\.11 jump refuse/)
     assert.equal((await getJson(c.url, '/api/health')).ok, true)
     const call = await getJson(c.url, '/call')
     assert.equal(call.status, 200, JSON.stringify(call))

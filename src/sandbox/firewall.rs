@@ -103,8 +103,12 @@ fn family(addrs: &[IpAddr], v4: bool) -> impl Iterator<Item = String> + '_ {
         .map(IpAddr::to_string)
 }
 
-/// The nft ruleset: one `inet` table whose output hook refuses the [`MARK_ADDR`] marker,
-/// accepts loopback and replies (the
+/// Docker's embedded DNS resolver inside a container's namespace (user-defined networks).
+pub const EMBEDDED_DNS: &str = "127.0.0.11";
+
+/// The nft ruleset: one `inet` table whose output hook refuses the [`MARK_ADDR`] marker (and,
+/// outside `open`, the engine's embedded resolver [`EMBEDDED_DNS`]), accepts loopback and
+/// replies (the
 /// published port), allows the broker's TCP route and, in `open` mode, DNS to the engine's
 /// resolvers, rejects (TCP reset, else ICMP admin-prohibited: attempts fail at once) the
 /// gateway, the network's broadcast, the host's addresses and the refused ranges (multicast
@@ -117,13 +121,16 @@ fn family(addrs: &[IpAddr], v4: bool) -> impl Iterator<Item = String> + '_ {
 /// that loads after another hub's helper added its ports does not take them away. With a broker
 /// port, the ruleset expects `define broker = <ip>` before it (the helper adds it).
 pub fn ruleset(input: &RulesInput) -> String {
-    let mut rules = vec![
-        format!(
-            "ip daddr {MARK_ADDR} tcp dport {MARK_PORT} reject with icmpx type admin-prohibited"
-        ),
-        "oif \"lo\" accept".to_string(),
-        "ct state established,related accept".to_string(),
-    ];
+    let mut rules = vec![format!(
+        "ip daddr {MARK_ADDR} tcp dport {MARK_PORT} reject with icmpx type admin-prohibited"
+    )];
+    if !input.mode.internet() {
+        // The engine's embedded resolver: it forwards from the host's namespace (for a loopback
+        // resolver there), where these rules never apply. Nothing resolves in these modes.
+        rules.push(format!("ip daddr {EMBEDDED_DNS} jump refuse"));
+    }
+    rules.push("oif \"lo\" accept".to_string());
+    rules.push("ct state established,related accept".to_string());
     for port in input.broker_port.iter().chain(input.egress_port.iter()) {
         rules.push(format!("ip daddr $broker tcp dport {port} accept"));
     }

@@ -68,8 +68,10 @@ fn every_mode_accepts_loopback_and_replies_first_and_refuses_the_private_ranges_
  {
     for mode in [NetworkMode::Open, NetworkMode::None, NetworkMode::Allowlist] {
         let rules = output_rules(&ruleset(&input(mode)));
-        assert_eq!(rules[1], "oif \"lo\" accept");
-        assert_eq!(rules[2], "ct state established,related accept");
+        // Outside open the embedded resolver's refusal comes between the marker and loopback.
+        let lo = if mode.internet() { 1 } else { 2 };
+        assert_eq!(rules[lo], "oif \"lo\" accept");
+        assert_eq!(rules[lo + 1], "ct state established,related accept");
         let v4 = rules
             .iter()
             .find(|r| r.starts_with("ip daddr {") && r.ends_with("jump refuse"))
@@ -181,9 +183,9 @@ fn a_tcp_broker_route_allows_that_port_on_the_resolved_address_before_any_refusa
     let mut i = input(NetworkMode::None);
     i.broker_port = Some(41234);
     let rules = output_rules(&ruleset(&i));
-    assert_eq!(rules[3], "ip daddr $broker tcp dport 41234 accept");
+    assert_eq!(rules[4], "ip daddr $broker tcp dport 41234 accept");
     // Other hubs' ports: the set their helpers add to, right after.
-    assert_eq!(rules[4], "ip daddr $broker tcp dport @broker_ports accept");
+    assert_eq!(rules[5], "ip daddr $broker tcp dport @broker_ports accept");
     assert!(ruleset(&i).contains("  set broker_ports {\n    type inet_service;\n  }\n"));
     let socket_route = ruleset(&input(NetworkMode::None));
     assert!(!socket_route.contains("$broker") && !socket_route.contains("broker_ports"));
@@ -192,9 +194,9 @@ fn a_tcp_broker_route_allows_that_port_on_the_resolved_address_before_any_refusa
     i.broker_port = Some(41234);
     i.egress_port = Some(41235);
     let rules = output_rules(&ruleset(&i));
-    assert_eq!(rules[3], "ip daddr $broker tcp dport 41234 accept");
-    assert_eq!(rules[4], "ip daddr $broker tcp dport 41235 accept");
-    assert_eq!(rules[5], "ip daddr $broker tcp dport @broker_ports accept");
+    assert_eq!(rules[4], "ip daddr $broker tcp dport 41234 accept");
+    assert_eq!(rules[5], "ip daddr $broker tcp dport 41235 accept");
+    assert_eq!(rules[6], "ip daddr $broker tcp dport @broker_ports accept");
 }
 
 #[test]
@@ -273,12 +275,25 @@ fn the_marker_is_refused_admin_prohibited_before_loopback_is_accepted_in_every_m
                 "ip daddr {MARK_ADDR} tcp dport {MARK_PORT} reject with icmpx type admin-prohibited"
             )
         );
-        assert_eq!(rules[1], "oif \"lo\" accept");
+        let lo = if mode.internet() { 1 } else { 2 };
+        assert_eq!(rules[lo], "oif \"lo\" accept");
     }
     assert!(
         MARK_ADDR.starts_with("127."),
         "the marker never leaves the namespace"
     );
+}
+
+#[test]
+fn the_embedded_resolver_is_refused_before_loopback_outside_open_only() {
+    let refused = format!("ip daddr {EMBEDDED_DNS} jump refuse");
+    for mode in [NetworkMode::None, NetworkMode::Allowlist] {
+        let rules = output_rules(&ruleset(&input(mode)));
+        assert_eq!(rules[1], refused, "{mode:?}");
+        assert_eq!(rules[2], "oif \"lo\" accept", "{mode:?}");
+    }
+    let open = output_rules(&ruleset(&input(NetworkMode::Open)));
+    assert!(!open.iter().any(|r| r.contains(EMBEDDED_DNS)), "{open:?}");
 }
 
 #[test]
