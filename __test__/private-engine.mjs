@@ -23,7 +23,7 @@ function alive(pid) {
  * containers sit on a bridge the test creates at a 10.213.x.0/24 address of this machine; it
  * leaves the host's iptables alone (ports are published by the userland proxy on loopback).
  * The test checks that the shared engine's `docker0` is still there afterwards. */
-export async function privateEngine(t, { args: extra = [], load = TEST_BASE } = {}) {
+export async function privateEngine(t, { args: extra = [], load = TEST_BASE, resolvConf = null } = {}) {
   if (process.getuid() !== 0) {
     throw new Error('This suite starts a Docker engine of its own and needs root for it (as scripts/ensure-engine.sh does): run npm test as root, or start this file with sudo.')
   }
@@ -38,6 +38,7 @@ export async function privateEngine(t, { args: extra = [], load = TEST_BASE } = 
     assert.equal(r.code, 0, `ip ${args.join(' ')}: ${r.stderr}`)
   }
   writeFileSync(path.join(dir, 'daemon.json'), '{}')
+  if (resolvConf !== null) writeFileSync(path.join(dir, 'resolv.conf'), resolvConf)
   const args = [
     '--config-file', path.join(dir, 'daemon.json'), '--data-root', path.join(dir, 'data'), '--exec-root', path.join(dir, 'exec'),
     '--pidfile', path.join(dir, 'pid'), '-H', `unix://${sock}`, '--bridge', bridge, '--iptables=false', '--ip6tables=false',
@@ -52,7 +53,11 @@ export async function privateEngine(t, { args: extra = [], load = TEST_BASE } = 
   const docker = (...a) => run('docker', ['-H', `unix://${sock}`, ...a])
   const start = async () => {
     const out = openSync(log, 'a')
-    const child = spawn('dockerd', args, { stdio: ['ignore', out, out], detached: true })
+    // With `resolvConf`, the engine sees that text as the host's /etc/resolv.conf (a mount
+    // namespace of its own; the host's file is untouched).
+    const child = resolvConf === null
+      ? spawn('dockerd', args, { stdio: ['ignore', out, out], detached: true })
+      : spawn('unshare', ['-m', '--propagation', 'private', 'sh', '-c', 'mount --bind "$0" /etc/resolv.conf && exec dockerd "$@"', path.join(dir, 'resolv.conf'), ...args], { stdio: ['ignore', out, out], detached: true })
     child.unref()
     pid = child.pid
     await waitFor(async () => (await docker('version', '--format', '{{.Server.Version}}')).code === 0, `the test's dockerd to answer (log: ${log})`, 60000)
