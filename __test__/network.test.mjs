@@ -124,9 +124,9 @@ after(async () => {
   await run('ip', ['netns', 'del', LAN])
 })
 
-function connectFromHost(host, port) {
+function connectFromHost(host, port, ms = 2000) {
   return new Promise((resolve) => {
-    const s = net.connect({ host, port, timeout: 2000 })
+    const s = net.connect({ host, port, timeout: ms })
     s.on('connect', () => { s.destroy(); resolve('connected') })
     s.on('timeout', () => { s.destroy(); resolve('timeout') })
     s.on('error', (e) => resolve(e.code))
@@ -256,8 +256,8 @@ async function assertInbound(container, holder, netName, { cli = 'docker', lan =
     const [lanServer, lanInner, hostServer, hostInner] = await Promise.all([
       lan ? fromLan(address, SERVER_PORT) : 'TIMEOUT',
       lan ? fromLan(address, INNER_PORT) : 'TIMEOUT',
-      connectFromHost(address, SERVER_PORT),
-      connectFromHost(address, INNER_PORT),
+      connectFromHost(address, SERVER_PORT, 1500),
+      connectFromHost(address, INNER_PORT, 1500),
     ])
     assert.equal(lanServer, 'TIMEOUT', `the stand-in LAN host reached the server's port at ${address}:${SERVER_PORT}`)
     assert.equal(lanInner, 'TIMEOUT', `the stand-in LAN host reached a listener inside at ${address}:${INNER_PORT}`)
