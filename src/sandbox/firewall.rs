@@ -174,12 +174,12 @@ const NEIGHBOUR_DISCOVERY_IN: &str =
     "ip6 hoplimit 255 icmpv6 type { nd-neighbor-solicit, nd-neighbor-advert } accept";
 
 /// The input chain's rules, in every mode: accept loopback (the forwarded-port relay, the
-/// health checks, the bridge), replies, the server's port from the per-hub network's gateway
-/// only (the host side: the engine's proxy or NAT for the published 127.0.0.1 port, and the
+/// health checks, the bridge, rootless Podman's port forwarder, which connects from inside the
+/// namespace), replies, the server's port from the per-hub network's gateway only (the host
+/// side: Docker's proxy or NAT and netavark's NAT for the published 127.0.0.1 port, and the
 /// host itself), and neighbour discovery; count and drop the rest (another host routed to the
 /// container's address, another workspace, any other port). With no gateway known (an engine
-/// network mode such as slirp4netns, whose port forwarder connects over the namespace's
-/// loopback), the server's port is let in over loopback only.
+/// network mode such as slirp4netns), the server's port is let in over loopback only.
 fn input_rules(input: &RulesInput) -> Vec<String> {
     let mut rules = vec![
         "iif \"lo\" accept".to_string(),
