@@ -10,6 +10,13 @@
 // namespace the test makes, routed over a veth pair: reachable only on this machine.
 // In `none` mode the real pi, in the workspace container with this package's extension, still
 // completes a streamed model call through the broker to a fake provider on the host's loopback.
+// Inbound, in every mode: a stand-in LAN host (a namespace of the test's own at 198.51.100.2,
+// a documentation address, on a veth pair whose host end is 198.51.100.1, routed to the per-hub
+// network's subnet through this host, as a host on the same segment can route through a Docker
+// host before 28.0: moby #45610) gets no answer from the container's address, neither at the
+// server's port nor at a listener the test starts inside; the host reaches the server's port
+// only (at the container's address and at the published loopback port); the holder's input
+// chain counts the drops.
 import { test, before, after } from 'node:test'
 import assert from 'node:assert/strict'
 import { spawn, execFileSync } from 'node:child_process'
@@ -41,6 +48,13 @@ let hostPort = 0
 let hostListener = null
 let internetProc = null
 const INTERNET_PORT = 18080
+const LAN = 'po-tlan'
+const LAN_VETH = 'po-tlan0'
+const LAN_HOST_SIDE = '198.51.100.1'
+const LAN_HOST = '198.51.100.2'
+/** The server's port in the test bundle, and a port a listener of the test's own uses inside. */
+const SERVER_PORT = 7300
+const INNER_PORT = 7301
 
 async function ip(...args) {
   const r = await run('ip', args)
@@ -50,7 +64,7 @@ async function ip(...args) {
 /** A host address of this machine that is none of the test's own (e.g. eth0's). */
 function hostAddress() {
   for (const [name, list] of Object.entries(os.networkInterfaces())) {
-    if ([DUMMY, VETH].includes(name) || name.startsWith('br-') || name.startsWith('docker') || name.startsWith('veth')) continue
+    if ([DUMMY, VETH, LAN_VETH].includes(name) || name.startsWith('br-') || name.startsWith('docker') || name.startsWith('veth')) continue
     const a = list.find((x) => x.family === 'IPv4' && !x.internal)
     if (a) return a.address
   }
@@ -62,6 +76,8 @@ before(async () => {
   await run('ip', ['link', 'del', DUMMY])
   await run('ip', ['netns', 'del', NETNS])
   await run('ip', ['link', 'del', VETH])
+  await run('ip', ['netns', 'del', LAN])
+  await run('ip', ['link', 'del', LAN_VETH])
   // A dummy interface; where the kernel has no dummy driver, a bridge with no ports does the
   // same: its addresses are local and nothing is behind it.
   if ((await run('ip', ['link', 'add', DUMMY, 'type', 'dummy'])).code !== 0) await ip('link', 'add', DUMMY, 'type', 'bridge')
@@ -76,6 +92,13 @@ before(async () => {
   await ip('-n', NETNS, 'addr', 'add', `${INTERNET}/24`, 'dev', 'po-tveth1')
   await ip('-n', NETNS, 'link', 'set', 'po-tveth1', 'up')
   await ip('-n', NETNS, 'link', 'set', 'lo', 'up')
+  // The stand-in LAN host: routes to a per-hub subnet through this host are added per test.
+  await ip('netns', 'add', LAN)
+  await ip('link', 'add', LAN_VETH, 'type', 'veth', 'peer', 'name', 'po-tlan1', 'netns', LAN)
+  await ip('addr', 'add', `${LAN_HOST_SIDE}/24`, 'dev', LAN_VETH)
+  await ip('link', 'set', LAN_VETH, 'up')
+  await ip('-n', LAN, 'addr', 'add', `${LAN_HOST}/24`, 'dev', 'po-tlan1')
+  await ip('-n', LAN, 'link', 'set', 'po-tlan1', 'up')
   // One listener on every host address (the gateway, eth0's, the dummy's): a host service.
   // Probes hang up at once: a reset is no error here.
   hostListener = net.createServer((s) => s.on('error', () => {}).end('host\n'))
@@ -97,11 +120,13 @@ after(async () => {
   await run('ip', ['link', 'del', DUMMY])
   await run('ip', ['link', 'del', VETH])
   await run('ip', ['netns', 'del', NETNS])
+  await run('ip', ['link', 'del', LAN_VETH])
+  await run('ip', ['netns', 'del', LAN])
 })
 
-function connectFromHost(host, port) {
+function connectFromHost(host, port, ms = 2000) {
   return new Promise((resolve) => {
-    const s = net.connect({ host, port, timeout: 2000 })
+    const s = net.connect({ host, port, timeout: ms })
     s.on('connect', () => { s.destroy(); resolve('connected') })
     s.on('timeout', () => { s.destroy(); resolve('timeout') })
     s.on('error', (e) => resolve(e.code))
@@ -183,6 +208,70 @@ function rulesOf(holder) {
   return execFileSync('nsenter', ['-t', String(holder.State.Pid), '-n', 'nft', 'list', 'table', 'inet', 'po_sandbox'], { encoding: 'utf8' })
 }
 
+/** The packets the holder's input chain dropped (its `inbound_dropped` counter); null when
+ * its rules have no such counter. */
+function inboundDropped(holder) {
+  try {
+    const text = execFileSync('nsenter', ['-t', String(holder.State.Pid), '-n', 'nft', 'list', 'counter', 'inet', 'po_sandbox', 'inbound_dropped'], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] })
+    return Number(text.match(/packets (\d+)/)[1])
+  } catch {
+    return null
+  }
+}
+
+/** A TCP connect from the stand-in LAN host's namespace: 'connected', an error code, or
+ * 'TIMEOUT' (no answer within 1.5 s: a dropped SYN). */
+async function fromLan(host, port) {
+  const quick = PROBE.replace('setTimeout(5000', 'setTimeout(1500')
+  const r = await run('ip', ['netns', 'exec', LAN, process.execPath, '-e', quick, host, String(port)])
+  assert.equal(r.code, 0, r.stderr)
+  return JSON.parse(r.stdout.trim().split('\n').pop()).outcome
+}
+
+/** The first IPv4 subnet and gateway of a network (Docker's or Podman's inspect). */
+function ipv4Of(netName, cli = 'docker') {
+  const n = JSON.parse(execFileSync(cli, ['network', 'inspect', netName], { encoding: 'utf8' }))[0]
+  const list = (n.IPAM?.Config ?? []).map((c) => ({ subnet: c.Subnet, gateway: c.Gateway }))
+  list.push(...(n.subnets ?? []).map((c) => ({ subnet: c.subnet, gateway: c.gateway })))
+  return list.find((c) => !c.subnet.includes(':'))
+}
+
+/**
+ * Inbound (issue 24, item 1): a listener of the test's own inside the container (INNER_PORT,
+ * answered over the namespace's loopback); from the stand-in LAN host, routed to the per-hub
+ * subnet through this host, neither the server's port nor that listener answers at the
+ * container's address; from the host, the server's port answers there (the host side of the
+ * network, as the published port's proxy or NAT) and the listener does not; the holder's input
+ * chain counted the drops. With `lan` false only the host's view (an engine whose forwarding
+ * rules already keep the LAN stand-in out on this machine).
+ */
+async function assertInbound(container, holder, netName, { cli = 'docker', lan = true } = {}) {
+  const address = holder.NetworkSettings.Networks[netName].IPAddress
+  const { subnet, gateway } = ipv4Of(netName, cli)
+  execFileSync(cli, ['exec', '-d', '-w', '/', container, 'node', '-e', `require('net').createServer((s) => s.on('error', () => {}).end('inner\\n')).listen(${INNER_PORT})`])
+  await waitFor(() => probe(container, '127.0.0.1', INNER_PORT, cli).outcome === 'connected', 'the test\'s listener inside the container, over loopback', 20000)
+  if (lan) await ip('-n', LAN, 'route', 'replace', subnet, 'via', LAN_HOST_SIDE)
+  try {
+    const before = inboundDropped(holder)
+    const [lanServer, lanInner, hostServer, hostInner] = await Promise.all([
+      lan ? fromLan(address, SERVER_PORT) : 'TIMEOUT',
+      lan ? fromLan(address, INNER_PORT) : 'TIMEOUT',
+      connectFromHost(address, SERVER_PORT, 1500),
+      connectFromHost(address, INNER_PORT, 1500),
+    ])
+    assert.equal(lanServer, 'TIMEOUT', `the stand-in LAN host reached the server's port at ${address}:${SERVER_PORT}`)
+    assert.equal(lanInner, 'TIMEOUT', `the stand-in LAN host reached a listener inside at ${address}:${INNER_PORT}`)
+    assert.equal(hostServer, 'connected', `the host does not reach the server's port at ${address}:${SERVER_PORT}`)
+    assert.equal(hostInner, 'timeout', `the host reached a listener inside at ${address}:${INNER_PORT} (only the server's port is let in)`)
+    const after = inboundDropped(holder)
+    assert.ok(before !== null && after >= before + (lan ? 2 : 1), `the input chain's drop counter went from ${before} to ${after}`)
+  } finally {
+    if (lan) await run('ip', ['-n', LAN, 'route', 'del', subnet])
+  }
+  assert.match(rulesOf(holder), /hook input priority filter; policy drop;/)
+  assert.match(rulesOf(holder), new RegExp(`ip saddr ${gateway.replace(/\./g, '\\.')} tcp dport ${SERVER_PORT} accept`))
+}
+
 /** The holder's health as the engine reports it. */
 function healthOf(id, cli = 'docker') {
   return JSON.parse(execFileSync(cli, ['inspect', id], { encoding: 'utf8' }))[0].State.Health?.Status
@@ -248,6 +337,7 @@ test('open: the internet stand-in answers; other workspaces, the gateway, the ho
   assert.equal(internet.outcome, 'connected', 'the internet stand-in is reachable in open mode')
   // open: the engine's embedded resolver answers (the none and allowlist tests show it refused).
   assert.equal(embeddedDns(a.containerId, `pon-${owner}-nb`), `answered ${otherIp}`)
+  await assertInbound(a.containerId, holderOf(a.containerId), `po-net-${owner}`)
   assert.equal((await getJson(a.url, '/api/health')).ok, true, 'the published port answers from the host')
   // Control: without the rules (a plain container on the same network), the same listeners
   // answer: the refusals above are the rules' doing.
@@ -289,6 +379,7 @@ for (const mode of ['none', 'allowlist']) {
     // (its own holder's, never a name it would forward).
     assert.equal(embeddedDns(c.containerId, `pon-${owner}-nn`), 'ECONNREFUSED')
     assert.match(rulesOf(holder), /ip daddr 127\.0\.0\.11 jump refuse/)
+    await assertInbound(c.containerId, holder, `po-net-${owner}`)
     assert.equal((await getJson(c.url, '/api/health')).ok, true)
     const call = await getJson(c.url, '/call')
     assert.equal(call.status, 200, JSON.stringify(call))
@@ -671,6 +762,9 @@ test('Podman: the rules helper loads the rules there too; refused at once, the p
   assert.deepEqual(holder.HostConfig.CapAdd ?? [], [])
   assert.match(rulesOf(holder), new RegExp(`counter po_rules_${holder.Config.Labels['po.net-rules']}`))
   assertRefused(c.containerId, [...refusedTargets(`po-net-${owner}`, null, 'podman'), ['the internet stand-in', INTERNET, INTERNET_PORT]], 'podman')
+  // netavark's port forwarding comes from the gateway too; its forwarding rules (and this
+  // machine's FORWARD policy) keep the LAN stand-in out before the namespace: the host's view.
+  await assertInbound(c.containerId, holder, `po-net-${owner}`, { cli: 'podman', lan: false })
   assert.equal((await getJson(c.url, '/api/health')).ok, true)
   assert.equal(await layer.containers.stop('pn'), true)
   assert.equal((await run('podman', ['ps', '-aq', '--filter', `label=po.owner=${owner}`])).stdout.trim(), '')

@@ -151,6 +151,9 @@ if (args.scenario === 'docker') {
     facts.env = info.Config.Env.filter((kv) => kv.startsWith('PO_BROKER_'))
     facts.keyInEnv = info.Config.Env.some((kv) => kv.includes(REAL))
     facts.hosts = podman('exec', c.containerId, 'cat', '/etc/hosts')
+    // The hub's way to the server: the published loopback port, which rootlessport forwards
+    // from inside the namespace, over its loopback (slirp4netns: no gateway the rules know).
+    facts.health = await fetch(`${c.url}/api/health`, { signal: AbortSignal.timeout(20000) }).then((r) => r.json()).catch((e) => ({ error: String(e.cause ?? e) }))
     const pi = await po('exec', args.workspace, '--', 'pi', '-p', '--no-session', '--provider', 'anthropic', '--model', 'claude-haiku-4-5', 'ping')
     facts.pi = { code: pi.code, stdout: pi.stdout, stderr: pi.stderr.slice(-3000) }
     facts.requests = upstream.requests.map((q) => ({ api: q.api ?? null, path: q.path, key: q.headers['x-api-key'] ?? null, stream: q.body?.stream ?? null, sawToken: JSON.stringify(q).includes('sk-ant-api03-') && !JSON.stringify(q).includes(REAL) }))

@@ -95,6 +95,16 @@ test('the container provider on Podman: a hardened container, brokered calls, ad
   assert.ok(Object.values(info.HostConfig.PortBindings).flat().every((b) => b.HostIp === '127.0.0.1'))
   assert.ok(!info.Config.Env.some((kv) => kv.includes(REAL)))
 
+  // The holder's input chain (issue 24, item 1): inbound dropped but for the server's port from
+  // the network's gateway, where netavark's port forwarding connects from; the hub's call
+  // below reaches the server through it.
+  const holder = JSON.parse((await run('podman', ['inspect', info.HostConfig.NetworkMode.replace(/^container:/, '')])).stdout)[0]
+  const gateway = Object.values(holder.NetworkSettings.Networks)[0].Gateway
+  const rules = (await run('nsenter', ['-t', String(holder.State.Pid), '-n', 'nft', 'list', 'chain', 'inet', 'po_sandbox', 'input'])).stdout
+  assert.match(rules, /hook input priority filter; policy drop;/)
+  assert.match(rules, new RegExp(`ip saddr ${gateway.replace(/\./g, '\\.')} tcp dport 7300 accept`))
+  assert.match(rules, /counter name "?inbound_dropped"? drop/)
+
   // A model call from inside goes through the broker socket with the real key swapped in.
   const call = await getJson(c.url, '/call')
   assert.equal(call.status, 200, JSON.stringify(call))

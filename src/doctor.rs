@@ -132,6 +132,28 @@ async fn network_check(
     Some(check)
 }
 
+/// The first Docker release whose published ports and container addresses other hosts on
+/// the machine's network segment cannot reach (moby #45610: a host on the same segment routes
+/// to a container's address, or to a port published on 127.0.0.1, and Docker's rules let it in).
+pub const DOCKER_FIXED_LAN_EXPOSURE: u32 = 28;
+
+/// A warning for a rootful Docker engine on this machine older than
+/// [`DOCKER_FIXED_LAN_EXPOSURE`] (a VM's or a rootless engine's bridge is not on the host's
+/// segment), saying what the holders' input rules cover. `None` for others, and when the
+/// version does not say its major.
+pub fn lan_exposure_warning(e: &EngineReport) -> Option<String> {
+    if !e.available || e.vm || e.rootless || e.engine.as_deref() != Some("docker") {
+        return None;
+    }
+    let version = e.engine_version.as_deref()?;
+    let major: u32 = version.split('.').next()?.trim().parse().ok()?;
+    (major < DOCKER_FIXED_LAN_EXPOSURE).then(|| {
+        format!(
+            "Docker {version} (before {DOCKER_FIXED_LAN_EXPOSURE}.0) lets hosts on this machine's network segment reach ports published on 127.0.0.1 and containers' own addresses (moby #45610): each workspace's network holder drops every inbound connection but the server's port from the host side of its per-hub network, so workspaces are covered; other containers of this engine are not (Docker 28 or newer closes it for them)"
+        )
+    })
+}
+
 /// Everything `po-sandbox doctor` found.
 #[napi(object, object_from_js = false)]
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
@@ -259,6 +281,7 @@ pub async fn doctor(
     {
         warnings.push(crate::sandbox::engine_mode::UNENFORCED_LIMITS.to_string());
     }
+    warnings.extend(lan_exposure_warning(&engine));
     warnings.extend(crate::sandbox::spec::proxy_notes(host.vars()));
     if options.guarded_paths.is_empty() {
         warnings.push(format!(

@@ -274,3 +274,54 @@ fn render_shows_the_run_flags() {
         "{text}"
     );
 }
+
+#[test]
+fn docker_before_28_on_this_machine_is_a_warning_that_names_the_input_rules() {
+    let engine = |kind: &str, version: &str, vm: bool, rootless: bool| EngineReport {
+        available: true,
+        engine: Some(kind.into()),
+        engine_version: Some(version.into()),
+        vm,
+        rootless,
+        ..Default::default()
+    };
+    // (engine, version, in a VM, rootless, warned)
+    let cases = [
+        ("docker", "20.10.24+dfsg1", false, false, true),
+        ("docker", "27.5.1", false, false, true),
+        ("docker", "28.0.0", false, false, false),
+        ("docker", "28.0.0-rc.1", false, false, false),
+        ("docker", "29.1.3", false, false, false),
+        // Docker Desktop (a VM's bridge) and rootless Docker (rootlesskit's namespace).
+        ("docker", "27.5.1", true, false, false),
+        ("docker", "27.5.1", false, true, false),
+        // Another engine, or a version that does not say.
+        ("podman", "4.3.1", false, false, false),
+        ("docker", "", false, false, false),
+        ("docker", "dev", false, false, false),
+    ];
+    for (kind, version, vm, rootless, warned) in cases {
+        let w = lan_exposure_warning(&engine(kind, version, vm, rootless));
+        assert_eq!(
+            w.is_some(),
+            warned,
+            "{kind} {version} vm={vm} rootless={rootless}: {w:?}"
+        );
+        if let Some(w) = w {
+            assert!(w.contains(version) && w.contains("moby #45610"), "{w}");
+            assert!(
+                w.contains("drops every inbound connection but the server's port"),
+                "{w}"
+            );
+        }
+    }
+    let mut gone = engine("docker", "20.10.24", false, false);
+    gone.available = false;
+    assert_eq!(lan_exposure_warning(&gone), None);
+    // Not about a container runtime (the run-flags suite filters warnings on that word).
+    let w = lan_exposure_warning(&engine("docker", "20.10.24", false, false)).unwrap();
+    assert!(!w.contains("runtime"), "{w}");
+    let mut r = report(true, true);
+    r.warnings.push(w.clone());
+    assert!(render(&r).contains(&format!("Warning   {w}")));
+}

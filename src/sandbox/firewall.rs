@@ -1,7 +1,8 @@
 //! Network containment as data: the egress mode (`network`, `PO_SANDBOX_NETWORK`) and the nft
 //! ruleset a workspace's network namespace gets, as a pure function of the mode and the
 //! addresses that matter (the network's gateway, the DNS servers the engine forwards to, the
-//! host's own addresses, the broker's TCP route). A short-lived helper loads it into the namespace holder's namespace (`holder`).
+//! host's own addresses, the broker's TCP route, the server's port). A short-lived helper loads
+//! it into the namespace holder's namespace (`holder`).
 
 use std::net::IpAddr;
 
@@ -34,6 +35,10 @@ pub const REFUSED_V6: [&str; 3] = ["fc00::/7", "fe80::/10", "ff00::/8"];
 /// any neighbour): only the kernel sends it, as no workspace process may open a raw socket.
 const NEIGHBOUR_SOLICITATION: &str =
     "ip6 daddr ff02::1:ff00:0/104 icmpv6 type nd-neighbor-solicit accept";
+
+/// The named counter, in [`TABLE`], of the inbound packets the input chain drops (all but
+/// loopback, replies, the server's port from the host side and neighbour discovery).
+pub const INBOUND_DROPPED: &str = "inbound_dropped";
 
 /// The marker of loaded rules: a TCP connection to this loopback address and port is refused
 /// with ICMP admin-prohibited (`EHOSTUNREACH`) by the rules and only by them (without them it
@@ -85,6 +90,9 @@ pub struct RulesInput {
     /// The egress proxy's TCP port on the same address (the `allowlist` mode on the TCP
     /// route), allowed like the broker's.
     pub egress_port: Option<u16>,
+    /// The workspace server's TCP port in the namespace (the bundle's `server.port`, published
+    /// on the host's 127.0.0.1): let in from the [`RulesInput::gateway`] only.
+    pub server_port: u16,
 }
 
 /// The nft set of addresses, or `None` when empty.
@@ -106,21 +114,12 @@ fn family(addrs: &[IpAddr], v4: bool) -> impl Iterator<Item = String> + '_ {
 /// Docker's embedded DNS resolver inside a container's namespace (user-defined networks).
 pub const EMBEDDED_DNS: &str = "127.0.0.11";
 
-/// The nft ruleset: one `inet` table whose output hook refuses the [`MARK_ADDR`] marker (and,
-/// outside `open`, the engine's embedded resolver [`EMBEDDED_DNS`]), accepts loopback and
-/// replies (the
-/// published port), allows the broker's TCP route and, in `open` mode, DNS to the engine's
-/// resolvers, rejects (TCP reset, else ICMP admin-prohibited: attempts fail at once) the
-/// gateway, the network's broadcast, the host's addresses and the refused ranges (multicast
-/// and broadcast among them), then accepts the rest in `open`
-/// mode and rejects it otherwise. Loaded atomically (`nft -f`), and again as often as wanted:
-/// the table and its chains are declared (made when missing), the chains flushed and filled
-/// again, in one transaction, so a second load gives the same table with no moment without
-/// rules. On a TCP broker route the ruleset also has the set [`PORT_SET`] of other hubs'
-/// broker ports (their rules helpers add to it): a set's elements survive a load, so a helper
-/// that loads after another hub's helper added its ports does not take them away. With a broker
-/// port, the ruleset expects `define broker = <ip>` before it (the helper adds it).
-pub fn ruleset(input: &RulesInput) -> String {
+/// The output chain's rules: refuse the [`MARK_ADDR`] marker (and, outside `open`, the engine's
+/// embedded resolver [`EMBEDDED_DNS`]), accept loopback and replies (the published port),
+/// allow the broker's TCP route and, in `open` mode, DNS to the engine's resolvers, reject the
+/// gateway, the network's broadcast, the host's addresses and the refused ranges (multicast and
+/// broadcast among them), then, outside `open`, everything else.
+fn output_rules(input: &RulesInput) -> Vec<String> {
     let mut rules = vec![format!(
         "ip daddr {MARK_ADDR} tcp dport {MARK_PORT} reject with icmpx type admin-prohibited"
     )];
@@ -166,6 +165,50 @@ pub fn ruleset(input: &RulesInput) -> String {
     if !input.mode.internet() {
         rules.push("jump refuse".into());
     }
+    rules
+}
+
+/// Neighbour discovery from the link (hop limit 255: never routed), which conntrack does not
+/// track: the answer to the kernel's own solicitation, and a neighbour's question.
+const NEIGHBOUR_DISCOVERY_IN: &str =
+    "ip6 hoplimit 255 icmpv6 type { nd-neighbor-solicit, nd-neighbor-advert } accept";
+
+/// The input chain's rules, in every mode: accept loopback (the forwarded-port relay, the
+/// health checks, the bridge, rootless Podman's port forwarder, which connects from inside the
+/// namespace), replies, the server's port from the per-hub network's gateway only (the host
+/// side: Docker's proxy or NAT and netavark's NAT for the published 127.0.0.1 port, and the
+/// host itself), and neighbour discovery; count and drop the rest (another host routed to the
+/// container's address, another workspace, any other port). With no gateway known (an engine
+/// network mode such as slirp4netns), the server's port is let in over loopback only.
+fn input_rules(input: &RulesInput) -> Vec<String> {
+    let mut rules = vec![
+        "iif \"lo\" accept".to_string(),
+        "ct state established,related accept".to_string(),
+    ];
+    if let Some(gw) = input
+        .gateway
+        .filter(|g| !g.is_loopback() && !g.is_unspecified())
+    {
+        let ip = if gw.is_ipv4() { "ip" } else { "ip6" };
+        let port = input.server_port;
+        rules.push(format!("{ip} saddr {gw} tcp dport {port} accept"));
+    }
+    rules.push(NEIGHBOUR_DISCOVERY_IN.to_string());
+    rules.push(format!("counter name {INBOUND_DROPPED} drop"));
+    rules
+}
+
+/// The nft ruleset: one `inet` table with an output hook ([`output_rules`]) that rejects
+/// (TCP reset, else ICMP admin-prohibited: attempts fail at once) and an input hook
+/// ([`input_rules`], policy drop) that drops silently and counts in [`INBOUND_DROPPED`].
+/// Loaded atomically (`nft -f`), and again as often as wanted: the table, its counter and its
+/// chains are declared (made when missing), the chains flushed and filled again, in one
+/// transaction, so a second load gives the same table with no moment without rules. On a TCP
+/// broker route the ruleset also has the set [`PORT_SET`] of other hubs' broker ports (their
+/// rules helpers add to it): a set's elements survive a load, so a helper that loads after
+/// another hub's helper added its ports does not take them away. With a broker port, the
+/// ruleset expects `define broker = <ip>` before it (the helper adds it).
+pub fn ruleset(input: &RulesInput) -> String {
     let set = if input.broker_port.is_some() {
         format!("  set {PORT_SET} {{\n    type inet_service;\n  }}\n")
     } else {
@@ -175,17 +218,46 @@ pub fn ruleset(input: &RulesInput) -> String {
         "meta l4proto tcp reject with tcp reset",
         "reject with icmpx type admin-prohibited",
     ];
-    let add = |chain: &str, rule: &String| format!("add rule inet {TABLE} {chain} {rule}\n");
-    let refuse: String = refuse
+    let add = |chain: &str, rule: &str| format!("add rule inet {TABLE} {chain} {rule}\n");
+    let refuse: String = refuse.iter().map(|r| add("refuse", r)).collect();
+    let output: String = output_rules(input)
         .iter()
-        .map(|r| add("refuse", &r.to_string()))
+        .map(|r| add("output", r))
         .collect();
-    let output: String = rules.iter().map(|r| add("output", r)).collect();
+    let inbound: String = input_rules(input).iter().map(|r| add("input", r)).collect();
     format!(
-        "table inet {TABLE} {{\n{set}  chain refuse {{\n  }}\n  \
-         chain output {{\n    type filter hook output priority 0; policy accept;\n  }}\n}}\n\
-         flush chain inet {TABLE} refuse\nflush chain inet {TABLE} output\n{refuse}{output}"
+        "table inet {TABLE} {{\n{set}  counter {INBOUND_DROPPED} {{\n  }}\n  chain refuse {{\n  }}\n  \
+         chain output {{\n    type filter hook output priority 0; policy accept;\n  }}\n  \
+         chain input {{\n    type filter hook input priority 0; policy drop;\n  }}\n}}\n\
+         flush chain inet {TABLE} refuse\nflush chain inet {TABLE} output\n\
+         flush chain inet {TABLE} input\n{refuse}{output}{inbound}"
     )
+}
+
+/// The shape of the rules this code makes for a mode: the hash of its rulesets for fixed
+/// inputs (documentation addresses; a socket and a TCP broker route), so it changes with this
+/// code and never with a host's addresses or ports. A holder carries it (`po.net-shape`);
+/// adoption replaces one that carries another (made by a version whose rules differ: they
+/// lack what this one refuses), as its own rules are what its helper loads.
+pub fn shape(mode: NetworkMode) -> String {
+    let ip = |s: &str| s.parse::<IpAddr>().expect("a fixed address");
+    let socket = RulesInput {
+        mode,
+        gateway: Some(ip("192.0.2.1")),
+        broadcast: Some(ip("192.0.2.255")),
+        network_v6: vec!["2001:db8::/64".into()],
+        dns: vec![ip("192.0.2.53"), ip("2001:db8::53")],
+        host_addresses: vec![ip("198.51.100.2"), ip("2001:db8:1::2")],
+        broker_port: None,
+        egress_port: None,
+        server_port: 7300,
+    };
+    let tcp = RulesInput {
+        broker_port: Some(1),
+        egress_port: Some(2),
+        ..socket.clone()
+    };
+    rules_hash(&(ruleset(&socket) + &ruleset(&tcp)))
 }
 
 /// The ruleset's hash (16 hex digits): the holder's `po.net-rules` label, and a comment in

@@ -21,8 +21,8 @@ use crate::error::{Error, Result};
 use crate::sandbox::container::{self, engine_err, is_status};
 use crate::sandbox::firewall::{self, NetworkMode};
 use crate::sandbox::spec::{
-    ContainerSpec, HolderPosture, LABEL_HOLDER_OF, LABEL_NET_MODE, LABEL_NET_RULES, LABEL_OWNER,
-    LABEL_SANDBOX,
+    ContainerSpec, HolderPosture, LABEL_HOLDER_OF, LABEL_NET_MODE, LABEL_NET_RULES,
+    LABEL_NET_SHAPE, LABEL_OWNER, LABEL_SANDBOX,
 };
 
 /// Label: on a rules helper, the workspace whose holder it loads rules into.
@@ -181,7 +181,8 @@ pub fn create_body(
     }
 }
 
-/// The holder's labels: ours, its workspace (never as `po.workspace`), its mode and rules.
+/// The holder's labels: ours, its workspace (never as `po.workspace`), its mode, rules and
+/// their shape.
 fn labels(spec: &ContainerSpec, rules_hash: &str) -> HashMap<String, String> {
     let label = |k: &str| spec.labels.get(k).cloned().unwrap_or_default();
     [
@@ -193,6 +194,7 @@ fn labels(spec: &ContainerSpec, rules_hash: &str) -> HashMap<String, String> {
         ),
         (LABEL_NET_MODE, spec.network_mode.as_str().to_string()),
         (LABEL_NET_RULES, rules_hash.to_string()),
+        (LABEL_NET_SHAPE, firewall::shape(spec.network_mode)),
     ]
     .into_iter()
     .map(|(k, v)| (k.to_string(), v))
@@ -517,6 +519,7 @@ pub async fn posture(
         ports: live.posture.ports.clone(),
         mode: label(LABEL_NET_MODE).and_then(|m| NetworkMode::parse(&m)),
         rules_hash: label(LABEL_NET_RULES),
+        rules_shape: label(LABEL_NET_SHAPE),
         rules: var("PO_NET_RULES"),
         broker_host: var("PO_NET_BROKER_HOST"),
         started_at,

@@ -14,16 +14,22 @@ fn input(mode: NetworkMode) -> RulesInput {
         host_addresses: vec![ip("192.0.2.2"), ip("127.0.0.1"), ip("fd00::2"), ip("::1")],
         broker_port: None,
         egress_port: None,
+        server_port: 7300,
     }
 }
 
-/// The rules of the output chain, in order.
-fn output_rules(text: &str) -> Vec<String> {
-    let add = format!("add rule inet {TABLE} output ");
+/// The rules of one chain, in order.
+fn chain_rules(text: &str, chain: &str) -> Vec<String> {
+    let add = format!("add rule inet {TABLE} {chain} ");
     text.lines()
         .filter_map(|l| l.strip_prefix(add.as_str()))
         .map(str::to_string)
         .collect()
+}
+
+/// The rules of the output chain, in order.
+fn output_rules(text: &str) -> Vec<String> {
+    chain_rules(text, "output")
 }
 
 #[test]
@@ -200,11 +206,16 @@ fn a_tcp_broker_route_allows_that_port_on_the_resolved_address_before_any_refusa
 }
 
 #[test]
-fn refusals_reset_tcp_and_answer_the_rest_admin_prohibited_never_drop() {
+fn outbound_refusals_reset_tcp_and_answer_the_rest_admin_prohibited_never_drop() {
     let text = ruleset(&input(NetworkMode::None));
     assert!(text.contains("meta l4proto tcp reject with tcp reset"));
     assert!(text.contains("reject with icmpx type admin-prohibited"));
-    assert!(!text.contains("drop"));
+    for r in output_rules(&text)
+        .iter()
+        .chain(&chain_rules(&text, "refuse"))
+    {
+        assert!(!r.contains("drop"), "{r}");
+    }
 }
 
 #[test]
@@ -212,28 +223,38 @@ fn a_load_declares_the_table_then_flushes_and_fills_its_chains_and_never_deletes
     let mut i = input(NetworkMode::Open);
     i.broker_port = Some(41234);
     let text = ruleset(&i);
-    // Declared (made when missing, kept when there: the port set keeps its elements), then
-    // both chains flushed and filled in the same transaction.
+    // Declared (made when missing, kept when there: the port set keeps its elements and the
+    // counter its count), then the chains flushed and filled in the same transaction.
     assert!(
         text.starts_with("table inet po_sandbox {\n  set broker_ports {"),
         "{text}"
     );
+    assert!(
+        text.contains("  counter inbound_dropped {\n  }\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("  chain input {\n    type filter hook input priority 0; policy drop;\n  }"),
+        "{text}"
+    );
     assert!(!text.contains("delete"), "{text}");
     let lines: Vec<&str> = text.lines().collect();
-    let flush_refuse = lines
+    let at = |line: &str| lines.iter().position(|l| *l == line).unwrap();
+    let flushes =
+        ["refuse", "output", "input"].map(|c| at(&format!("flush chain inet po_sandbox {c}")));
+    let first_add = lines
         .iter()
-        .position(|l| *l == "flush chain inet po_sandbox refuse");
-    let flush_output = lines
-        .iter()
-        .position(|l| *l == "flush chain inet po_sandbox output");
-    let first_add = lines.iter().position(|l| l.starts_with("add rule "));
-    let last_decl = lines.iter().position(|l| *l == "}");
-    assert!(last_decl < flush_refuse && flush_refuse < flush_output && flush_output < first_add);
-    // Every rule after the declaration is an `add rule` of one of the two chains.
-    for l in &lines[flush_output.unwrap() + 1..] {
+        .position(|l| l.starts_with("add rule "))
+        .unwrap();
+    let last_decl = at("}");
+    assert!(last_decl < flushes[0] && flushes[0] < flushes[1] && flushes[1] < flushes[2]);
+    assert!(flushes[2] < first_add);
+    // Every rule after the declaration is an `add rule` of one of the three chains.
+    for l in &lines[flushes[2] + 1..] {
         assert!(
-            l.starts_with("add rule inet po_sandbox refuse ")
-                || l.starts_with("add rule inet po_sandbox output "),
+            ["refuse", "output", "input"]
+                .iter()
+                .any(|c| l.starts_with(&format!("add rule inet po_sandbox {c} "))),
             "{l}"
         );
     }
@@ -243,6 +264,110 @@ fn a_load_declares_the_table_then_flushes_and_fills_its_chains_and_never_deletes
         .find(&format!("counter po_rules_{hash}"))
         .unwrap();
     assert!(counter < marked_text.find("flush chain").unwrap());
+}
+
+const IN_DROP: &str = "counter name inbound_dropped drop";
+const IN_ND: &str =
+    "ip6 hoplimit 255 icmpv6 type { nd-neighbor-solicit, nd-neighbor-advert } accept";
+
+#[test]
+fn every_mode_lets_in_loopback_replies_and_the_server_port_from_the_gateway_only_and_counts_the_rest()
+ {
+    let lo = "iif \"lo\" accept";
+    let ct = "ct state established,related accept";
+    // (gateway, server port, the input chain's rules)
+    let cases: [(Option<&str>, u16, Vec<&str>); 5] = [
+        (
+            Some("172.30.0.1"),
+            7300,
+            vec![
+                lo,
+                ct,
+                "ip saddr 172.30.0.1 tcp dport 7300 accept",
+                IN_ND,
+                IN_DROP,
+            ],
+        ),
+        (
+            Some("10.89.0.1"),
+            4242,
+            vec![
+                lo,
+                ct,
+                "ip saddr 10.89.0.1 tcp dport 4242 accept",
+                IN_ND,
+                IN_DROP,
+            ],
+        ),
+        (
+            Some("fd00:5eed::1"),
+            7300,
+            vec![
+                lo,
+                ct,
+                "ip6 saddr fd00:5eed::1 tcp dport 7300 accept",
+                IN_ND,
+                IN_DROP,
+            ],
+        ),
+        // No host side known (an engine network mode: slirp4netns forwards over loopback), or
+        // none worth the name: the server's port over loopback only.
+        (None, 7300, vec![lo, ct, IN_ND, IN_DROP]),
+        (Some("0.0.0.0"), 7300, vec![lo, ct, IN_ND, IN_DROP]),
+    ];
+    for mode in [NetworkMode::Open, NetworkMode::None, NetworkMode::Allowlist] {
+        for (gateway, port, want) in &cases {
+            let mut i = input(mode);
+            i.gateway = gateway.map(ip);
+            i.server_port = *port;
+            let text = ruleset(&i);
+            assert_eq!(chain_rules(&text, "input"), *want, "{mode:?} {gateway:?}");
+            // The broker's TCP route changes nothing inbound (its replies are replies).
+            i.broker_port = Some(41234);
+            i.egress_port = Some(41235);
+            assert_eq!(
+                chain_rules(&ruleset(&i), "input"),
+                *want,
+                "{mode:?} {gateway:?}"
+            );
+        }
+    }
+}
+
+#[test]
+fn nothing_but_the_server_port_is_let_in_from_anywhere_but_loopback() {
+    let rules = chain_rules(&ruleset(&input(NetworkMode::Open)), "input");
+    let accepting: Vec<&String> = rules
+        .iter()
+        .filter(|r| r.ends_with("accept"))
+        .filter(|r| !r.starts_with("iif \"lo\"") && !r.starts_with("ct state ") && *r != IN_ND)
+        .collect();
+    assert_eq!(accepting, ["ip saddr 172.30.0.1 tcp dport 7300 accept"]);
+    // Dropped, not rejected (a scan learns nothing), and counted last; the policy drops too.
+    assert_eq!(rules.last().unwrap(), IN_DROP);
+    assert!(!rules.iter().any(|r| r.contains("reject")), "{rules:?}");
+    // The other hosts' way in: neighbour discovery never leaves the link (hop limit 255).
+    assert!(IN_ND.starts_with("ip6 hoplimit 255 "));
+}
+
+#[test]
+fn the_server_port_is_part_of_the_ruleset_and_its_hash() {
+    let a = input(NetworkMode::Open);
+    let mut b = a.clone();
+    b.server_port = 7301;
+    assert_ne!(rules_hash(&ruleset(&a)), rules_hash(&ruleset(&b)));
+}
+
+#[test]
+fn the_shape_follows_the_mode_and_this_code_never_a_hosts_addresses() {
+    let [open, none, allowlist] =
+        [NetworkMode::Open, NetworkMode::None, NetworkMode::Allowlist].map(shape);
+    assert_eq!(open.len(), 16);
+    assert!(open.chars().all(|c| c.is_ascii_hexdigit()));
+    assert_ne!(open, none);
+    // Allowlist is none at packet level.
+    assert_eq!(none, allowlist);
+    assert_eq!(shape(NetworkMode::Open), open, "stable");
 }
 
 #[test]

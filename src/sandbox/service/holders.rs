@@ -214,6 +214,7 @@ impl<E: EngineApi> ContainerService<E> {
             host_addresses: c.host_addresses.clone(),
             broker_port,
             egress_port,
+            server_port: spec.container_port,
         };
         let broker_host = broker_port.map(|_| crate::broker::server::CONTAINER_HOST);
         let rules = holder::Rules::of(&input, broker_host);

@@ -34,6 +34,9 @@ pub const LABEL_HOLDER_OF: &str = "po.holder-of";
 pub const LABEL_NET_MODE: &str = "po.net-mode";
 /// Label: on a namespace holder, the hash of the ruleset it carries (its helper loads it).
 pub const LABEL_NET_RULES: &str = "po.net-rules";
+/// Label: on a namespace holder, the shape of its rules (`firewall::shape`): the version of
+/// the code that made them, as far as the rules go.
+pub const LABEL_NET_SHAPE: &str = "po.net-shape";
 
 /// The seed files copied read-only from `<poHome>` into P when they exist.
 pub const SEED_FILES: [&str; 3] = ["modes.yaml", "domains.yaml", "config.yaml"];

@@ -2,7 +2,7 @@
 //! ([`check_posture`]), and a person reads it as a [`ContainerPosture`].
 
 use super::build::ContainerSpec;
-use crate::sandbox::firewall::NetworkMode;
+use crate::sandbox::firewall::{self, NetworkMode};
 
 /// What adoption reads from a live container's inspect data.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -70,6 +70,8 @@ pub struct HolderPosture {
     pub mode: Option<NetworkMode>,
     /// Its `po.net-rules` label.
     pub rules_hash: Option<String>,
+    /// Its `po.net-shape` label (absent on holders made before it).
+    pub rules_shape: Option<String>,
     /// The ruleset it carries (`PO_NET_RULES`), which its rules helper loads.
     pub rules: Option<String>,
     /// The broker's host name its rules resolve (`PO_NET_BROKER_HOST`, TCP routes).
@@ -508,6 +510,12 @@ pub(super) fn check_network(spec: &ContainerSpec, live: &LivePosture) -> Result<
     }
     if h.rules.is_none() || h.rules_hash.is_none() {
         return Err(Kind::Network.drift("its holder carries no network rules"));
+    }
+    // Its helper loads the rules it carries: rules of another shape are another version's.
+    if h.rules_shape.as_deref() != Some(firewall::shape(spec.network_mode).as_str()) {
+        return Err(Kind::Network.drift(
+            "its holder carries network rules of another version (this one's refuse more, inbound connections among them)",
+        ));
     }
     Ok(())
 }

@@ -346,6 +346,7 @@ fn live_of(s: &ContainerSpec) -> LivePosture {
             ports: vec![("7300/tcp".into(), "127.0.0.1".into())],
             mode: Some(s.network_mode),
             rules_hash: Some("0123456789abcdef".into()),
+            rules_shape: Some(crate::sandbox::firewall::shape(s.network_mode)),
             rules: Some("table inet po_sandbox {}".into()),
             broker_host: None,
             started_at: "2026-12-01T10:00:00.000000000Z".into(),
@@ -1017,6 +1018,10 @@ fn adoption_needs_a_running_holder_without_capabilities_on_the_network_in_the_sp
     assert!(drift(&holder(|h| h.running = false)).contains("not running"));
     assert!(drift(&holder(|h| h.rules = None)).contains("carries no network rules"));
     assert!(drift(&holder(|h| h.rules_hash = None)).contains("carries no network rules"));
+    // A holder made before the shape label, or by a version whose rules differ.
+    let older = "network rules of another version";
+    assert!(drift(&holder(|h| h.rules_shape = None)).contains(older));
+    assert!(drift(&holder(|h| h.rules_shape = Some("0123456789abcdef".into()))).contains(older));
     assert!(
         drift(&holder(|h| h.mode = Some(NetworkMode::None)))
             .contains("network mode is none, not open")
