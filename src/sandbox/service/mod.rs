@@ -207,16 +207,19 @@ impl<E: EngineApi> ContainerService<E> {
             Some(_) => (vec![], vec![s.mode.broker_host_entry()]),
             None => (vec![], vec![]),
         };
-        let guards = guards::resolve(&ws.path, &s.guarded_paths);
         let mut binds = binds;
         let os = HostOs::current();
-        let copies = spec::guard_copies(&s.po_home, &s.owner, &ws.id);
-        binds.extend(guards::binds(&ws.path, &guards, os, &copies));
         let mut extra_env = extra_env.clone();
-        extra_env.insert(
-            guards::GUARDED_PATHS_VAR.into(),
-            guards::listing(&ws.path, &guards, os),
-        );
+        // A copy guards nothing of the host's: the host folder is not mounted at all.
+        if !self.is_clone(ws) {
+            let guards = guards::resolve(&ws.path, &s.guarded_paths);
+            let copies = spec::guard_copies(&s.po_home, &s.owner, &ws.id);
+            binds.extend(guards::binds(&ws.path, &guards, os, &copies));
+            extra_env.insert(
+                guards::GUARDED_PATHS_VAR.into(),
+                guards::listing(&ws.path, &guards, os),
+            );
+        }
         spec::build(&SpecInput {
             settings: s,
             os,
@@ -226,6 +229,12 @@ impl<E: EngineApi> ContainerService<E> {
             extra_binds: &binds,
             extra_hosts: &hosts,
         })
+    }
+
+    /// The workspace works on a copy (its own mode, else the hub's default).
+    pub(super) fn is_clone(&self, ws: &Workspace) -> bool {
+        let default = self.inner.config.container.workspace_mode;
+        ws.mode.unwrap_or(default) == crate::sandbox::clone::WorkspaceMode::Clone
     }
 
     /// What the service reports of a live container.
