@@ -172,6 +172,12 @@ test('a git repository in clone mode: its history, the host work git sees, nothi
   const kept = await po(['exec', folder, ...home, '--', 'sh', '-c', 'git rev-parse HEAD; cat Makefile; git status --porcelain'])
   assert.equal(kept.stdout.split('\n')[0], agentCommit, 'the agent work is still there, not copied again')
   assert.match(kept.stdout, /echo planted/)
+  // By hand until apply exists: a bundle on exec's stdout, fetched on the host, same ids.
+  const bundle = path.join(path.dirname(folder), 'work.bundle')
+  const out = await run('sh', ['-c', `"${process.execPath}" "${cli}" exec "${folder}" --po-home "${poHome}" -- git bundle create -q - --all > "${bundle}"`], { env: cliEnv() })
+  assert.equal(out.code, 0, out.stderr)
+  await git(folder, 'fetch', '-q', bundle, 'refs/heads/main:refs/heads/agent')
+  assert.equal(await git(folder, 'rev-parse', 'agent'), agentCommit)
 
   // Another mode replaces the container, never merges; the copy stays until discarded.
   const bind = await po(['up', folder, '--json', ...home, ...IMAGE])
