@@ -169,6 +169,8 @@ test('a git repository in clone mode: its history, the host work git sees, nothi
   assert.deepEqual(copiesOf(ws.id), [copy], 'down keeps the copy')
   const again = await po(['up', folder, '--clone', '--json', ...home, ...IMAGE])
   assert.equal(again.code, 0, again.stderr)
+  const adopted = await po(['up', folder, '--clone', '--json', ...home, ...IMAGE])
+  assert.equal(JSON.parse(adopted.stdout).container.adopted, true, 'the running copy is adopted as it is')
   const kept = await po(['exec', folder, ...home, '--', 'sh', '-c', 'git rev-parse HEAD; cat Makefile; git status --porcelain'])
   assert.equal(kept.stdout.split('\n')[0], agentCommit, 'the agent work is still there, not copied again')
   assert.match(kept.stdout, /echo planted/)

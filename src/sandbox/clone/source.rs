@@ -8,7 +8,6 @@
 use std::collections::BTreeSet;
 use std::fs::{self, File, Metadata};
 use std::io::{self, BufWriter};
-use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Component, Path, PathBuf};
 use std::process::Command;
 
@@ -69,8 +68,25 @@ fn private_temp_dir() -> io::Result<PathBuf> {
     getrandom::fill(&mut random).map_err(io::Error::other)?;
     let dir = std::env::temp_dir().join(format!("po-sandbox-copy-{}", hex::encode(random)));
     fs::create_dir(&dir)?;
-    fs::set_permissions(&dir, fs::Permissions::from_mode(0o700))?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        fs::set_permissions(&dir, fs::Permissions::from_mode(0o700))?;
+    }
     Ok(dir)
+}
+
+/// A file's permission bits (elsewhere than Unix: the usual ones for its kind).
+fn mode_of(meta: &Metadata) -> u32 {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        meta.mode()
+    }
+    #[cfg(not(unix))]
+    {
+        if meta.is_dir() { 0o755 } else { 0o644 }
+    }
 }
 
 /// Host git, in `dir`, with nothing of the repository's own that could run: no fsmonitor, no
@@ -290,7 +306,7 @@ impl CopyTar {
     }
 
     fn entry(&mut self, full: &Path, rel: &Path, meta: &Metadata) -> io::Result<()> {
-        let mode = meta.mode() & 0o7777 & !0o6000;
+        let mode = mode_of(meta) & 0o1777;
         let kind = meta.file_type();
         if kind.is_symlink() {
             let target = fs::read_link(full)?;
