@@ -1149,6 +1149,8 @@ export interface WorkspaceContainer {
   created?: string
   /** Its security posture, as the engine reports it. */
   posture: ContainerPosture
+  /** `bind` (the folder is mounted) or `clone` (it works on a copy in a volume of its own). */
+  workspaceMode: 'bind' | 'clone'
 }
 
 /**

@@ -137,6 +137,7 @@ test('a git repository in clone mode: its history, the host work git sees, nothi
   const info = JSON.parse(dockerCli(['inspect', c.containerId]))[0]
   const copy = `po-${c.name.slice(3, -(ws.id.length + 1))}-${ws.id}-copy`
   assert.equal(info.Config.Labels['po.workspace-mode'], 'clone')
+  assert.equal(c.workspaceMode, 'clone')
   assert.ok(!info.Mounts.some((m) => m.Source === folder), 'the host folder is not mounted')
   assert.ok(info.Mounts.some((m) => m.Type === 'volume' && m.Name === copy && m.Destination === folder && m.RW), JSON.stringify(info.Mounts))
   assert.deepEqual(copiesOf(ws.id), [copy])
@@ -185,6 +186,7 @@ test('a git repository in clone mode: its history, the host work git sees, nothi
   const bind = await po(['up', folder, '--json', ...home, ...IMAGE])
   assert.equal(bind.code, 0, bind.stderr)
   assert.match(JSON.parse(bind.stdout).container.replacedReason, /was not adopted/)
+  assert.equal(JSON.parse(bind.stdout).container.workspaceMode, 'bind')
   assert.deepEqual(copiesOf(ws.id), [copy])
   const discard = await po(['down', folder, '--discard', ...home])
   assert.equal(discard.code, 0, discard.stderr)

@@ -55,7 +55,7 @@ function upText(ws, c, runtimeVersion, hints) {
   return [
     `Sandbox ${c.adopted ? 'adopted (already running)' : 'started'} for ${ws.path}`,
     `  URL         ${c.url}`,
-    `  Workspace   ${ws.id}`,
+    `  Workspace   ${ws.id}${c.workspaceMode === 'clone' ? ' (clone mode: a copy in its own volume; the folder is not mounted)' : ''}`,
     `  Runtime     ${runtimeLine(runtimeVersion)}`,
     `  Container   ${c.name} (${c.containerId.slice(0, 12)}), image ${c.image}`,
     `  Posture     user ${p.user}; ${p.noCapabilities ? 'all capabilities dropped' : 'CAPABILITIES NOT ALL DROPPED'}; ${p.noNewPrivileges ? 'no-new-privileges' : 'NEW PRIVILEGES ALLOWED'}; ${p.privileged ? 'PRIVILEGED' : 'not privileged'}; pid limit ${p.pidsLimit ?? 'none'}; network ${p.networks.join(', ') || p.networkMode}`,

@@ -143,3 +143,19 @@ fn a_folder_without_git_leaves_out_what_the_ignore_file_lists() {
     assert!(names.contains(&"node_modules/x/b".to_string()), "{names:?}");
     assert!(!names.iter().any(|n| n.starts_with("keep")), "{names:?}");
 }
+
+#[test]
+fn a_repository_without_a_commit_keeps_its_branch_and_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let repo = dir.path();
+    git(repo, &["init", "-q", "-b", "trunk"]);
+    std::fs::write(repo.join("draft.txt"), "draft\n").unwrap();
+    let copy = prepare(repo, USER).unwrap();
+    let all = entries(&copy.tar);
+    let text = |n: &str| all.iter().find(|e| e.0 == n).map(|e| e.3.clone());
+    assert_eq!(
+        text(".git/HEAD").as_deref(),
+        Some("ref: refs/heads/trunk\n")
+    );
+    assert_eq!(text("draft.txt").as_deref(), Some("draft\n"));
+}

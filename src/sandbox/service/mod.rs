@@ -122,6 +122,9 @@ pub struct WorkspaceContainer {
     pub created: Option<String>,
     /// Its security posture, as the engine reports it.
     pub posture: ContainerPosture,
+    /// `bind` (the folder is mounted) or `clone` (it works on a copy in a volume of its own).
+    #[napi(ts_type = "'bind' | 'clone'")]
+    pub workspace_mode: String,
 }
 
 struct Inner<E> {
@@ -270,6 +273,9 @@ impl<E: EngineApi> ContainerService<E> {
             replaced_reason,
             created: live.created.clone(),
             posture: ContainerPosture::from(&live.posture),
+            workspace_mode: crate::sandbox::clone::WorkspaceMode::of_labels(&live.labels)
+                .as_str()
+                .into(),
         }
     }
 
