@@ -227,13 +227,17 @@ impl<E: EngineApi> ContainerService<E> {
         self.prepare_sandbox_dir(ws)?;
         // A copy volume that exists holds the agent's work: it is never filled again.
         let copy = self.prepare_copy(ws, spec).await?;
-        container::ensure_volumes(&self.changes(), spec).await?;
         let mut made = Rollback::new(self, &ws.id);
+        // Undone with the rest (from here on): an empty copy kept would never be filled.
         made.copy_volume = copy.as_ref().map(|(name, _)| name.clone());
         let copy = copy.map(|(_, c)| c);
-        let result = self
-            .create_steps(ws, spec, replaced_reason, copy, &mut made)
-            .await;
+        let result = match container::ensure_volumes(&self.changes(), spec).await {
+            Ok(()) => {
+                self.create_steps(ws, spec, replaced_reason, copy, &mut made)
+                    .await
+            }
+            Err(e) => Err(e),
+        };
         if result.is_err() {
             made.undo().await;
         }

@@ -872,3 +872,15 @@ async fn a_failed_clone_start_removes_the_copy_it_made() {
     assert!(!hub.engine.state().volumes.contains_key(&copy));
     assert!(hub.names().is_empty(), "{:?}", hub.names());
 }
+
+#[tokio::test]
+async fn a_clone_whose_volumes_cannot_be_made_leaves_no_empty_copy() {
+    let hub = Hub::new().await;
+    let ws = clone_ws(&hub, "acme");
+    let copy = crate::sandbox::clone::copy_volume_name("hub1", "acme");
+    hub.engine
+        .fault("create_volume", &copy, Fault::Fail(500), None);
+    hub.service.start(ws).await.unwrap_err();
+    assert!(!hub.engine.state().volumes.contains_key(&copy));
+    assert!(hub.names().is_empty(), "{:?}", hub.names());
+}
