@@ -441,6 +441,13 @@ export interface ContainerProviderOptions {
    * `PO_SANDBOX_NETWORK`, else `open`.
    */
   network?: string
+  /**
+   * How each workspace's folder reaches its container: `bind` (the default: mounted,
+   * changes live, guarded paths read-only) or `clone` (a copy in a volume of its own,
+   * filled once through the engine; the host folder is never mounted). Default
+   * `PO_SANDBOX_WORKSPACE_MODE`, else `bind`; a workspace's `mode` wins.
+   */
+  workspaceMode?: 'bind' | 'clone'
 }
 
 /** Options of `startCredentialBroker`. */
@@ -1025,6 +1032,8 @@ export interface SandboxQuery {
    * `pruneSandboxLeftovers`: also the volumes of workspaces whose container and folder are gone.
    */
   removeVolumes?: boolean
+  /** `stopSandboxContainers`: also remove the workspace's copy (clone mode), which nothing else removes. */
+  discard?: boolean
   /** `pruneSandboxLeftovers`: only list what it would remove. */
   dryRun?: boolean
   /** `listSandboxContainers`: each running container's forwarded ports too (`forwards`). */
@@ -1140,6 +1149,8 @@ export interface WorkspaceContainer {
   created?: string
   /** Its security posture, as the engine reports it. */
   posture: ContainerPosture
+  /** `bind` (the folder is mounted) or `clone` (it works on a copy in a volume of its own). */
+  workspaceMode: 'bind' | 'clone'
 }
 
 /**
@@ -1160,6 +1171,11 @@ export interface WorkspaceOption {
    * same) does not: its status is `skipped`.
    */
   sandbox?: 'container' | 'none' | 'host'
+  /**
+   * `bind` (the folder mounted, changes live) or `clone` (the container works on a copy in
+   * a volume of its own); default the provider's `workspaceMode`.
+   */
+  mode?: 'bind' | 'clone'
 }
 
 /** A configured workspace's place in start-up. */
@@ -1171,6 +1187,8 @@ export interface WorkspaceRef {
   id: string
   /** Its folder: absolute, existing. */
   path: string
+  /** `bind` or `clone` (default: the provider's `workspaceMode`). */
+  mode?: 'bind' | 'clone'
 }
 
 /** What `review` found in a workspace. */

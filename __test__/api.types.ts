@@ -59,7 +59,7 @@ async function providerUsage(): Promise<void> {
     registerSandboxProvider: (p) => { provider = p },
     publishService: (_name, s) => { service = s },
   }
-  const layer = registerSandboxLayer(host, { poHome: '/home/u/.po', workspaces: [{ id: 'w', path: '/src/w', sandbox: 'container' }], imageVariant: 'minimal', runFlags: ['--runtime=runsc', '--memory=2g'], networkAllow: ['registry.npmjs.org:443', '*.crates.io:443'], networkResolve: ['registry.test=127.0.0.1'] })
+  const layer = registerSandboxLayer(host, { poHome: '/home/u/.po', workspaces: [{ id: 'w', path: '/src/w', sandbox: 'container', mode: 'clone' }], workspaceMode: 'bind', imageVariant: 'minimal', runFlags: ['--runtime=runsc', '--memory=2g'], networkAllow: ['registry.npmjs.org:443', '*.crates.io:443'], networkResolve: ['registry.test=127.0.0.1'] })
   if (layer === null) return
   layer.provider.onEvent((e: SandboxEvent) => { const t: 'engine' | 'runtime' | 'image' | 'workspace' | 'egress' | 'provider' = e.type; void t })
   const status: ProviderStatus = await layer.provider.ready()
@@ -70,13 +70,15 @@ async function providerUsage(): Promise<void> {
   const all: string[] = await layer.containers.stopAll()
   const rows: SandboxContainerRow[] = await listSandboxContainers({ allOwners: true })
   const ids: string[] = await stopSandboxContainers({ all: true })
+  const discarded: string[] = await stopSandboxContainers({ workspace: 'w', discard: true })
+  const copied: WorkspaceContainer = await layer.containers.start({ id: 'w', path: '/src/w', mode: 'clone' })
   const pruned: PruneReport = await pruneSandboxLeftovers({ removeVolumes: true, dryRun: true })
   const prunedNames: string[] = [...pruned.networks, ...pruned.volumes]
   void prunedNames
   const image = await ensureSandboxImage({ imageVariant: 'full' }, (e) => void e.phase)
   const flags: string[] = [...c.posture.runFlags, ...(rows[0]?.runFlags ?? [])]
   const runtime: string = c.posture.runtime
-  void [provider, service, state, c.url, c.hostPort, adopted, stopped, all, rows, ids, image.tag, layer.provider.kind, flags, runtime]
+  void [discarded, copied, provider, service, state, c.url, c.hostPort, adopted, stopped, all, rows, ids, image.tag, layer.provider.kind, flags, runtime]
 }
 void providerUsage
 

@@ -20,8 +20,11 @@ Commands:
                         --dry-run lists them only.
   up [dir]              Bring up (or adopt) the sandbox of a folder (default: the current one)
                         and print its URL and security posture. Uses Po's runtime bundle, or
-                        the embedded demo bundle when Po's is not installed.
-  down [dir]            Stop and remove the folder's sandbox container (volumes are kept).
+                        the embedded demo bundle when Po's is not installed. With --clone the
+                        container works on a copy of the folder in a volume of its own (filled
+                        once; the folder is not mounted and nothing reaches it).
+  down [dir]            Stop and remove the folder's sandbox container (volumes are kept, the
+                        copy of a --clone sandbox too; --discard removes that copy).
   exec [dir] -- <command...>
                         Run a command in the folder's running sandbox, in the folder, as the
                         container's user, with brokered credentials; interactive (a TTY) when
@@ -49,6 +52,8 @@ Options:
   --owner <id>          ls, stop, review: the owner id (default: derived from the Po home).
   --all                 ls: every hub's containers; stop: every container of this hub.
   --volumes             prune: also the volumes of workspaces gone with their folder.
+  --clone               up: work on a copy of the folder (PO_SANDBOX_WORKSPACE_MODE=clone).
+  --discard             down: also remove the folder's copy (--clone), with the work in it.
   --dry-run             prune: list what it would remove, remove nothing.
   --engine <name>       Use only this engine: docker, podman, nerdctl or finch.
   --timeout-ms <ms>     doctor: bound each engine step (connect, ping, version, info); default 3000.
@@ -62,6 +67,8 @@ const OPTIONS = {
   json: { type: 'boolean' },
   all: { type: 'boolean' },
   volumes: { type: 'boolean' },
+  clone: { type: 'boolean' },
+  discard: { type: 'boolean' },
   'dry-run': { type: 'boolean' },
   help: { type: 'boolean', short: 'h' },
   'timeout-ms': { type: 'string' },
@@ -153,6 +160,8 @@ function checkUsage(opts) {
   const { command, args } = opts
   if (!['doctor', 'ls', 'stop', 'prune', 'up', 'down', 'exec', 'port', 'review', 'demo'].includes(command)) fail(`unknown command '${command}'`)
   if ((opts.volumes || opts.dryRun) && command !== 'prune') fail(`${opts.volumes ? '--volumes' : '--dry-run'} is an option of prune only`)
+  if (opts.clone && command !== 'up') fail('--clone is an option of up only')
+  if (opts.discard && command !== 'down') fail('--discard is an option of down only')
   if (opts.rest !== undefined && command !== 'exec') fail("unknown option '--'")
   if (command === 'exec' && (opts.rest === undefined || opts.rest.length === 0)) fail('exec needs a command after --, as in: po-sandbox exec [dir] -- ls -la')
   if (command === 'port' && args[0] === 'ls') {

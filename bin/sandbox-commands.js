@@ -55,7 +55,7 @@ function upText(ws, c, runtimeVersion, hints) {
   return [
     `Sandbox ${c.adopted ? 'adopted (already running)' : 'started'} for ${ws.path}`,
     `  URL         ${c.url}`,
-    `  Workspace   ${ws.id}`,
+    `  Workspace   ${ws.id}${c.workspaceMode === 'clone' ? ' (clone mode: a copy in its own volume; the folder is not mounted)' : ''}`,
     `  Runtime     ${runtimeLine(runtimeVersion)}`,
     `  Container   ${c.name} (${c.containerId.slice(0, 12)}), image ${c.image}`,
     `  Posture     user ${p.user}; ${p.noCapabilities ? 'all capabilities dropped' : 'CAPABILITIES NOT ALL DROPPED'}; ${p.noNewPrivileges ? 'no-new-privileges' : 'NEW PRIVILEGES ALLOWED'}; ${p.privileged ? 'PRIVILEGED' : 'not privileged'}; pid limit ${p.pidsLimit ?? 'none'}; network ${p.networks.join(', ') || p.networkMode}`,
@@ -72,7 +72,7 @@ function upText(ws, c, runtimeVersion, hints) {
 async function up(addon, opts, ws) {
   const layer = layerFor(addon, opts)
   showProgress(layer, opts)
-  const c = await layer.containers.start({ id: ws.id, path: ws.path })
+  const c = await layer.containers.start({ id: ws.id, path: ws.path, ...(opts.clone ? { mode: 'clone' } : {}) })
   const runtimeVersion = layer.provider.status().runtimeVersion
   if (opts.json) process.stdout.write(`${JSON.stringify({ ok: true, workspace: ws, runtimeVersion, demo: runtimeVersion === 'demo', container: c }, null, 2)}\n`)
   else process.stdout.write(upText(ws, c, runtimeVersion, opts.command === 'up'))
@@ -80,10 +80,12 @@ async function up(addon, opts, ws) {
 }
 
 async function down(addon, opts, ws, removeVolumes = false) {
-  const stopped = await addon.stopSandboxContainers({ poHome: opts.poHome, engine: opts.engine, workspace: ws.id, removeVolumes })
-  if (opts.json) process.stdout.write(`${JSON.stringify({ ok: true, workspace: ws, stopped: stopped.length > 0 }, null, 2)}\n`)
-  else if (stopped.length === 0) process.stdout.write(`The sandbox of ${ws.path} (workspace ${ws.id}) has no container: nothing to stop.\n`)
-  else process.stdout.write(`Stopped and removed the sandbox of ${ws.path} (workspace ${ws.id})${removeVolumes ? ', and its volumes' : '; its volumes are kept'}.\n`)
+  const discard = opts.discard === true
+  const stopped = await addon.stopSandboxContainers({ poHome: opts.poHome, engine: opts.engine, workspace: ws.id, removeVolumes, discard })
+  const copy = discard ? ' Its copy (clone mode) was discarded.' : ''
+  if (opts.json) process.stdout.write(`${JSON.stringify({ ok: true, workspace: ws, stopped: stopped.length > 0, discarded: discard }, null, 2)}\n`)
+  else if (stopped.length === 0) process.stdout.write(`The sandbox of ${ws.path} (workspace ${ws.id}) has no container: nothing to stop.${copy}\n`)
+  else process.stdout.write(`Stopped and removed the sandbox of ${ws.path} (workspace ${ws.id})${removeVolumes ? ', and its volumes' : '; its volumes are kept'}.${copy}\n`)
 }
 
 /** What `review` prints: one line per changed file the host may run, then what to do. */

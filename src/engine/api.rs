@@ -88,6 +88,14 @@ pub(crate) trait EngineApi: Clone + Send + Sync + 'static {
     ) -> impl Future<Output = EngineResult<Vec<(String, HashMap<String, String>)>>> + Send;
     /// Removes a volume (404: gone).
     fn remove_volume(&self, name: &str) -> impl Future<Output = EngineResult<()>> + Send;
+    /// Extracts the tar file `tar` (a host file, streamed) into `path` of a container, created
+    /// or running (the engine's archive upload).
+    fn upload_archive(
+        &self,
+        id: &str,
+        path: &str,
+        tar: std::path::PathBuf,
+    ) -> impl Future<Output = EngineResult<()>> + Send;
     /// The networks matching `filters`.
     fn list_networks(
         &self,
@@ -249,6 +257,33 @@ impl EngineApi for Docker {
 
     async fn remove_volume(&self, name: &str) -> EngineResult<()> {
         Docker::remove_volume(self, name, None::<RemoveVolumeOptions>).await
+    }
+
+    async fn upload_archive(
+        &self,
+        id: &str,
+        path: &str,
+        tar: std::path::PathBuf,
+    ) -> EngineResult<()> {
+        let file = tokio::fs::File::open(&tar).await?;
+        // 256 KiB at a time: a large copy never sits in memory whole.
+        let chunks = futures_util::stream::unfold(Some(file), |file| async move {
+            use tokio::io::AsyncReadExt;
+            let mut file = file?;
+            let mut buf = vec![0u8; 256 << 10];
+            match file.read(&mut buf).await {
+                Ok(0) | Err(_) => None,
+                Ok(n) => {
+                    buf.truncate(n);
+                    Some((bytes::Bytes::from(buf), Some(file)))
+                }
+            }
+        });
+        let options = bollard::query_parameters::UploadToContainerOptions {
+            path: path.to_string(),
+            ..Default::default()
+        };
+        Docker::upload_to_container(self, id, Some(options), bollard::body_stream(chunks)).await
     }
 
     async fn list_networks(&self, filters: Filters) -> EngineResult<Vec<Network>> {

@@ -4,6 +4,7 @@
 //! or hang one named call.
 
 use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -63,6 +64,8 @@ pub(crate) struct State {
     pub volumes: BTreeMap<String, HashMap<String, String>>,
     /// Image tags, as built.
     pub images: Vec<String>,
+    /// Archives uploaded: container id, path, the tar file (gone once the upload returned).
+    pub uploads: Vec<(String, String, PathBuf)>,
     /// Calls made, as `call subject`, in order.
     pub calls: Vec<String>,
     /// Faults by call: the subject (a container's name or id, a network's name…) must contain
@@ -636,6 +639,12 @@ impl EngineApi for FakeEngine {
             Some(_) => Ok(()),
             None => Err(status(404, format!("no such volume: {name}"))),
         }
+    }
+
+    async fn upload_archive(&self, id: &str, path: &str, tar: PathBuf) -> EngineResult<()> {
+        self.enter("upload_archive", id).await?;
+        self.state().uploads.push((id.into(), path.into(), tar));
+        Ok(())
     }
 
     async fn list_networks(&self, filters: Filters) -> EngineResult<Vec<Network>> {

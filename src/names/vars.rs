@@ -40,6 +40,9 @@ pub const GUARDED_PATHS_VAR: &str = "PO_SANDBOX_GUARDED_PATHS";
 /// The variable that sets the egress mode when the `network` option does not; inside a
 /// container, the mode its rules enforce.
 pub const NETWORK_VAR: &str = "PO_SANDBOX_NETWORK";
+/// The variable that sets the workspace mode when the `workspaceMode` option does not (`bind` or
+/// `clone`); inside a container, set to `clone` when the workspace is a copy.
+pub const WORKSPACE_MODE_VAR: &str = "PO_SANDBOX_WORKSPACE_MODE";
 /// The variable that sets `networkAllow` when the option does not (comma-separated).
 pub const NETWORK_ALLOW_VAR: &str = "PO_SANDBOX_NETWORK_ALLOW";
 /// The variable that sets `networkResolve` when the option does not (comma-separated).

@@ -32,6 +32,8 @@ pub struct JsSandboxQuery {
     /// and those of the workspace when its container was already gone (default false: kept).
     /// `pruneSandboxLeftovers`: also the volumes of workspaces whose container and folder are gone.
     pub remove_volumes: Option<bool>,
+    /// `stopSandboxContainers`: also remove the workspace's copy (clone mode), which nothing else removes.
+    pub discard: Option<bool>,
     /// `pruneSandboxLeftovers`: only list what it would remove.
     pub dry_run: Option<bool>,
     /// `listSandboxContainers`: each running container's forwarded ports too (`forwards`).
@@ -54,6 +56,7 @@ fn query(env: &Env, q: Option<Unknown>) -> napi::Result<Query> {
         workspace: q.workspace,
         all: q.all.unwrap_or(false),
         remove_volumes: q.remove_volumes.unwrap_or(false),
+        discard: q.discard.unwrap_or(false),
         dry_run: q.dry_run.unwrap_or(false),
         forwards: q.forwards.unwrap_or(false),
     };

@@ -26,6 +26,9 @@ pub struct JsWorkspaceRef {
     pub id: String,
     /// Its folder: absolute, existing.
     pub path: String,
+    /// `bind` or `clone` (default: the provider's `workspaceMode`).
+    #[napi(ts_type = "'bind' | 'clone'")]
+    pub mode: Option<String>,
 }
 
 /// How `WorkspaceContainers.exec` runs a command.
@@ -172,8 +175,8 @@ impl WorkspaceContainers {
     ) -> napi::Result<PromiseRaw<'env, WorkspaceContainer>> {
         let arg: JsWorkspaceRef =
             required_arg(env, Some(workspace), "workspace", "expected { id, path }")?;
-        let ws =
-            crate::sandbox::workspace::resolve(&arg.id, &arg.path).map_err(|e| coded(env, &e))?;
+        let ws = crate::sandbox::workspace::resolve_with_mode(&arg.id, &arg.path, arg.mode)
+            .map_err(|e| coded(env, &e))?;
         let provider = self.provider.clone();
         promise(env, async move { provider.start_workspace(ws).await })
     }

@@ -27,6 +27,8 @@ pub struct QueryOptions {
     /// Also remove the volumes (`stop`; `prune`: of workspaces whose container and folder
     /// are gone).
     pub remove_volumes: bool,
+    /// `stop`: also remove the copy volumes (clone mode).
+    pub discard: bool,
     /// `prune`: list only.
     pub dry_run: bool,
     /// `ls`: each running container's forwarded ports too (one more engine call each).
@@ -41,6 +43,7 @@ pub struct Query {
     workspace: Option<String>,
     all: bool,
     remove_volumes: bool,
+    discard: bool,
     dry_run: bool,
     forwards: bool,
     /// The owner as given (`prune` scopes to it; every owner's otherwise).
@@ -70,6 +73,7 @@ impl Query {
             workspace: q.workspace,
             all: q.all,
             remove_volumes: q.remove_volumes,
+            discard: q.discard,
             dry_run: q.dry_run,
             forwards: q.forwards,
             given_owner,
@@ -107,7 +111,8 @@ impl Query {
     }
 
     /// Stops and removes the workspace's container, or every container of this owner;
-    /// volumes are kept unless `remove_volumes`. The workspace ids stopped.
+    /// volumes are kept unless `remove_volumes`, copy volumes unless `discard`. The workspace
+    /// ids stopped.
     pub async fn stop(self) -> Result<Vec<String>> {
         self.check_stop()?;
         let (docker, _) = engine::connect(&self.host, &self.options.detect).await?;
@@ -117,6 +122,7 @@ impl Query {
             &self.options.owner,
             self.workspace.as_deref(),
             self.remove_volumes,
+            self.discard,
         )
         .await
     }

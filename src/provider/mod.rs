@@ -455,7 +455,8 @@ impl Provider {
         }
         self.set_workspace(&w.id, |s| s.state = WorkspacePhase::Starting);
         let result = match workspace::resolve(&w.id, &w.path) {
-            Ok(ws) => {
+            Ok(mut ws) => {
+                ws.mode = w.mode;
                 let ids = known
                     .as_ref()
                     .map(|k| k.ids.get(&w.id).cloned().unwrap_or_default());

@@ -14,8 +14,10 @@ use crate::engine::{self, DetectOptions, EngineReport};
 use crate::error::{Error, Result};
 use crate::host::{HostEnv, HostOs, UserIds};
 use crate::image::ImageRecipe;
+use crate::names::vars::WORKSPACE_MODE_VAR;
 use crate::names::vars::{CPUS_VAR, MEMORY_VAR, NETWORK_ALLOW_VAR, NETWORK_RESOLVE_VAR};
 use crate::runtime_bundle::{self, RuntimeBundle};
+use crate::sandbox::clone::WorkspaceMode;
 use crate::sandbox::engine_mode::{EngineMode, ROUTE_VAR, RouteChoice};
 use crate::sandbox::firewall::NetworkMode;
 use crate::sandbox::run_flags::{self, RUN_FLAGS_VAR, RunFlags};
@@ -36,6 +38,8 @@ pub struct WorkspaceRequest {
     pub path: String,
     /// Its sandbox is `container`.
     pub container: bool,
+    /// Its own workspace mode (`mode`); `None`: the hub's default.
+    pub mode: Option<WorkspaceMode>,
 }
 
 /// A workspace the hub knows.
@@ -50,6 +54,10 @@ pub struct GivenWorkspace {
     /// same) does not: its status is `skipped`.
     #[napi(ts_type = "'container' | 'none' | 'host'")]
     pub sandbox: Option<String>,
+    /// `bind` (the folder mounted, changes live) or `clone` (the container works on a copy in
+    /// a volume of its own); default the provider's `workspaceMode`.
+    #[napi(ts_type = "'bind' | 'clone'")]
+    pub mode: Option<String>,
 }
 
 /// Options of the container provider.
@@ -141,6 +149,12 @@ pub struct GivenOptions {
     /// refuses other workspaces, the host, link-local and private ranges. Default
     /// `PO_SANDBOX_NETWORK`, else `open`.
     pub network: Option<String>,
+    /// How each workspace's folder reaches its container: `bind` (the default: mounted,
+    /// changes live, guarded paths read-only) or `clone` (a copy in a volume of its own,
+    /// filled once through the engine; the host folder is never mounted). Default
+    /// `PO_SANDBOX_WORKSPACE_MODE`, else `bind`; a workspace's `mode` wins.
+    #[napi(ts_type = "'bind' | 'clone'")]
+    pub workspace_mode: Option<String>,
 }
 
 /// Checked options.
@@ -189,6 +203,8 @@ pub struct ProviderOptions {
     pub network_resolve: BTreeMap<String, IpAddr>,
     /// The egress mode (`network`, `PO_SANDBOX_NETWORK`; default `open`).
     pub network_mode: NetworkMode,
+    /// The default workspace mode (`workspaceMode`, `PO_SANDBOX_WORKSPACE_MODE`).
+    pub workspace_mode: WorkspaceMode,
 }
 
 /// The option's list, else the variable's comma-separated entries, with the name to blame.
@@ -275,6 +291,7 @@ impl ProviderOptions {
             host_env: self.host.vars().clone(),
             mode,
             network_mode: self.network_mode,
+            workspace_mode: self.workspace_mode,
         }
     }
 
@@ -410,7 +427,13 @@ fn owner(value: Option<String>, po_home: &std::path::Path) -> Result<String> {
 /// (the same as `none`).
 fn workspaces(list: Vec<GivenWorkspace>) -> Result<Vec<WorkspaceRequest>> {
     let mut out: Vec<WorkspaceRequest> = Vec::new();
-    for GivenWorkspace { id, path, sandbox } in list {
+    for GivenWorkspace {
+        id,
+        path,
+        sandbox,
+        mode,
+    } in list
+    {
         workspace::check_id(&id)?;
         if out.iter().any(|w| w.id == id) {
             return Err(Error::WorkspaceInvalid {
@@ -428,10 +451,14 @@ fn workspaces(list: Vec<GivenWorkspace>) -> Result<Vec<WorkspaceRequest>> {
                 ));
             }
         };
+        let mode = mode
+            .map(|m| WorkspaceMode::parse(&m, "workspaces[].mode"))
+            .transpose()?;
         out.push(WorkspaceRequest {
             id,
             path,
             container,
+            mode,
         });
     }
     Ok(out)
@@ -605,7 +632,10 @@ impl ProviderOptions {
         let network_resolve = network_resolve(g.network_resolve, &host)?;
         let health_interval = health_interval(g.health_interval_ms)?;
         let network_mode = network_mode(g.network.as_deref(), &host)?;
+        let mode_var = host.vars().get(WORKSPACE_MODE_VAR).map(String::as_str);
+        let workspace_mode = WorkspaceMode::resolve(g.workspace_mode.as_deref(), mode_var)?;
         Ok(ProviderOptions {
+            workspace_mode,
             network_allow,
             network_resolve,
             network_mode,

@@ -325,9 +325,13 @@ pub async fn ensure_volumes(docker: &impl EngineApi, spec: &ContainerSpec) -> Re
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect();
     for v in &spec.volumes {
+        let mut labels = labels.clone();
+        if spec.copy_volume() == Some(v) {
+            labels.insert(crate::sandbox::clone::LABEL_COPY.into(), "1".into());
+        }
         let request = VolumeCreateRequest {
             name: Some(v.name.clone()),
-            labels: Some(labels.clone()),
+            labels: Some(labels),
             ..Default::default()
         };
         docker.create_volume(request).await.map_err(engine_err(
@@ -339,11 +343,13 @@ pub async fn ensure_volumes(docker: &impl EngineApi, spec: &ContainerSpec) -> Re
 }
 
 /// Removes the volumes labelled with this owner (and workspace, when given); gone already is
-/// fine. Returns their names.
+/// fine. A workspace's copy volume (clone mode) goes only with `copies`, and then only it.
+/// Returns their names.
 pub async fn remove_volumes(
     docker: &impl EngineApi,
     owner: &str,
     workspace: Option<&str>,
+    copies: bool,
 ) -> Result<Vec<String>> {
     let mut labels = vec![format!("po.owner={owner}")];
     if let Some(w) = workspace {
@@ -355,7 +361,8 @@ pub async fn remove_volumes(
         .await
         .map_err(engine_err(docker, Operation::List(Resource::Volume)))?;
     let mut removed = Vec::new();
-    for (name, _) in listed {
+    let is_copy = |l: &HashMap<String, String>| l.contains_key(crate::sandbox::clone::LABEL_COPY);
+    for (name, _) in listed.into_iter().filter(|(_, l)| is_copy(l) == copies) {
         match docker.remove_volume(&name).await {
             Ok(()) => removed.push(name),
             Err(e) if is_status(&e, 404) => {}

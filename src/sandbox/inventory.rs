@@ -162,14 +162,16 @@ pub async fn list(docker: &impl EngineApi, owner: Option<&str>) -> Result<Vec<Sa
 }
 
 /// Stops and removes this owner's containers (one workspace's, or all), removing their token
-/// files and review baselines; their volumes too with `remove_volumes`, else they are kept; the owner's network too when
-/// no container uses it any more. Returns the workspace ids stopped.
+/// files and review baselines; their volumes too with `remove_volumes`, else they are kept;
+/// their copy volumes (clone mode) only with `discard`; the owner's network too when no
+/// container uses it any more. Returns the workspace ids stopped.
 pub async fn stop(
     docker: &impl EngineApi,
     po_home: &Path,
     owner: &str,
     workspace: Option<&str>,
     remove_volumes: bool,
+    discard: bool,
 ) -> Result<Vec<String>> {
     if let Some(w) = workspace {
         crate::names::ids::check_id(w)?;
@@ -195,7 +197,10 @@ pub async fn stop(
     // Their namespace holders (and any a failed start left behind).
     crate::sandbox::holder::remove_of(docker, owner, workspace).await?;
     if remove_volumes {
-        container::remove_volumes(docker, owner, workspace).await?;
+        container::remove_volumes(docker, owner, workspace, false).await?;
+    }
+    if discard {
+        container::remove_volumes(docker, owner, workspace, true).await?;
     }
     if !stopped.is_empty() {
         // The owner's per-hub network, when no container uses it any more.
@@ -288,7 +293,9 @@ mod tests {
                 .create(Some(&format!("po-o1-{ws}")), body)
                 .unwrap();
         }
-        let stopped = stop(&engine, home.path(), "o1", None, false).await.unwrap();
+        let stopped = stop(&engine, home.path(), "o1", None, false, false)
+            .await
+            .unwrap();
         assert_eq!(stopped, ["w1", "w2"]);
         let tokens = spec::token_file(home.path(), "o1", "w1");
         assert_eq!(
@@ -302,6 +309,38 @@ mod tests {
         left.sort();
         assert_eq!(left, ["o1-w2.lock"], "held by a running hub");
         drop(held);
+    }
+
+    #[tokio::test]
+    async fn volumes_go_with_remove_volumes_and_the_copy_only_with_a_discard() {
+        use crate::engine::fake::FakeEngine;
+        use bollard::models::VolumeCreateRequest;
+        let engine = FakeEngine::default();
+        let home = tempfile::tempdir().unwrap();
+        for (name, copy) in [("po-o1-w-home", false), ("po-o1-w-copy", true)] {
+            let mut labels = HashMap::from([
+                (LABEL_OWNER.to_string(), "o1".to_string()),
+                (LABEL_WORKSPACE.to_string(), "w".to_string()),
+            ]);
+            if copy {
+                labels.insert(crate::sandbox::clone::LABEL_COPY.into(), "1".into());
+            }
+            let request = VolumeCreateRequest {
+                name: Some(name.into()),
+                labels: Some(labels),
+                ..Default::default()
+            };
+            engine.create_volume(request).await.unwrap();
+        }
+        let left = |e: &FakeEngine| e.state().volumes.keys().cloned().collect::<Vec<_>>();
+        stop(&engine, home.path(), "o1", Some("w"), true, false)
+            .await
+            .unwrap();
+        assert_eq!(left(&engine), ["po-o1-w-copy"]);
+        stop(&engine, home.path(), "o1", Some("w"), false, true)
+            .await
+            .unwrap();
+        assert!(left(&engine).is_empty());
     }
 
     #[test]

@@ -4,6 +4,7 @@
 //! the `po/workspace-containers` service that adopts or creates it, the per-hub network, host
 //! locks, and the inventory of every container a Po home owns.
 
+pub(crate) mod clone;
 pub(crate) mod container;
 pub(crate) mod engine_mode;
 pub(crate) mod exec;

@@ -53,7 +53,7 @@ pub async fn prune(docker: &impl EngineApi, ask: PruneAsk<'_>) -> Result<PruneRe
 
 /// The sandbox volumes whose (owner, workspace) has no container in any state and whose
 /// workspace folder (their `po.workspace-path` label) does not exist here, removed unless
-/// `dry_run`. A volume without that label (made before it was added) is kept: its folder is
+/// `dry_run`; never a copy volume. A volume without that label (made before it was added) is kept: its folder is
 /// unknown. Returns their names, sorted.
 async fn orphan_volumes(
     docker: &impl EngineApi,
@@ -84,6 +84,10 @@ async fn orphan_volumes(
         ) else {
             continue;
         };
+        // A copy (clone mode) may hold work nobody took yet: only a discard removes it.
+        if l.contains_key(crate::sandbox::clone::LABEL_COPY) {
+            continue;
+        }
         let folder_gone = std::fs::symlink_metadata(path)
             .is_err_and(|e| e.kind() == std::io::ErrorKind::NotFound);
         if with_container.contains(&(o.clone(), w.clone())) || !folder_gone {
@@ -164,6 +168,20 @@ mod tests {
         )
         .await;
         volume(&engine, "kept-folder", "o1", "kept", Some(here)).await;
+        volume(
+            &engine,
+            "gone-copy",
+            "o1",
+            "gone",
+            Some("/nonexistent/po-gone"),
+        )
+        .await;
+        engine
+            .state()
+            .volumes
+            .get_mut("gone-copy")
+            .unwrap()
+            .insert(crate::sandbox::clone::LABEL_COPY.into(), "1".into());
         volume(&engine, "kept-unknown", "o1", "old", None).await;
         volume(
             &engine,
@@ -199,7 +217,7 @@ mod tests {
         let dry = prune(&engine, ask).await.unwrap();
         assert_eq!(dry.volumes, ["gone-home"]);
         assert!(dry.dry_run);
-        assert_eq!(engine.state().volumes.len(), 5);
+        assert_eq!(engine.state().volumes.len(), 6);
         let all = PruneAsk {
             owner: None,
             dry_run: false,
@@ -208,7 +226,11 @@ mod tests {
         let done = prune(&engine, all).await.unwrap();
         assert_eq!(done.volumes, ["gone-home", "other-owner"]);
         let left: Vec<String> = engine.state().volumes.keys().cloned().collect();
-        assert_eq!(left, ["kept-container", "kept-folder", "kept-unknown"]);
+        // A copy may hold work nobody took: only a discard removes it.
+        assert_eq!(
+            left,
+            ["gone-copy", "kept-container", "kept-folder", "kept-unknown"]
+        );
         let none = PruneAsk {
             volumes: false,
             ..all

@@ -14,6 +14,8 @@ pub struct Workspace {
     pub id: String,
     /// The workspace folder, canonicalised (links resolved).
     pub path: PathBuf,
+    /// Its own workspace mode (a workspace entry's `mode`); `None`: the hub's default.
+    pub mode: Option<crate::sandbox::clone::WorkspaceMode>,
 }
 
 /// Checks an id and a folder: the folder must be absolute, exist and be a directory; it is
@@ -45,6 +47,19 @@ pub fn resolve(id: &str, path: &str) -> Result<Workspace> {
     Ok(Workspace {
         id: id.to_string(),
         path: canonical,
+        mode: None,
+    })
+}
+
+/// As [`resolve`], with the workspace's own mode (`bind` or `clone`) when given.
+pub fn resolve_with_mode(id: &str, path: &str, mode: Option<String>) -> Result<Workspace> {
+    use crate::sandbox::clone::WorkspaceMode;
+    let mode = mode
+        .map(|m| WorkspaceMode::parse(&m, "workspace.mode"))
+        .transpose()?;
+    Ok(Workspace {
+        mode,
+        ..resolve(id, path)?
     })
 }
 
@@ -297,6 +312,7 @@ mod tests {
         let ws = |id: &str, p: &str| Workspace {
             id: id.into(),
             path: PathBuf::from(p),
+            mode: None,
         };
         let fences = Fences {
             home: Some("/home/ann".into()),

@@ -78,6 +78,7 @@ fn workspaces_rules() {
         id: id.to_string(),
         path: "/w".to_string(),
         sandbox: sandbox.map(str::to_string),
+        mode: None,
     };
     let ok = workspaces(vec![
         w("a", None),
@@ -103,6 +104,20 @@ fn workspaces_rules() {
     assert_eq!(code, "OPTIONS_INVALID");
     assert!(
         msg.starts_with("Invalid option workspaces[].sandbox: \"vm\""),
+        "{msg}"
+    );
+    let moded = |mode: &str| GivenWorkspace {
+        mode: Some(mode.into()),
+        ..w("m", None)
+    };
+    use crate::sandbox::clone::WorkspaceMode;
+    let ok = workspaces(vec![moded("clone")]).unwrap();
+    assert_eq!(ok[0].mode, Some(WorkspaceMode::Clone));
+    assert_eq!(workspaces(vec![w("m", None)]).unwrap()[0].mode, None);
+    let (code, msg) = code_and_message(workspaces(vec![moded("copy")]));
+    assert_eq!(code, "OPTIONS_INVALID");
+    assert!(
+        msg.contains("workspaces[].mode") && msg.contains("'clone'"),
         "{msg}"
     );
 }

@@ -32,6 +32,7 @@ fn spec(extra_hosts: Vec<String>) -> ContainerSpec {
         },
         read_only_root: true,
         network_mode: Default::default(),
+        workspace_mode: Default::default(),
         tmpfs: crate::sandbox::spec::WRITABLE_TMPFS
             .iter()
             .map(|(p, o)| (p.to_string(), o.to_string()))

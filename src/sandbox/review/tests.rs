@@ -18,6 +18,7 @@ impl Case {
         let ws = Workspace {
             id: "proj-1".into(),
             path,
+            mode: None,
         };
         Case { dir, ws }
     }
@@ -156,6 +157,7 @@ fn a_baseline_is_kept_once_taken_and_goes_with_the_stop() {
     let moved = Workspace {
         id: c.ws.id.clone(),
         path: c.dir.path().join("elsewhere"),
+        mode: None,
     };
     fs::create_dir(&moved.path).unwrap();
     assert!(ensure_baseline(&path, &moved, 0).unwrap());

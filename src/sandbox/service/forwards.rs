@@ -3,6 +3,7 @@
 use super::ContainerService;
 use crate::engine::api::EngineApi;
 use crate::error::{Error, Result};
+use crate::sandbox::clone::WorkspaceMode;
 use crate::sandbox::forward::{self, ForwardInfo, PortForward, Target};
 use crate::sandbox::spec::{self, LABEL_WORKSPACE_PATH};
 use crate::sandbox::workspace;
@@ -36,7 +37,9 @@ impl<E: EngineApi> ContainerService<E> {
             .map(str::to_string)
             .or_else(|| live.labels.get(LABEL_WORKSPACE_PATH).cloned())
             .unwrap_or_default();
-        let ws = workspace::resolve(id, &ws_path)?;
+        let mut ws = workspace::resolve(id, &ws_path)?;
+        // Checked against the mode it was made in.
+        ws.mode = Some(WorkspaceMode::of_labels(&live.labels));
         if let Err(reason) = spec::check_posture(&self.spec_for(&ws), &live.posture) {
             let why = format!(
                 "its container is not the sandbox it should be ({reason}): run `po-sandbox up {ws_path}` to replace it"

@@ -12,6 +12,7 @@ use crate::engine::api::EngineApi;
 use crate::error::{Error, Result};
 use crate::events::WorkspaceChange;
 use crate::lock::Locked;
+use crate::sandbox::clone::{self, WorkspaceMode};
 use crate::sandbox::container::{self, Created, LiveContainer};
 use crate::sandbox::exec;
 use crate::sandbox::guards;
@@ -224,15 +225,41 @@ impl<E: EngineApi> ContainerService<E> {
         replaced_reason: Option<String>,
     ) -> Result<WorkspaceContainer> {
         self.prepare_sandbox_dir(ws)?;
-        container::ensure_volumes(&self.changes(), spec).await?;
+        // A copy volume that exists holds the agent's work: it is never filled again.
+        let copy = self.prepare_copy(ws, spec).await?;
         let mut made = Rollback::new(self, &ws.id);
-        let result = self
-            .create_steps(ws, spec, replaced_reason, &mut made)
-            .await;
+        // Undone with the rest (from here on): an empty copy kept would never be filled.
+        made.copy_volume = copy.as_ref().map(|(name, _)| name.clone());
+        let copy = copy.map(|(_, c)| c);
+        let result = match container::ensure_volumes(&self.changes(), spec).await {
+            Ok(()) => {
+                self.create_steps(ws, spec, replaced_reason, copy, &mut made)
+                    .await
+            }
+            Err(e) => Err(e),
+        };
         if result.is_err() {
             made.undo().await;
         }
         result
+    }
+
+    /// In clone mode, when the copy volume is new: the copy of the host folder, prepared on
+    /// the host, with the volume's name; `None` otherwise.
+    async fn prepare_copy(
+        &self,
+        ws: &Workspace,
+        spec: &ContainerSpec,
+    ) -> Result<Option<(String, clone::PreparedCopy)>> {
+        let Some(volume) = spec.copy_volume() else {
+            return Ok(None);
+        };
+        let c = &self.inner.config.container;
+        if clone::copy_exists(&self.inner.docker, &c.owner, &ws.id, &volume.name).await? {
+            return Ok(None);
+        }
+        let copy = clone::prepare_copy(&ws.id, ws.path.clone(), c.user).await?;
+        Ok(Some((volume.name.clone(), copy)))
     }
 
     /// P exists and holds no stale lock files.
@@ -255,6 +282,10 @@ impl<E: EngineApi> ContainerService<E> {
         if !removed.is_empty() {
             tracing::debug!(workspace = %ws.id, count = removed.len(), "stale locks removed");
         }
+        if self.is_clone(ws) {
+            // Nothing is written into the host folder: it is copied, not mounted.
+            return Ok(());
+        }
         let guards = guards::resolve(&ws.path, &self.inner.config.container.guarded_paths);
         let made = guards::prepare(&ws.id, &ws.path, &guards)?;
         let c = &self.inner.config.container;
@@ -273,6 +304,7 @@ impl<E: EngineApi> ContainerService<E> {
         ws: &Workspace,
         spec: &ContainerSpec,
         replaced_reason: Option<String>,
+        copy: Option<clone::PreparedCopy>,
         made: &mut Rollback<'_, E>,
     ) -> Result<WorkspaceContainer> {
         // Before the container starts: nothing its agent writes is in the baseline.
@@ -314,6 +346,11 @@ impl<E: EngineApi> ContainerService<E> {
             }
         };
         made.container = Some(id.clone());
+        if let (Some(copy), Some(target)) = (copy, spec.copy_volume()) {
+            // Into the created container, before it starts: the engine writes the volume.
+            let docker = self.changes();
+            clone::upload_copy(&docker, &ws.id, &id, &target.target, &copy).await?;
+        }
         self.start_and_wait(ws, spec, &id, replaced_reason).await
     }
 
@@ -476,7 +513,9 @@ impl<E: EngineApi> ContainerService<E> {
                 .map(str::to_string)
                 .or_else(|| live.labels.get(LABEL_WORKSPACE_PATH).cloned())
                 .unwrap_or_default();
-            let ws = workspace::resolve(id, &ws_path)?;
+            let mut ws = workspace::resolve(id, &ws_path)?;
+            // Adopting never creates: it is checked against the mode it was made in.
+            ws.mode = Some(WorkspaceMode::of_labels(&live.labels));
             self.claim_folder(&ws)?;
             let spec = self.spec_for(&ws);
             match spec::check_posture(&spec, &live.posture) {
@@ -561,6 +600,12 @@ impl<E: EngineApi> ContainerService<E> {
         if !live.running() || !is_workspace_container(&live.labels, self.owner(), ws) {
             return Ok(None);
         }
+        // An exec runs in what runs, in the mode it was made in; `up` asks for its mode.
+        let mut ws = ws.clone();
+        if for_exec && ws.mode.is_none() {
+            ws.mode = Some(WorkspaceMode::of_labels(&live.labels));
+        }
+        let ws = &ws;
         self.claim_folder(ws)?;
         let spec = self.spec_for(ws);
         if let Err(drift) = spec::check_posture(&spec, &live.posture) {
@@ -596,6 +641,8 @@ struct Rollback<'a, E> {
     token: Option<PathBuf>,
     granted: bool,
     container: Option<String>,
+    /// A copy volume this create made (holding nothing of the agent's yet).
+    copy_volume: Option<String>,
 }
 
 impl<'a, E: EngineApi> Rollback<'a, E> {
@@ -608,6 +655,7 @@ impl<'a, E: EngineApi> Rollback<'a, E> {
             token: None,
             granted: false,
             container: None,
+            copy_volume: None,
         }
     }
 
@@ -617,6 +665,7 @@ impl<'a, E: EngineApi> Rollback<'a, E> {
         self.token = None;
         self.granted = false;
         self.container = None;
+        self.copy_volume = None;
     }
 
     /// Undoes what was made, newest first: the container (and its holder), the token file, the
@@ -624,6 +673,10 @@ impl<'a, E: EngineApi> Rollback<'a, E> {
     async fn undo(self) {
         if let Some(id) = &self.container {
             let _ = self.service.stop_and_remove(id, self.workspace).await;
+        }
+        // Made by this create and holding nothing of the agent's yet.
+        if let Some(volume) = &self.copy_volume {
+            let _ = self.service.changes().remove_volume(volume).await;
         }
         if let Some(token) = &self.token {
             let _ = std::fs::remove_file(token);

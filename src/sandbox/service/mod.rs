@@ -122,6 +122,9 @@ pub struct WorkspaceContainer {
     pub created: Option<String>,
     /// Its security posture, as the engine reports it.
     pub posture: ContainerPosture,
+    /// `bind` (the folder is mounted) or `clone` (it works on a copy in a volume of its own).
+    #[napi(ts_type = "'bind' | 'clone'")]
+    pub workspace_mode: String,
 }
 
 struct Inner<E> {
@@ -207,16 +210,19 @@ impl<E: EngineApi> ContainerService<E> {
             Some(_) => (vec![], vec![s.mode.broker_host_entry()]),
             None => (vec![], vec![]),
         };
-        let guards = guards::resolve(&ws.path, &s.guarded_paths);
         let mut binds = binds;
         let os = HostOs::current();
-        let copies = spec::guard_copies(&s.po_home, &s.owner, &ws.id);
-        binds.extend(guards::binds(&ws.path, &guards, os, &copies));
         let mut extra_env = extra_env.clone();
-        extra_env.insert(
-            guards::GUARDED_PATHS_VAR.into(),
-            guards::listing(&ws.path, &guards, os),
-        );
+        // A copy guards nothing of the host's: the host folder is not mounted at all.
+        if !self.is_clone(ws) {
+            let guards = guards::resolve(&ws.path, &s.guarded_paths);
+            let copies = spec::guard_copies(&s.po_home, &s.owner, &ws.id);
+            binds.extend(guards::binds(&ws.path, &guards, os, &copies));
+            extra_env.insert(
+                guards::GUARDED_PATHS_VAR.into(),
+                guards::listing(&ws.path, &guards, os),
+            );
+        }
         spec::build(&SpecInput {
             settings: s,
             os,
@@ -226,6 +232,12 @@ impl<E: EngineApi> ContainerService<E> {
             extra_binds: &binds,
             extra_hosts: &hosts,
         })
+    }
+
+    /// The workspace works on a copy (its own mode, else the hub's default).
+    pub(super) fn is_clone(&self, ws: &Workspace) -> bool {
+        let default = self.inner.config.container.workspace_mode;
+        ws.mode.unwrap_or(default) == crate::sandbox::clone::WorkspaceMode::Clone
     }
 
     /// What the service reports of a live container.
@@ -261,6 +273,9 @@ impl<E: EngineApi> ContainerService<E> {
             replaced_reason,
             created: live.created.clone(),
             posture: ContainerPosture::from(&live.posture),
+            workspace_mode: crate::sandbox::clone::WorkspaceMode::of_labels(&live.labels)
+                .as_str()
+                .into(),
         }
     }
 

@@ -81,6 +81,7 @@ fn config(home: &Path, broker: Option<BrokerWiring>) -> ServiceConfig {
             host_env: HashMap::new(),
             mode: EngineMode::default(),
             network_mode: NetworkMode::Open,
+            workspace_mode: Default::default(),
         },
         health_timeout: Duration::from_millis(1500),
         podman: false,
@@ -153,6 +154,7 @@ impl Hub {
         Workspace {
             id: id.into(),
             path: path.canonicalize().unwrap(),
+            mode: None,
         }
     }
 
@@ -603,11 +605,13 @@ async fn a_folder_overlapping_another_workspace_or_the_po_home_is_refused_with_n
     let inner = Workspace {
         id: "api".into(),
         path: hub.ws("web").path.join("api"),
+        mode: None,
     };
     std::fs::create_dir_all(&inner.path).unwrap();
     let po_home = Workspace {
         id: "home".into(),
         path: hub.home.path().canonicalize().unwrap(),
+        mode: None,
     };
     for ws in [inner.clone(), po_home] {
         let err = hub.service.start(ws.clone()).await.unwrap_err();
@@ -774,6 +778,7 @@ fn a_container_is_the_workspaces_only_with_its_owner_id_and_folder_labels() {
     let ws = Workspace {
         id: "w1".into(),
         path: "/work/p".into(),
+        mode: None,
     };
     let full = [
         (spec::LABEL_OWNER, "o1"),
@@ -806,4 +811,76 @@ fn a_container_is_the_workspaces_only_with_its_owner_id_and_folder_labels() {
         }
         assert!(!lifecycle::is_workspace_container(&l, "o1", &ws), "{what}");
     }
+}
+
+/// The workspace `id` of this hub in clone mode.
+fn clone_ws(hub: &Hub, id: &str) -> Workspace {
+    Workspace {
+        mode: Some(crate::sandbox::clone::WorkspaceMode::Clone),
+        ..hub.ws(id)
+    }
+}
+
+#[tokio::test]
+async fn a_clone_is_filled_once_kept_by_stops_and_replaced_when_the_mode_changes() {
+    let hub = Hub::new().await;
+    let ws = clone_ws(&hub, "acme");
+    std::fs::write(ws.path.join("a.txt"), "a").unwrap();
+    let got = hub.service.start(ws.clone()).await.unwrap();
+    let copy = crate::sandbox::clone::copy_volume_name("hub1", "acme");
+    {
+        let s = hub.engine.state();
+        assert_eq!(s.uploads.len(), 1);
+        let (container, path, tar) = &s.uploads[0];
+        assert_eq!(container, &got.container_id);
+        assert_eq!(path, &ws.path.to_string_lossy());
+        assert!(
+            !tar.exists(),
+            "the prepared copy is removed after the upload"
+        );
+        assert_eq!(s.volumes[&copy][crate::sandbox::clone::LABEL_COPY], "1");
+        let body = &s.containers[&got.container_id].body;
+        let binds = body.host_config.as_ref().unwrap().mounts.clone().unwrap();
+        let host = ws.path.to_string_lossy();
+        assert!(!binds.iter().any(|m| m.source.as_deref() == Some(&*host)));
+    }
+    hub.service.stop_all().await.unwrap();
+    assert!(
+        hub.engine.state().volumes.contains_key(&copy),
+        "stopAll keeps it"
+    );
+    hub.service.start(ws.clone()).await.unwrap();
+    assert_eq!(hub.engine.state().uploads.len(), 1, "never filled again");
+    let bind = Workspace { mode: None, ..ws };
+    let again = hub.service.start(bind).await.unwrap();
+    assert!(again.replaced_reason.unwrap().contains("not adopted"));
+    assert!(
+        hub.engine.state().volumes.contains_key(&copy),
+        "kept on a switch"
+    );
+}
+
+#[tokio::test]
+async fn a_failed_clone_start_removes_the_copy_it_made() {
+    let hub = Hub::new().await;
+    let ws = clone_ws(&hub, "acme");
+    let name = hub.service.spec_for(&ws).name;
+    hub.engine
+        .fault("start_container", &name, Fault::Fail(500), None);
+    hub.service.start(ws).await.unwrap_err();
+    let copy = crate::sandbox::clone::copy_volume_name("hub1", "acme");
+    assert!(!hub.engine.state().volumes.contains_key(&copy));
+    assert!(hub.names().is_empty(), "{:?}", hub.names());
+}
+
+#[tokio::test]
+async fn a_clone_whose_volumes_cannot_be_made_leaves_no_empty_copy() {
+    let hub = Hub::new().await;
+    let ws = clone_ws(&hub, "acme");
+    let copy = crate::sandbox::clone::copy_volume_name("hub1", "acme");
+    hub.engine
+        .fault("create_volume", &copy, Fault::Fail(500), None);
+    hub.service.start(ws).await.unwrap_err();
+    assert!(!hub.engine.state().volumes.contains_key(&copy));
+    assert!(hub.names().is_empty(), "{:?}", hub.names());
 }

@@ -9,8 +9,10 @@ use super::names::*;
 use super::proxy::{PROXY_VARS, ProxyValue};
 use crate::host::{HostOs, UserIds};
 use crate::names::paths::{HOME_DIR, RUNTIME_DIR, TOKEN_PATH};
+use crate::names::vars::WORKSPACE_MODE_VAR;
 use crate::platform::container_path;
 use crate::runtime_bundle::RuntimeBundle;
+use crate::sandbox::clone::{self, WorkspaceMode};
 use crate::sandbox::engine_mode::{NetworkMode as EngineNetwork, SLIRP_HOST_LOOPBACK};
 use crate::sandbox::firewall::{NETWORK_VAR, NetworkMode};
 use crate::sandbox::run_flags::{self, RunFlags};
@@ -160,6 +162,9 @@ pub struct ContainerSettings {
     pub mode: crate::sandbox::engine_mode::EngineMode,
     /// The egress mode (`network`, `PO_SANDBOX_NETWORK`).
     pub network_mode: NetworkMode,
+    /// The default workspace mode (`workspaceMode`, `PO_SANDBOX_WORKSPACE_MODE`); a workspace
+    /// entry's `mode` wins.
+    pub workspace_mode: WorkspaceMode,
 }
 
 /// Everything that decides one workspace's container: the hub's settings and this
@@ -235,6 +240,8 @@ pub struct ContainerSpec {
     pub limits_enforced: bool,
     /// The egress mode its holder's rules enforce.
     pub network_mode: NetworkMode,
+    /// `clone`: the workspace path is the copy volume (the last of `volumes`), not a bind.
+    pub workspace_mode: WorkspaceMode,
     /// Hash of everything above but the environment inherited from the host.
     pub spec_hash: String,
 }
@@ -285,6 +292,14 @@ pub fn build(input: &SpecInput) -> ContainerSpec {
     let ws_path = ws.path.to_string_lossy().to_string();
     let in_container = |p: &Path| container_path(input.os, &p.to_string_lossy());
     let own = layer_env(input, &in_container(&p));
+    let workspace_mode = mode_of(input);
+    let mut volumes = volume_names(&s.owner, &ws.id).to_vec();
+    if workspace_mode == WorkspaceMode::Clone {
+        volumes.push(VolumeMount {
+            name: clone::copy_volume_name(&s.owner, &ws.id),
+            target: in_container(&ws.path),
+        });
+    }
     let mut spec = ContainerSpec {
         name: container_name(&s.owner, &ws.id),
         image: s.image.clone(),
@@ -295,7 +310,7 @@ pub fn build(input: &SpecInput) -> ContainerSpec {
         working_dir: in_container(&ws.path),
         user: s.user.to_string(),
         binds: binds(input, &p),
-        volumes: volume_names(&s.owner, &ws.id).to_vec(),
+        volumes,
         container_port: s.bundle.server.port,
         pids_limit: s
             .run_flags
@@ -315,11 +330,33 @@ pub fn build(input: &SpecInput) -> ContainerSpec {
         keep_id: s.mode.keep_id,
         limits_enforced: s.mode.limits_enforced,
         network_mode: s.network_mode,
+        workspace_mode,
         spec_hash: String::new(),
     };
     set_env_and_hash(&mut spec, own, &s.host_env);
     spec.labels = labels(input, &spec.spec_hash, ws_path);
+    if workspace_mode == WorkspaceMode::Clone {
+        let mode = workspace_mode.as_str().to_string();
+        spec.labels.insert(clone::LABEL_WORKSPACE_MODE.into(), mode);
+    }
     spec
+}
+
+/// The workspace's own mode, else the hub's default.
+fn mode_of(input: &SpecInput) -> WorkspaceMode {
+    input
+        .workspace
+        .mode
+        .unwrap_or(input.settings.workspace_mode)
+}
+
+impl ContainerSpec {
+    /// The copy volume, in clone mode.
+    pub fn copy_volume(&self) -> Option<&VolumeMount> {
+        (self.workspace_mode == WorkspaceMode::Clone)
+            .then(|| self.volumes.last())
+            .flatten()
+    }
 }
 
 impl ContainerSpec {
@@ -360,12 +397,16 @@ fn tmpfs(flags: &RunFlags) -> BTreeMap<String, String> {
 pub(super) fn binds(input: &SpecInput, p: &Path) -> Vec<Bind> {
     let (ws, s) = (input.workspace, input.settings);
     let p_str = container_path(input.os, &p.to_string_lossy());
-    let mut binds = vec![
-        Bind {
+    // In clone mode the host folder is not mounted at all: its copy volume is.
+    let mut binds: Vec<Bind> = (mode_of(input) == WorkspaceMode::Bind)
+        .then(|| Bind {
             source: ws.path.clone(),
             target: container_path(input.os, &ws.path.to_string_lossy()),
             read_only: false,
-        },
+        })
+        .into_iter()
+        .collect();
+    binds.extend([
         Bind {
             source: s.bundle.dir.clone(),
             target: crate::runtime_bundle::MOUNT_POINT.into(),
@@ -381,7 +422,7 @@ pub(super) fn binds(input: &SpecInput, p: &Path) -> Vec<Bind> {
             target: TOKEN_PATH.into(),
             read_only: true,
         },
-    ];
+    ]);
     for seed in SEED_FILES.iter().filter(|s| input.seed_files.contains(s)) {
         binds.push(Bind {
             source: s.po_home.join(seed),
@@ -408,6 +449,9 @@ pub(super) fn layer_env(input: &SpecInput, p_str: &str) -> BTreeMap<String, Stri
     );
     own.insert("PO_HOME".into(), p_str.to_string());
     own.insert("PO_WORKSPACE".into(), input.workspace.id.clone());
+    if mode_of(input) == WorkspaceMode::Clone {
+        own.insert(WORKSPACE_MODE_VAR.into(), "clone".into());
+    }
     own.insert("PO_SANDBOX_TOKEN_FILE".into(), TOKEN_PATH.into());
     own.insert("HOME".into(), HOME_DIR.into());
     own.insert("XDG_CACHE_HOME".into(), format!("{RUNTIME_DIR}/cache"));
@@ -493,6 +537,7 @@ fn hash(spec: &ContainerSpec) -> String {
         keep_id,
         limits_enforced,
         network_mode,
+        workspace_mode,
         spec_hash: _,
     } = spec;
     let mut h = SpecHasher(Sha256::new());
@@ -521,6 +566,10 @@ fn hash(spec: &ContainerSpec) -> String {
         h.field("limits-enforced", "false");
     }
     h.field("network-mode", network_mode.as_str());
+    // Absent in bind mode, so such a spec hashes as it always did.
+    if *workspace_mode == WorkspaceMode::Clone {
+        h.field("workspace-mode", workspace_mode.as_str());
+    }
     hex::encode(&h.0.finalize()[..16])
 }
 

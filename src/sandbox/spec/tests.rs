@@ -34,6 +34,7 @@ fn ws() -> Workspace {
     Workspace {
         id: "acme".into(),
         path: "/src/acme".into(),
+        mode: None,
     }
 }
 
@@ -129,6 +130,7 @@ fn settings(po_home: &str) -> ContainerSettings {
         host_env: HashMap::new(),
         mode: EngineMode::default(),
         network_mode: NetworkMode::Open,
+        workspace_mode: Default::default(),
     }
 }
 
@@ -763,6 +765,7 @@ fn windows_host_paths_map_to_linux_paths_inside() {
     let w = Workspace {
         id: "acme".into(),
         path: r"C:\src\acme".into(),
+        mode: None,
     };
     let input = |os| SpecInput {
         settings: &settings,
@@ -1119,4 +1122,68 @@ fn limits_above_the_spec_read_as_before_and_lower_ones_are_named() {
         said(|l| l.pids_limit = Some(1_000_000)),
         format!("its pid limit is Some(1000000), not at most {p}")
     );
+}
+
+#[test]
+fn a_clone_mounts_its_copy_volume_where_the_folder_was_and_hashes_apart() {
+    use crate::sandbox::clone::{LABEL_WORKSPACE_MODE, WorkspaceMode};
+    let bind = spec_with(&[], &[]);
+    let w = Workspace {
+        mode: Some(WorkspaceMode::Clone),
+        ..ws()
+    };
+    let s = settings("/home/u/.po");
+    let clone = build(&SpecInput {
+        settings: &s,
+        os: crate::host::HostOs::Linux,
+        workspace: &w,
+        seed_files: &[],
+        extra_env: &BTreeMap::new(),
+        extra_binds: &[],
+        extra_hosts: &[],
+    });
+    assert!(bind.binds.iter().any(|b| b.target == "/src/acme"));
+    assert!(
+        !clone
+            .binds
+            .iter()
+            .any(|b| b.source == Path::new("/src/acme"))
+    );
+    let copy = clone.copy_volume().unwrap();
+    assert_eq!(
+        (copy.name.as_str(), copy.target.as_str()),
+        ("po-hub1-acme-copy", "/src/acme")
+    );
+    assert_eq!(bind.copy_volume(), None);
+    assert_eq!(clone.labels[LABEL_WORKSPACE_MODE], "clone");
+    assert!(!bind.labels.contains_key(LABEL_WORKSPACE_MODE));
+    assert_eq!(clone.env["PO_SANDBOX_WORKSPACE_MODE"], "clone");
+    assert_ne!(clone.spec_hash, bind.spec_hash);
+    // Each is not the other's: adoption replaces a container of the other mode.
+    let live = |spec: &ContainerSpec| -> Vec<(String, String, String, bool)> {
+        let mut m: Vec<_> = spec
+            .binds
+            .iter()
+            .map(|b| {
+                (
+                    "bind".into(),
+                    b.source.to_string_lossy().into(),
+                    b.target.clone(),
+                    !b.read_only,
+                )
+            })
+            .collect();
+        m.extend(
+            spec.volumes
+                .iter()
+                .map(|v| ("volume".into(), v.name.clone(), v.target.clone(), true)),
+        );
+        m
+    };
+    for (mine, other) in [(&bind, &clone), (&clone, &bind)] {
+        let allowed = live(other)
+            .iter()
+            .all(|(k, s, d, rw)| mount_allowed(mine, k, s, d, *rw));
+        assert!(!allowed);
+    }
 }

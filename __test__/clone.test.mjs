@@ -1,0 +1,235 @@
+// Clone mode on the real Docker engine: the container works on a copy of the folder in a volume of
+// its own, filled once through the engine (`po-sandbox up --clone`, `PO_SANDBOX_WORKSPACE_MODE`,
+// a workspace's `mode`). A git repository's copy has the same history, the host's uncommitted and
+// untracked work, nothing git ignores and none of the host's hooks or config; nothing planted from
+// inside reaches the host (its tree, `.git` included, hashes the same); `down` keeps the copy,
+// `down --discard` removes it; a folder without git leaves out what `.posandboxignore` lists.
+import { test } from 'node:test'
+import assert from 'node:assert/strict'
+import { createHash } from 'node:crypto'
+import { lstatSync, mkdirSync, readdirSync, readFileSync, readlinkSync, symlinkSync, writeFileSync } from 'node:fs'
+import path from 'node:path'
+
+import { addon, dockerCli, root, run, tempDir } from './helpers.mjs'
+import { baseOptions, containersWith, fakeHost, newOwner, tempHome, useTestBaseImage, volumesOf } from './provider-fixtures.mjs'
+
+const cli = path.join(root, 'bin', 'po-sandbox.js')
+const IMAGE = ['--base-image', 'po-sandbox-test-base:node24-nft', '--image-variant', 'minimal']
+
+useTestBaseImage()
+
+function cliEnv(extra = {}) {
+  const env = { ...process.env, ...extra }
+  for (const k of ['PO_SANDBOX', 'PO_SANDBOX_WORKSPACE_MODE']) if (!(k in extra)) delete env[k]
+  return env
+}
+
+function po(args, extra = {}) {
+  return run(process.execPath, [cli, ...args], { env: cliEnv(extra) })
+}
+
+async function git(cwd, ...args) {
+  const r = await run('git', args, { cwd })
+  assert.equal(r.code, 0, `git ${args.join(' ')}: ${r.stderr}`)
+  return r.stdout.trim()
+}
+
+/** Every path under `dir` (`.git` included, links not followed) with its type, mode and content hash. */
+function treeHash(dir) {
+  const h = createHash('sha256')
+  const walk = (rel) => {
+    const full = path.join(dir, rel)
+    const st = lstatSync(full)
+    h.update(`${rel}\0${st.mode}\0`)
+    if (st.isSymbolicLink()) h.update(readlinkSync(full))
+    else if (st.isDirectory()) for (const e of readdirSync(full).sort()) walk(path.join(rel, e))
+    else h.update(readFileSync(full))
+  }
+  walk('')
+  return h.digest('hex')
+}
+
+/** The copy volumes of a workspace. */
+function copiesOf(wsId) {
+  return dockerCli(['volume', 'ls', '-q', '--filter', `label=po.workspace=${wsId}`, '--filter', 'label=po.workspace-copy=1']).split(/\s+/).filter(Boolean)
+}
+
+/** A folder and a Po home whose sandbox (container, volumes, copy) goes when the test ends. */
+function sandboxFolder(t) {
+  const dir = tempDir(t, 'po-clone-')
+  const folder = path.join(dir, 'project')
+  mkdirSync(folder)
+  const poHome = path.join(dir, 'po-home')
+  const ws = addon.workspaceForFolder(folder)
+  t.after(() => addon.stopSandboxContainers({ poHome, workspace: ws.id, removeVolumes: true, discard: true }))
+  return { folder, poHome, ws }
+}
+
+/** A repository with history on two branches and a tag, uncommitted, untracked and ignored work,
+ * a hook, and a config holding a remote with a credential and a credential helper. */
+async function hostRepository(folder) {
+  await git(folder, 'init', '-q', '-b', 'main')
+  await git(folder, 'config', 'user.name', 'Ann Person')
+  await git(folder, 'config', 'user.email', 'ann@example.invalid')
+  writeFileSync(path.join(folder, '.gitignore'), '*.log\n')
+  writeFileSync(path.join(folder, 'tracked.txt'), 'committed\n')
+  await git(folder, 'add', '.')
+  await git(folder, 'commit', '-q', '-m', 'first')
+  await git(folder, 'tag', 'v1')
+  await git(folder, 'checkout', '-q', '-b', 'feature')
+  writeFileSync(path.join(folder, 'feature.txt'), 'feature\n')
+  await git(folder, 'add', '.')
+  await git(folder, 'commit', '-q', '-m', 'on feature')
+  await git(folder, 'checkout', '-q', 'main')
+  writeFileSync(path.join(folder, 'tracked.txt'), 'changed on the host\n')
+  writeFileSync(path.join(folder, 'untracked.txt'), 'new on the host\n')
+  writeFileSync(path.join(folder, 'secret.log'), 'ignored\n')
+  writeFileSync(path.join(folder, '.git/hooks/pre-commit'), '#!/bin/sh\necho host-hook\n', { mode: 0o755 })
+  await git(folder, 'remote', 'add', 'origin', 'https://ann:tok3n@git.example.invalid/ann/project.git')
+  await git(folder, 'config', 'credential.helper', 'store')
+}
+
+/** What the copy shows from inside, as JSON lines of a shell script. */
+const LOOK = `set -e
+printf 'log=%s\\n' "$(git log --all --format=%H | sort | tr '\\n' ' ')"
+printf 'branches=%s\\n' "$(git branch --format='%(refname:short)' | tr '\\n' ' ')"
+printf 'head=%s\\n' "$(git symbolic-ref --short HEAD)"
+printf 'tags=%s\\n' "$(git tag | tr '\\n' ' ')"
+printf 'status=%s\\n' "$(git status --porcelain | tr '\\n' '|')"
+printf 'tracked=%s\\n' "$(cat tracked.txt)"
+printf 'ignored=%s\\n' "$(test -e secret.log && echo present || echo absent)"
+printf 'hooks=%s\\n' "$(ls .git/hooks 2>/dev/null | tr '\\n' ' ')"
+printf 'origin=%s\\n' "$(git config --get remote.origin.url)"
+printf 'helper=%s\\n' "$(git config --get credential.helper || true)"
+printf 'user=%s <%s>\\n' "$(git config user.name)" "$(git config user.email)"
+printf 'owner=%s %s\\n' "$(stat -c %u . tracked.txt .git/HEAD | sort -u | tr '\\n' ' ')" "$(id -u)"
+`
+
+/** Every planting route of the guard tests, then a commit and a push that must fail. */
+const PLANT = `
+printf '#!/bin/sh\\necho planted\\n' > .git/hooks/pre-commit && chmod +x .git/hooks/pre-commit
+printf '#!/bin/sh\\necho planted\\n' > .git/hooks/post-checkout
+git config core.fsmonitor 'echo planted'
+printf '[alias]\\n  x = !echo planted\\n' >> .git/config
+mkdir -p .pi/extensions && echo 'export default () => {}' > .pi/extensions/planted.ts
+echo 'echo planted' > .envrc
+echo '{"scripts":{"postinstall":"echo planted"}}' > package.json
+printf 'all:\\n\\techo planted\\n' > Makefile
+git add -A && git -c core.hooksPath=/dev/null commit -q -m 'agent work'
+git push -q origin main 2>/dev/null && echo pushed || echo push-refused
+git rev-parse HEAD
+`
+
+function parseLines(text) {
+  return Object.fromEntries(text.trim().split('\n').filter((l) => l.includes('=')).map((l) => [l.slice(0, l.indexOf('=')), l.slice(l.indexOf('=') + 1).trimEnd()]))
+}
+
+test('a git repository in clone mode: its history, the host work git sees, nothing of its config or hooks; nothing planted reaches the host; down keeps the copy, --discard removes it', async (t) => {
+  const { folder, poHome, ws } = sandboxFolder(t)
+  await hostRepository(folder)
+  const hostLog = (await git(folder, 'log', '--all', '--format=%H')).split('\n').sort().join(' ')
+  const before = treeHash(folder)
+  const home = ['--po-home', poHome]
+
+  const up = await po(['up', folder, '--clone', '--json', ...home, ...IMAGE])
+  assert.equal(up.code, 0, up.stderr)
+  const c = JSON.parse(up.stdout).container
+  const info = JSON.parse(dockerCli(['inspect', c.containerId]))[0]
+  const copy = `po-${c.name.slice(3, -(ws.id.length + 1))}-${ws.id}-copy`
+  assert.equal(info.Config.Labels['po.workspace-mode'], 'clone')
+  assert.equal(c.workspaceMode, 'clone')
+  assert.ok(!info.Mounts.some((m) => m.Source === folder), 'the host folder is not mounted')
+  assert.ok(info.Mounts.some((m) => m.Type === 'volume' && m.Name === copy && m.Destination === folder && m.RW), JSON.stringify(info.Mounts))
+  assert.deepEqual(copiesOf(ws.id), [copy])
+
+  const look = await po(['exec', folder, ...home, '--', 'sh', '-c', LOOK])
+  assert.equal(look.code, 0, look.stderr)
+  const seen = parseLines(look.stdout)
+  assert.equal(seen.log, hostLog, 'the same commits, the same ids')
+  assert.equal(seen.branches, 'feature main')
+  assert.equal(seen.head, 'main')
+  assert.equal(seen.tags, 'v1')
+  assert.equal(seen.status, ' M tracked.txt|?? untracked.txt|')
+  assert.equal(seen.tracked, 'changed on the host')
+  assert.equal(seen.ignored, 'absent')
+  assert.equal(seen.hooks, '', 'none of the host hooks')
+  assert.equal(seen.origin, '/dev/null/po-sandbox-copy')
+  assert.equal(seen.helper, '')
+  assert.equal(seen.user, 'Ann Person <ann@example.invalid>')
+  const [owners, uid] = seen.owner.split(/\s+(?=\S+$)/)
+  assert.equal(owners.trim(), uid, 'the copy is owned by the container user')
+
+  const plant = await po(['exec', folder, ...home, '--', 'sh', '-c', PLANT])
+  assert.equal(plant.code, 0, plant.stderr)
+  assert.match(plant.stdout, /push-refused/)
+  const agentCommit = plant.stdout.trim().split('\n').pop()
+  assert.equal(treeHash(folder), before, 'the host folder, .git included, is byte for byte the same')
+
+  const down = await po(['down', folder, ...home])
+  assert.equal(down.code, 0, down.stderr)
+  assert.deepEqual(copiesOf(ws.id), [copy], 'down keeps the copy')
+  const again = await po(['up', folder, '--clone', '--json', ...home, ...IMAGE])
+  assert.equal(again.code, 0, again.stderr)
+  const adopted = await po(['up', folder, '--clone', '--json', ...home, ...IMAGE])
+  assert.equal(JSON.parse(adopted.stdout).container.adopted, true, 'the running copy is adopted as it is')
+  const kept = await po(['exec', folder, ...home, '--', 'sh', '-c', 'git rev-parse HEAD; cat Makefile; git status --porcelain'])
+  assert.equal(kept.stdout.split('\n')[0], agentCommit, 'the agent work is still there, not copied again')
+  assert.match(kept.stdout, /echo planted/)
+  // By hand until apply exists: a bundle on exec's stdout, fetched on the host, same ids.
+  const bundle = path.join(path.dirname(folder), 'work.bundle')
+  const out = await run('sh', ['-c', `"${process.execPath}" "${cli}" exec "${folder}" --po-home "${poHome}" -- git bundle create -q - --all > "${bundle}"`], { env: cliEnv() })
+  assert.equal(out.code, 0, out.stderr)
+  await git(folder, 'fetch', '-q', bundle, 'refs/heads/main:refs/heads/agent')
+  assert.equal(await git(folder, 'rev-parse', 'agent'), agentCommit)
+
+  // Another mode replaces the container, never merges; the copy stays until discarded.
+  const bind = await po(['up', folder, '--json', ...home, ...IMAGE])
+  assert.equal(bind.code, 0, bind.stderr)
+  assert.match(JSON.parse(bind.stdout).container.replacedReason, /was not adopted/)
+  assert.equal(JSON.parse(bind.stdout).container.workspaceMode, 'bind')
+  assert.deepEqual(copiesOf(ws.id), [copy])
+  const discard = await po(['down', folder, '--discard', ...home])
+  assert.equal(discard.code, 0, discard.stderr)
+  assert.match(discard.stdout, /copy \(clone mode\) was discarded/)
+  assert.deepEqual(copiesOf(ws.id), [])
+})
+
+test('a folder without git in clone mode (PO_SANDBOX_WORKSPACE_MODE): copied but node_modules, target and .venv', async (t) => {
+  const { folder, poHome, ws } = sandboxFolder(t)
+  for (const d of ['src', 'node_modules/x', 'target/debug', '.venv/bin', 'web/node_modules/y']) mkdirSync(path.join(folder, d), { recursive: true })
+  for (const f of ['src/main.txt', 'node_modules/x/i.js', 'target/debug/app', '.venv/bin/python', 'web/node_modules/y/i.js', 'web/page.html']) writeFileSync(path.join(folder, f), f)
+  symlinkSync('src/main.txt', path.join(folder, 'link'))
+  const before = treeHash(folder)
+  const env = { PO_SANDBOX_WORKSPACE_MODE: 'clone' }
+  const up = await po(['up', folder, '--json', '--po-home', poHome, ...IMAGE], env)
+  assert.equal(up.code, 0, up.stderr)
+  const ls = await po(['exec', folder, '--po-home', poHome, '--', 'sh', '-c', 'find . | sort; readlink link; echo more > src/main.txt'], env)
+  assert.equal(ls.code, 0, ls.stderr)
+  assert.deepEqual(ls.stdout.trim().split('\n'), ['.', './link', './src', './src/main.txt', './web', './web/page.html', 'src/main.txt'])
+  assert.equal(treeHash(folder), before)
+  assert.equal(copiesOf(ws.id).length, 1)
+  const down = await po(['down', folder, '--discard', '--po-home', poHome])
+  assert.equal(down.code, 0, down.stderr)
+  assert.deepEqual(copiesOf(ws.id), [])
+})
+
+test('a bad workspace mode is a coded error naming the fix, and nothing is made', async (t) => {
+  const poHome = tempHome(t)
+  const owner = newOwner()
+  const folder = tempDir(t, 'po-clone-bad-')
+  const bad = (e) => e.code === 'OPTIONS_INVALID' && /'bind'.*'clone'/.test(e.message)
+  assert.throws(() => addon.registerSandboxLayer(fakeHost(), baseOptions(poHome, owner, { workspaceMode: 'copy' })), bad)
+  const envBad = baseOptions(poHome, owner, { env: { ...baseOptions(poHome, owner).env, PO_SANDBOX_WORKSPACE_MODE: 'shadow' } })
+  assert.throws(() => addon.registerSandboxLayer(fakeHost(), envBad), (e) => bad(e) && e.message.includes('PO_SANDBOX_WORKSPACE_MODE'))
+  const entry = { id: 'w', path: folder, mode: 'overlay' }
+  assert.throws(() => addon.registerSandboxLayer(fakeHost(), baseOptions(poHome, owner, { workspaces: [entry] })), (e) => bad(e) && e.message.includes('workspaces[].mode'))
+  const layer = addon.registerSandboxLayer(fakeHost(), baseOptions(poHome, owner, { oneShot: true }))
+  assert.throws(() => layer.containers.start(entry), (e) => bad(e) && e.message.includes('workspace.mode'))
+  assert.deepEqual(containersWith({ 'po.owner': owner }), [])
+  assert.deepEqual(volumesOf(owner), [])
+  for (const args of [['down', folder, '--clone'], ['up', folder, '--discard']]) {
+    const r = await po(args)
+    assert.equal(r.code, 2, r.stderr)
+    assert.match(r.stderr, /is an option of (up|down) only/)
+  }
+})

@@ -1,0 +1,69 @@
+//! Filling a workspace's copy volume: once, when the volume is new, by uploading the prepared
+//! tar into the created (not yet started) container's workspace path through the engine.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+
+use super::{LABEL_COPY, PreparedCopy};
+use crate::engine::api::EngineApi;
+use crate::engine::{Operation, Resource};
+use crate::error::{Error, Result};
+use crate::host::UserIds;
+use crate::sandbox::container::engine_err;
+use crate::sandbox::spec::{LABEL_OWNER, LABEL_WORKSPACE};
+
+/// Whether the workspace's copy volume exists already (then it holds the agent's work and is
+/// never filled again).
+pub async fn copy_exists(
+    docker: &impl EngineApi,
+    owner: &str,
+    workspace_id: &str,
+    name: &str,
+) -> Result<bool> {
+    let labels = vec![
+        format!("{LABEL_OWNER}={owner}"),
+        format!("{LABEL_WORKSPACE}={workspace_id}"),
+        format!("{LABEL_COPY}=1"),
+    ];
+    let filters = HashMap::from([("label".to_string(), labels)]);
+    let listed = docker
+        .list_volumes(filters)
+        .await
+        .map_err(engine_err(docker, Operation::List(Resource::Volume)))?;
+    Ok(listed.iter().any(|(n, _)| n == name))
+}
+
+/// Prepares the copy of `folder` on the host (off the async threads).
+pub async fn prepare_copy(
+    workspace_id: &str,
+    folder: PathBuf,
+    user: UserIds,
+) -> Result<PreparedCopy> {
+    let started = std::time::Instant::now();
+    let copy = tokio::task::spawn_blocking(move || super::prepare(&folder, user))
+        .await
+        .map_err(|e| Error::container_caused(workspace_id, "cannot prepare its copy", e))?
+        .map_err(|e| Error::container_caused(workspace_id, "cannot prepare its copy", e))?;
+    tracing::debug!(
+        workspace = workspace_id,
+        entries = copy.entries,
+        git = copy.git,
+        ms = started.elapsed().as_millis() as u64,
+        "copy prepared"
+    );
+    Ok(copy)
+}
+
+/// Uploads the prepared copy into `target` of the created container `container`.
+pub async fn upload_copy(
+    docker: &impl EngineApi,
+    workspace_id: &str,
+    container: &str,
+    target: &str,
+    copy: &PreparedCopy,
+) -> Result<()> {
+    docker
+        .upload_archive(container, target, copy.tar.clone())
+        .await
+        .map_err(|e| Error::container_caused(workspace_id, "cannot fill its copy volume", e))
+}

@@ -1,0 +1,161 @@
+use std::collections::HashMap;
+use std::io::Read;
+use std::path::Path;
+use std::process::Command;
+
+use super::*;
+use crate::host::UserIds;
+use crate::names::vars::WORKSPACE_MODE_VAR;
+
+#[test]
+fn the_mode_comes_from_the_option_then_the_variable() {
+    use WorkspaceMode::*;
+    assert_eq!(WorkspaceMode::resolve(None, None).unwrap(), Bind);
+    assert_eq!(WorkspaceMode::resolve(None, Some(" ")).unwrap(), Bind);
+    assert_eq!(WorkspaceMode::resolve(None, Some("clone")).unwrap(), Clone);
+    assert_eq!(
+        WorkspaceMode::resolve(Some("bind"), Some("clone")).unwrap(),
+        Bind
+    );
+    let e = WorkspaceMode::resolve(Some("copy"), None).unwrap_err();
+    assert_eq!(e.code(), "OPTIONS_INVALID");
+    assert!(e.to_string().contains("workspaceMode"), "{e}");
+    assert!(e.to_string().contains("'bind'"), "{e}");
+    let e = WorkspaceMode::resolve(None, Some("shadow")).unwrap_err();
+    assert!(e.to_string().contains(WORKSPACE_MODE_VAR), "{e}");
+    let labels = HashMap::from([(LABEL_WORKSPACE_MODE.to_string(), "clone".to_string())]);
+    assert_eq!(WorkspaceMode::of_labels(&labels), Clone);
+    assert_eq!(WorkspaceMode::of_labels(&HashMap::new()), Bind);
+    assert_eq!(copy_volume_name("hub1", "acme"), "po-hub1-acme-copy");
+}
+
+#[test]
+fn links_that_climb_out_are_found() {
+    assert!(!source::escapes(Path::new("a/l"), Path::new("b")));
+    assert!(!source::escapes(Path::new("a/l"), Path::new("../b")));
+    assert!(source::escapes(Path::new("a/l"), Path::new("../../b")));
+    assert!(source::escapes(Path::new("l"), Path::new("../x")));
+    assert!(!source::escapes(Path::new("l"), Path::new("/etc/x")));
+    assert!(source::escapes(Path::new("l"), Path::new("a/../../x")));
+}
+
+/// Every entry of a tar: name, uid, gid, content.
+fn entries(tar_path: &Path) -> Vec<(String, u64, u64, String)> {
+    let mut a = tar::Archive::new(std::fs::File::open(tar_path).unwrap());
+    let mut out = vec![];
+    for e in a.entries().unwrap() {
+        let mut e = e.unwrap();
+        let h = e.header().clone();
+        let name = String::from_utf8_lossy(&e.path_bytes()).into_owned();
+        let mut text = String::new();
+        let _ = e.read_to_string(&mut text);
+        out.push((name, h.uid().unwrap(), h.gid().unwrap(), text));
+    }
+    out
+}
+
+fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "git {args:?}: {out:?}");
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+const USER: UserIds = UserIds {
+    uid: 4321,
+    gid: 8765,
+};
+
+#[test]
+fn a_repository_is_copied_with_a_fresh_git_and_the_work_git_sees() {
+    let dir = tempfile::tempdir().unwrap();
+    let repo = dir.path();
+    git(repo, &["init", "-q", "-b", "main"]);
+    git(repo, &["config", "user.name", "Ann"]);
+    git(repo, &["config", "user.email", "ann@example.invalid"]);
+    std::fs::write(repo.join(".gitignore"), "*.log\n").unwrap();
+    std::fs::write(repo.join("a.txt"), "one\n").unwrap();
+    git(repo, &["add", "."]);
+    git(repo, &["commit", "-q", "-m", "c1"]);
+    std::fs::write(repo.join("a.txt"), "two\n").unwrap();
+    std::fs::write(repo.join("new.txt"), "new\n").unwrap();
+    std::fs::write(repo.join("x.log"), "ignored\n").unwrap();
+    std::fs::write(repo.join(".git/hooks/pre-commit"), "#!/bin/sh\n").unwrap();
+    git(
+        repo,
+        &[
+            "config",
+            "remote.origin.url",
+            "https://t:k@example.invalid/r",
+        ],
+    );
+    let copy = prepare(repo, USER).unwrap();
+    assert!(copy.git);
+    let all = entries(&copy.tar);
+    let names: Vec<&str> = all.iter().map(|e| e.0.as_str()).collect();
+    assert_eq!(
+        names[0], "/",
+        "the root first, so the volume's root is the user's"
+    );
+    assert!(all.iter().all(|e| e.1 == 4321 && e.2 == 8765), "{all:?}");
+    let text = |n: &str| all.iter().find(|e| e.0 == n).map(|e| e.3.clone());
+    assert_eq!(text("a.txt").as_deref(), Some("two\n"));
+    assert_eq!(text("new.txt").as_deref(), Some("new\n"));
+    assert_eq!(text("x.log"), None);
+    assert!(names.contains(&".git/HEAD"), "{names:?}");
+    assert!(
+        !names.iter().any(|n| n.starts_with(".git/hooks")),
+        "{names:?}"
+    );
+    let config = text(".git/config").unwrap();
+    assert!(config.contains(NO_REMOTE), "{config}");
+    assert!(config.contains("ann@example.invalid"), "{config}");
+    assert!(!config.contains("example.invalid/r"), "{config}");
+    // The objects travel as one pack (from the bundle), not loose objects.
+    assert!(names.iter().any(|n| n.ends_with(".pack")), "{names:?}");
+    let tmp = copy.tar.parent().unwrap().to_path_buf();
+    drop(copy);
+    assert!(!tmp.exists(), "the temporary folder goes with the copy");
+}
+
+#[test]
+fn a_folder_without_git_leaves_out_what_the_ignore_file_lists() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    for d in ["src", "node_modules/x", "deep/target", "keep"] {
+        std::fs::create_dir_all(root.join(d)).unwrap();
+    }
+    for f in ["src/a", "node_modules/x/b", "deep/target/c", "keep/d"] {
+        std::fs::write(root.join(f), f).unwrap();
+    }
+    let copy = prepare(root, USER).unwrap();
+    assert!(!copy.git);
+    let mut names: Vec<String> = entries(&copy.tar).into_iter().map(|e| e.0).collect();
+    names.sort();
+    assert_eq!(names, ["/", "deep", "keep", "keep/d", "src", "src/a"]);
+    std::fs::write(root.join(ignore::IGNORE_FILE), "keep/\n").unwrap();
+    let copy = prepare(root, USER).unwrap();
+    let names: Vec<String> = entries(&copy.tar).into_iter().map(|e| e.0).collect();
+    assert!(names.contains(&"node_modules/x/b".to_string()), "{names:?}");
+    assert!(!names.iter().any(|n| n.starts_with("keep")), "{names:?}");
+}
+
+#[test]
+fn a_repository_without_a_commit_keeps_its_branch_and_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let repo = dir.path();
+    git(repo, &["init", "-q", "-b", "trunk"]);
+    std::fs::write(repo.join("draft.txt"), "draft\n").unwrap();
+    let copy = prepare(repo, USER).unwrap();
+    let all = entries(&copy.tar);
+    let text = |n: &str| all.iter().find(|e| e.0 == n).map(|e| e.3.clone());
+    assert_eq!(
+        text(".git/HEAD").as_deref(),
+        Some("ref: refs/heads/trunk\n")
+    );
+    assert_eq!(text("draft.txt").as_deref(), Some("draft\n"));
+}
