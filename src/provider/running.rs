@@ -61,12 +61,17 @@ impl Provider {
         tty: bool,
     ) -> Result<i64> {
         let (service, live) = self.open_running(&ws, true).await?;
+        let health = live.as_ref().and_then(|l| l.health.clone());
         let adopted = match live {
             Some(live) => service.adopt_read(&ws, live, true).await?,
             None => None,
         };
         match adopted {
-            Some(container) => service.exec_adopted(&container, command, tty).await,
+            Some(container) => {
+                service
+                    .exec_adopted(&container, health.as_deref(), command, tty)
+                    .await
+            }
             None => {
                 let path = ws.path.to_string_lossy();
                 service.exec(&ws.id, Some(&path), command, tty).await
