@@ -118,23 +118,12 @@ async function exec(addon, opts, ws) {
   return code < 0 ? EXEC_FAILED : code
 }
 
-/** The recipe of the folder's running container, unless the command line names one, and its
- * run flags: a forward checks the container's posture against them, and must not ask for
- * another image or other flags (that would not be this sandbox). */
-async function runningRecipe(addon, opts, ws) {
-  const rows = await addon.listSandboxContainers({ poHome: opts.poHome, engine: opts.engine })
-  const row = rows.find((r) => r.workspaceId === ws.id && r.state === 'running')
-  if (!row) throw coded('SANDBOX_NOT_RUNNING', `The sandbox of workspace '${ws.id}' is not running: start it with \`po-sandbox up ${ws.path}\` first.`)
-  const runFlags = row.runFlags
-  if (opts.baseImage || opts.imageVariant) return { runFlags }
-  return { baseImage: row.imageBase ?? undefined, imageVariant: row.imageVariant ?? undefined, runFlags }
-}
-
 /** `port [dir] <port>[:<host-port>]`, in the foreground: Ctrl-C ends it (0); the sandbox
- * stopping ends it with why (1). */
+ * stopping ends it with why (1). The running container is checked against the image recipe
+ * and run flags it was made with (unless the command line names an image), as for `exec`. */
 async function port(addon, opts, ws, spec) {
   const [inside, host] = spec.split(':').map(Number)
-  const layer = layerFor(addon, opts, await runningRecipe(addon, opts, ws))
+  const layer = layerFor(addon, opts)
   const fwd = await layer.containers.forwardPort(ws.id, inside, { hostPort: host, path: ws.path })
   const shown = { url: fwd.url, hostPort: fwd.hostPort, port: fwd.port, workspaceId: fwd.workspaceId }
   if (opts.json) process.stdout.write(`${JSON.stringify({ ok: true, ...shown })}\n`)
