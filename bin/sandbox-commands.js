@@ -3,10 +3,9 @@
 // runs).
 // Thin: they call the same provider Po's hub uses (registerSandboxLayer) and print.
 
-const { mkdirSync, mkdtempSync, rmSync } = require('node:fs')
+const { fstatSync, mkdirSync, mkdtempSync, rmSync, statSync } = require('node:fs')
 const os = require('node:os')
 const path = require('node:path')
-const tty = require('node:tty')
 
 // bin/pi-in-sandbox.js (crypto, child processes) is loaded only when pi is asked for: every
 // exec pays for what is loaded here.
@@ -107,6 +106,19 @@ async function review(addon, opts, ws) {
   process.stdout.write(opts.json ? `${JSON.stringify({ ok: true, ...r }, null, 2)}\n` : reviewText(r))
 }
 
+/** Whether stdin is a terminal; node:tty (some ms to load) is asked only when stdin is a
+ * character device other than /dev/null, so a pipe, a file or `</dev/null` costs nothing. */
+function stdinIsTerminal() {
+  try {
+    const stdin = fstatSync(0)
+    if (!stdin.isCharacterDevice()) return false
+    if (process.platform !== 'win32' && stdin.rdev === statSync('/dev/null').rdev) return false
+  } catch {
+    return false
+  }
+  return require('node:tty').isatty(0)
+}
+
 /** Runs the command in the folder's running sandbox, checked against the image recipe and run
  * flags it was made with (unless the command line names an image): never another one. */
 async function exec(addon, opts, ws) {
@@ -114,7 +126,7 @@ async function exec(addon, opts, ws) {
   // `pi`: the image's own, else the host's copied in (bin/pi-in-sandbox.js).
   const argv = process.argv.slice(2)
   const command = opts.rest[0] === 'pi' ? await require('./pi-in-sandbox.js').piCommand(opts.rest.slice(1), argv.slice(0, argv.indexOf('--'))) : opts.rest
-  const code = await layer.containers.exec(ws.id, command, { path: ws.path, tty: tty.isatty(0) })
+  const code = await layer.containers.exec(ws.id, command, { path: ws.path, tty: stdinIsTerminal() })
   return code < 0 ? EXEC_FAILED : code
 }
 
