@@ -13,6 +13,7 @@ mod grants;
 mod holders;
 mod leftovers;
 mod lifecycle;
+pub(crate) use lifecycle::is_workspace_container;
 mod queries;
 pub use queries::inspect_workspace;
 mod stopping;
