@@ -273,7 +273,10 @@ impl<E: EngineApi> ContainerService<E> {
             adopted,
             replaced_reason,
             created: live.created.clone(),
-            posture: ContainerPosture::from(&live.posture),
+            posture: ContainerPosture {
+                forwarded: self.inner.forwards.posture_lines(&live.id),
+                ..ContainerPosture::from(&live.posture)
+            },
             workspace_mode: crate::sandbox::clone::WorkspaceMode::of_labels(&live.labels)
                 .as_str()
                 .into(),
