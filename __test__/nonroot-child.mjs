@@ -167,7 +167,7 @@ if (args.scenario === 'docker') {
   out(facts)
 } else if (args.scenario === 'podman-clone') {
   // Clone mode on rootless Podman: `po-sandbox up --clone` of a small repository, what the copy
-  // shows inside, the copy volume as this user sees it on the host, down, up again, --discard.
+  // shows inside, the copy volume as this user sees it on the host, adoption, down, --discard.
   const { root, run } = await import('./helpers.mjs')
   const { LOOK_AND_PLANT, parseLines, smallRepository, treeHash } = await import('./clone-fixtures.mjs')
   const poHome = realpathSync(mkdtempSync(path.join(os.tmpdir(), 'po-nonroot-home-')))
@@ -181,7 +181,7 @@ if (args.scenario === 'docker') {
   const facts = { poHome, commit: await smallRepository(args.workspace) }
   const before = treeHash(args.workspace)
   const up = await po('up', args.workspace, '--clone', '--json', ...image)
-  facts.up = { code: up.code, stderr: up.stderr.slice(-3000) }
+  facts.up = { code: up.code, stderr: (up.stderr + up.stdout).slice(-3000) }
   if (up.code === 0) {
     facts.user = JSON.parse(podman('inspect', JSON.parse(up.stdout).container.containerId))[0].Config.User
     const look = await po('exec', args.workspace, '--', 'sh', '-c', LOOK_AND_PLANT)
@@ -193,14 +193,12 @@ if (args.scenario === 'docker') {
     const at = (f) => { const st = lstatSync(path.join(mountpoint, f)); return `${st.uid}:${st.gid}` }
     facts.hostOwners = [...new Set(['.', 'tracked.txt', '.git', '.git/HEAD'].map(at))]
     facts.hostRead = readFileSync(path.join(mountpoint, 'untracked.txt'), 'utf8')
-    const down = await po('down', args.workspace)
-    facts.down = { code: down.code, stderr: down.stderr.slice(-2000) }
-    facts.keptCopies = copies()
-    const again = await po('up', args.workspace, '--clone', '--json', ...image)
-    facts.again = { code: again.code, stderr: again.stderr.slice(-2000) }
     const adopted = await po('up', args.workspace, '--clone', '--json', ...image)
     facts.adopted = adopted.code === 0 ? JSON.parse(adopted.stdout).container.adopted : adopted.stderr.slice(-2000)
     facts.keptHead = (await po('exec', args.workspace, '--', 'git', 'rev-parse', 'HEAD')).stdout.trim()
+    const down = await po('down', args.workspace)
+    facts.down = { code: down.code, stderr: down.stderr.slice(-2000) }
+    facts.keptCopies = copies()
   }
   const discard = await po('down', args.workspace, '--discard')
   facts.discard = { code: discard.code, stderr: discard.stderr.slice(-2000) }

@@ -72,7 +72,7 @@ function loadBase() {
 }
 
 // Before the provider test, whose end removes the sandbox images this one builds.
-test('clone mode on Podman: the copy is uploaded into the created container (same commit ids, the host work, owned by the container user), nothing planted reaches the host, down keeps the copy, --discard removes it', async (t) => {
+test('clone mode on Podman: the copy is uploaded into the created container (same commit ids, the host work, owned by the container user), nothing planted reaches the host, adoption, down keeps the copy, --discard removes it', async (t) => {
   await loadBase()
   const dir = tempDir(t, 'po-podman-clone-')
   const folder = path.join(dir, 'project')
@@ -109,16 +109,14 @@ test('clone mode on Podman: the copy is uploaded into the created container (sam
   assert.equal(statSync(path.join(mountpoint, '.git/HEAD')).uid, process.getuid())
   assert.equal(treeHash(folder), before, 'the host folder, .git included, is byte for byte the same')
 
-  const down = await po('down', folder)
-  assert.equal(down.code, 0, down.stderr)
-  assert.deepEqual(await copies(), [copy], 'down keeps the copy')
-  const again = await po('up', folder, '--clone', '--json', '--base-image', `localhost/${TEST_BASE}`, '--image-variant', 'minimal')
-  assert.equal(again.code, 0, again.stderr)
   const adopted = await po('up', folder, '--clone', '--json', '--base-image', `localhost/${TEST_BASE}`, '--image-variant', 'minimal')
   assert.equal(adopted.code, 0, adopted.stderr)
   assert.equal(JSON.parse(adopted.stdout).container.adopted, true, 'the running copy is adopted as it is')
   const kept = await po('exec', folder, '--', 'git', 'rev-parse', 'HEAD')
   assert.equal(kept.stdout.trim(), seen.agent, 'the agent work is still there, not copied again')
+  const down = await po('down', folder)
+  assert.equal(down.code, 0, down.stderr)
+  assert.deepEqual(await copies(), [copy], 'down keeps the copy')
   const discard = await po('down', folder, '--discard')
   assert.equal(discard.code, 0, discard.stderr)
   assert.deepEqual(await copies(), [], '--discard removes the copy')
