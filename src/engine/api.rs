@@ -376,8 +376,14 @@ mod tests {
             .collect();
         let w = |l: &[&str]| l.iter().map(|s| s.to_string()).collect::<Vec<_>>();
         assert!(has_labels(&labels, &[]));
-        assert!(has_labels(&labels, &w(&["po.owner=a", "po.workspace-copy"])));
-        assert!(has_labels(&labels, &w(&["po.owner=a", "po.workspace-copy=1"])));
+        assert!(has_labels(
+            &labels,
+            &w(&["po.owner=a", "po.workspace-copy"])
+        ));
+        assert!(has_labels(
+            &labels,
+            &w(&["po.owner=a", "po.workspace-copy=1"])
+        ));
         // Podman's answer holds volumes with only one of them: those are not kept.
         assert!(!has_labels(&labels, &w(&["po.owner=a", "po.workspace=w"])));
         assert!(!has_labels(&labels, &w(&["po.owner=b"])));
