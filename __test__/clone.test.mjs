@@ -6,11 +6,11 @@
 // `down --discard` removes it; a folder without git leaves out what `.posandboxignore` lists.
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
-import { createHash } from 'node:crypto'
-import { lstatSync, mkdirSync, readdirSync, readFileSync, readlinkSync, symlinkSync, writeFileSync } from 'node:fs'
+import { mkdirSync, symlinkSync, writeFileSync } from 'node:fs'
 import path from 'node:path'
 
 import { addon, dockerCli, root, run, tempDir } from './helpers.mjs'
+import { git, parseLines, treeHash } from './clone-fixtures.mjs'
 import { baseOptions, containersWith, fakeHost, newOwner, tempHome, useTestBaseImage, volumesOf } from './provider-fixtures.mjs'
 
 const cli = path.join(root, 'bin', 'po-sandbox.js')
@@ -26,27 +26,6 @@ function cliEnv(extra = {}) {
 
 function po(args, extra = {}) {
   return run(process.execPath, [cli, ...args], { env: cliEnv(extra) })
-}
-
-async function git(cwd, ...args) {
-  const r = await run('git', args, { cwd })
-  assert.equal(r.code, 0, `git ${args.join(' ')}: ${r.stderr}`)
-  return r.stdout.trim()
-}
-
-/** Every path under `dir` (`.git` included, links not followed) with its type, mode and content hash. */
-function treeHash(dir) {
-  const h = createHash('sha256')
-  const walk = (rel) => {
-    const full = path.join(dir, rel)
-    const st = lstatSync(full)
-    h.update(`${rel}\0${st.mode}\0`)
-    if (st.isSymbolicLink()) h.update(readlinkSync(full))
-    else if (st.isDirectory()) for (const e of readdirSync(full).sort()) walk(path.join(rel, e))
-    else h.update(readFileSync(full))
-  }
-  walk('')
-  return h.digest('hex')
 }
 
 /** The copy volumes of a workspace. */
@@ -119,10 +98,6 @@ git add -A && git -c core.hooksPath=/dev/null commit -q -m 'agent work'
 git push -q origin main 2>/dev/null && echo pushed || echo push-refused
 git rev-parse HEAD
 `
-
-function parseLines(text) {
-  return Object.fromEntries(text.trim().split('\n').filter((l) => l.includes('=')).map((l) => [l.slice(0, l.indexOf('=')), l.slice(l.indexOf('=') + 1).trimEnd()]))
-}
 
 test('a git repository in clone mode: its history, the host work git sees, nothing of its config or hooks; nothing planted reaches the host; down keeps the copy, --discard removes it', async (t) => {
   const { folder, poHome, ws } = sandboxFolder(t)

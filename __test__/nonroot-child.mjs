@@ -1,7 +1,7 @@
 // Run by nonroot.test.mjs as its unprivileged user (never directly): one scenario, its facts
 // printed as one JSON line on stdout. Argument: a JSON object { scenario, ... }.
 import { execFileSync } from 'node:child_process'
-import { lstatSync, mkdtempSync, readdirSync, realpathSync, rmSync } from 'node:fs'
+import { lstatSync, mkdtempSync, readdirSync, readFileSync, realpathSync, rmSync } from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 
@@ -164,6 +164,46 @@ if (args.scenario === 'docker') {
   facts.left = podman('ps', '-a', '-q', '--filter', 'label=po.sandbox=1').trim()
   for (const v of podman('volume', 'ls', '-q', '--filter', 'label=po.sandbox=1').split('\n').filter(Boolean)) podman('volume', 'rm', v)
   await upstream.close()
+  out(facts)
+} else if (args.scenario === 'podman-clone') {
+  // Clone mode on rootless Podman: `po-sandbox up --clone` of a small repository, what the copy
+  // shows inside, the copy volume as this user sees it on the host, adoption, down, --discard.
+  const { root, run } = await import('./helpers.mjs')
+  const { LOOK_AND_PLANT, parseLines, smallRepository, treeHash } = await import('./clone-fixtures.mjs')
+  const poHome = realpathSync(mkdtempSync(path.join(os.tmpdir(), 'po-nonroot-home-')))
+  const env = podmanEnv({})
+  for (const k of ['PO_SANDBOX', 'PO_SANDBOX_WORKSPACE_MODE']) delete env[k]
+  const cli = path.join(root, 'bin', 'po-sandbox.js')
+  const po = (command, ...a) => run(process.execPath, [cli, command, '--po-home', poHome, ...a], { env })
+  const image = ['--base-image', PODMAN_BASE, '--image-variant', 'minimal']
+  const ws = addon.workspaceForFolder(args.workspace).id
+  const copies = () => JSON.parse(podman('volume', 'ls', '--format', 'json', '--filter', `label=po.workspace=${ws}`)).filter((v) => v.Labels['po.workspace-copy'] === '1').map((v) => v.Name)
+  const facts = { poHome, commit: await smallRepository(args.workspace) }
+  const before = treeHash(args.workspace)
+  const up = await po('up', args.workspace, '--clone', '--json', ...image)
+  facts.up = { code: up.code, stderr: (up.stderr + up.stdout).slice(-3000) }
+  if (up.code === 0) {
+    facts.user = JSON.parse(podman('inspect', JSON.parse(up.stdout).container.containerId))[0].Config.User
+    const look = await po('exec', args.workspace, '--', 'sh', '-c', LOOK_AND_PLANT)
+    facts.look = { code: look.code, stderr: look.stderr.slice(-2000), ...parseLines(look.stdout) }
+    facts.hostSame = treeHash(args.workspace) === before
+    facts.copies = copies()
+    // The copy on the host, as this user: its files are this user's and readable.
+    const mountpoint = JSON.parse(podman('volume', 'inspect', facts.copies[0]))[0].Mountpoint
+    const at = (f) => { const st = lstatSync(path.join(mountpoint, f)); return `${st.uid}:${st.gid}` }
+    facts.hostOwners = [...new Set(['.', 'tracked.txt', '.git', '.git/HEAD'].map(at))]
+    facts.hostRead = readFileSync(path.join(mountpoint, 'untracked.txt'), 'utf8')
+    const adopted = await po('up', args.workspace, '--clone', '--json', ...image)
+    facts.adopted = adopted.code === 0 ? JSON.parse(adopted.stdout).container.adopted : adopted.stderr.slice(-2000)
+    facts.keptHead = (await po('exec', args.workspace, '--', 'git', 'rev-parse', 'HEAD')).stdout.trim()
+    const down = await po('down', args.workspace)
+    facts.down = { code: down.code, stderr: down.stderr.slice(-2000) }
+    facts.keptCopies = copies()
+  }
+  const discard = await po('down', args.workspace, '--discard')
+  facts.discard = { code: discard.code, stderr: discard.stderr.slice(-2000) }
+  facts.leftCopies = copies()
+  for (const v of podman('volume', 'ls', '-q', '--filter', `label=po.workspace=${ws}`).split('\n').filter(Boolean)) podman('volume', 'rm', v)
   out(facts)
 } else {
   throw new Error(`unknown scenario ${args.scenario}`)

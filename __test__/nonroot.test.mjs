@@ -218,6 +218,29 @@ test('as a normal user on rootless Podman: keep-id maps the user, its files are 
   // by the child; the user's processes are checked when the test ends).
   assert.equal(facts.leftContainers, '')
   assert.deepEqual(facts.leftSockets, [])
+
+  // Clone mode on the same rootless Podman: the copy uploaded through the engine is the user's
+  // (keep-id) inside and on the host, readable there; adopted; down keeps it, --discard removes it.
+  const repo = userDir(t, 'po-nonroot-clone-')
+  const clone = await asUser({ scenario: 'podman-clone', workspace: repo, socket })
+  t.after(() => rmSync(clone.poHome, { recursive: true, force: true }))
+  assert.equal(clone.up.code, 0, clone.up.stderr)
+  assert.equal(clone.user, `${uid}:${gid}`)
+  assert.equal(clone.look.code, 0, clone.look.stderr)
+  assert.equal(clone.look.log, clone.commit, 'the same commit id')
+  assert.equal(clone.look.status, ' M tracked.txt|?? untracked.txt|')
+  assert.equal(clone.look.tracked, 'changed on the host')
+  assert.equal(clone.look.user, `${uid}:${gid}`)
+  assert.equal(clone.look.owners, `${uid}:${gid}`, 'the copy is owned by the container user')
+  assert.equal(clone.hostSame, true, 'the host folder, .git included, is byte for byte the same')
+  assert.deepEqual(clone.hostOwners, [`${uid}:${gid}`], 'on the host the copy is the user\'s')
+  assert.equal(clone.hostRead, 'new on the host\n')
+  assert.equal(clone.adopted, true, 'the running copy is adopted as it is')
+  assert.equal(clone.keptHead, clone.look.agent, 'the agent work is still there')
+  assert.equal(clone.down.code, 0, clone.down.stderr)
+  assert.deepEqual(clone.keptCopies, clone.copies, 'down keeps the copy')
+  assert.equal(clone.discard.code, 0, clone.discard.stderr)
+  assert.deepEqual(clone.leftCopies, [], '--discard removes the copy')
 })
 
 test('as a normal user on rootless Podman, the forced TCP broker route: the real pi inside completes a streamed call through slirp4netns to the host\'s loopback', async (t) => {

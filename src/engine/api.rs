@@ -247,10 +247,14 @@ impl EngineApi for Docker {
     ) -> EngineResult<Vec<(String, HashMap<String, String>)>> {
         let options = ListVolumesOptionsBuilder::new().filters(&filters).build();
         let listed = Docker::list_volumes(self, Some(options)).await?;
+        let wanted = filters.get("label").map_or(&[][..], Vec::as_slice);
+        // Podman (4.3) answers volumes with any of the labels, Docker with all: kept are those
+        // with all, as the callers mean.
         Ok(listed
             .volumes
             .unwrap_or_default()
             .into_iter()
+            .filter(|v| has_labels(&v.labels, wanted))
             .map(|v| (v.name, v.labels))
             .collect())
     }
@@ -349,5 +353,41 @@ impl EngineApi for Docker {
         let top = Docker::top_processes(self, id, None).await?;
         let rows = top.processes.unwrap_or_default().into_iter();
         Ok(rows.filter_map(|mut p| p.pop()).collect())
+    }
+}
+
+/// Whether `labels` has every label filter of `wanted` (`key` or `key=value`).
+pub(crate) fn has_labels(labels: &HashMap<String, String>, wanted: &[String]) -> bool {
+    wanted.iter().all(|w| match w.split_once('=') {
+        Some((k, v)) => labels.get(k).is_some_and(|have| have == v),
+        None => labels.contains_key(w.as_str()),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn label_filters_all_hold_as_on_docker() {
+        let labels: HashMap<String, String> = [("po.owner", "a"), ("po.workspace-copy", "1")]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        let w = |l: &[&str]| l.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert!(has_labels(&labels, &[]));
+        assert!(has_labels(
+            &labels,
+            &w(&["po.owner=a", "po.workspace-copy"])
+        ));
+        assert!(has_labels(
+            &labels,
+            &w(&["po.owner=a", "po.workspace-copy=1"])
+        ));
+        // Podman's answer holds volumes with only one of them: those are not kept.
+        assert!(!has_labels(&labels, &w(&["po.owner=a", "po.workspace=w"])));
+        assert!(!has_labels(&labels, &w(&["po.owner=b"])));
+        assert!(!has_labels(&labels, &w(&["po.owner=a=b"])));
+        assert!(!has_labels(&labels, &w(&["po.workspace"])));
     }
 }
