@@ -103,6 +103,7 @@ printf 'hooks=%s\\n' "$(ls .git/hooks 2>/dev/null | tr '\\n' ' ')"
 printf 'origin=%s\\n' "$(git config --get remote.origin.url)"
 printf 'helper=%s\\n' "$(git config --get credential.helper || true)"
 printf 'user=%s <%s>\\n' "$(git config user.name)" "$(git config user.email)"
+printf 'mode=%s\\n' "$PO_SANDBOX_WORKSPACE_MODE"
 printf 'owner=%s %s\\n' "$(stat -c %u . tracked.txt .git/HEAD | sort -u | tr '\\n' ' ')" "$(id -u)"
 `
 
@@ -225,6 +226,7 @@ test('a git repository in clone mode: its history, the host work git sees, nothi
   assert.equal(seen.origin, '/dev/null/po-sandbox-copy')
   assert.equal(seen.helper, '')
   assert.equal(seen.user, 'Ann Person <ann@example.invalid>')
+  assert.equal(seen.mode, 'clone', '/po-sandbox inside says the session works on a copy')
   const [owners, uid] = seen.owner.split(/\s+(?=\S+$)/)
   assert.equal(owners.trim(), uid, 'the copy is owned by the container user')
 

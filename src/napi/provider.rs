@@ -262,17 +262,33 @@ impl WorkspaceContainers {
     /// Clone mode: the agent's commits since the copy was made and its uncommitted work, with
     /// the host-executed files among them. Rejects with `NOT_A_CLONE`, `SANDBOX_NOT_RUNNING`.
     #[napi(ts_args_type = "workspaceId: string, options?: CloneApplyOptions | undefined | null")]
-    pub fn diff<'env>(&self, env: &'env Env, workspace_id: String, options: Option<CloneApplyOptions>) -> napi::Result<PromiseRaw<'env, CloneDiff>> {
+    pub fn diff<'env>(
+        &self,
+        env: &'env Env,
+        workspace_id: String,
+        options: Option<CloneApplyOptions>,
+    ) -> napi::Result<PromiseRaw<'env, CloneDiff>> {
         let (provider, path) = (self.provider.clone(), options.and_then(|o| o.path));
-        promise(env, async move { provider.clone_diff(&workspace_id, path.as_deref()).await })
+        promise(env, async move {
+            provider.clone_diff(&workspace_id, path.as_deref()).await
+        })
     }
 
     /// Clone mode: puts the agent's work on a host branch (see docs/api.md). Rejects with
     /// `APPLY_REFUSED`, `NOT_A_CLONE`, `SANDBOX_NOT_RUNNING`, `OPTIONS_INVALID` (branch).
     #[napi(ts_args_type = "workspaceId: string, options?: CloneApplyOptions | undefined | null")]
-    pub fn apply<'env>(&self, env: &'env Env, workspace_id: String, options: Option<CloneApplyOptions>) -> napi::Result<PromiseRaw<'env, CloneApplied>> {
+    pub fn apply<'env>(
+        &self,
+        env: &'env Env,
+        workspace_id: String,
+        options: Option<CloneApplyOptions>,
+    ) -> napi::Result<PromiseRaw<'env, CloneApplied>> {
         let provider = self.provider.clone();
-        promise(env, async move { provider.clone_apply(&workspace_id, options.unwrap_or_default()).await })
+        promise(env, async move {
+            provider
+                .clone_apply(&workspace_id, options.unwrap_or_default())
+                .await
+        })
     }
 
     /// Stops and removes every container of this hub. Resolves with the workspace ids.

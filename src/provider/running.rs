@@ -89,7 +89,10 @@ impl Provider {
             return Ok(Some((service, c)));
         }
         let path = ws.path.to_string_lossy();
-        Ok(service.adopt(&ws.id, Some(&path)).await?.map(|c| (service, c)))
+        Ok(service
+            .adopt(&ws.id, Some(&path))
+            .await?
+            .map(|c| (service, c)))
     }
 
     /// `up` on a running sandbox: its container adopted when it runs as these options' spec

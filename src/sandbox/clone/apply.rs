@@ -65,7 +65,9 @@ pub fn check_branch(name: &str) -> Result<()> {
     c.args(["check-ref-format", "--branch", name]);
     match answer_of(c) {
         Some(ok) if ok == name => Ok(()),
-        _ => Err(bad("is not a valid git branch name (git check-ref-format --branch)")),
+        _ => Err(bad(
+            "is not a valid git branch name (git check-ref-format --branch)",
+        )),
     }
 }
 
@@ -138,7 +140,9 @@ pub fn apply_work(
     }
     let tip = unbundle(folder, &work.bundle).map_err(io)?;
     if work.tip.as_deref().is_some_and(|t| t != tip) {
-        return Err(refuse(format!("the copy's bundle holds {tip}, not the tip it named")));
+        return Err(refuse(format!(
+            "the copy's bundle holds {tip}, not the tip it named"
+        )));
     }
     done.tip = Some(tip.clone());
     if previous.as_deref() == Some(tip.as_str()) {

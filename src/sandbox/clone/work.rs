@@ -89,7 +89,13 @@ pub fn diff_command() -> Vec<String> {
 pub fn apply_command(patch: bool) -> Vec<String> {
     let mode = if patch { "patch" } else { "commit" };
     let script = format!("{PRELUDE}{APPLY_SCRIPT}");
-    vec!["sh".into(), "-c".into(), script, "po-sandbox".into(), mode.into()]
+    vec![
+        "sh".into(),
+        "-c".into(),
+        script,
+        "po-sandbox".into(),
+        mode.into(),
+    ]
 }
 
 /// A commit the agent made since the base.
@@ -154,7 +160,11 @@ pub fn unframe(out: &[u8]) -> Option<Vec<Vec<u8>>> {
     let mut at = 0;
     while at < out.len() {
         let nl = at + out[at..].iter().position(|&b| b == b'\n')?;
-        let len: usize = std::str::from_utf8(&out[at..nl]).ok()?.trim().parse().ok()?;
+        let len: usize = std::str::from_utf8(&out[at..nl])
+            .ok()?
+            .trim()
+            .parse()
+            .ok()?;
         let end = nl.checked_add(1 + len)?;
         parts.push(out.get(nl + 1..end)?.to_vec());
         at = end;
