@@ -179,7 +179,8 @@ export declare class WorkspaceContainers {
   review(workspaceId: string): Promise<WorkspaceReview>
   /**
    * Clone mode: the agent's commits since the copy was made and its uncommitted work, with
-   * the host-executed files among them. Rejects with `NOT_A_CLONE`, `SANDBOX_NOT_RUNNING`.
+   * the host-executed files among them. Rejects with `NOT_A_CLONE`, `SANDBOX_NOT_RUNNING`;
+   * throws `WORKSPACE_INVALID` for a bad id.
    */
   diff(workspaceId: string, options?: CloneApplyOptions | undefined | null): Promise<CloneDiff>
   /**

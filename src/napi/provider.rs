@@ -260,7 +260,8 @@ impl WorkspaceContainers {
     }
 
     /// Clone mode: the agent's commits since the copy was made and its uncommitted work, with
-    /// the host-executed files among them. Rejects with `NOT_A_CLONE`, `SANDBOX_NOT_RUNNING`.
+    /// the host-executed files among them. Rejects with `NOT_A_CLONE`, `SANDBOX_NOT_RUNNING`;
+    /// throws `WORKSPACE_INVALID` for a bad id.
     #[napi(ts_args_type = "workspaceId: string, options?: CloneApplyOptions | undefined | null")]
     pub fn diff<'env>(
         &self,
@@ -268,6 +269,7 @@ impl WorkspaceContainers {
         workspace_id: String,
         options: Option<CloneApplyOptions>,
     ) -> napi::Result<PromiseRaw<'env, CloneDiff>> {
+        check_id(&workspace_id).map_err(|e| coded(env, &e))?;
         let (provider, path) = (self.provider.clone(), options.and_then(|o| o.path));
         promise(env, async move {
             provider.clone_diff(&workspace_id, path.as_deref()).await
@@ -283,6 +285,7 @@ impl WorkspaceContainers {
         workspace_id: String,
         options: Option<CloneApplyOptions>,
     ) -> napi::Result<PromiseRaw<'env, CloneApplied>> {
+        check_id(&workspace_id).map_err(|e| coded(env, &e))?;
         let provider = self.provider.clone();
         promise(env, async move {
             provider
