@@ -393,6 +393,11 @@ export interface ContainerPosture {
   /** Its published ports, as `<host ip> -> <container port>`. */
   published: Array<string>
   /**
+   * The ports this hub forwards into it now, as `127.0.0.1:<host port> -> <port>`: over
+   * the engine's exec, nothing published and no rule loosened (`containers.forwardPort`).
+   */
+  forwarded: Array<string>
+  /**
    * Its OCI runtime (`runc`, `runsc`…), as the engine reports it; empty when the engine
    * does not say.
    */

@@ -2,7 +2,7 @@
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { execFileSync } from 'node:child_process'
-import { mkdirSync, readdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs'
+import { mkdirSync, readdirSync, readFileSync, realpathSync, symlinkSync, writeFileSync } from 'node:fs'
 import path from 'node:path'
 
 import { dockerCli, isolatedEnv, requireDocker, root, run, tempDir } from './helpers.mjs'
@@ -103,6 +103,21 @@ test('doctor with PO_SANDBOX_ENGINE=bogus: exit 1 with the coded error', async (
   assert.equal(r.code, 1)
   const out = JSON.parse(r.stdout)
   assert.equal(out.error.code, 'ENGINE_UNKNOWN')
+})
+
+test('port checks the port before looking for the sandbox: out of range is a usage error (exit 2), a good one on a folder with none is SANDBOX_NOT_RUNNING', async (t) => {
+  const dir = tempDir(t)
+  const home = ['--po-home', path.join(dir, 'po-home')]
+  for (const [spec, named] of [['0', 'port: 0 is not'], ['70000', 'port: 70000 is not'], ['5173:70000', 'host port 70000 is not']]) {
+    const r = await run(process.execPath, [bin, 'port', dir, spec, ...home])
+    assert.equal(r.code, 2, `${spec}: ${r.stderr}`)
+    assert.ok(r.stderr.includes(named), r.stderr)
+    assert.doesNotMatch(r.stderr, /SANDBOX_NOT_RUNNING/)
+  }
+  const none = await run(process.execPath, [bin, 'port', dir, '5173', ...home])
+  assert.equal(none.code, 1, none.stderr)
+  assert.match(none.stderr, /SANDBOX_NOT_RUNNING/)
+  assert.ok(none.stderr.includes(`po-sandbox up ${realpathSync(dir)}`), none.stderr)
 })
 
 test('usage errors exit 2 and print the usage', async () => {

@@ -1,16 +1,17 @@
 // First run and standalone use, against the real Docker engine and the local test base image:
 // `po-sandbox up` / `exec` / `down` on a folder (exit codes, stdin/stdout/stderr, a TTY session
 // through a pseudo-terminal, the broker's environment with no real key, a brokered call during
-// `exec` reaching a fake upstream on 127.0.0.1 with the real key), and `po-sandbox demo` (what
+// `exec` reaching a fake upstream on 127.0.0.1 with the real key, `exec` waiting at the network
+// rules' gate in a container whose start has not seen them), and `po-sandbox demo` (what
 // `npm start` runs) leaving nothing behind; the real pi run through `exec`.
 import { test, before } from 'node:test'
-import { spawn } from 'node:child_process'
+import { execFileSync, spawn } from 'node:child_process'
 import assert from 'node:assert/strict'
 import { createHash, randomBytes } from 'node:crypto'
 import { cpSync, mkdirSync, readdirSync, realpathSync } from 'node:fs'
 import path from 'node:path'
 
-import { addon, dockerCli, requireDocker, root, run, tempDir } from './helpers.mjs'
+import { addon, dockerCli, requireDocker, root, run, tempDir, waitFor } from './helpers.mjs'
 import { startUpstream } from './upstreams.mjs'
 
 const cli = path.join(root, 'bin', 'po-sandbox.js')
@@ -153,6 +154,36 @@ test('up, exec and down on a folder: the demo bundle, exit codes, streams, a TTY
   assert.equal(session.code, 5, `${session.stdout}\n${session.stderr}`)
   assert.match(session.stdout, /is-a-tty/)
   assert.match(session.stdout, /got:typed-in/)
+
+  // exec waits at the network rules' gate, as the workspace's own command does, in a container
+  // whose start has not seen them: here it restarted into its namespace after the host's root
+  // removed them there (the rules record and the holder's health still say loaded, as they do
+  // where a runtime's network is not the namespace's: gVisor's netstack). Without the gate the
+  // command runs at once, with no rules (the marker answers ECONNREFUSED); with it, it says it
+  // waits, runs once the rules are back, and sees them (EHOSTUNREACH).
+  const holder = JSON.parse(dockerCli(['inspect', dockerCli(['inspect', '-f', '{{.HostConfig.NetworkMode}}', c.containerId]).replace(/^container:/, '')]))[0]
+  const rules = holder.Config.Env.find((e) => e.startsWith('PO_NET_RULES=')).slice('PO_NET_RULES='.length)
+  const nft = (args, input) => execFileSync('nsenter', ['-t', String(holder.State.Pid), '-n', 'nft', ...args], { input })
+  nft(['delete', 'table', 'inet', 'po_sandbox'])
+  dockerCli(['restart', '-t', '0', c.containerId])
+  const marker = "require('net').connect({host:'127.80.79.78',port:9}).on('error',(e)=>console.log(e.code))"
+  const gated = spawn(process.execPath, [cli, 'exec', folder, ...home, '--', 'node', '-e', marker], { env, stdio: ['ignore', 'pipe', 'pipe'] })
+  const held = { stdout: '', stderr: '', code: undefined }
+  gated.stdout.on('data', (d) => { held.stdout += d })
+  gated.stderr.on('data', (d) => { held.stderr += d })
+  const ended = new Promise((resolve) => gated.once('close', (code) => { held.code = code; resolve(code) }))
+  t.after(() => gated.kill())
+  const waiting = () => {
+    assert.equal(held.code, undefined, `exec ran without waiting for the rules:\n${held.stdout}\n${held.stderr}`)
+    return /po-sandbox: waiting for the network rules of the namespace holder/.test(held.stderr)
+  }
+  await waitFor(waiting, 'exec saying it waits for the network rules', 30000)
+  await new Promise((r) => setTimeout(r, 1500))
+  assert.equal(held.code, undefined, 'exec ended while the rules were still missing')
+  assert.equal(held.stdout, '', 'the command ran without the rules')
+  nft(['-f', '-'], rules)
+  assert.equal(await ended, 0, held.stderr)
+  assert.equal(held.stdout, 'EHOSTUNREACH\n')
 
   // Every exec adopted the very container up started: nothing was replaced.
   assert.equal(dockerCli(['ps', '-q', '--no-trunc', '--filter', `label=po.workspace=${ws.id}`]), c.containerId)

@@ -80,6 +80,9 @@ test('a server on the sandbox loopback answers through the forward; 100 connecti
   const echo = await layer.containers.forwardPort(ws.id, 5174)
   const listed = await layer.containers.forwards()
   assert.deepEqual(listed.map((f) => f.port).sort(), [5173, 5174])
+  // The hub's forwards show in the container's posture.
+  const postureOf = async () => (await layer.containers.list()).find((c) => c.containerId === cid).posture
+  assert.deepEqual((await postureOf()).forwarded, [`127.0.0.1:${web.hostPort} -> 5173`, `127.0.0.1:${echo.hostPort} -> 5174`])
   const sent = Array.from({ length: 100 }, (_, i) => randomBytes(1000 + i * 3000))
   const got = await Promise.all(sent.map((b) => roundTrip(echo.hostPort, b)))
   got.forEach((g, i) => assert.ok(g.equals(Buffer.concat([sent[i], Buffer.from(`bytes: ${sent[i].length}`)])), `connection ${i}`))
@@ -87,6 +90,7 @@ test('a server on the sandbox loopback answers through the forward; 100 connecti
   assert.deepEqual(await echo.wait(), { reason: 'the forward was closed' })
   await web.close()
   assert.deepEqual(await layer.containers.forwards(), [])
+  assert.deepEqual((await postureOf()).forwarded, [])
   await assert.rejects(fetch(web.url))
 })
 

@@ -7,6 +7,9 @@
 //   `docker start <container>` followed by `docker inspect <container>` (two CLI invocations,
 //   timed together).
 //
+// The rounds start once the container is healthy: before, an exec waits at the network rules'
+// gate (see docs/security.md).
+//
 // Usage: node bench/exec.mjs [rounds=20]
 // Needs a running Docker engine and the local test base image (scripts/build-test-base-image.sh).
 import { execFileSync, spawnSync } from 'node:child_process'
@@ -58,6 +61,13 @@ try {
   const listed = JSON.parse(execFileSync(process.execPath, [cli, 'ls', '--json', ...home], { encoding: 'utf8', env }))
   const id = listed[0].containerId
   owner = listed[0].owner
+  // Healthy first (its first health check runs one interval after the start): an exec into a
+  // container not yet healthy waits at the network rules' gate (one start of Node inside).
+  const deadline = Date.now() + 60000
+  while (execFileSync('docker', ['inspect', '-f', '{{.State.Health.Status}}', id], { encoding: 'utf8' }).trim() !== 'healthy') {
+    if (Date.now() > deadline) throw new Error(`container ${id} not healthy within 60 s`)
+    await new Promise((r) => setTimeout(r, 250))
+  }
   const runs = {
     'po-sandbox exec -- echo x': () => timed([process.execPath, cli, 'exec', folder, ...home, '--', 'echo', 'x'], 'x'),
     'docker exec <id> echo x': () => timed(['docker', 'exec', id, 'echo', 'x'], 'x'),

@@ -180,6 +180,11 @@ function checkUsage(opts) {
   if (command === 'port' && args[0] === 'ls') {
     if (args.length > 1) fail(`unexpected argument '${args[1]}'`)
   } else if (command === 'port' && (args.length < 1 || args.length > 2 || !/^\d+(:\d+)?$/.test(args.at(-1)))) fail('port needs the port to forward, as in: po-sandbox port [dir] 5173 (or 5173:8080 for host port 8080)')
+  else if (command === 'port') {
+    const [inside, host] = args.at(-1).split(':').map(Number)
+    if (inside < 1 || inside > 65535) fail(`port: ${inside} is not a port from 1 to 65535`)
+    if (host > 65535) fail(`port: host port ${host} is not a port from 1 to 65535 (or 0: any free port)`)
+  }
   const folderCommand = ['up', 'down', 'exec', 'review', 'diff', 'apply'].includes(command)
   if (folderCommand && args.length > 1) fail(`${command} takes at most one folder, not '${args[1]}'`)
   if (!folderCommand && !['stop', 'port'].includes(command) && args.length > 0) fail(`unexpected argument '${args[0]}'`)

@@ -3,10 +3,9 @@
 // runs).
 // Thin: they call the same provider Po's hub uses (registerSandboxLayer) and print.
 
-const { mkdirSync, mkdtempSync, rmSync } = require('node:fs')
+const { fstatSync, mkdirSync, mkdtempSync, rmSync, statSync } = require('node:fs')
 const os = require('node:os')
 const path = require('node:path')
-const tty = require('node:tty')
 
 // bin/pi-in-sandbox.js (crypto, child processes) is loaded only when pi is asked for: every
 // exec pays for what is loaded here.
@@ -142,6 +141,19 @@ async function cloneWork(addon, opts, ws) {
   process.stdout.write(opts.json ? `${JSON.stringify({ ok: true, ...r }, null, 2)}\n` : [r.message, ...extra, ''].join('\n'))
 }
 
+/** Whether stdin is a terminal; node:tty (some ms to load) is asked only when stdin is a
+ * character device other than /dev/null, so a pipe, a file or `</dev/null` costs nothing. */
+function stdinIsTerminal() {
+  try {
+    const stdin = fstatSync(0)
+    if (!stdin.isCharacterDevice()) return false
+    if (process.platform !== 'win32' && stdin.rdev === statSync('/dev/null').rdev) return false
+  } catch {
+    return false
+  }
+  return require('node:tty').isatty(0)
+}
+
 /** Runs the command in the folder's running sandbox, checked against the image recipe and run
  * flags it was made with (unless the command line names an image): never another one. */
 async function exec(addon, opts, ws) {
@@ -149,27 +161,16 @@ async function exec(addon, opts, ws) {
   // `pi`: the image's own, else the host's copied in (bin/pi-in-sandbox.js).
   const argv = process.argv.slice(2)
   const command = opts.rest[0] === 'pi' ? await require('./pi-in-sandbox.js').piCommand(opts.rest.slice(1), argv.slice(0, argv.indexOf('--'))) : opts.rest
-  const code = await layer.containers.exec(ws.id, command, { path: ws.path, tty: tty.isatty(0) })
+  const code = await layer.containers.exec(ws.id, command, { path: ws.path, tty: stdinIsTerminal() })
   return code < 0 ? EXEC_FAILED : code
 }
 
-/** The recipe of the folder's running container, unless the command line names one, and its
- * run flags: a forward checks the container's posture against them, and must not ask for
- * another image or other flags (that would not be this sandbox). */
-async function runningRecipe(addon, opts, ws) {
-  const rows = await addon.listSandboxContainers({ poHome: opts.poHome, engine: opts.engine })
-  const row = rows.find((r) => r.workspaceId === ws.id && r.state === 'running')
-  if (!row) throw coded('SANDBOX_NOT_RUNNING', `The sandbox of workspace '${ws.id}' is not running: start it with \`po-sandbox up ${ws.path}\` first.`)
-  const runFlags = row.runFlags
-  if (opts.baseImage || opts.imageVariant) return { runFlags }
-  return { baseImage: row.imageBase ?? undefined, imageVariant: row.imageVariant ?? undefined, runFlags }
-}
-
 /** `port [dir] <port>[:<host-port>]`, in the foreground: Ctrl-C ends it (0); the sandbox
- * stopping ends it with why (1). */
+ * stopping ends it with why (1). The running container is checked against the image recipe
+ * and run flags it was made with (unless the command line names an image), as for `exec`. */
 async function port(addon, opts, ws, spec) {
   const [inside, host] = spec.split(':').map(Number)
-  const layer = layerFor(addon, opts, await runningRecipe(addon, opts, ws))
+  const layer = layerFor(addon, opts)
   const fwd = await layer.containers.forwardPort(ws.id, inside, { hostPort: host, path: ws.path })
   const shown = { url: fwd.url, hostPort: fwd.hostPort, port: fwd.port, workspaceId: fwd.workspaceId }
   if (opts.json) process.stdout.write(`${JSON.stringify({ ok: true, ...shown })}\n`)

@@ -239,6 +239,8 @@ pub async fn doctor(
         host,
         &DetectOptions {
             probe_all: true,
+            // The doctor asks the engine itself.
+            facts_file: None,
             ..options.detect
         },
     )

@@ -8,6 +8,7 @@ pub(crate) mod api;
 pub(crate) mod candidates;
 pub(crate) mod context;
 pub(crate) mod endpoint;
+pub(crate) mod facts_cache;
 #[cfg(test)]
 pub(crate) mod fake;
 pub(crate) mod libpod;
@@ -74,6 +75,9 @@ pub struct DetectOptions {
     pub timeout: Option<Duration>,
     /// Probe every candidate even after one answered (the doctor's view).
     pub probe_all: bool,
+    /// Where the engine's facts are kept between one-shot commands ([`facts_cache`]); `None`:
+    /// asked every time.
+    pub facts_file: Option<std::path::PathBuf>,
 }
 
 /// The places detection would try, in order, as untried reports: nothing is probed (see
@@ -96,6 +100,7 @@ impl DetectOptions {
             engine,
             timeout: timeout.transpose()?,
             probe_all: probe_all.unwrap_or(false),
+            facts_file: None,
         })
     }
 }
@@ -143,7 +148,8 @@ pub async fn detect(host: &HostEnv, options: &DetectOptions) -> Result<EngineRep
         if found && !options.probe_all {
             break;
         }
-        let outcome = probe::probe(&candidate, host, timeout).await;
+        let facts = options.facts_file.as_deref();
+        let outcome = probe::probe_keeping(&candidate, host, timeout, facts).await;
         tracing::debug!(engine = candidate.engine.as_str(), endpoint = %candidate.endpoint, outcome = outcome.code(), "engine candidate probed");
         found |= matches!(outcome, Outcome::Available(_));
         probed.push((candidate, outcome));

@@ -1,13 +1,15 @@
 //! Visits one candidate and classifies what answers there.
 
 use std::io::ErrorKind;
-use std::time::Duration;
+use std::path::Path;
+use std::time::{Duration, SystemTime};
 
 use bollard::models::{SystemInfo, SystemVersion};
 use bollard::{ClientVersion, Docker};
 
 use super::candidates::{Candidate, EngineKind};
 use super::endpoint::Endpoint;
+use super::facts_cache;
 use crate::host::{HostEnv, HostOs};
 
 /// What a usable engine said about itself.
@@ -85,7 +87,19 @@ impl Outcome {
 
 /// Probes one candidate: existence and kind of the socket, connect, then ping, version and info,
 /// each bounded by `timeout`.
+#[cfg(test)]
 pub async fn probe(candidate: &Candidate, host: &HostEnv, timeout: Duration) -> Outcome {
+    probe_keeping(candidate, host, timeout, None).await
+}
+
+/// [`probe`], with the engine's facts kept in `facts_file` (see [`facts_cache`]) when given:
+/// a fresh entry for this start of the engine stands for the version and info answers.
+pub async fn probe_keeping(
+    candidate: &Candidate,
+    host: &HostEnv,
+    timeout: Duration,
+    facts_file: Option<&Path>,
+) -> Outcome {
     if !candidate.engine.has_docker_api() {
         return probe_without_api(candidate, host).await;
     }
@@ -95,7 +109,7 @@ pub async fn probe(candidate: &Candidate, host: &HostEnv, timeout: Duration) -> 
     match &candidate.endpoint {
         Endpoint::Unsupported { why, .. } => Outcome::Unsupported(why.clone()),
         Endpoint::NamedPipe(pipe) => match open_pipe(pipe) {
-            Ok(()) => probe_api(candidate, host, timeout).await,
+            Ok(()) => probe_api(candidate, host, timeout, facts_file).await,
             Err(e) => classify_connect_error(&e),
         },
         Endpoint::Unix(path) => {
@@ -112,7 +126,7 @@ pub async fn probe(candidate: &Candidate, host: &HostEnv, timeout: Duration) -> 
                 Ok(Err(e)) => return classify_connect_error(&e),
                 Ok(Ok(_)) => {}
             }
-            probe_api(candidate, host, timeout).await
+            probe_api(candidate, host, timeout, facts_file).await
         }
         Endpoint::Tcp { host: h, port } => {
             match tokio::time::timeout(timeout, tokio::net::TcpStream::connect((h.as_str(), *port)))
@@ -127,7 +141,7 @@ pub async fn probe(candidate: &Candidate, host: &HostEnv, timeout: Duration) -> 
                 Ok(Err(e)) => return classify_connect_error(&e),
                 Ok(Ok(_)) => {}
             }
-            probe_api(candidate, host, timeout).await
+            probe_api(candidate, host, timeout, facts_file).await
         }
     }
 }
@@ -295,11 +309,40 @@ pub fn parse_api_version(v: &str) -> Option<(u32, u32)> {
     Some((major.parse().ok()?, minor.parse().ok()?))
 }
 
-async fn probe_api(candidate: &Candidate, host: &HostEnv, timeout: Duration) -> Outcome {
+async fn probe_api(
+    candidate: &Candidate,
+    host: &HostEnv,
+    timeout: Duration,
+    facts_file: Option<&Path>,
+) -> Outcome {
     let docker = match connect(&candidate.endpoint, timeout, bollard::API_DEFAULT_VERSION) {
         Ok(d) => d,
         Err(e) => return Outcome::Failed(e.to_string()),
     };
+    let kept = facts_file.zip(facts_cache::key_of(candidate));
+    if let Some((file, key)) = &kept
+        && let Some(facts) = facts_cache::read(file, key, SystemTime::now())
+    {
+        // This start of the engine said them: it still answers.
+        return match ask("ping", timeout, docker.ping()).await {
+            Ok(_) => Outcome::Available(facts),
+            Err(outcome) => outcome,
+        };
+    }
+    let outcome = ask_engine(candidate, host, timeout, docker).await;
+    if let (Some((file, key)), Outcome::Available(facts)) = (&kept, &outcome) {
+        facts_cache::write(file, key, facts, SystemTime::now());
+    }
+    outcome
+}
+
+/// Ping, version and info (and libpod's info on Podman): the engine's facts.
+async fn ask_engine(
+    candidate: &Candidate,
+    host: &HostEnv,
+    timeout: Duration,
+    docker: Docker,
+) -> Outcome {
     // Ping, version and info at once (one round trip instead of two): info is asked at the
     // oldest API this layer accepts, which every engine it accepts speaks, so it need not wait
     // for the negotiation. A failed ping still decides the outcome first.

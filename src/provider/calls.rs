@@ -62,7 +62,8 @@ impl Provider {
         service.exec(id, path, command, tty).await
     }
 
-    /// Forwards `port` in the workspace's running container to the host's loopback.
+    /// Forwards `port` in the workspace's running container to the host's loopback; a
+    /// one-shot provider given the folder does it without a start-up.
     pub async fn forward_port(
         self: &Arc<Self>,
         id: &str,
@@ -70,6 +71,14 @@ impl Provider {
         port: u16,
         host_port: u16,
     ) -> Result<PortForward> {
+        if self.options.one_shot
+            && let Some(path) = path
+        {
+            let ws = crate::sandbox::workspace::resolve(id, path)?;
+            return self
+                .watched(self.forward_running(ws, port, host_port))
+                .await;
+        }
         let service = self.service_for_start().await?;
         service.forward_port(id, path, port, host_port).await
     }

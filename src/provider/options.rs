@@ -508,6 +508,7 @@ fn detect(
         engine,
         timeout,
         probe_all: false,
+        facts_file: None,
     })
 }
 
@@ -621,7 +622,7 @@ impl ProviderOptions {
         let run_flags = run_flags::resolve(g.run_flags.as_deref(), flags_var, pids_limit)?;
         let health_timeout = health_timeout(g.health_timeout_ms)?;
         let concurrency = concurrency(g.concurrency)?;
-        let detect = detect(g.engine, g.engine_timeout_ms, &host)?;
+        let mut detect = detect(g.engine, g.engine_timeout_ms, &host)?;
         let socket_dir = g.broker_socket_dir.as_deref().filter(|d| !d.is_empty());
         let broker_socket_dir = host.broker_socket_dir(socket_dir, "brokerSocketDir")?;
         let broker_route = broker_route(g.broker_route, &host)?;
@@ -634,6 +635,9 @@ impl ProviderOptions {
         let network_mode = network_mode(g.network.as_deref(), &host)?;
         let mode_var = host.vars().get(WORKSPACE_MODE_VAR).map(String::as_str);
         let workspace_mode = WorkspaceMode::resolve(g.workspace_mode.as_deref(), mode_var)?;
+        let one_shot = g.one_shot.unwrap_or(false);
+        // A one-shot command (the CLI) keeps the engine's facts for the next one.
+        detect.facts_file = one_shot.then(|| po_home.join(engine::facts_cache::FILE));
         Ok(ProviderOptions {
             workspace_mode,
             network_allow,
@@ -645,7 +649,7 @@ impl ProviderOptions {
             guarded_paths,
             broker: g.broker.unwrap_or(true),
             demo_runtime: g.demo_runtime.unwrap_or(false),
-            one_shot: g.one_shot.unwrap_or(false),
+            one_shot,
             image_given: base.is_some() || variant.is_some(),
             run_flags,
             broker_socket_dir,

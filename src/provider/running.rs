@@ -12,8 +12,10 @@ use crate::error::Result;
 use crate::runtime_bundle::RuntimeBundle;
 use crate::sandbox::container::LiveContainer;
 use crate::sandbox::engine_mode::EngineMode;
+use crate::sandbox::forward::PortForward;
 use crate::sandbox::service::{
     BrokerWiring, ContainerService, ServiceConfig, WorkspaceContainer, inspect_workspace,
+    is_workspace_container,
 };
 use crate::sandbox::spec;
 use crate::sandbox::workspace::Workspace;
@@ -61,12 +63,17 @@ impl Provider {
         tty: bool,
     ) -> Result<i64> {
         let (service, live) = self.open_running(&ws, true).await?;
+        let health = live.as_ref().and_then(|l| l.health.clone());
         let adopted = match live {
             Some(live) => service.adopt_read(&ws, live, true).await?,
             None => None,
         };
         match adopted {
-            Some(container) => service.exec_adopted(&container, command, tty).await,
+            Some(container) => {
+                service
+                    .exec_adopted(&container, health.as_deref(), command, tty)
+                    .await
+            }
             None => {
                 let path = ws.path.to_string_lossy();
                 service.exec(&ws.id, Some(&path), command, tty).await
@@ -93,6 +100,26 @@ impl Provider {
             .adopt(&ws.id, Some(&path))
             .await?
             .map(|c| (service, c)))
+    }
+
+    /// Forwards `port` of the workspace's running container (`po-sandbox port`), read by its
+    /// name and checked as an exec's is (labels, then the posture of the recipe and run flags
+    /// it was made with); anything else goes the service's way (listed by labels).
+    pub(super) async fn forward_running(
+        &self,
+        ws: Workspace,
+        port: u16,
+        host_port: u16,
+    ) -> Result<PortForward> {
+        let (service, live) = self.open_running(&ws, true).await?;
+        let owner = &self.options.owner;
+        match live.filter(|l| l.running() && is_workspace_container(&l.labels, owner, &ws)) {
+            Some(live) => service.forward_live(&ws, &live, port, host_port).await,
+            None => {
+                let path = ws.path.to_string_lossy();
+                (service.forward_port(&ws.id, Some(&path), port, host_port)).await
+            }
+        }
     }
 
     /// `up` on a running sandbox: its container adopted when it runs as these options' spec

@@ -38,6 +38,9 @@ pub struct LiveContainer {
     pub created: Option<String>,
     /// When it last started (RFC 3339), as the engine says; empty when never.
     pub started_at: String,
+    /// `State.Health.Status` (`starting`, `healthy`, `unhealthy`); `None` without a health
+    /// check. The engine sets it back to `starting` at every start of the container.
+    pub health: Option<String>,
     /// What adoption checks.
     pub posture: LivePosture,
 }
@@ -177,6 +180,12 @@ pub(crate) fn live_from(
             .as_ref()
             .and_then(|s| s.started_at.clone())
             .unwrap_or_default(),
+        health: info
+            .state
+            .as_ref()
+            .and_then(|s| s.health.as_ref())
+            .and_then(|h| h.status)
+            .map(|s| s.to_string()),
         posture,
     }
 }

@@ -101,6 +101,19 @@ impl Forwards {
         all.retain(PortForward::live);
         all.iter().map(|f| f.info.clone()).collect()
     }
+
+    /// The live forwards into container `container_id`, as the posture shows them:
+    /// `127.0.0.1:<host port> -> <port>`, by port.
+    pub fn posture_lines(&self, container_id: &str) -> Vec<String> {
+        let mut lines: Vec<(u16, u16)> = (self.list().into_iter())
+            .filter(|f| f.container_id == container_id)
+            .map(|f| (f.port, f.host_port))
+            .collect();
+        lines.sort();
+        (lines.into_iter())
+            .map(|(port, host_port)| format!("127.0.0.1:{host_port} -> {port}"))
+            .collect()
+    }
 }
 
 /// The ports a caller gave, checked before any I/O: `port` 1-65535, `host_port` 0-65535 (0 or

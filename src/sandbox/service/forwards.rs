@@ -4,9 +4,10 @@ use super::ContainerService;
 use crate::engine::api::EngineApi;
 use crate::error::{Error, Result};
 use crate::sandbox::clone::WorkspaceMode;
+use crate::sandbox::container::LiveContainer;
 use crate::sandbox::forward::{self, ForwardInfo, PortForward, Target};
 use crate::sandbox::spec::{self, LABEL_WORKSPACE_PATH};
-use crate::sandbox::workspace;
+use crate::sandbox::workspace::{self, Workspace};
 
 impl<E: EngineApi> ContainerService<E> {
     /// Forwards `port` on the 127.0.0.1 of the workspace's running container to the host's
@@ -37,12 +38,29 @@ impl<E: EngineApi> ContainerService<E> {
             .map(str::to_string)
             .or_else(|| live.labels.get(LABEL_WORKSPACE_PATH).cloned())
             .unwrap_or_default();
-        let mut ws = workspace::resolve(id, &ws_path)?;
-        // Checked against the mode it was made in.
-        ws.mode = Some(WorkspaceMode::of_labels(&live.labels));
-        if let Err(reason) = spec::check_posture(&self.spec_for(&ws), &live.posture) {
+        let ws = workspace::resolve(id, &ws_path)?;
+        self.forward_live(&ws, &live, port, host_port).await
+    }
+
+    /// Forwards `port` of `live`, the workspace's running container found by its labels or
+    /// read by its name (see [`forward_port`](Self::forward_port)), once its posture is
+    /// checked against the spec of the mode it was made in.
+    pub async fn forward_live(
+        &self,
+        ws: &Workspace,
+        live: &LiveContainer,
+        port: u16,
+        host_port: u16,
+    ) -> Result<PortForward> {
+        let id = &ws.id;
+        let ws = &Workspace {
+            mode: Some(WorkspaceMode::of_labels(&live.labels)),
+            ..ws.clone()
+        };
+        if let Err(reason) = spec::check_posture(&self.spec_for(ws), &live.posture) {
             let why = format!(
-                "its container is not the sandbox it should be ({reason}): run `po-sandbox up {ws_path}` to replace it"
+                "its container is not the sandbox it should be ({reason}): run `po-sandbox up {}` to replace it",
+                ws.path.display()
             );
             return Err(Error::container(id, why));
         }

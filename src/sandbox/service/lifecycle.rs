@@ -563,13 +563,22 @@ impl<E: EngineApi> ContainerService<E> {
             folder: path.unwrap_or("<folder>").to_string(),
         };
         let container = self.adopt(id, path).await?.ok_or_else(not_running)?;
-        self.exec_adopted(&container, command, tty).await
+        // Its health as it is now (adoption does not keep it): whether its start passed the gate.
+        let health = container::inspect(&self.inner.docker, &container.container_id, None)
+            .await?
+            .and_then(|live| live.health);
+        self.exec_adopted(&container, health.as_deref(), command, tty)
+            .await
     }
 
-    /// Runs a command in a container this service adopted (see [`exec`](Self::exec)).
+    /// Runs a command in a container this service adopted (see [`exec`](Self::exec)) whose
+    /// health the engine gives as `health`: as it is in a healthy one, else behind the
+    /// network rules' gate (`spec::exec_gated`), so it never runs in a namespace whose rules
+    /// its own start has not seen.
     pub async fn exec_adopted(
         &self,
         container: &WorkspaceContainer,
+        health: Option<&str>,
         command: Vec<String>,
         tty: bool,
     ) -> Result<i64> {
@@ -577,8 +586,12 @@ impl<E: EngineApi> ContainerService<E> {
         let working_dir = container.container_path.clone().ok_or_else(|| {
             Error::container(id, "its container does not say which folder it serves")
         })?;
+        let interpreter = self.inner.config.container.bundle.interpreter();
+        if health != Some("healthy") {
+            tracing::debug!(workspace = %id, ?health, "exec behind the network rules' gate");
+        }
         let request = exec::ExecRequest {
-            command,
+            command: spec::exec_gated(health, interpreter, command),
             tty,
             working_dir,
             env: self.current_broker_address(id),

@@ -13,6 +13,7 @@ mod grants;
 mod holders;
 mod leftovers;
 mod lifecycle;
+pub(crate) use lifecycle::is_workspace_container;
 mod queries;
 pub use queries::inspect_workspace;
 mod stopping;
@@ -272,7 +273,10 @@ impl<E: EngineApi> ContainerService<E> {
             adopted,
             replaced_reason,
             created: live.created.clone(),
-            posture: ContainerPosture::from(&live.posture),
+            posture: ContainerPosture {
+                forwarded: self.inner.forwards.posture_lines(&live.id),
+                ..ContainerPosture::from(&live.posture)
+            },
             workspace_mode: crate::sandbox::clone::WorkspaceMode::of_labels(&live.labels)
                 .as_str()
                 .into(),

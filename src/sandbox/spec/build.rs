@@ -128,6 +128,31 @@ pub fn gated(command: Vec<String>) -> Vec<String> {
     cmd
 }
 
+/// The [`GATE`] for a command run with `exec` (POSIX sh): the same probe by the bundle's
+/// interpreter, named apart since the command need not start with it.
+pub const EXEC_GATE: &str = r#"p=$1; i=$2; shift 2; "$i" -e "$p" && exec "$@""#;
+
+/// A command run with `exec` into a workspace container whose health is `health`: as it is
+/// when the container is `healthy` (its health check passes only while its server runs, and
+/// the server runs only after the [`GATE`] passed in this start of the container: the engine
+/// sets the health back to `starting` at every start), else behind the [`EXEC_GATE`] with the
+/// bundle's `interpreter`: `/bin/sh -c EXEC_GATE po-net-gate <probe> <interpreter> <command…>`.
+pub fn exec_gated(health: Option<&str>, interpreter: &str, command: Vec<String>) -> Vec<String> {
+    if health == Some("healthy") {
+        return command;
+    }
+    let mut cmd = vec![
+        "/bin/sh".to_string(),
+        "-c".into(),
+        EXEC_GATE.into(),
+        "po-net-gate".into(),
+        crate::sandbox::firewall::mark_probe(true),
+        interpreter.into(),
+    ];
+    cmd.extend(command);
+    cmd
+}
+
 /// What every container of one hub shares: the checked options and what the engine's report
 /// decides, derived in one place (`ProviderOptions::container_settings`), held by the service
 /// and borrowed by each [`SpecInput`].

@@ -157,6 +157,9 @@ pub struct ContainerPosture {
     pub mounts: Vec<MountFact>,
     /// Its published ports, as `<host ip> -> <container port>`.
     pub published: Vec<String>,
+    /// The ports this hub forwards into it now, as `127.0.0.1:<host port> -> <port>`: over
+    /// the engine's exec, nothing published and no rule loosened (`containers.forwardPort`).
+    pub forwarded: Vec<String>,
     /// Its OCI runtime (`runc`, `runsc`…), as the engine reports it; empty when the engine
     /// does not say.
     pub runtime: String,
@@ -206,6 +209,7 @@ impl From<&LivePosture> for ContainerPosture {
                 })
                 .collect(),
             // Published by its namespace holder.
+            forwarded: Vec::new(),
             published: live
                 .holder
                 .as_ref()

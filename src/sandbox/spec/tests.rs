@@ -1187,3 +1187,60 @@ fn a_clone_mounts_its_copy_volume_where_the_folder_was_and_hashes_apart() {
         assert!(!allowed);
     }
 }
+
+#[test]
+fn exec_runs_as_asked_only_in_a_healthy_container_and_otherwise_behind_the_gate() {
+    let cmd = || vec!["sh".to_string(), "-c".into(), "echo x".into()];
+    assert_eq!(exec_gated(Some("healthy"), "node", cmd()), cmd());
+    for health in [
+        None,
+        Some("starting"),
+        Some("unhealthy"),
+        Some("none"),
+        Some(""),
+    ] {
+        let gated = exec_gated(health, "/opt/po/node", cmd());
+        assert_eq!(
+            &gated[..4],
+            ["/bin/sh", "-c", EXEC_GATE, "po-net-gate"],
+            "{health:?}"
+        );
+        assert_eq!(gated[4], crate::sandbox::firewall::mark_probe(true));
+        assert_eq!(gated[5], "/opt/po/node");
+        assert_eq!(&gated[6..], cmd(), "{health:?}");
+    }
+}
+
+/// The exec gate as the container's shell runs it, with `true` or `false` standing for the
+/// interpreter's probe: the command runs with its arguments as given (spaces, empty ones) and
+/// its own exit code only when the probe passes; otherwise nothing runs.
+#[cfg(unix)]
+#[test]
+fn the_exec_gate_runs_the_command_only_after_the_probe_passes() {
+    let run = |probe_passes: bool| {
+        let interpreter = if probe_passes { "true" } else { "false" };
+        let mut argv = exec_gated(None, interpreter, vec![]);
+        argv.extend(
+            [
+                "sh",
+                "-c",
+                "printf '%s|' \"$@\"; exit 7",
+                "sh",
+                "a b",
+                "",
+                "c",
+            ]
+            .map(String::from),
+        );
+        std::process::Command::new(&argv[0])
+            .args(&argv[1..])
+            .output()
+            .unwrap()
+    };
+    let passed = run(true);
+    assert_eq!(String::from_utf8_lossy(&passed.stdout), "a b||c|");
+    assert_eq!(passed.status.code(), Some(7));
+    let held = run(false);
+    assert_eq!(held.stdout, b"");
+    assert_eq!(held.status.code(), Some(1));
+}
