@@ -18,9 +18,9 @@ const NO_GIT: i64 = 3;
 /// and the uncommitted work (tracked and untracked files git does not ignore) as a tree `W`
 /// written through an index of its own, so the agent's index is left as it is.
 const PRELUDE: &str = r#"set -eu
-export GIT_PAGER=cat PAGER=cat GIT_TERMINAL_PROMPT=0 LC_ALL=C
+export GIT_PAGER=cat PAGER=cat GIT_TERMINAL_PROMPT=0 LC_ALL=C GIT_NO_LAZY_FETCH=1
 unset GIT_DIR GIT_WORK_TREE GIT_INDEX_FILE GIT_OBJECT_DIRECTORY GIT_CONFIG_PARAMETERS
-g() { git -c core.hooksPath=/dev/null -c core.fsmonitor=false -c color.ui=never -c core.quotePath=false -c log.showSignature=false "$@"; }
+g() { git -c core.hooksPath=/dev/null -c core.fsmonitor=false -c protocol.allow=never -c color.ui=never -c core.quotePath=false -c log.showSignature=false "$@"; }
 D=$(g rev-parse --absolute-git-dir 2>/dev/null) || exit 3
 T="$D/po-sandbox-$$"
 trap 'rm -f "$T".*' EXIT
