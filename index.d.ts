@@ -177,6 +177,17 @@ export declare class WorkspaceContainers {
    * Rejects with `REVIEW_UNAVAILABLE` when it has no baseline; throws `WORKSPACE_INVALID`.
    */
   review(workspaceId: string): Promise<WorkspaceReview>
+  /**
+   * Clone mode: the agent's commits since the copy was made and its uncommitted work, with
+   * the host-executed files among them. Rejects with `NOT_A_CLONE`, `SANDBOX_NOT_RUNNING`;
+   * throws `WORKSPACE_INVALID` for a bad id.
+   */
+  diff(workspaceId: string, options?: CloneApplyOptions | undefined | null): Promise<CloneDiff>
+  /**
+   * Clone mode: puts the agent's work on a host branch (see docs/api.md). Rejects with
+   * `APPLY_REFUSED`, `NOT_A_CLONE`, `SANDBOX_NOT_RUNNING`, `OPTIONS_INVALID` (branch).
+   */
+  apply(workspaceId: string, options?: CloneApplyOptions | undefined | null): Promise<CloneApplied>
   /** Stops and removes every container of this hub. Resolves with the workspace ids. */
   stopAll(): Promise<string[]>
   /** Same as `stopAll`: the clean-stop hook. */
@@ -280,6 +291,85 @@ export type CandidateOutcome = 'available' | 'not-found' | 'not-a-socket' | 'sto
  * malformed options.
  */
 export declare function checkEngine(options?: EngineCheckOptions | undefined | null): Promise<EngineReport>
+
+/** What `apply` did. */
+export interface CloneApplied {
+  workspaceId: string
+  /** The host folder. */
+  path: string
+  /** The host branch (without `refs/heads/`). */
+  branch: string
+  /** The branch's commit before (none: it did not exist). */
+  previous?: string
+  /** The commit the branch points at now (none: there was nothing to take). */
+  tip?: string
+  /** The branch changed (false: the same work was applied already, or there was none). */
+  changed: boolean
+  /** The commit made of the uncommitted work (marked `Po-Sandbox: uncommitted work`). */
+  uncommittedCommit?: string
+  /** The patch file written (`patch`), when there was uncommitted work. */
+  patch?: string
+  /** What happened, in words. */
+  message: string
+}
+
+/** What `apply` may be told. */
+export interface CloneApplyOptions {
+  /** The workspace folder (default: the one the container was started for). */
+  path?: string
+  /** `apply`: the host branch to set (default `po-sandbox/<workspace>`). */
+  branch?: string
+  /** `apply`: write the uncommitted work to this file as a patch instead of a commit. */
+  patch?: string
+}
+
+/** One part of the agent's work: the files, a stat and a unified diff. */
+export interface CloneChanges {
+  files: Array<CloneFile>
+  /** `git diff --stat`. */
+  stat: string
+  /** The unified diff (binary files as a line saying they differ). */
+  patch: string
+}
+
+/** A commit the agent made since the base. */
+export interface CloneCommit {
+  /** Its id, the same in the copy and, once applied, on the host. */
+  id: string
+  /** `Name <email>`. */
+  author: string
+  /** The author date (ISO 8601). */
+  date: string
+  subject: string
+}
+
+/** What the agent did in a clone-mode sandbox since its copy was made. */
+export interface CloneDiff {
+  workspaceId: string
+  /** The host folder. */
+  path: string
+  /** The host's HEAD the copy was made from (none: the repository had no commit). */
+  base?: string
+  /** The copy's HEAD now. */
+  head?: string
+  /** The commits since the base, newest first. */
+  commits: Array<CloneCommit>
+  /** From the base to HEAD. */
+  committed: CloneChanges
+  /** From HEAD to the working tree: tracked changes and untracked files git does not ignore. */
+  uncommitted: CloneChanges
+}
+
+/** A file the agent's work changes. */
+export interface CloneFile {
+  /** Its path below the workspace folder, `/`-separated. */
+  path: string
+  change: ReviewChangeKind
+  /** Its host-executed class, when it has one (the classes `review` reports). */
+  class?: ReviewClass
+  /** Why the host may run (or heed) it, with `class`. */
+  reason?: string
+}
 
 /**
  * A container's security posture as the engine reports it (its live inspect data), for a
@@ -1091,6 +1181,11 @@ export interface SandboxState {
   network?: string
   /** Malformed or contradictory variables, in words (never thrown). */
   problems: Array<string>
+  /**
+   * The workspace is a copy in a volume of its own (clone mode:
+   * `PO_SANDBOX_WORKSPACE_MODE=clone`): nothing written reaches the host until taken.
+   */
+  clone: boolean
 }
 
 /**

@@ -194,3 +194,20 @@ async function reviewUsage(service: WorkspaceContainers): Promise<void> {
   void [change, kind, wrong, named, detail, complete, r.since, r.path, r.workspaceId, first.reason, first.path]
 }
 void reviewUsage
+
+import type { CloneDiff, CloneApplied, CloneFile } from '../index.js'
+
+// Clone mode's `diff` and `apply`: typed results, options by name.
+async function cloneUsage(service: WorkspaceContainers): Promise<void> {
+  const d: CloneDiff = await service.diff('w', { path: '/src/app' })
+  const file: CloneFile | undefined = d.uncommitted.files[0]
+  const cls: ReviewClass | undefined = file?.class
+  const ids: string[] = d.commits.map((c) => c.id)
+  const a: CloneApplied = await service.apply('w', { branch: 'po-sandbox/w', patch: '/tmp/w.patch' })
+  const changed: boolean = a.changed
+  const tip: string | undefined = a.tip
+  // @ts-expect-error the branch is a string
+  await service.apply('w', { branch: 1 })
+  void [cls, ids, changed, tip, d.base, d.committed.stat, d.committed.patch, a.message, a.uncommittedCommit]
+}
+void cloneUsage

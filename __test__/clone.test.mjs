@@ -6,7 +6,9 @@
 // `down --discard` removes it; a folder without git leaves out what `.posandboxignore` lists.
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
-import { mkdirSync, symlinkSync, writeFileSync } from 'node:fs'
+import { createHash } from 'node:crypto'
+import { mkdirSync, readdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
 import path from 'node:path'
 
 import { addon, dockerCli, root, run, tempDir } from './helpers.mjs'
@@ -81,6 +83,7 @@ printf 'hooks=%s\\n' "$(ls .git/hooks 2>/dev/null | tr '\\n' ' ')"
 printf 'origin=%s\\n' "$(git config --get remote.origin.url)"
 printf 'helper=%s\\n' "$(git config --get credential.helper || true)"
 printf 'user=%s <%s>\\n' "$(git config user.name)" "$(git config user.email)"
+printf 'mode=%s\\n' "$PO_SANDBOX_WORKSPACE_MODE"
 printf 'owner=%s %s\\n' "$(stat -c %u . tracked.txt .git/HEAD | sort -u | tr '\\n' ' ')" "$(id -u)"
 `
 
@@ -98,6 +101,78 @@ git add -A && git -c core.hooksPath=/dev/null commit -q -m 'agent work'
 git push -q origin main 2>/dev/null && echo pushed || echo push-refused
 git rev-parse HEAD
 `
+
+/** What must not change on the host when the work is taken: HEAD, the index, the status, the hooks. */
+async function hostState(folder) {
+  const index = createHash('sha256').update(readFileSync(path.join(folder, '.git/index'))).digest('hex')
+  return { head: await git(folder, 'symbolic-ref', 'HEAD'), at: await git(folder, 'rev-parse', 'HEAD'), index, status: await git(folder, 'status', '--porcelain'), hooks: treeHash(path.join(folder, '.git/hooks')) }
+}
+
+/** A second commit, an uncommitted change and an untracked file inside; diff shows them; apply
+ * brings them to a branch with the same ids, touches nothing else, is a no-op again, refuses a
+ * diverged branch and a bad name; --patch writes the uncommitted work as a patch. */
+async function takeTheWork(folder, home, ws, agentCommit) {
+  const work = await po(['exec', folder, ...home, '--', 'sh', '-c', 'echo second > second.txt && git add second.txt && git -c core.hooksPath=/dev/null commit -q -m second && echo edited >> tracked.txt && echo note > notes.txt && git rev-parse HEAD'])
+  assert.equal(work.code, 0, work.stderr)
+  const second = work.stdout.trim()
+  const base = await git(folder, 'rev-parse', 'HEAD')
+  const d = await po(['diff', folder, '--json', ...home])
+  assert.equal(d.code, 0, d.stderr)
+  const diff = JSON.parse(d.stdout)
+  assert.equal(diff.base, base)
+  assert.equal(diff.head, second)
+  assert.deepEqual(diff.commits.map((c) => [c.id, c.subject]), [[second, 'second'], [agentCommit, 'agent work']])
+  const classed = Object.fromEntries(diff.committed.files.filter((f) => f.class).map((f) => [f.path, f.class]))
+  assert.deepEqual(classed, { Makefile: 'makefile', 'package.json': 'package-scripts' })
+  assert.match(diff.committed.patch, /\+\{"scripts":\{"postinstall":"echo planted"\}\}/)
+  assert.deepEqual(diff.uncommitted.files.map((f) => [f.path, f.change]), [['notes.txt', 'added'], ['tracked.txt', 'modified']])
+  assert.match(diff.uncommitted.stat, /2 files changed/)
+  const text = await po(['diff', folder, ...home])
+  assert.match(text.stdout, /package\.json \(added\)\s+package-scripts: npm/)
+
+  const before = await hostState(folder)
+  const branch = `po-sandbox/${ws.id}`
+  const a = await po(['apply', folder, '--json', ...home])
+  assert.equal(a.code, 0, a.stderr)
+  const applied = JSON.parse(a.stdout)
+  assert.equal(applied.branch, branch)
+  assert.equal(applied.changed, true)
+  const log = (await git(folder, 'log', '--format=%H', `${base}..${branch}`)).split('\n')
+  assert.deepEqual(log, [applied.uncommittedCommit, second, agentCommit], 'the same ids, the uncommitted work on top')
+  assert.match(await git(folder, 'log', '-1', '--format=%an%n%B', branch), /^Ann Person\n[^]*Po-Sandbox: uncommitted work/)
+  assert.equal(await git(folder, 'show', `${branch}:notes.txt`), 'note')
+  assert.deepEqual(await hostState(folder), before, 'HEAD, index, working tree and hooks untouched')
+  const again = await po(['apply', folder, ...home])
+  assert.equal(again.code, 0, again.stderr)
+  assert.match(again.stdout, /already: the same work, nothing changed/)
+  assert.equal(await git(folder, 'rev-parse', branch), applied.tip)
+
+  // The person commits on that branch meanwhile: refused, nothing changes.
+  const mine = await git(folder, 'commit-tree', `${branch}^{tree}`, '-p', branch, '-m', 'mine')
+  await git(folder, 'update-ref', `refs/heads/${branch}`, mine)
+  const diverged = await po(['apply', folder, '--json', ...home])
+  assert.equal(diverged.code, 1)
+  assert.equal(JSON.parse(diverged.stdout).error.code, 'APPLY_REFUSED')
+  assert.match(JSON.parse(diverged.stdout).error.message, /diverged/)
+  assert.equal(await git(folder, 'rev-parse', branch), mine)
+  assert.deepEqual(await hostState(folder), before)
+  const bad = await po(['apply', folder, '--json', '--branch', 'bad..name', ...home])
+  assert.equal(bad.code, 1)
+  assert.equal(JSON.parse(bad.stdout).error.code, 'OPTIONS_INVALID')
+  assert.match(JSON.parse(bad.stdout).error.message, /branch.*bad\.\.name/)
+  const current = await po(['apply', folder, '--json', '--branch', 'main', ...home])
+  assert.equal(JSON.parse(current.stdout).error.code, 'APPLY_REFUSED')
+  assert.match(JSON.parse(current.stdout).error.message, /main is checked out/)
+  assert.deepEqual(await hostState(folder), before)
+
+  const patchFile = path.join(path.dirname(folder), 'work.patch')
+  const p = await po(['apply', folder, '--json', '--branch', 'agent', '--patch', patchFile, ...home])
+  assert.equal(p.code, 0, p.stderr)
+  assert.equal(JSON.parse(p.stdout).tip, second, 'the committed work only; the rest as a patch')
+  assert.match(readFileSync(patchFile, 'utf8'), /\+\+\+ b\/notes\.txt[^]*\+edited/)
+  assert.deepEqual(await hostState(folder), before)
+  assert.deepEqual(readdirSync(tmpdir()).filter((n) => n.startsWith('po-sandbox-apply-')), [], 'no bundle left behind')
+}
 
 test('a git repository in clone mode: its history, the host work git sees, nothing of its config or hooks; nothing planted reaches the host; down keeps the copy, --discard removes it', async (t) => {
   const { folder, poHome, ws } = sandboxFolder(t)
@@ -131,6 +206,7 @@ test('a git repository in clone mode: its history, the host work git sees, nothi
   assert.equal(seen.origin, '/dev/null/po-sandbox-copy')
   assert.equal(seen.helper, '')
   assert.equal(seen.user, 'Ann Person <ann@example.invalid>')
+  assert.equal(seen.mode, 'clone', '/po-sandbox inside says the session works on a copy')
   const [owners, uid] = seen.owner.split(/\s+(?=\S+$)/)
   assert.equal(owners.trim(), uid, 'the copy is owned by the container user')
 
@@ -150,18 +226,17 @@ test('a git repository in clone mode: its history, the host work git sees, nothi
   const kept = await po(['exec', folder, ...home, '--', 'sh', '-c', 'git rev-parse HEAD; cat Makefile; git status --porcelain'])
   assert.equal(kept.stdout.split('\n')[0], agentCommit, 'the agent work is still there, not copied again')
   assert.match(kept.stdout, /echo planted/)
-  // By hand until apply exists: a bundle on exec's stdout, fetched on the host, same ids.
-  const bundle = path.join(path.dirname(folder), 'work.bundle')
-  const out = await run('sh', ['-c', `"${process.execPath}" "${cli}" exec "${folder}" --po-home "${poHome}" -- git bundle create -q - --all > "${bundle}"`], { env: cliEnv() })
-  assert.equal(out.code, 0, out.stderr)
-  await git(folder, 'fetch', '-q', bundle, 'refs/heads/main:refs/heads/agent')
-  assert.equal(await git(folder, 'rev-parse', 'agent'), agentCommit)
+  await takeTheWork(folder, home, ws, agentCommit)
 
   // Another mode replaces the container, never merges; the copy stays until discarded.
   const bind = await po(['up', folder, '--json', ...home, ...IMAGE])
   assert.equal(bind.code, 0, bind.stderr)
   assert.match(JSON.parse(bind.stdout).container.replacedReason, /was not adopted/)
   assert.equal(JSON.parse(bind.stdout).container.workspaceMode, 'bind')
+  const notClone = await po(['diff', folder, '--json', ...home])
+  assert.equal(notClone.code, 1)
+  assert.equal(JSON.parse(notClone.stdout).error.code, 'NOT_A_CLONE')
+  assert.match(JSON.parse(notClone.stdout).error.message, /bind mode.*up --clone/)
   assert.deepEqual(copiesOf(ws.id), [copy])
   const discard = await po(['down', folder, '--discard', ...home])
   assert.equal(discard.code, 0, discard.stderr)
@@ -183,6 +258,9 @@ test('a folder without git in clone mode (PO_SANDBOX_WORKSPACE_MODE): copied but
   assert.deepEqual(ls.stdout.trim().split('\n'), ['.', './link', './src', './src/main.txt', './web', './web/page.html', 'src/main.txt'])
   assert.equal(treeHash(folder), before)
   assert.equal(copiesOf(ws.id).length, 1)
+  const diff = await po(['diff', folder, '--json', '--po-home', poHome], env)
+  assert.equal(JSON.parse(diff.stdout).error.code, 'NOT_A_CLONE')
+  assert.match(JSON.parse(diff.stdout).error.message, /without git/)
   const down = await po(['down', folder, '--discard', '--po-home', poHome])
   assert.equal(down.code, 0, down.stderr)
   assert.deepEqual(copiesOf(ws.id), [])

@@ -41,6 +41,14 @@ Commands:
                         AGENTS.md/CLAUDE.md, nested repositories) that changed since its
                         sandbox container was made, each with why. Exits 0 (also when it lists
                         changes), 1 when the folder has no sandbox baseline.
+  diff [dir]            A --clone sandbox: the agent's commits since the copy was made and its
+                        uncommitted work (stat and diff), and the files among them the host may
+                        run. Git runs inside the container, never on the folder.
+  apply [dir]           A --clone sandbox: put the agent's commits (and its uncommitted work as
+                        one commit marked 'Po-Sandbox: uncommitted work') on the branch
+                        po-sandbox/<workspace> of the folder's repository (--branch: another),
+                        same commit ids; the working tree, index, HEAD and hooks are untouched.
+                        A branch that diverged or is checked out is refused. Again: no change.
   demo                  What 'npm start' runs: the doctor, then 'up' of a throw-away folder on
                         the demo bundle, a check that it answers and reports it is contained,
                         then 'down'. Exits 0 when the layer works here.
@@ -54,6 +62,8 @@ Options:
   --volumes             prune: also the volumes of workspaces gone with their folder.
   --clone               up: work on a copy of the folder (PO_SANDBOX_WORKSPACE_MODE=clone).
   --discard             down: also remove the folder's copy (--clone), with the work in it.
+  --branch <name>       apply: the branch to set (default po-sandbox/<workspace>).
+  --patch <file>        apply: write the uncommitted work to this file as a patch instead.
   --dry-run             prune: list what it would remove, remove nothing.
   --engine <name>       Use only this engine: docker, podman, nerdctl or finch.
   --timeout-ms <ms>     doctor: bound each engine step (connect, ping, version, info); default 3000.
@@ -70,6 +80,8 @@ const OPTIONS = {
   clone: { type: 'boolean' },
   discard: { type: 'boolean' },
   'dry-run': { type: 'boolean' },
+  branch: { type: 'string' },
+  patch: { type: 'string' },
   help: { type: 'boolean', short: 'h' },
   'timeout-ms': { type: 'string' },
   engine: { type: 'string' },
@@ -158,10 +170,11 @@ function pruned(r) {
 /** Exits 2 with the usage when the arguments do not fit the command. */
 function checkUsage(opts) {
   const { command, args } = opts
-  if (!['doctor', 'ls', 'stop', 'prune', 'up', 'down', 'exec', 'port', 'review', 'demo'].includes(command)) fail(`unknown command '${command}'`)
+  if (!['doctor', 'ls', 'stop', 'prune', 'up', 'down', 'exec', 'port', 'review', 'diff', 'apply', 'demo'].includes(command)) fail(`unknown command '${command}'`)
   if ((opts.volumes || opts.dryRun) && command !== 'prune') fail(`${opts.volumes ? '--volumes' : '--dry-run'} is an option of prune only`)
   if (opts.clone && command !== 'up') fail('--clone is an option of up only')
   if (opts.discard && command !== 'down') fail('--discard is an option of down only')
+  if ((opts.branch !== undefined || opts.patch !== undefined) && command !== 'apply') fail(`${opts.branch !== undefined ? '--branch' : '--patch'} is an option of apply only`)
   if (opts.rest !== undefined && command !== 'exec') fail("unknown option '--'")
   if (command === 'exec' && (opts.rest === undefined || opts.rest.length === 0)) fail('exec needs a command after --, as in: po-sandbox exec [dir] -- ls -la')
   if (command === 'port' && args[0] === 'ls') {
@@ -172,7 +185,7 @@ function checkUsage(opts) {
     if (inside < 1 || inside > 65535) fail(`port: ${inside} is not a port from 1 to 65535`)
     if (host > 65535) fail(`port: host port ${host} is not a port from 1 to 65535 (or 0: any free port)`)
   }
-  const folderCommand = ['up', 'down', 'exec', 'review'].includes(command)
+  const folderCommand = ['up', 'down', 'exec', 'review', 'diff', 'apply'].includes(command)
   if (folderCommand && args.length > 1) fail(`${command} takes at most one folder, not '${args[1]}'`)
   if (!folderCommand && !['stop', 'port'].includes(command) && args.length > 0) fail(`unexpected argument '${args[0]}'`)
   if (command === 'stop' && (args.length > 1 || (args.length === 0) === !opts.all)) fail('stop needs one workspace id, or --all')
@@ -194,7 +207,7 @@ async function main() {
   }
   const common = { poHome: opts.poHome, engine: opts.engine }
   const portLs = opts.command === 'port' && opts.args[0] === 'ls'
-  if (!portLs && ['up', 'down', 'exec', 'port', 'review', 'demo'].includes(opts.command)) return folderCommand(addon, opts)
+  if (!portLs && ['up', 'down', 'exec', 'port', 'review', 'diff', 'apply', 'demo'].includes(opts.command)) return folderCommand(addon, opts)
   try {
     if (opts.command === 'doctor') {
       const report = await addon.doctor(process.version, { ...common, timeoutMs: opts.timeoutMs, runtimeVersion: opts.runtimeVersion, baseImage: opts.baseImage, imageVariant: opts.imageVariant })

@@ -1,5 +1,5 @@
 'use strict'
-// The folder commands of po-sandbox: `up`, `down`, `exec`, `port`, `review` and `demo` (what `npm start`
+// The folder commands of po-sandbox: `up`, `down`, `exec`, `port`, `review`, `diff`, `apply` and `demo` (what `npm start`
 // runs).
 // Thin: they call the same provider Po's hub uses (registerSandboxLayer) and print.
 
@@ -106,6 +106,39 @@ function reviewText(r) {
 async function review(addon, opts, ws) {
   const r = await addon.reviewSandboxWorkspace(ws.id, { poHome: opts.poHome, owner: opts.owner })
   process.stdout.write(opts.json ? `${JSON.stringify({ ok: true, ...r }, null, 2)}\n` : reviewText(r))
+}
+
+/** The lines naming the files of `changes` the host may run. */
+function classLines(files) {
+  return files.filter((f) => f.class).map((f) => `  ${f.path} (${f.change})  ${f.class}: ${f.reason}`)
+}
+
+/** What `diff` prints: the commits, then each part's stat, host-run files and patch. */
+function diffText(d) {
+  const part = (title, c) => c.files.length === 0 ? [`${title}: none.`] : [`${title}:`, c.stat.trimEnd(), ...(classLines(c.files).length ? ['Files the host may run:', ...classLines(c.files)] : []), '', c.patch.trimEnd()]
+  return [
+    `The work in the copy of ${d.path} (workspace ${d.workspaceId}) since ${d.base ? d.base.slice(0, 12) : 'its start (no commit)'}:`,
+    d.commits.length ? `Commits (${d.commits.length}):` : 'Commits: none.',
+    ...d.commits.map((c) => `  ${c.id.slice(0, 12)} ${c.subject} (${c.author})`),
+    ...part('Committed changes', d.committed),
+    ...part('Uncommitted changes (tracked and untracked)', d.uncommitted),
+    `Take it with: po-sandbox apply ${d.path}`,
+    '',
+  ].join('\n')
+}
+
+/** `diff` and `apply` of a --clone sandbox, through the provider as `exec` reaches it. */
+async function cloneWork(addon, opts, ws) {
+  const layer = layerFor(addon, opts)
+  if (opts.command === 'diff') {
+    const d = await layer.containers.diff(ws.id, { path: ws.path })
+    process.stdout.write(opts.json ? `${JSON.stringify({ ok: true, ...d }, null, 2)}\n` : diffText(d))
+    return
+  }
+  const patch = opts.patch === undefined ? undefined : path.resolve(opts.patch)
+  const r = await layer.containers.apply(ws.id, { path: ws.path, branch: opts.branch, patch })
+  const extra = [r.uncommittedCommit ? `The uncommitted work is commit ${r.uncommittedCommit.slice(0, 12)} (marked 'Po-Sandbox: uncommitted work').` : '', r.patch ? `The uncommitted work is in ${r.patch}.` : ''].filter(Boolean)
+  process.stdout.write(opts.json ? `${JSON.stringify({ ok: true, ...r }, null, 2)}\n` : [r.message, ...extra, ''].join('\n'))
 }
 
 /** Whether stdin is a terminal; node:tty (some ms to load) is asked only when stdin is a
@@ -263,6 +296,7 @@ async function folderCommand(addon, opts) {
     if (opts.command === 'up') return (await up(addon, opts, ws), 0)
     if (opts.command === 'down') return (await down(addon, opts, ws), 0)
     if (opts.command === 'review') return (await review(addon, opts, ws), 0)
+    if (opts.command === 'diff' || opts.command === 'apply') return (await cloneWork(addon, opts, ws), 0)
     if (opts.command === 'port') return await port(addon, opts, ws, opts.args.at(-1))
     return await exec(addon, opts, ws)
   } catch (err) {

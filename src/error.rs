@@ -150,6 +150,15 @@ pub enum Error {
     )]
     ReviewUnavailable { workspace: String, reason: String },
 
+    /// `diff` or `apply` of a workspace whose sandbox does not work on a git repository's copy.
+    #[error("The sandbox of workspace '{workspace}' {reason}")]
+    NotAClone { workspace: String, reason: String },
+
+    /// `apply` would change what the person made: the host branch has diverged from the
+    /// agent's work, is checked out, or the host folder cannot take the work.
+    #[error("Nothing was applied to {folder}: {reason}")]
+    ApplyRefused { folder: String, reason: String },
+
     /// Called inside a sandbox container, where containers must not nest.
     #[error(
         "Refusing to manage containers from inside a sandbox container (PO_SANDBOX=1): sandboxes do not nest. Run this on the host."
@@ -183,6 +192,8 @@ impl Error {
             Error::BrokerFailed { .. } => "BROKER_FAILED",
             Error::SandboxNotRunning { .. } => "SANDBOX_NOT_RUNNING",
             Error::ReviewUnavailable { .. } => "REVIEW_UNAVAILABLE",
+            Error::NotAClone { .. } => "NOT_A_CLONE",
+            Error::ApplyRefused { .. } => "APPLY_REFUSED",
             Error::PortInUse { .. } => "PORT_IN_USE",
             Error::NestingRefused => "NESTING_REFUSED",
             Error::Shared(_) => unreachable!("unshared() sees through Shared"),

@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 
-use super::identity::{BrokerRoute, REVIEW_LINE, RouteKind, SandboxState};
+use super::identity::{BrokerRoute, CLONE_LINE, REVIEW_LINE, RouteKind, SandboxState};
 use crate::names::paths::{BROKER_MOUNT, GIT_DIR, HOME_DIR, RUNTIME_DIR, TOKEN_PATH};
 use crate::runtime_bundle::MOUNT_POINT as BUNDLE_DIR;
 use crate::sandbox::spec::SEED_FILES;
@@ -70,7 +70,11 @@ pub fn skill(s: &SandboxState, facts: &HelpFacts, cwd: Option<&str>) -> Option<S
 
 fn mounts(md: &mut String, s: &SandboxState, facts: &HelpFacts, cwd: Option<&str>) {
     md.push_str("## What is mounted where\n\n");
-    md.push_str("- The workspace folder, read-write, at the same path as on the host");
+    md.push_str(if s.clone {
+        "- The workspace folder, read-write, at the same path as on the host: a copy, not the host's folder"
+    } else {
+        "- The workspace folder, read-write, at the same path as on the host"
+    });
     match cwd {
         Some(cwd) => md.push_str(&format!(" (this session works in `{cwd}`).\n")),
         None => md.push_str(".\n"),
@@ -100,6 +104,10 @@ fn mounts(md: &mut String, s: &SandboxState, facts: &HelpFacts, cwd: Option<&str
         md.push_str(&format!(
             "- `{BROKER_MOUNT}`: the credential broker's socket folder.\n"
         ));
+    }
+    if s.clone {
+        md.push_str(&format!("- {CLONE_LINE}\n"));
+        return;
     }
     if s.guarded_paths.is_empty() {
         md.push_str(

@@ -9,7 +9,7 @@ use std::path::Path;
 pub(crate) use crate::broker::server::RouteKind;
 use crate::names::vars::{
     ADDRESS_VAR, EGRESS_PROXY_VAR, EGRESS_SOCKET_VAR, GUARDED_PATHS_VAR, NETWORK_VAR,
-    PROVIDERS_VAR, SANDBOX_VAR, SOCKET_VAR, WORKSPACE_VAR,
+    PROVIDERS_VAR, SANDBOX_VAR, SOCKET_VAR, WORKSPACE_MODE_VAR, WORKSPACE_VAR,
 };
 
 /// The proxy variables a session sets for its tools once the egress bridge runs.
@@ -66,6 +66,9 @@ pub struct SandboxState {
     pub network: Option<String>,
     /// Malformed or contradictory variables, in words (never thrown).
     pub problems: Vec<String>,
+    /// The workspace is a copy in a volume of its own (clone mode:
+    /// `PO_SANDBOX_WORKSPACE_MODE=clone`): nothing written reaches the host until taken.
+    pub clone: bool,
 }
 
 fn get<'a>(env: &'a HashMap<String, String>, name: &str) -> Option<&'a str> {
@@ -215,6 +218,7 @@ pub fn read_state(env: &HashMap<String, String>) -> SandboxState {
         ));
     }
     s.guarded_paths = guarded_paths(env);
+    s.clone = get(env, WORKSPACE_MODE_VAR).map(str::trim) == Some("clone");
     egress(env, &mut s);
     s.network = network(env, &mut s.problems);
     // Half-right variables re-point nothing: a person fixes them first (`/po-sandbox` says how).
@@ -280,6 +284,9 @@ fn egress_line(s: &SandboxState) -> Option<String> {
 /// What the person can check on the host of this session's writes that the host may run.
 pub const REVIEW_LINE: &str = "Writable here though the host may run them (package.json scripts, Makefiles, cargo, npm and yarn configuration, tool versions, workflows, AGENTS.md/CLAUDE.md, nested repositories): the person can list what this session changed in them with `po-sandbox review <folder>` on the host.";
 
+/// What the person does with the work of a session on a copy (clone mode).
+pub const CLONE_LINE: &str = "This workspace is a copy of the host folder in a volume of its own (clone mode): nothing written here reaches the host until the person takes it. On the host they see this session's commits and uncommitted changes with `po-sandbox diff <folder>` and take them as a branch with `po-sandbox apply <folder>` (uncommitted work comes as a commit marked `Po-Sandbox: uncommitted work`, or a patch with --patch). Commit what is ready.";
+
 /// The text `/po-sandbox` shows.
 pub fn report(s: &SandboxState) -> String {
     let mut out = String::new();
@@ -314,7 +321,9 @@ pub fn report(s: &SandboxState) -> String {
         out.push_str("No providers are brokered: model calls use this session's own credentials.");
     }
     if s.contained {
-        if s.guarded_paths.is_empty() {
+        if s.clone {
+            out.push_str(&format!("\n{CLONE_LINE}"));
+        } else if s.guarded_paths.is_empty() {
             out.push_str(
                 "\nNo workspace paths are guarded: everything in the workspace is writable here.",
             );
@@ -324,7 +333,9 @@ pub fn report(s: &SandboxState) -> String {
                 s.guarded_paths.join(", ")
             ));
         }
-        out.push_str(&format!("\n{REVIEW_LINE}"));
+        if !s.clone {
+            out.push_str(&format!("\n{REVIEW_LINE}"));
+        }
         if let Some(mode) = &s.network {
             out.push_str(&format!("\nNetwork: {mode} ({}).", network_words(mode)));
         }

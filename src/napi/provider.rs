@@ -15,6 +15,7 @@ use crate::events::Event;
 use crate::host::HostEnv;
 use crate::provider::image_job::{ImageJob, ImageResult};
 use crate::provider::{self as core, GivenOptions, Provider, ProviderOptions, ProviderStatus};
+use crate::sandbox::clone::{CloneApplied, CloneApplyOptions, CloneDiff};
 use crate::sandbox::review::WorkspaceReview;
 use crate::sandbox::service::WorkspaceContainer;
 use crate::sandbox::workspace::check_id;
@@ -255,6 +256,41 @@ impl WorkspaceContainers {
         let provider = self.provider.clone();
         promise(env, async move {
             provider.review_workspace(&workspace_id).await
+        })
+    }
+
+    /// Clone mode: the agent's commits since the copy was made and its uncommitted work, with
+    /// the host-executed files among them. Rejects with `NOT_A_CLONE`, `SANDBOX_NOT_RUNNING`;
+    /// throws `WORKSPACE_INVALID` for a bad id.
+    #[napi(ts_args_type = "workspaceId: string, options?: CloneApplyOptions | undefined | null")]
+    pub fn diff<'env>(
+        &self,
+        env: &'env Env,
+        workspace_id: String,
+        options: Option<CloneApplyOptions>,
+    ) -> napi::Result<PromiseRaw<'env, CloneDiff>> {
+        check_id(&workspace_id).map_err(|e| coded(env, &e))?;
+        let (provider, path) = (self.provider.clone(), options.and_then(|o| o.path));
+        promise(env, async move {
+            provider.clone_diff(&workspace_id, path.as_deref()).await
+        })
+    }
+
+    /// Clone mode: puts the agent's work on a host branch (see docs/api.md). Rejects with
+    /// `APPLY_REFUSED`, `NOT_A_CLONE`, `SANDBOX_NOT_RUNNING`, `OPTIONS_INVALID` (branch).
+    #[napi(ts_args_type = "workspaceId: string, options?: CloneApplyOptions | undefined | null")]
+    pub fn apply<'env>(
+        &self,
+        env: &'env Env,
+        workspace_id: String,
+        options: Option<CloneApplyOptions>,
+    ) -> napi::Result<PromiseRaw<'env, CloneApplied>> {
+        check_id(&workspace_id).map_err(|e| coded(env, &e))?;
+        let provider = self.provider.clone();
+        promise(env, async move {
+            provider
+                .clone_apply(&workspace_id, options.unwrap_or_default())
+                .await
         })
     }
 

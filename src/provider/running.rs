@@ -81,6 +81,27 @@ impl Provider {
         }
     }
 
+    /// The workspace's running container adopted as [`exec_running`](Self::exec_running)
+    /// adopts it, and the service over it; `None` when none runs.
+    pub(super) async fn running_for_exec(
+        &self,
+        ws: Workspace,
+    ) -> Result<Option<(ContainerService, WorkspaceContainer)>> {
+        let (service, live) = self.open_running(&ws, true).await?;
+        let adopted = match live {
+            Some(live) => service.adopt_read(&ws, live, true).await?,
+            None => None,
+        };
+        if let Some(c) = adopted {
+            return Ok(Some((service, c)));
+        }
+        let path = ws.path.to_string_lossy();
+        Ok(service
+            .adopt(&ws.id, Some(&path))
+            .await?
+            .map(|c| (service, c)))
+    }
+
     /// Forwards `port` of the workspace's running container (`po-sandbox port`), read by its
     /// name and checked as an exec's is (labels, then the posture of the recipe and run flags
     /// it was made with); anything else goes the service's way (listed by labels).

@@ -120,6 +120,74 @@ pub async fn run(
         .map_err(failed("inspect the exec"))
 }
 
+/// A command's exit code and what it wrote, kept apart.
+#[derive(Debug, Default)]
+pub struct Captured {
+    pub code: i64,
+    pub stdout: Vec<u8>,
+    pub stderr: Vec<u8>,
+}
+
+/// The most a captured command may write (a bundle of the agent's work included).
+pub const MAX_CAPTURED: usize = 1 << 30;
+
+/// Runs `command` in `container_id` in `working_dir`, as the container's user, with no stdin,
+/// and keeps its output (at most [`MAX_CAPTURED`] bytes).
+pub async fn capture(
+    docker: &impl EngineApi,
+    container_id: &str,
+    workspace: &str,
+    command: Vec<String>,
+    working_dir: String,
+) -> Result<Captured> {
+    let failed = |doing: &'static str| {
+        move |e: bollard::errors::Error| Error::container_caused(workspace, doing, e)
+    };
+    let config = ExecConfig {
+        attach_stdout: Some(true),
+        attach_stderr: Some(true),
+        cmd: Some(command),
+        working_dir: Some(working_dir),
+        ..Default::default()
+    };
+    let exec_id = docker
+        .create_exec(container_id, config)
+        .await
+        .map_err(failed("cannot create an exec"))?;
+    let options = StartExecOptions {
+        detach: false,
+        tty: false,
+        output_capacity: None,
+    };
+    let started = docker
+        .start_exec(&exec_id, options)
+        .await
+        .map_err(failed("cannot start an exec"))?;
+    let StartExecResults::Attached { mut output, .. } = started else {
+        return Err(Error::container(workspace, "the exec started detached"));
+    };
+    let mut got = Captured::default();
+    while let Some(chunk) = output.next().await {
+        match chunk.map_err(failed("cannot read an exec's output"))? {
+            LogOutput::StdErr { message } => got.stderr.extend_from_slice(&message),
+            LogOutput::StdOut { message } | LogOutput::Console { message } => {
+                got.stdout.extend_from_slice(&message)
+            }
+            LogOutput::StdIn { .. } => {}
+        }
+        if got.stdout.len() + got.stderr.len() > MAX_CAPTURED {
+            return Err(Error::container(
+                workspace,
+                format!("a command wrote more than {MAX_CAPTURED} bytes"),
+            ));
+        }
+    }
+    got.code = exit_code(docker, &exec_id)
+        .await
+        .map_err(failed("cannot inspect an exec"))?;
+    Ok(got)
+}
+
 /// Copies `stdin` into the exec until it ends, then half-closes the exec's input so the
 /// command sees the end too.
 async fn feed_stdin(

@@ -285,3 +285,27 @@ fn forwarded_ports_are_read_from_the_relays_command_lines() {
     assert_eq!(forwards_lines(&[]), "");
     assert!(forwarded_ports(&proc.path().join("missing")).is_empty());
 }
+
+#[test]
+fn a_session_on_a_copy_says_how_the_person_takes_its_work() {
+    let s = read_state(&env(&[
+        ("PO_SANDBOX", "1"),
+        ("PO_WORKSPACE", "acme"),
+        ("PO_SANDBOX_WORKSPACE_MODE", "clone"),
+    ]));
+    assert!(s.clone);
+    let r = report(&s);
+    assert!(r.contains("a copy of the host folder"), "{r}");
+    assert!(
+        r.contains("po-sandbox diff") && r.contains("po-sandbox apply"),
+        "{r}"
+    );
+    assert!(!r.contains("po-sandbox review"), "{r}");
+    let md = crate::contained::help::skill(&s, &Default::default(), None).unwrap();
+    assert!(md.contains("a copy, not the host's folder") && md.contains("po-sandbox apply"));
+    let bind = read_state(&env(&[
+        ("PO_SANDBOX", "1"),
+        ("PO_SANDBOX_WORKSPACE_MODE", "bind"),
+    ]));
+    assert!(!bind.clone && !report(&bind).contains("po-sandbox apply"));
+}

@@ -3,12 +3,16 @@
 //! nothing the agent writes reaches the host. This module owns the mode, the copy volume's
 //! name and labels, what goes into the copy ([`source`]) and how it gets there ([`fill`]).
 
+mod apply;
 mod fill;
 mod ignore;
 mod source;
+mod work;
 
+pub use apply::*;
 pub use fill::*;
 pub use source::*;
+pub use work::*;
 
 use crate::error::{Error, Result};
 use crate::names::vars::WORKSPACE_MODE_VAR;

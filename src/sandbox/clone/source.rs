@@ -38,7 +38,7 @@ impl Drop for PreparedCopy {
 
 /// Prepares the copy of `folder` (blocking: run it off the async threads).
 pub fn prepare(folder: &Path, user: UserIds) -> io::Result<PreparedCopy> {
-    let dir = private_temp_dir()?;
+    let dir = private_temp_dir("copy")?;
     let mut copy = PreparedCopy {
         tar: dir.join("copy.tar"),
         dir,
@@ -62,11 +62,12 @@ pub fn prepare(folder: &Path, user: UserIds) -> io::Result<PreparedCopy> {
     Ok(copy)
 }
 
-/// A folder only this user can read, under the system's temporary folder.
-fn private_temp_dir() -> io::Result<PathBuf> {
+/// A folder only this user can read, under the system's temporary folder:
+/// `po-sandbox-<what>-<random>`.
+pub(super) fn private_temp_dir(what: &str) -> io::Result<PathBuf> {
     let mut random = [0u8; 8];
     getrandom::fill(&mut random).map_err(io::Error::other)?;
-    let dir = std::env::temp_dir().join(format!("po-sandbox-copy-{}", hex::encode(random)));
+    let dir = std::env::temp_dir().join(format!("po-sandbox-{what}-{}", hex::encode(random)));
     fs::create_dir(&dir)?;
     #[cfg(unix)]
     {
@@ -91,7 +92,7 @@ fn mode_of(meta: &Metadata) -> u32 {
 
 /// Host git, in `dir`, with nothing of the repository's own that could run: no fsmonitor, no
 /// hooks, no prompt, and none of the caller's `GIT_*` redirections.
-fn git(dir: &Path) -> Command {
+pub(super) fn git(dir: &Path) -> Command {
     let mut c = Command::new("git");
     c.arg("-C").arg(dir);
     c.args([
@@ -114,7 +115,7 @@ fn git(dir: &Path) -> Command {
 }
 
 /// Runs it; its standard output, or an error with its standard error.
-fn run(mut c: Command) -> io::Result<Vec<u8>> {
+pub(super) fn run(mut c: Command) -> io::Result<Vec<u8>> {
     let out = c.output().map_err(|e| {
         io::Error::new(
             e.kind(),
@@ -137,7 +138,7 @@ fn run(mut c: Command) -> io::Result<Vec<u8>> {
 }
 
 /// Runs it; `None` when it fails (a question git answers with its exit code).
-fn answer(c: Command) -> Option<String> {
+pub(super) fn answer(c: Command) -> Option<String> {
     run(c)
         .ok()
         .map(|o| String::from_utf8_lossy(&o).trim().to_string())
@@ -180,6 +181,7 @@ fn fresh_repository(folder: &Path, fresh: &Path, tmp: &Path) -> io::Result<()> {
             ))?,
         };
         run(with(git(fresh), &["read-tree", "HEAD"]))?;
+        run(with(git(fresh), &["update-ref", super::BASE_REF, head]))?;
     } else if let Some(b) = &branch {
         run(with(git(fresh), &["symbolic-ref", "HEAD", b]))?;
     }

@@ -159,3 +159,41 @@ fn a_repository_without_a_commit_keeps_its_branch_and_files() {
     );
     assert_eq!(text("draft.txt").as_deref(), Some("draft\n"));
 }
+
+#[test]
+fn script_answers_are_unframed_by_length_and_files_get_their_class() {
+    let out = b"3\na\nb0\n5\n\x001\n2\n".to_vec();
+    assert_eq!(
+        unframe(&out).unwrap(),
+        [b"a\nb".to_vec(), vec![], b"\x001\n2\n"[..5].to_vec()]
+    );
+    assert!(unframe(b"9\nshort").is_none());
+    let files = files_of(b"A\0package.json\0M\0src/x.rs\0D\0.github/workflows/ci.yml\0");
+    let seen: Vec<_> = files
+        .iter()
+        .map(|f| (f.path.as_str(), f.change, f.class))
+        .collect();
+    use crate::sandbox::review::{ReviewChangeKind as K, ReviewClass as C};
+    assert_eq!(
+        seen,
+        [
+            ("package.json", K::Added, Some(C::PackageScripts)),
+            ("src/x.rs", K::Modified, None),
+            (".github/workflows/ci.yml", K::Removed, Some(C::Workflow)),
+        ]
+    );
+    let e = answers("w", 3, b"", b"", DIFF_ANSWERS).unwrap_err();
+    assert_eq!(e.code(), "NOT_A_CLONE");
+    let e = answers("w", 128, b"", b"fatal: bad", DIFF_ANSWERS).unwrap_err();
+    assert!(e.to_string().contains("fatal: bad"), "{e}");
+}
+
+#[test]
+fn a_branch_name_is_one_git_takes_as_it_is() {
+    check_branch("po-sandbox/app-0123456789ab").unwrap();
+    for bad in ["", "-x", "a..b", "a b", "@{-1}", "x.lock", "HEAD@{1}"] {
+        let e = check_branch(bad).unwrap_err();
+        assert_eq!(e.code(), "OPTIONS_INVALID", "{bad:?}");
+        assert!(e.to_string().contains("branch"), "{e}");
+    }
+}

@@ -599,6 +599,21 @@ impl<E: EngineApi> ContainerService<E> {
         exec::run(&self.inner.docker, &container.container_id, id, request).await
     }
 
+    /// Runs `command` in a container this service adopted, in its workspace folder, as its
+    /// user, with no stdin, and keeps what it writes (what `diff` and `apply` use).
+    pub async fn capture_adopted(
+        &self,
+        container: &WorkspaceContainer,
+        command: Vec<String>,
+    ) -> Result<exec::Captured> {
+        let id = &container.workspace_id;
+        let working_dir = container.container_path.clone().ok_or_else(|| {
+            Error::container(id, "its container does not say which folder it serves")
+        })?;
+        let docker = &self.inner.docker;
+        exec::capture(docker, &container.container_id, id, command, working_dir).await
+    }
+
     /// Adopts `live`, read before this call by its deterministic name, when it is this
     /// workspace's running container (owner, workspace and folder labels) and satisfies the
     /// posture, as [`adopt`](Self::adopt) would; `None` for anything else, which the caller
