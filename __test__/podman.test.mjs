@@ -2,13 +2,12 @@
 import { test, before, after } from 'node:test'
 import assert from 'node:assert/strict'
 import { spawn, execFileSync } from 'node:child_process'
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs'
+import { existsSync, mkdtempSync, rmSync } from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 
 
-import { addon, isolatedEnv, root, run, tempDir } from './helpers.mjs'
-import { LOOK_AND_PLANT, parseLines, smallRepository, treeHash } from './clone-fixtures.mjs'
+import { addon, isolatedEnv, root, run } from './helpers.mjs'
 import { TEST_BASE, baseOptions, brokerDirOf, getJson, modelsUpstream, newOwner, openLayer, removePodmanOwner, tempHome, tempWorkspace, writeBundle } from './provider-fixtures.mjs'
 
 let dir
@@ -70,57 +69,6 @@ function loadBase() {
   loaded ??= run('bash', ['-c', `bash ${JSON.stringify(path.join(root, 'scripts/build-test-base-image.sh'))} >/dev/null && docker save ${TEST_BASE} | podman load`])
   return loaded.then((r) => assert.equal(r.code, 0, r.stderr))
 }
-
-// Before the provider test, whose end removes the sandbox images this one builds.
-test('clone mode on Podman: the copy is uploaded into the created container (same commit ids, the host work, owned by the container user), nothing planted reaches the host, adoption, down keeps the copy, --discard removes it', async (t) => {
-  await loadBase()
-  const dir = tempDir(t, 'po-podman-clone-')
-  const folder = path.join(dir, 'project')
-  mkdirSync(folder)
-  const poHome = path.join(dir, 'po-home')
-  const ws = addon.workspaceForFolder(folder)
-  const env = { ...process.env, CONTAINER_HOST: `unix://${sock}`, PO_SANDBOX_ENGINE: 'podman', PO_SANDBOX_ENGINE_TIMEOUT_MS: '20000' }
-  for (const k of ['PO_SANDBOX', 'PO_SANDBOX_WORKSPACE_MODE', 'DOCKER_HOST']) delete env[k]
-  t.after(() => addon.stopSandboxContainers({ poHome, workspace: ws.id, removeVolumes: true, discard: true, env }))
-  const po = (command, ...a) => run(process.execPath, [path.join(root, 'bin', 'po-sandbox.js'), command, '--po-home', poHome, ...a], { env })
-  // Podman 4.3 lists volumes with any of several label filters: one filter, the copy label read.
-  const copies = async () => JSON.parse((await run('podman', ['--url', `unix://${sock}`, 'volume', 'ls', '--format', 'json', '--filter', `label=po.workspace=${ws.id}`])).stdout)
-    .filter((v) => v.Labels['po.workspace-copy'] === '1').map((v) => v.Name)
-  const commit = await smallRepository(folder)
-  const before = treeHash(folder)
-
-  const up = await po('up', folder, '--clone', '--json', '--base-image', `localhost/${TEST_BASE}`, '--image-variant', 'minimal')
-  assert.equal(up.code, 0, up.stderr + up.stdout)
-  const c = JSON.parse(up.stdout).container
-  assert.equal(c.workspaceMode, 'clone')
-  const [copy] = await copies()
-  assert.match(copy ?? '', new RegExp(`-${ws.id}-copy$`))
-  const look = await po('exec', folder, '--', 'sh', '-c', LOOK_AND_PLANT)
-  assert.equal(look.code, 0, look.stderr)
-  const seen = parseLines(look.stdout)
-  assert.equal(seen.log, commit, 'the same commit id')
-  assert.equal(seen.status, ' M tracked.txt|?? untracked.txt|')
-  assert.equal(seen.tracked, 'changed on the host')
-  assert.equal(seen.user, `${process.getuid()}:${process.getgid()}`)
-  assert.equal(seen.owners, seen.user, 'the copy is owned by the container user')
-  // On the host the volume's files are the container user's, readable for diff and apply.
-  const mountpoint = JSON.parse((await run('podman', ['volume', 'inspect', copy])).stdout)[0].Mountpoint
-  assert.equal(readFileSync(path.join(mountpoint, 'untracked.txt'), 'utf8'), 'new on the host\n')
-  assert.equal(statSync(path.join(mountpoint, '.git/HEAD')).uid, process.getuid())
-  assert.equal(treeHash(folder), before, 'the host folder, .git included, is byte for byte the same')
-
-  const adopted = await po('up', folder, '--clone', '--json', '--base-image', `localhost/${TEST_BASE}`, '--image-variant', 'minimal')
-  assert.equal(adopted.code, 0, adopted.stderr)
-  assert.equal(JSON.parse(adopted.stdout).container.adopted, true, 'the running copy is adopted as it is')
-  const kept = await po('exec', folder, '--', 'git', 'rev-parse', 'HEAD')
-  assert.equal(kept.stdout.trim(), seen.agent, 'the agent work is still there, not copied again')
-  const down = await po('down', folder)
-  assert.equal(down.code, 0, down.stderr)
-  assert.deepEqual(await copies(), [copy], 'down keeps the copy')
-  const discard = await po('down', folder, '--discard')
-  assert.equal(discard.code, 0, discard.stderr)
-  assert.deepEqual(await copies(), [], '--discard removes the copy')
-})
 
 test('the container provider on Podman: a hardened container, brokered calls, adoption by the next hub, stop', async (t) => {
   await loadBase()

@@ -74,12 +74,6 @@ if [ "$rc" -ne 0 ]; then
   exit "$rc"
 fi
 
-step "lint: node --check, bash -n, actionlint, cargo fmt --check (npm run lint, without clippy)"
-PO_SANDBOX_LINT_CLIPPY=separately bash scripts/lint.sh
-
-step "types: tsc --noEmit --strict (npm run typecheck)"
-npm run --silent typecheck
-
 # Clippy runs inside the unit tests' build (clippy-driver as the workspace's compiler wrapper, as
 # `cargo clippy` runs it, with -D warnings), so the dependencies the addon build made serve both:
 # no check-mode pass over every dependency. It lints the library and its tests, as
@@ -99,6 +93,12 @@ host=$(rustc -vV | sed -n 's/^host: //p')
 setsid nice -n 5 env RUSTC_WORKSPACE_WRAPPER="$driver" CLIPPY_ARGS='-D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__' \
   cargo test -j 1 --features failpoints --target "$host" >"$rust_log" 2>&1 &
 rust_pid=$!
+
+step "lint: node --check, bash -n, actionlint, cargo fmt --check (npm run lint, without clippy)"
+PO_SANDBOX_LINT_CLIPPY=separately bash scripts/lint.sh
+
+step "types: tsc --noEmit --strict (npm run typecheck)"
+npm run --silent typecheck
 
 concurrency=${PO_SANDBOX_TEST_CONCURRENCY:-5}
 # These restart or freeze an engine (their own dockerd, a relay they hold): one at a time, alone.

@@ -29,6 +29,9 @@ use crate::sandbox::spec::{
 pub const LABEL_RULES_FOR: &str = "po.rules-for";
 /// The one capability the rules helper has.
 pub const HELPER_CAPS: [&str; 1] = ["NET_ADMIN"];
+/// What Podman 4.3 says when a start of a container joining another's namespaces fails for a
+/// moment (see `started_exit`).
+const LIBPOD_INTERNAL: &str = "internal libpod error";
 /// How long the rules helper may take, start to exit.
 const HELPER_WITHIN: Duration = Duration::from_secs(30);
 
@@ -424,9 +427,21 @@ fn helper_body(
     }
 }
 
-/// Starts a helper and waits for its exit code.
+/// Starts a helper and waits for its exit code. Podman 4.3 now and then answers the start of
+/// a container that joins another's namespaces with a 500 ("starting some containers: internal
+/// libpod error") while other containers start on the same storage; the helper is ours and has
+/// done nothing yet, so a start refused that way is tried once more.
 async fn started_exit(docker: &impl EngineApi, id: &str) -> Result<i64> {
-    container::start(docker, id).await?;
+    match docker.start_container(id).await {
+        Ok(()) => {}
+        Err(e) if container::is_status(&e, 304) => {}
+        Err(e) if container::is_status(&e, 500) && e.to_string().contains(LIBPOD_INTERNAL) => {
+            tracing::debug!(helper = id, error = %e, "rules helper start refused; once more");
+            tokio::time::sleep(Duration::from_millis(250)).await;
+            container::start(docker, id).await?;
+        }
+        Err(e) => return Err(engine_err(docker, Operation::Start(id.into()))(e)),
+    }
     docker
         .wait_container(id)
         .await
@@ -690,6 +705,43 @@ mod tests {
                 .userns_mode,
             None
         );
+    }
+
+    /// Podman's passing "internal libpod error" on the helper's start is tried once more;
+    /// a second one fails the start (and removes holder and helper).
+    #[tokio::test]
+    async fn a_helper_start_podman_refuses_for_a_moment_is_tried_once_more() {
+        use crate::engine::fake::{FakeEngine, Fault};
+        let rules = Rules {
+            text: String::new(),
+            hash: "0".into(),
+            broker_host: None,
+        };
+        let helper = Helper {
+            image: "img",
+            owner: "o1",
+            workspace: "w1",
+            keep_id: false,
+            podman: true,
+            limits_enforced: true,
+        };
+        let said = "starting some containers: internal libpod error";
+        for (times, ok) in [(1, true), (2, false)] {
+            let engine = FakeEngine::default();
+            let id = engine
+                .state()
+                .create(Some("h"), ContainerCreateBody::default())
+                .unwrap();
+            let fault = Fault::FailSaying(500, said);
+            engine.fault("start_container", "anon_", fault, Some(times));
+            let got = ready(&engine, helper, &id, &rules, &[]).await;
+            assert_eq!(got.is_ok(), ok, "{times}: {:?}", got.err());
+            assert_eq!(
+                engine.count("start_container"),
+                3,
+                "holder once, helper twice"
+            );
+        }
     }
 
     /// A holder whose rules helper fails is removed by `ready` itself, with the helper.
