@@ -22,24 +22,29 @@ pub const FILE: &str = "engine-facts.json";
 /// How long an entry holds at most.
 pub const MAX_AGE: Duration = Duration::from_secs(600);
 
-/// One entry, as the file holds it.
+/// One entry, as the file holds it: the facts' fields beside its key and time.
 #[derive(Debug, Serialize, Deserialize, PartialEq, Eq)]
 struct Entry {
     key: String,
     /// When it was written, in seconds since the epoch.
     at: u64,
-    engine: String,
-    engine_version: String,
-    api_version: String,
-    os: String,
-    os_type: String,
-    arch: String,
-    vm: bool,
-    rootless: bool,
-    cgroup_version: String,
-    host_name: String,
-    mem_total: Option<i64>,
-    ncpu: Option<i64>,
+    #[serde(flatten)]
+    facts: EngineFacts,
+}
+
+/// [`EngineKind`] as its name (`docker`, `podman`) in the file.
+pub(super) mod engine_name {
+    use super::EngineKind;
+    use serde::{Deserialize, Deserializer, Serializer, de::Error};
+
+    pub fn serialize<S: Serializer>(kind: &EngineKind, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(kind.as_str())
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<EngineKind, D::Error> {
+        let name = String::deserialize(d)?;
+        EngineKind::parse(&name).ok_or_else(|| D::Error::custom(format!("engine {name}")))
+    }
 }
 
 /// The key of the candidate's engine as it runs now; `None` where there is none to trust (not
@@ -98,35 +103,10 @@ fn secs(t: SystemTime) -> u64 {
 }
 
 fn encode(key: &str, f: &EngineFacts, now: SystemTime) -> String {
-    let EngineFacts {
-        engine,
-        engine_version,
-        api_version,
-        os,
-        os_type,
-        arch,
-        vm,
-        rootless,
-        cgroup_version,
-        host_name,
-        mem_total,
-        ncpu,
-    } = f.clone();
     let entry = Entry {
         key: key.to_string(),
         at: secs(now),
-        engine: engine.as_str().to_string(),
-        engine_version,
-        api_version,
-        os,
-        os_type,
-        arch,
-        vm,
-        rootless,
-        cgroup_version,
-        host_name,
-        mem_total,
-        ncpu,
+        facts: f.clone(),
     };
     serde_json::to_string(&entry).unwrap_or_default()
 }
@@ -137,21 +117,7 @@ fn decode(text: &str, key: &str, now: SystemTime) -> Option<EngineFacts> {
     if e.key != key || age >= MAX_AGE.as_secs() {
         return None;
     }
-    let engine = EngineKind::parse(&e.engine).filter(|k| k.has_docker_api())?;
-    Some(EngineFacts {
-        engine,
-        engine_version: e.engine_version,
-        api_version: e.api_version,
-        os: e.os,
-        os_type: e.os_type,
-        arch: e.arch,
-        vm: e.vm,
-        rootless: e.rootless,
-        cgroup_version: e.cgroup_version,
-        host_name: e.host_name,
-        mem_total: e.mem_total,
-        ncpu: e.ncpu,
-    })
+    Some(e.facts).filter(|f| f.engine.has_docker_api())
 }
 
 #[cfg(test)]

@@ -12,10 +12,11 @@ use super::endpoint::Endpoint;
 use super::facts_cache;
 use crate::host::{HostEnv, HostOs};
 
-/// What a usable engine said about itself.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// What a usable engine said about itself (kept between commands by `facts_cache`).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct EngineFacts {
     /// The engine that answered (a Podman socket behind a Docker path reports Podman).
+    #[serde(with = "super::facts_cache::engine_name")]
     pub engine: EngineKind,
     /// The engine's own version.
     pub engine_version: String,

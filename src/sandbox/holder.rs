@@ -707,24 +707,31 @@ mod tests {
         );
     }
 
+    fn no_rules() -> Rules {
+        Rules {
+            text: String::new(),
+            hash: "0".into(),
+            broker_host: None,
+        }
+    }
+
+    fn test_helper(podman: bool) -> Helper<'static> {
+        Helper {
+            image: "img",
+            owner: "o1",
+            workspace: "w1",
+            keep_id: false,
+            podman,
+            limits_enforced: true,
+        }
+    }
+
     /// Podman's passing "internal libpod error" on the helper's start is tried once more;
     /// a second one fails the start (and removes holder and helper).
     #[tokio::test]
     async fn a_helper_start_podman_refuses_for_a_moment_is_tried_once_more() {
         use crate::engine::fake::{FakeEngine, Fault};
-        let rules = Rules {
-            text: String::new(),
-            hash: "0".into(),
-            broker_host: None,
-        };
-        let helper = Helper {
-            image: "img",
-            owner: "o1",
-            workspace: "w1",
-            keep_id: false,
-            podman: true,
-            limits_enforced: true,
-        };
+        let (rules, helper) = (no_rules(), test_helper(true));
         let said = "starting some containers: internal libpod error";
         for (times, ok) in [(1, true), (2, false)] {
             let engine = FakeEngine::default();
@@ -754,19 +761,7 @@ mod tests {
             .create(Some("h"), ContainerCreateBody::default())
             .unwrap();
         engine.state().exit_codes.push(("anon_".into(), 3));
-        let rules = Rules {
-            text: String::new(),
-            hash: "0".into(),
-            broker_host: None,
-        };
-        let helper = Helper {
-            image: "img",
-            owner: "o1",
-            workspace: "w1",
-            keep_id: false,
-            podman: false,
-            limits_enforced: true,
-        };
+        let (rules, helper) = (no_rules(), test_helper(false));
         let e = ready(&engine, helper, &id, &rules, &[]).await.unwrap_err();
         assert!(e.to_string().contains("exited with code 3"), "{e}");
         assert!(
