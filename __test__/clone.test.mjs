@@ -112,7 +112,7 @@ async function hostState(folder) {
  * brings them to a branch with the same ids, touches nothing else, is a no-op again, refuses a
  * diverged branch and a bad name; --patch writes the uncommitted work as a patch. */
 async function takeTheWork(folder, home, ws, agentCommit) {
-  const work = await po(['exec', folder, ...home, '--', 'sh', '-c', 'echo second > second.txt && git add second.txt && git -c core.hooksPath=/dev/null commit -q -m second && echo edited >> tracked.txt && echo note > notes.txt && git rev-parse HEAD'])
+  const work = await po(['exec', folder, ...home, '--', 'sh', '-c', 'echo second > second.txt && git add second.txt && git -c core.hooksPath=/dev/null commit -q -m second && printf "edited\\033]0;retitled\\007\\n" >> tracked.txt && echo note > notes.txt && git rev-parse HEAD'])
   assert.equal(work.code, 0, work.stderr)
   const second = work.stdout.trim()
   const base = await git(folder, 'rev-parse', 'HEAD')
@@ -129,6 +129,9 @@ async function takeTheWork(folder, home, ws, agentCommit) {
   assert.match(diff.uncommitted.stat, /2 files changed/)
   const text = await po(['diff', folder, ...home])
   assert.match(text.stdout, /package\.json \(added\)\s+package-scripts: npm/)
+  // The agent's text reaches the person's terminal without its control characters.
+  assert.ok(!/[\x00-\x08\x0b-\x1f\x7f-\x9f]/.test(text.stdout), 'a control character in diff\'s text')
+  assert.ok(text.stdout.includes('+edited\\x1b]0;retitled\\x07'), text.stdout)
 
   const before = await hostState(folder)
   const branch = `po-sandbox/${ws.id}`

@@ -113,7 +113,14 @@ function classLines(files) {
   return files.filter((f) => f.class).map((f) => `  ${f.path} (${f.change})  ${f.class}: ${f.reason}`)
 }
 
-/** What `diff` prints: the commits, then each part's stat, host-run files and patch. */
+/** Text from the copy as a terminal may show it: control characters (escape sequences that could
+ * hide lines, retitle the window or write the clipboard) shown as `\xNN`; tabs and newlines kept. */
+function shown(text) {
+  return text.replace(/[\x00-\x08\x0b-\x1f\x7f-\x9f]/g, (c) => `\\x${c.charCodeAt(0).toString(16).padStart(2, '0')}`)
+}
+
+/** What `diff` prints: the commits, then each part's stat, host-run files and patch (the agent's
+ * text, so shown without its control characters). */
 function diffText(d) {
   const part = (title, c) => c.files.length === 0 ? [`${title}: none.`] : [`${title}:`, c.stat.trimEnd(), ...(classLines(c.files).length ? ['Files the host may run:', ...classLines(c.files)] : []), '', c.patch.trimEnd()]
   return [
@@ -124,7 +131,7 @@ function diffText(d) {
     ...part('Uncommitted changes (tracked and untracked)', d.uncommitted),
     `Take it with: po-sandbox apply ${d.path}`,
     '',
-  ].join('\n')
+  ].map(shown).join('\n')
 }
 
 /** `diff` and `apply` of a --clone sandbox, through the provider as `exec` reaches it. */
