@@ -87,11 +87,12 @@ async function down(addon, opts, ws, removeVolumes = false) {
   else process.stdout.write(`Stopped and removed the sandbox of ${ws.path} (workspace ${ws.id})${removeVolumes ? ', and its volumes' : '; its volumes are kept'}.${copy}\n`)
 }
 
-/** What `review` prints: one line per changed file the host may run, then what to do. */
+/** What `review` prints: one line per changed file the host may run, then what to do (the
+ * agent chose the paths: shown without their control characters). */
 function reviewText(r) {
   const since = `since its sandbox container was made (${r.since})`
   const incomplete = r.complete ? [] : ['(Incomplete: a walk limit was hit or a folder could not be read; files beyond it were not compared.)']
-  if (r.changes.length === 0) return [`No file the host may run changed in ${r.path} ${since}.`, ...incomplete, ''].join('\n')
+  if (r.changes.length === 0) return [`No file the host may run changed in ${r.path} ${since}.`, ...incomplete, ''].map(shown).join('\n')
   const width = Math.max(...r.changes.map((c) => c.path.length + c.change.length + 3))
   const lines = r.changes.map((c) => `${`${c.path} (${c.change})`.padEnd(width)}  ${c.class}: ${c.reason}${c.detail ? ` [${c.detail}]` : ''}`)
   return [
@@ -100,7 +101,7 @@ function reviewText(r) {
     ...incomplete,
     'Look at each of them before running anything in this folder on the host (npm, make, cargo, yarn, mise, git there, or an agent session).',
     '',
-  ].join('\n')
+  ].map(shown).join('\n')
 }
 
 async function review(addon, opts, ws) {
