@@ -102,7 +102,9 @@ export function cliSandbox(po, folder) {
 export async function plantAndApply(sandbox, folder, before, branch) {
   const base = await git(folder, 'rev-parse', 'HEAD')
   const more = 'echo second > second.txt && git add second.txt && git -c core.hooksPath=/dev/null commit -q -m second && echo edited >> tracked.txt && echo note > notes.txt && git rev-parse HEAD'
-  const work = await sandbox.exec(`set -e\n${PLANT}\n${more}`)
+  // Each route planted (a failed write inside an && list would not stop set -e).
+  const planted = 'test -x .git/hooks/pre-commit; test -s .git/hooks/post-checkout; test -s .pi/extensions/planted.ts; git config --get alias.x >/dev/null'
+  const work = await sandbox.exec(`set -e\n${PLANT}\n${planted}\n${more}`)
   assert.equal(work.code, 0, work.stderr)
   const [refused, agent, second] = work.stdout.trim().split('\n').slice(-3)
   assert.equal(refused, 'push-refused')
@@ -111,6 +113,8 @@ export async function plantAndApply(sandbox, folder, before, branch) {
   const diff = await sandbox.diff()
   assert.equal(diff.base, base)
   assert.deepEqual(diff.commits.map((c) => [c.id, c.subject]), [[second, 'second'], [agent, 'agent work']])
+  const committed = ['.envrc', '.pi/extensions/planted.ts', 'Makefile', 'package.json', 'second.txt', 'tracked.txt', 'untracked.txt']
+  assert.deepEqual(diff.committed.files.map((f) => f.path).sort(), committed)
   assert.deepEqual(diff.uncommitted.files.map((f) => [f.path, f.change]), [['notes.txt', 'added'], ['tracked.txt', 'modified']])
 
   const host = await hostState(folder)
