@@ -167,6 +167,15 @@ test('the container provider on Podman: a hardened container, brokered calls, a 
   assert.deepEqual((await second.layer.containers.stopAll()).sort(), ['pc', 'pw'])
   assert.equal((await run('podman', ['ps', '-aq', '--filter', `label=po.owner=${owner}`])).stdout.trim(), '')
   assert.deepEqual(await copies(), [copy], 'stopAll keeps the copy')
+  // A discard removes it, and nothing of the other workspace (Podman lists the volumes that
+  // match any one of several label filters).
+  const volumes = async (ws) => JSON.parse((await run('podman', ['volume', 'ls', '--format', 'json', '--filter', `label=po.owner=${owner}`])).stdout)
+    .filter((v) => v.Labels['po.workspace'] === ws).map((v) => v.Name).sort()
+  const kept = await volumes('pw')
+  assert.ok(kept.length > 0)
+  await addon.stopSandboxContainers({ poHome, owner, workspace: 'pc', discard: true, env })
+  assert.deepEqual(await copies(), [], 'a discard removes the copy')
+  assert.deepEqual(await volumes('pw'), kept)
 })
 
 test('on Podman a --runtime run flag makes start-up fail with RUN_FLAGS_INVALID (its Docker API would ignore it), and nothing is made', async (t) => {
