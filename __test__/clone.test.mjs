@@ -6,13 +6,12 @@
 // `down --discard` removes it; a folder without git leaves out what `.posandboxignore` lists.
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
-import { createHash } from 'node:crypto'
 import { mkdirSync, readdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import path from 'node:path'
 
 import { addon, dockerCli, root, run, tempDir } from './helpers.mjs'
-import { git, parseLines, treeHash } from './clone-fixtures.mjs'
+import { PLANT, git, hostState, parseLines, treeHash } from './clone-fixtures.mjs'
 import { baseOptions, containersWith, fakeHost, newOwner, tempHome, useTestBaseImage, volumesOf } from './provider-fixtures.mjs'
 
 const cli = path.join(root, 'bin', 'po-sandbox.js')
@@ -86,27 +85,6 @@ printf 'user=%s <%s>\\n' "$(git config user.name)" "$(git config user.email)"
 printf 'mode=%s\\n' "$PO_SANDBOX_WORKSPACE_MODE"
 printf 'owner=%s %s\\n' "$(stat -c %u . tracked.txt .git/HEAD | sort -u | tr '\\n' ' ')" "$(id -u)"
 `
-
-/** Every planting route of the guard tests, then a commit and a push that must fail. */
-const PLANT = `
-printf '#!/bin/sh\\necho planted\\n' > .git/hooks/pre-commit && chmod +x .git/hooks/pre-commit
-printf '#!/bin/sh\\necho planted\\n' > .git/hooks/post-checkout
-git config core.fsmonitor 'echo planted'
-printf '[alias]\\n  x = !echo planted\\n' >> .git/config
-mkdir -p .pi/extensions && echo 'export default () => {}' > .pi/extensions/planted.ts
-echo 'echo planted' > .envrc
-echo '{"scripts":{"postinstall":"echo planted"}}' > package.json
-printf 'all:\\n\\techo planted\\n' > Makefile
-git add -A && git -c core.hooksPath=/dev/null commit -q -m 'agent work'
-git push -q origin main 2>/dev/null && echo pushed || echo push-refused
-git rev-parse HEAD
-`
-
-/** What must not change on the host when the work is taken: HEAD, the index, the status, the hooks. */
-async function hostState(folder) {
-  const index = createHash('sha256').update(readFileSync(path.join(folder, '.git/index'))).digest('hex')
-  return { head: await git(folder, 'symbolic-ref', 'HEAD'), at: await git(folder, 'rev-parse', 'HEAD'), index, status: await git(folder, 'status', '--porcelain'), hooks: treeHash(path.join(folder, '.git/hooks')) }
-}
 
 /** A second commit, an uncommitted change and an untracked file inside; diff shows them; apply
  * brings them to a branch with the same ids, touches nothing else, is a no-op again, refuses a

@@ -167,9 +167,10 @@ if (args.scenario === 'docker') {
   out(facts)
 } else if (args.scenario === 'podman-clone') {
   // Clone mode on rootless Podman: `po-sandbox up --clone` of a small repository, what the copy
-  // shows inside, the copy volume as this user sees it on the host, adoption, down, --discard.
+  // shows inside, the acceptance of planting, diff and apply (asserted here, by the shared
+  // fixture), the copy volume as this user sees it on the host, adoption, down, --discard.
   const { root, run } = await import('./helpers.mjs')
-  const { LOOK_AND_PLANT, parseLines, smallRepository, treeHash } = await import('./clone-fixtures.mjs')
+  const { LOOK_COPY, cliSandbox, parseLines, plantAndApply, smallRepository, treeHash } = await import('./clone-fixtures.mjs')
   const poHome = realpathSync(mkdtempSync(path.join(os.tmpdir(), 'po-nonroot-home-')))
   const env = podmanEnv({})
   for (const k of ['PO_SANDBOX', 'PO_SANDBOX_WORKSPACE_MODE']) delete env[k]
@@ -184,14 +185,15 @@ if (args.scenario === 'docker') {
   facts.up = { code: up.code, stderr: (up.stderr + up.stdout).slice(-3000) }
   if (up.code === 0) {
     facts.user = JSON.parse(podman('inspect', JSON.parse(up.stdout).container.containerId))[0].Config.User
-    const look = await po('exec', args.workspace, '--', 'sh', '-c', LOOK_AND_PLANT)
+    const look = await po('exec', args.workspace, '--', 'sh', '-c', LOOK_COPY)
     facts.look = { code: look.code, stderr: look.stderr.slice(-2000), ...parseLines(look.stdout) }
-    facts.hostSame = treeHash(args.workspace) === before
+    // A failed assertion is a fact (its stack), so the sandbox below is still removed.
+    facts.took = await plantAndApply(cliSandbox(po, args.workspace), args.workspace, before, 'po-sandbox/agent-work').catch((e) => ({ error: e.stack }))
     facts.copies = copies()
     // The copy on the host, as this user: its files are this user's and readable.
     const mountpoint = JSON.parse(podman('volume', 'inspect', facts.copies[0]))[0].Mountpoint
     const at = (f) => { const st = lstatSync(path.join(mountpoint, f)); return `${st.uid}:${st.gid}` }
-    facts.hostOwners = [...new Set(['.', 'tracked.txt', '.git', '.git/HEAD'].map(at))]
+    facts.hostOwners = [...new Set(['.', 'tracked.txt', 'Makefile', '.git', '.git/HEAD', '.git/objects'].map(at))]
     facts.hostRead = readFileSync(path.join(mountpoint, 'untracked.txt'), 'utf8')
     const adopted = await po('up', args.workspace, '--clone', '--json', ...image)
     facts.adopted = adopted.code === 0 ? JSON.parse(adopted.stdout).container.adopted : adopted.stderr.slice(-2000)

@@ -6,7 +6,8 @@
 // ENGINE_PERMISSION_DENIED, and a broker folder another user could change is refused with
 // nothing left behind. Then rootless Podman as that user (its own `podman system service`):
 // keep-id (its files on the host are its own), the cgroup v1 limits warning, a second hub that
-// adopts, and the forced TCP broker route through slirp4netns with the real pi inside.
+// adopts, clone mode (the copy, planting, diff and apply), and the forced TCP broker route
+// through slirp4netns with the real pi inside.
 import { test, before } from 'node:test'
 import assert from 'node:assert/strict'
 import { spawn } from 'node:child_process'
@@ -180,11 +181,16 @@ async function userPodman(t) {
   return socket
 }
 
-test('as a normal user on rootless Podman: keep-id maps the user, its files are that user\'s on the host, a brokered call goes through its runtime folder, a second hub adopts, a port forwards', async (t) => {
+test('as a normal user on rootless Podman: keep-id maps the user, its files are that user\'s on the host, a brokered call goes through its runtime folder, a second hub adopts, a port forwards; beside it a clone-mode copy: planting, diff and apply', async (t) => {
   const socket = await userPodman(t)
   const ws = userDir(t, 'po-nonroot-ws-')
-  const facts = await asUser({ scenario: 'podman', workspace: ws, socket })
-  t.after(() => rmSync(facts.poHome, { recursive: true, force: true }))
+  const repo = userDir(t, 'po-nonroot-clone-')
+  // The clone-mode scenario runs beside this one (another owner, Po home and workspace), so
+  // their waits (image copies into vfs storage, health, the stop's grace) overlap.
+  // Both end (and clean up) before either's failure fails the test.
+  const settled = await Promise.allSettled(['podman', 'podman-clone'].map((scenario) => asUser({ scenario, workspace: scenario === 'podman' ? ws : repo, socket })))
+  for (const s of settled) if (s.status === 'fulfilled') t.after(() => rmSync(s.value.poHome, { recursive: true, force: true }))
+  const [facts, clone] = settled.map((s) => { if (s.status === 'rejected') throw s.reason; return s.value })
   assert.equal(facts.engine, 'podman')
   assert.equal(facts.state, 'running', facts.error ?? '')
   assert.equal(facts.user, `${uid}:${gid}`)
@@ -220,10 +226,11 @@ test('as a normal user on rootless Podman: keep-id maps the user, its files are 
   assert.deepEqual(facts.leftSockets, [])
 
   // Clone mode on the same rootless Podman: the copy uploaded through the engine is the user's
-  // (keep-id) inside and on the host, readable there; adopted; down keeps it, --discard removes it.
-  const repo = userDir(t, 'po-nonroot-clone-')
-  const clone = await asUser({ scenario: 'podman-clone', workspace: repo, socket })
-  t.after(() => rmSync(clone.poHome, { recursive: true, force: true }))
+  // (keep-id) inside and on the host, readable there; every planting route leaves the host tree
+  // byte for byte the same; diff, then apply as the user: the same commit ids on the named
+  // branch, the host's HEAD, index and working tree untouched, a second apply a no-op, a host
+  // commit on the branch meanwhile refused as a divergence (clone-fixtures' plantAndApply, which
+  // asserts in the child); adopted; down keeps it, --discard removes it.
   assert.equal(clone.up.code, 0, clone.up.stderr)
   assert.equal(clone.user, `${uid}:${gid}`)
   assert.equal(clone.look.code, 0, clone.look.stderr)
@@ -232,11 +239,12 @@ test('as a normal user on rootless Podman: keep-id maps the user, its files are 
   assert.equal(clone.look.tracked, 'changed on the host')
   assert.equal(clone.look.user, `${uid}:${gid}`)
   assert.equal(clone.look.owners, `${uid}:${gid}`, 'the copy is owned by the container user')
-  assert.equal(clone.hostSame, true, 'the host folder, .git included, is byte for byte the same')
+  assert.equal(clone.took.error, undefined, clone.took.error)
+  assert.match(clone.took.agent ?? '', /^[0-9a-f]{40}$/)
   assert.deepEqual(clone.hostOwners, [`${uid}:${gid}`], 'on the host the copy is the user\'s')
   assert.equal(clone.hostRead, 'new on the host\n')
   assert.equal(clone.adopted, true, 'the running copy is adopted as it is')
-  assert.equal(clone.keptHead, clone.look.agent, 'the agent work is still there')
+  assert.equal(clone.keptHead, clone.took.second, 'the agent work is still there')
   assert.equal(clone.down.code, 0, clone.down.stderr)
   assert.deepEqual(clone.keptCopies, clone.copies, 'down keeps the copy')
   assert.equal(clone.discard.code, 0, clone.discard.stderr)

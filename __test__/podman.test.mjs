@@ -1,13 +1,15 @@
-// Engine detection against real Podman's Docker-compatible API (`podman system service`).
+// Engine detection against real Podman's Docker-compatible API (`podman system service`), and
+// the container provider on rootful Podman: a bind-mode and a clone-mode workspace of one hub.
 import { test, before, after } from 'node:test'
 import assert from 'node:assert/strict'
 import { spawn, execFileSync } from 'node:child_process'
-import { existsSync, mkdtempSync, rmSync } from 'node:fs'
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 
 
-import { addon, isolatedEnv, root, run } from './helpers.mjs'
+import { addon, isolatedEnv, root, run, tempDir } from './helpers.mjs'
+import { LOOK_COPY, parseLines, plantAndApply, smallRepository, treeHash } from './clone-fixtures.mjs'
 import { TEST_BASE, baseOptions, brokerDirOf, getJson, modelsUpstream, newOwner, openLayer, removePodmanOwner, tempHome, tempWorkspace, writeBundle } from './provider-fixtures.mjs'
 
 let dir
@@ -70,12 +72,17 @@ function loadBase() {
   return loaded.then((r) => assert.equal(r.code, 0, r.stderr))
 }
 
-test('the container provider on Podman: a hardened container, brokered calls, adoption by the next hub, stop', async (t) => {
+test('the container provider on Podman: a hardened container, brokered calls, a clone-mode workspace beside it (planting, diff, apply), adoption by the next hub, stop', async (t) => {
   await loadBase()
   const poHome = tempHome(t)
   const owner = newOwner()
   const ws = tempWorkspace(t)
   writeBundle(poHome)
+  // A second workspace of the same hub, in clone mode: created beside the first one.
+  const repo = path.join(tempDir(t, 'po-podman-clone-'), 'project')
+  mkdirSync(repo)
+  const commit = await smallRepository(repo)
+  const untouched = treeHash(repo)
   t.after(async () => {
     await removePodmanOwner(owner)
     const images = (await run('podman', ['images', '-q', '--filter', 'label=po.sandbox=1'])).stdout.split(/\s+/).filter(Boolean)
@@ -85,13 +92,15 @@ test('the container provider on Podman: a hardened container, brokered calls, ad
   const { seen, origin } = await modelsUpstream(t)
   // Podman's API service can take seconds to answer while other suites run.
   const env = { ...process.env, CONTAINER_HOST: `unix://${sock}`, PO_SANDBOX_ENGINE: 'podman', PO_SANDBOX_ENGINE_TIMEOUT_MS: '20000', OPENAI_API_KEY: REAL, OPENAI_BASE_URL: origin }
-  const options = { ...baseOptions(poHome, owner), baseImage: `localhost/${TEST_BASE}`, env, workspaces: [{ id: 'pw', path: ws }] }
+  const options = { ...baseOptions(poHome, owner), baseImage: `localhost/${TEST_BASE}`, env, workspaces: [{ id: 'pw', path: ws }, { id: 'pc', path: repo, mode: 'clone' }] }
 
   const first = openLayer(options)
   const status = await first.layer.provider.ready()
   assert.equal(status.engine, 'podman')
-  assert.equal(status.workspaces[0].state, 'running', JSON.stringify(status.workspaces[0]))
-  const c = status.workspaces[0].container
+  const [w, wc] = ['pw', 'pc'].map((id) => status.workspaces.find((x) => x.id === id))
+  assert.equal(w.state, 'running', JSON.stringify(w))
+  assert.equal(wc.state, 'running', JSON.stringify(wc))
+  const c = w.container
   const info = JSON.parse((await run('podman', ['inspect', c.containerId])).stdout)[0]
   assert.equal(info.HostConfig.Privileged, false)
   assert.ok(info.HostConfig.SecurityOpt.includes('no-new-privileges'), JSON.stringify(info.HostConfig.SecurityOpt))
@@ -123,13 +132,50 @@ test('the container provider on Podman: a hardened container, brokered calls, ad
   await fwd.close()
   assert.doesNotMatch((await run('podman', ['top', c.containerId, 'args'])).stdout, /po-sandbox-forward/)
 
-  // The next hub adopts it (Podman reports CapDrop as the list of dropped capabilities).
+  // The clone-mode workspace (issue 25 on rootful Podman): its copy, uploaded through the
+  // engine, holds the host's commit and work and is the container user's inside and on the
+  // host; then the shared acceptance: every planting route leaves the host tree byte for byte
+  // the same, apply brings the same commit ids to the named branch with HEAD, index and working
+  // tree untouched, a second apply is a no-op, a host commit on the branch meanwhile is refused.
+  const cc = wc.container
+  assert.equal(cc.workspaceMode, 'clone')
+  const inside = (script) => run('podman', ['exec', '-w', repo, cc.containerId, 'sh', '-c', script])
+  const look = await inside(LOOK_COPY)
+  assert.equal(look.code, 0, look.stderr)
+  const copySeen = parseLines(look.stdout)
+  assert.equal(copySeen.log, commit, 'the same commit id')
+  assert.equal(copySeen.status, ' M tracked.txt|?? untracked.txt|')
+  assert.equal(copySeen.user, `${process.getuid()}:${process.getgid()}`)
+  assert.equal(copySeen.owners, copySeen.user, 'the copy is owned by the container user')
+  const sandbox = { exec: inside, diff: () => first.layer.containers.diff('pc'), apply: (o) => first.layer.containers.apply('pc', o) }
+  const took = await plantAndApply(sandbox, repo, untouched, 'po-sandbox/agent-work')
+  const copies = async () => JSON.parse((await run('podman', ['volume', 'ls', '--format', 'json', '--filter', `label=po.workspace=${wc.id}`])).stdout)
+    .filter((v) => v.Labels['po.workspace-copy'] === '1' && v.Labels['po.owner'] === owner).map((v) => v.Name)
+  const [copy] = await copies()
+  const mountpoint = JSON.parse((await run('podman', ['volume', 'inspect', copy])).stdout)[0].Mountpoint
+  assert.equal(readFileSync(path.join(mountpoint, 'untracked.txt'), 'utf8'), 'new on the host\n')
+  assert.equal(statSync(path.join(mountpoint, '.git/objects')).uid, process.getuid())
+
+  // The next hub adopts both (Podman reports CapDrop as the list of dropped capabilities); the
+  // copy keeps the agent's work and outlives its container (stopAll keeps it).
   const second = openLayer(options)
   const again = await second.layer.provider.ready()
-  assert.equal(again.workspaces[0].container.containerId, c.containerId)
-  assert.equal(again.workspaces[0].container.adopted, true)
-  assert.equal(await second.layer.containers.stop('pw'), true)
+  const adopted = ['pw', 'pc'].map((id) => again.workspaces.find((x) => x.id === id).container)
+  assert.deepEqual(adopted.map((a) => [a.containerId, a.adopted]), [[c.containerId, true], [cc.containerId, true]])
+  assert.equal((await inside('git rev-parse HEAD')).stdout.trim(), took.second, 'the agent work is still there')
+  // Both at once: Podman runs no init, so a server that ignores SIGTERM takes the stop's grace.
+  assert.deepEqual((await second.layer.containers.stopAll()).sort(), ['pc', 'pw'])
   assert.equal((await run('podman', ['ps', '-aq', '--filter', `label=po.owner=${owner}`])).stdout.trim(), '')
+  assert.deepEqual(await copies(), [copy], 'stopAll keeps the copy')
+  // A discard removes it, and nothing of the other workspace (Podman lists the volumes that
+  // match any one of several label filters).
+  const volumes = async (ws) => JSON.parse((await run('podman', ['volume', 'ls', '--format', 'json', '--filter', `label=po.owner=${owner}`])).stdout)
+    .filter((v) => v.Labels['po.workspace'] === ws).map((v) => v.Name).sort()
+  const kept = await volumes('pw')
+  assert.ok(kept.length > 0)
+  await addon.stopSandboxContainers({ poHome, owner, workspace: 'pc', discard: true, env })
+  assert.deepEqual(await copies(), [], 'a discard removes the copy')
+  assert.deepEqual(await volumes('pw'), kept)
 })
 
 test('on Podman a --runtime run flag makes start-up fail with RUN_FLAGS_INVALID (its Docker API would ignore it), and nothing is made', async (t) => {

@@ -15,6 +15,10 @@ use crate::sandbox::spec::{LABEL_NETWORK, LABEL_OWNER, LABEL_SANDBOX, network_na
 
 /// The `po.network` label's value on a per-hub network.
 const NETWORK_KIND: &str = "workspaces";
+/// What Podman 4.3 answers (a 500) when a network create reads the host's interfaces to pick a
+/// free subnet while one of them goes away (another engine's container stopping, say): it
+/// lists them, then reads each one's addresses (see [`create`]).
+const INTERFACE_GONE: &str = "no such network interface";
 
 /// The labels of an owner's network (also how it is found).
 fn labels(owner: &str) -> HashMap<String, String> {
@@ -72,7 +76,7 @@ pub async fn ensure(docker: &impl EngineApi, owner: &str) -> Result<String> {
         enable_ipv6: Some(false),
         ..Default::default()
     };
-    let made = match docker.create_network(request).await {
+    let made = match create(docker, request).await {
         Ok(id) => Some(id),
         Err(e) if is_status(&e, 409) => None,
         Err(e) if pool_exhausted(&e) => return Err(exhausted(docker, name, e).await),
@@ -98,6 +102,22 @@ pub async fn ensure(docker: &impl EngineApi, owner: &str) -> Result<String> {
             format!("the network {name} could not be made or found (docker network ls)"),
         )
     })
+}
+
+/// Creates a network; one that Podman refused because a host interface went away while it
+/// read them ([`INTERFACE_GONE`]) is tried once more: nothing was made.
+async fn create(
+    docker: &impl EngineApi,
+    request: NetworkCreateRequest,
+) -> std::result::Result<String, bollard::errors::Error> {
+    match docker.create_network(request.clone()).await {
+        Err(e) if is_status(&e, 500) && e.to_string().contains(INTERFACE_GONE) => {
+            tracing::debug!(network = %request.name, error = %e, "network create refused; once more");
+            tokio::time::sleep(Duration::from_millis(250)).await;
+            docker.create_network(request).await
+        }
+        done => done,
+    }
 }
 
 /// The owner's network to use as it is, if any. One with IPv6 on (made by another version, or
@@ -547,6 +567,35 @@ mod tests {
         let own = addresses(&engine, &old).await.unwrap();
         assert_eq!(own.v6, ["fd00:5eed:1::/64", "fd00:5eed:1::1/128"]);
         assert!(own.gateway.is_some_and(|g| g.is_ipv4()));
+    }
+
+    /// Podman's refusal while a host interface goes away is tried once more; a second one is
+    /// the engine's error, and nothing is left made.
+    #[tokio::test]
+    async fn a_network_create_podman_refuses_as_an_interface_goes_is_tried_once_more() {
+        let said = "route ip+net: no such network interface";
+        for (times, ok) in [(1, true), (2, false)] {
+            let engine = FakeEngine::default();
+            engine.fault(
+                "create_network",
+                "",
+                Fault::FailSaying(500, said),
+                Some(times),
+            );
+            let got = ensure(&engine, "o1").await;
+            assert_eq!(got.is_ok(), ok, "{times}: {got:?}");
+            assert_eq!(engine.count("create_network"), 2, "{times}");
+            assert_eq!(engine.state().networks.len(), usize::from(ok), "{times}");
+            if let Err(e) = got {
+                assert_eq!(e.code(), "ENGINE_REQUEST_FAILED");
+                assert!(e.message_with_causes().contains(said), "{e:?}");
+            }
+        }
+        // Another 500 is not tried again.
+        let engine = FakeEngine::default();
+        engine.fault("create_network", "", Fault::Fail(500), Some(1));
+        assert!(ensure(&engine, "o1").await.is_err());
+        assert_eq!(engine.count("create_network"), 1);
     }
 
     #[tokio::test]
