@@ -6,7 +6,7 @@
 # The order is chosen for a 2-core machine. The container suites mostly wait on containers, so
 # they run several files at a time, and the CPU-bound Rust checks (clippy, the unit tests) run
 # beside them in the background; the suites that restart or freeze an engine run after the
-# others, one at a time.
+# others, on their own.
 #
 #   PO_SANDBOX_TEST_CONCURRENCY  node suite files run at once (default 5)
 #   PO_SANDBOX_TEST_FILES        run only these suite files (space-separated paths), e.g. one suite
@@ -108,7 +108,9 @@ setsid bash -c 'step() { printf "\n== %s\n" "$*"; }
 check_pid=$!
 
 concurrency=${PO_SANDBOX_TEST_CONCURRENCY:-5}
-# These restart or freeze an engine (their own dockerd, a relay they hold): one at a time, alone.
+# These restart or freeze an engine, so they run after the others, without their load: side by
+# side, as neither touches what the other stops (engine-restart restarts a dockerd of its own,
+# engine-faults freezes a relay of its own in front of the shared one).
 serial="__test__/engine-restart.test.mjs __test__/engine-faults.test.mjs"
 # Longest first, so no long file starts last and ends the phase alone: the files taking 2.5 to 3
 # minutes here, then those taking 1 to 2, then the rest down to 20 s (a clean-clone run, five at a
@@ -142,8 +144,8 @@ if [ "${#parallel[@]}" -gt 0 ]; then
   node scripts/run-suites.mjs --concurrency="$concurrency" --timeout=300000 "${parallel[@]}" || node_rc=$?
 fi
 if [ "${#alone[@]}" -gt 0 ]; then
-  step "node:test suites that restart or freeze an engine, one at a time"
-  node scripts/run-suites.mjs --concurrency=1 --timeout=300000 "${alone[@]}" || node_rc=$?
+  step "node:test suites that restart or freeze an engine, after the others"
+  node scripts/run-suites.mjs --concurrency=2 --timeout=300000 "${alone[@]}" || node_rc=$?
 fi
 
 node --input-type=module -e "await (await import('./__test__/provider-fixtures.mjs')).removeTestImages()" || node_rc=$?
