@@ -11,10 +11,10 @@ import { cpSync, existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } fro
 import os from 'node:os'
 import path from 'node:path'
 
-import { dockerCli, root, run, waitFor } from './helpers.mjs'
+import { dockerCli, run, waitFor } from './helpers.mjs'
 import {
   SERVER_PORT, TEST_BASE, baseOptions, cleanupOwner, getJson, inspect, modelsUpstream, newOwner,
-  openLayer, removePodmanOwner, serverSource, tempHome, tempWorkspace, useTestBaseImage, writeBundle,
+  openLayer, removePodmanOwner, serverSource, tempHome, tempWorkspace, testBaseInPodman, useTestBaseImage, writeBundle,
 } from './provider-fixtures.mjs'
 
 useTestBaseImage()
@@ -178,12 +178,13 @@ test('memory and cpus options and variables are checked before anything is made'
   bad({ healthIntervalMs: 10 }, {}, /healthIntervalMs/)
 })
 
-test('read-only root: npm install of a local package, git and a build work in the workspace; writes elsewhere fail with EROFS', async (t) => {
+test('read-only root: npm install of a local package, git and a build work in the workspace; writes elsewhere fail with EROFS. The engine health check: healthy after start, and a server that stops answering gives the unhealthy workspace event with its reason', async (t) => {
   const poHome = tempHome(t)
   const owner = newOwner()
   cleanupOwner(t, owner)
   const ws = tempWorkspace(t)
-  writeBundle(poHome)
+  // A server that can be told to fail its health path, for the health check at the end.
+  writeBundle(poHome, { server: breakableServer })
   // A project in the workspace: a local dependency as a tarball (no network), a build script,
   // and npm itself (the test base image has node and git, not npm).
   const app = path.join(ws, 'app')
@@ -199,8 +200,11 @@ test('read-only root: npm install of a local package, git and a build work in th
   writeFileSync(path.join(app, 'build.js'), "const fs = require('fs'); fs.mkdirSync('dist', { recursive: true }); fs.writeFileSync('dist/out.js', 'module.exports = ' + JSON.stringify(require('local-dep')) + '\\n'); console.log('built')\n")
   const npmRoot = path.dirname(path.dirname(execFileSync('bash', ['-c', 'readlink -f "$(command -v npm)"'], { encoding: 'utf8' }).trim()))
   cpSync(npmRoot, path.join(ws, '.tools', 'npm'), { recursive: true })
-  const { layer } = openLayer(baseOptions(poHome, owner))
+  const { layer, events } = openLayer({ ...baseOptions(poHome, owner), healthIntervalMs: 1000 })
+  await layer.provider.ready()
   const c = await layer.containers.start({ id: 'ro', path: ws })
+  await waitFor(() => inspect(c.containerId).State.Health?.Status === 'healthy', 'healthy', 30000)
+  assert.equal(inspect(c.containerId).Config.Healthcheck.Interval, 1e9)
   const inside = (cwd, script) => run('docker', ['exec', '-w', cwd, c.containerId, 'sh', '-c', script])
   const npm = `node ${ws}/.tools/npm/bin/npm-cli.js`
 
@@ -223,23 +227,12 @@ test('read-only root: npm install of a local package, git and a build work in th
     const w = await inside('/', `node -e "try { require('fs').writeFileSync('${file}', 'x'); console.log('written') } catch (e) { console.log(e.code) }"`)
     assert.equal(w.stdout.trim(), 'EROFS', `${file}: ${w.stdout}${w.stderr}`)
   }
-})
 
-test('the engine health check: healthy after start, and a server that stops answering gives the unhealthy workspace event with its reason', async (t) => {
-  const poHome = tempHome(t)
-  const owner = newOwner()
-  cleanupOwner(t, owner)
-  const ws = tempWorkspace(t)
-  writeBundle(poHome, { server: breakableServer })
-  const { layer, events } = openLayer({ ...baseOptions(poHome, owner), healthIntervalMs: 1000 })
-  await layer.provider.ready()
-  const c = await layer.containers.start({ id: 'sick', path: ws })
-  await waitFor(() => inspect(c.containerId).State.Health?.Status === 'healthy', 'healthy', 30000)
-  assert.equal(inspect(c.containerId).Config.Healthcheck.Interval, 1e9)
+  // The health check: the server stops answering its health path.
   await fetch(c.url + '/break')
   await waitFor(() => events.some((e) => e.type === 'workspace' && e.state === 'unhealthy'), 'an unhealthy event', 30000)
   const e = events.find((e) => e.type === 'workspace' && e.state === 'unhealthy')
-  assert.equal(e.workspaceId, 'sick')
+  assert.equal(e.workspaceId, 'ro')
   assert.equal(e.containerId, c.containerId)
   assert.equal(e.reason, 'its health check failed')
   assert.equal(inspect(c.containerId).State.Health.Status, 'unhealthy')
@@ -343,8 +336,7 @@ test('Podman: limits, read-only root, health check and the per-hub network, adop
     rmSync(dir, { recursive: true, force: true })
   })
   await waitFor(() => existsSync(sock), 'the Podman socket', 30000)
-  const base = await run('bash', ['-c', `bash ${JSON.stringify(path.join(root, 'scripts/build-test-base-image.sh'))} >/dev/null && docker save ${TEST_BASE} | podman load`])
-  assert.equal(base.code, 0, base.stderr)
+  await testBaseInPodman()
   const poHome = tempHome(t)
   const owner = newOwner()
   const ws = tempWorkspace(t)

@@ -30,7 +30,7 @@ import { dockerCli, run, waitFor } from './helpers.mjs'
 import { bundlePiAndExtension, piInContainer, piLines } from './pi-fixtures.mjs'
 import {
   TEST_BASE, baseOptions, cleanupOwner, getJson, inspect, killHub, modelsUpstream, newOwner, openLayer, removePodmanOwner,
-  spawnHub, tempHome, tempWorkspace, useTestBaseImage, writeBundle, writeHubChild,
+  spawnHub, tempHome, tempWorkspace, testBaseInPodman, useTestBaseImage, writeBundle, writeHubChild,
 } from './provider-fixtures.mjs'
 import { modelRequest, startUpstream } from './upstreams.mjs'
 
@@ -358,14 +358,24 @@ test('open: the internet stand-in answers; other workspaces, the gateway, the ho
 })
 
 for (const mode of ['none', 'allowlist']) {
-  test(`${mode}: nothing but loopback and the broker route, nothing resolves; a brokered call works, the internet stand-in is refused`, async (t) => {
+  const title = mode === 'none'
+    ? 'none: nothing but loopback and the broker route, nothing resolves; a brokered call works, the internet stand-in is refused; the real pi in the workspace container, its extension loaded, completes a streamed model call through the broker; the fake provider sees the host\'s key, never the token'
+    : `${mode}: nothing but loopback and the broker route, nothing resolves; a brokered call works, the internet stand-in is refused`
+  test(title, async (t) => {
     const poHome = tempHome(t)
     const owner = newOwner()
     cleanupOwner(t, owner)
-    writeBundle(poHome)
+    const bundle = writeBundle(poHome)
+    // In none, the real pi inside too (its bundle, a fake anthropic with the host's key).
+    const inBundle = mode === 'none' ? bundlePiAndExtension(bundle) : null
+    const anthropic = mode === 'none' ? await startUpstream({ name: 'anthropic', t }) : null
+    const anthropicKey = `sk-ant-api03-REAL-${randomBytes(16).toString('hex')}`
     const { seen, origin } = await modelsUpstream(t)
     const ws = tempWorkspace(t)
-    const env = { ...baseOptions(poHome, owner).env, OPENAI_API_KEY: 'sk-real-net-key', OPENAI_BASE_URL: origin }
+    const env = {
+      ...baseOptions(poHome, owner).env, OPENAI_API_KEY: 'sk-real-net-key', OPENAI_BASE_URL: origin,
+      ...(anthropic ? { ANTHROPIC_API_KEY: anthropicKey, ANTHROPIC_BASE_URL: anthropic.origin } : {}),
+    }
     // The mode by variable for one, by option for the other.
     const extra = mode === 'none' ? { env: { ...env, PO_SANDBOX_NETWORK: 'none' } } : { env, network: 'allowlist' }
     const { layer } = openLayer(baseOptions(poHome, owner, { ...extra, workspaces: [{ id: 'nn', path: ws }] }))
@@ -389,27 +399,16 @@ for (const mode of ['none', 'allowlist']) {
     assert.equal(fetching.status, 403, JSON.stringify(fetching))
     assert.match(fetching.body, /PO_SANDBOX_BROKER_ALLOW_FETCH/)
     assert.equal(seen.length, 1, 'the upstream saw the refused request')
+    if (anthropic) await assertPiCallThroughBroker(c, inBundle, anthropic, anthropicKey, ws)
     await layer.containers.stopAll()
     assert.deepEqual(ownersContainers(owner), [])
   })
 }
 
-test('none: the real pi in the workspace container, its extension loaded, completes a streamed model call through the broker; the fake provider sees the host\'s key, never the token', { timeout: 120000 }, async (t) => {
-  const poHome = tempHome(t)
-  const owner = newOwner()
-  cleanupOwner(t, owner)
-  const inBundle = bundlePiAndExtension(writeBundle(poHome))
-  const up = await startUpstream({ name: 'anthropic', t })
-  const key = `sk-ant-api03-REAL-${randomBytes(16).toString('hex')}`
-  const ws = tempWorkspace(t)
-  const env = { ...baseOptions(poHome, owner).env, ANTHROPIC_API_KEY: key, ANTHROPIC_BASE_URL: up.origin }
-  const { layer } = openLayer(baseOptions(poHome, owner, { env, network: 'none', workspaces: [{ id: 'np', path: ws }] }))
-  const status = await layer.provider.ready()
-  assert.equal(status.workspaces[0].state, 'running', JSON.stringify(status.workspaces[0]))
-  const c = status.workspaces[0].container
-  // No route out: `none` (posture, holder, rules), and nothing but the broker answers.
-  assertContained(c, owner, 'none')
-  assertRefused(c.containerId, [...refusedTargets(`po-net-${owner}`), ['the internet stand-in', INTERNET, INTERNET_PORT]])
+/** The real pi in the workspace container `c` (in `none`: no route out, checked by the caller),
+ * its extension from the bundle, completes a streamed model call through the broker to the fake
+ * anthropic `up`, which sees the host's `key`; the container holds only a token. */
+async function assertPiCallThroughBroker(c, inBundle, up, key, ws) {
   // The container holds a token in the key's variable and never the key.
   const containerEnv = inspect(c.containerId).Config.Env
   const token = containerEnv.find((kv) => kv.startsWith('ANTHROPIC_API_KEY='))?.slice('ANTHROPIC_API_KEY='.length)
@@ -436,9 +435,7 @@ test('none: the real pi in the workspace container, its extension loaded, comple
   const req = modelRequest(up, { key, token, header: 'x-api-key', api: 'anthropic-messages', path: '/v1/messages' })
   assert.equal(req.body.model, model)
   assert.equal(req.body.stream, true)
-  await layer.containers.stopAll()
-  assert.deepEqual(ownersContainers(owner), [])
-})
+}
 
 test('IPv6: the per-hub network is made with it off, and an unused one that has it (made by hand here, with a subnet of the test\'s own) is replaced', async (t) => {
   const poHome = tempHome(t)
@@ -740,8 +737,7 @@ test('Podman: the rules helper loads the rules there too; refused at once, the p
     rmSync(dir, { recursive: true, force: true })
   })
   await waitFor(() => existsSync(sock), 'the Podman socket', 30000)
-  const base = await run('bash', ['-c', `docker save ${TEST_BASE} | podman load`])
-  assert.equal(base.code, 0, base.stderr)
+  await testBaseInPodman()
   const poHome = tempHome(t)
   const owner = newOwner()
   writeBundle(poHome)

@@ -321,6 +321,19 @@ export async function removeTestImages() {
 }
 
 /**
+ * Podman keeps its own image storage: copies the local test base into it (`docker save | podman
+ * load`, as `localhost/<TEST_BASE>`), unless it already holds that very image (the same image
+ * id: a load keeps Docker's). After useTestBaseImage's hook, which makes the image current.
+ */
+export async function testBaseInPodman() {
+  const id = (await run('docker', ['image', 'inspect', '--format', '{{.Id}}', TEST_BASE])).stdout.trim().replace(/^sha256:/, '')
+  const there = await run('podman', ['image', 'inspect', '--format', '{{.Id}}', `localhost/${TEST_BASE}`])
+  if (id && there.code === 0 && there.stdout.trim() === id) return
+  const r = await run('bash', ['-c', `docker save ${TEST_BASE} | podman load`])
+  assert.equal(r.code, 0, `docker save ${TEST_BASE} | podman load: ${r.stderr}`)
+}
+
+/**
  * A file's hooks for suites on real containers: the engine must answer and the local test base
  * image be current before any test; the provider images built on it are removed after the file,
  * unless other files share them (`npm test` runs several at once and removes them at its end:

