@@ -67,3 +67,26 @@ pub async fn upload_copy(
         .await
         .map_err(|e| Error::container_caused(workspace_id, "cannot fill its copy volume", e))
 }
+
+/// Records on the host what went into a folder without git's copy (its manifest, the base of
+/// `diff` and `apply`), once the copy is uploaded; nothing for a git repository's copy.
+pub fn record_copy(
+    po_home: &std::path::Path,
+    owner: &str,
+    workspace_id: &str,
+    copy: &PreparedCopy,
+) -> Result<()> {
+    let Some(manifest) = &copy.manifest else {
+        return Ok(());
+    };
+    let mut manifest = manifest.clone();
+    manifest.workspace_id = workspace_id.into();
+    let path = super::manifest_path(po_home, owner, workspace_id);
+    super::write_manifest(&path, &manifest).map_err(|e| {
+        Error::container_caused(
+            workspace_id,
+            format_args!("cannot record its copy in {}", path.display()),
+            e,
+        )
+    })
+}
