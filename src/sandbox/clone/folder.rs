@@ -141,7 +141,10 @@ pub fn plan(
         .into_iter()
         .filter(|c| !listing.unreadable.contains(&c.path))
         .map(|change| {
-            let (side, bytes) = host.state(&change.path, TEXT_LIMIT);
+            let (side, bytes) = match check_path(&change.path) {
+                Ok(()) => host.state(&change.path, TEXT_LIMIT),
+                Err(why) => (HostSide::Other(why.into()), None),
+            };
             let (outcome, note) = decide(&change, &side, include_executable, yes);
             let host_bytes = bytes.filter(|_| side.is(change.base.as_ref()));
             Planned {
@@ -232,7 +235,9 @@ pub fn patch_of(
         let _ = writeln!(patch, "diff {a} {b}");
         match (old, new) {
             (Some(old), Some(new)) => {
-                let diff = similar::TextDiff::from_lines(&old, &new);
+                let diff = similar::TextDiff::configure()
+                    .timeout(std::time::Duration::from_secs(2))
+                    .diff_lines(&old, &new);
                 let (mut add, mut del) = (0, 0);
                 for ch in diff.iter_all_changes() {
                     match ch.tag() {

@@ -18,8 +18,20 @@ fn paths_from_the_container_must_be_plain() {
         assert_eq!(check_path(ok), Ok(()), "{ok}");
     }
     for bad in [
-        "", "/etc/passwd", "a//b", "a/", "./a", "a/./b", "../x", "a/../../x", ".git/config",
-        "x/.git/hooks/pre-commit", "a\\b", "a\nb", "bad\u{fffd}name", "\u{1b}[2J",
+        "",
+        "/etc/passwd",
+        "a//b",
+        "a/",
+        "./a",
+        "a/./b",
+        "../x",
+        "a/../../x",
+        ".git/config",
+        "x/.git/hooks/pre-commit",
+        "a\\b",
+        "a\nb",
+        "bad\u{fffd}name",
+        "\u{1b}[2J",
     ] {
         assert!(check_path(bad).is_err(), "{bad:?} accepted");
     }
@@ -136,10 +148,20 @@ fn apply_decides_per_file_and_never_writes_over_the_persons_edit() {
         (&edit, has(file("new")), false, true, Present),
         (&edit, has(file("mine")), true, true, Conflict),
         (&edit, HostSide::Absent, true, true, Conflict),
-        (&edit, HostSide::Other("a folder".into()), true, true, Conflict),
+        (
+            &edit,
+            HostSide::Other("a folder".into()),
+            true,
+            true,
+            Conflict,
+        ),
     ];
     for (c, host, exec, yes, want) in cases {
-        assert_eq!(decide(c, &host, exec, yes).0, want, "{host:?} exec={exec} yes={yes}");
+        assert_eq!(
+            decide(c, &host, exec, yes).0,
+            want,
+            "{host:?} exec={exec} yes={yes}"
+        );
     }
     let added = change("new.txt", None, Some(file("n")));
     assert_eq!(decide(&added, &HostSide::Absent, false, true).0, Written);
@@ -149,13 +171,21 @@ fn apply_decides_per_file_and_never_writes_over_the_persons_edit() {
     assert_eq!(decide(&gone, &HostSide::Absent, false, true).0, Present);
     // Host-executed classes, executable files and links: only with includeExecutable.
     for c in [
-        change("package.json", Some(file("{}")), Some(file("{\"scripts\":{}}"))),
+        change(
+            "package.json",
+            Some(file("{}")),
+            Some(file("{\"scripts\":{}}")),
+        ),
         change("sub/Makefile", None, Some(file("all:"))),
         change("run.sh", None, Some(Entry::file(b"#!/bin/sh", true))),
         change("link", None, Some(Entry::link("src/main.txt"))),
         change("Makefile", Some(file("all:")), None),
     ] {
-        let host = if c.base.is_some() { has(c.base.clone().unwrap()) } else { HostSide::Absent };
+        let host = if c.base.is_some() {
+            has(c.base.clone().unwrap())
+        } else {
+            HostSide::Absent
+        };
         let (outcome, note) = decide(&c, &host, false, true);
         assert_eq!(outcome, Held, "{}", c.path);
         assert!(note.unwrap().contains("--include-executable"));
@@ -168,7 +198,12 @@ fn apply_decides_per_file_and_never_writes_over_the_persons_edit() {
         change("../x", None, Some(file("x"))),
         change(".git/hooks/pre-commit", None, Some(file("x"))),
     ] {
-        assert_eq!(decide(&c, &HostSide::Absent, true, true).0, Refused, "{}", c.path);
+        assert_eq!(
+            decide(&c, &HostSide::Absent, true, true).0,
+            Refused,
+            "{}",
+            c.path
+        );
     }
 }
 
@@ -219,7 +254,10 @@ fn the_copy_of_a_folder_is_recorded_as_it_goes_into_the_tar() {
     std::fs::set_permissions(root.join("run.sh"), std::fs::Permissions::from_mode(0o755)).unwrap();
     symlink("src/main.txt", root.join("link")).unwrap();
     symlink("../../outside", root.join("src/out")).unwrap();
-    let user = crate::host::UserIds { uid: 1000, gid: 1000 };
+    let user = crate::host::UserIds {
+        uid: 1000,
+        gid: 1000,
+    };
     let copy = prepare(root, user).unwrap();
     let m = copy.manifest.clone().unwrap();
     let keys: Vec<&str> = m.entries.keys().map(String::as_str).collect();
@@ -260,7 +298,20 @@ fn the_host_folder_is_written_without_following_links() {
     // A link on the way is never followed, for reading or writing.
     assert!(matches!(host.state("linked/x", 10).0, HostSide::Other(_)));
     let new = file("new");
-    assert!(host.put("linked/x", &HostSide::Absent, Some((&new, b"new"))).is_err());
+    assert!(
+        host.put("linked/x", &HostSide::Absent, Some((&new, b"new")))
+            .is_err()
+    );
+    assert!(!outside.join("x").exists());
+    // Nor does a path that climbs, even one the caller did not check.
+    assert!(matches!(
+        host.state("../outside/x", 10).0,
+        HostSide::Other(_)
+    ));
+    assert!(
+        host.put("../outside/x", &HostSide::Absent, Some((&new, b"new")))
+            .is_err()
+    );
     assert!(!outside.join("x").exists());
     // A link at the end is replaced, not written through.
     let (leaf, _) = host.state("leaf", 10);
@@ -268,15 +319,32 @@ fn the_host_folder_is_written_without_following_links() {
     assert!(!outside.join("target").exists());
     assert_eq!(std::fs::read_to_string(root.join("leaf")).unwrap(), "new");
     // Written only over what was seen; folders made on the way.
-    assert!(host.put("a/old.txt", &has(file("other")), Some((&new, b"new"))).is_err());
-    assert_eq!(std::fs::read_to_string(root.join("a/old.txt")).unwrap(), "old");
+    assert!(
+        host.put("a/old.txt", &has(file("other")), Some((&new, b"new")))
+            .is_err()
+    );
+    assert_eq!(
+        std::fs::read_to_string(root.join("a/old.txt")).unwrap(),
+        "old"
+    );
     host.put("a/old.txt", &side, Some((&new, b"new"))).unwrap();
-    assert_eq!(std::fs::read_to_string(root.join("a/old.txt")).unwrap(), "new");
-    host.put("b/c/new.txt", &HostSide::Absent, Some((&new, b"new"))).unwrap();
-    assert_eq!(std::fs::read_to_string(root.join("b/c/new.txt")).unwrap(), "new");
+    assert_eq!(
+        std::fs::read_to_string(root.join("a/old.txt")).unwrap(),
+        "new"
+    );
+    host.put("b/c/new.txt", &HostSide::Absent, Some((&new, b"new")))
+        .unwrap();
+    assert_eq!(
+        std::fs::read_to_string(root.join("b/c/new.txt")).unwrap(),
+        "new"
+    );
     let link = Entry::link("a/old.txt");
-    host.put("l", &HostSide::Absent, Some((&link, b""))).unwrap();
-    assert_eq!(std::fs::read_link(root.join("l")).unwrap().to_str(), Some("a/old.txt"));
+    host.put("l", &HostSide::Absent, Some((&link, b"")))
+        .unwrap();
+    assert_eq!(
+        std::fs::read_link(root.join("l")).unwrap().to_str(),
+        Some("a/old.txt")
+    );
     let (now, _) = host.state("b/c/new.txt", 0);
     host.put("b/c/new.txt", &now, None).unwrap();
     assert!(!root.join("b/c/new.txt").exists());

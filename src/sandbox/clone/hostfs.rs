@@ -158,6 +158,8 @@ mod unix {
             path: &'p str,
             create: bool,
         ) -> io::Result<Option<(OwnedFd, &'p str)>> {
+            // The caller checked it already; checked again here, where it matters.
+            crate::sandbox::clone::check_path(path).map_err(io::Error::other)?;
             let (dirs, leaf) = path.rsplit_once('/').unwrap_or(("", path));
             let mut at = self.root.try_clone()?;
             for d in dirs.split('/').filter(|d| !d.is_empty()) {
@@ -273,6 +275,8 @@ mod unix {
         let Some(st) = lstat_at(dir, n)? else {
             return Ok((HostSide::Absent, None));
         };
+        // `st_mode` is a u16 on macOS.
+        #[allow(clippy::unnecessary_cast)]
         let (mode, owner) = (st.st_mode as u32, (st.st_uid, st.st_gid));
         let kind = st.st_mode & libc::S_IFMT;
         if kind == libc::S_IFLNK {

@@ -190,7 +190,7 @@ pub struct Listing {
 pub fn parse_listing(out: &[u8], rules: &IgnoreRules) -> Result<Listing, String> {
     let fields: Vec<&[u8]> = out.split(|&b| b == 0).collect();
     let fields = fields.split_last().map_or(&[][..], |(_, f)| f);
-    if fields.len() % 5 != 0 || fields.len() / 5 > MAX_ENTRIES {
+    if !fields.len().is_multiple_of(5) || fields.len() / 5 > MAX_ENTRIES {
         return Err("the copy's listing is malformed or too long".into());
     }
     let mut listing = Listing::default();
@@ -346,12 +346,12 @@ pub fn fetch_commands(paths: &[&str]) -> Vec<Vec<String>> {
     out
 }
 
+/// A file or link of the copy and its bytes (a link's: none).
+pub type Fetched = (Entry, Vec<u8>);
+
 /// The fetch script's frames as `(path, entry, bytes)`; `None` for what is neither a file nor a
 /// link now.
-pub fn parse_fetched(
-    paths: &[&str],
-    out: &[u8],
-) -> Option<Vec<(String, Option<(Entry, Vec<u8>)>)>> {
+pub fn parse_fetched(paths: &[&str], out: &[u8]) -> Option<Vec<(String, Option<Fetched>)>> {
     let frames = super::unframe(out)?;
     if frames.len() != paths.len() * 2 {
         return None;

@@ -88,6 +88,6 @@ pub fn copy_volume_name(owner: &str, workspace_id: &str) -> String {
 }
 
 #[cfg(test)]
-mod tests;
-#[cfg(test)]
 mod folder_tests;
+#[cfg(test)]
+mod tests;
