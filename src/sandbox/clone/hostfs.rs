@@ -7,6 +7,7 @@
 use super::manifest::Entry;
 
 /// What the host has at a path.
+#[cfg_attr(not(unix), allow(dead_code))]
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum HostSide {
     /// Nothing (nor any folder on its way).
@@ -35,6 +36,7 @@ impl HostSide {
 
 /// The permission bits a written file gets: the old file's read and write bits (0644 for a new
 /// one), and an `x` wherever there is an `r` when the copy's file is executable; never more.
+#[cfg_attr(not(unix), allow(dead_code))]
 pub fn mode_for(old: Option<u32>, executable: bool) -> u32 {
     let base = old.map_or(0o644, |m| m & 0o666);
     if executable {
