@@ -259,6 +259,7 @@ echo '{"name":"x","scripts":{"postinstall":"echo planted"}}' > package.json
 printf 'all:\\n\\techo planted\\n' > Makefile
 printf '#!/bin/sh\\necho planted\\n' > tool.sh && chmod +x tool.sh
 ln -s /etc/passwd leak
+echo 'echo planted' > .envrc
 mkdir -p node_modules/z && echo z > node_modules/z/i.js && echo log > new.log
 `
 
@@ -267,7 +268,7 @@ function outcomes(files) {
   return Object.fromEntries(files.map((f) => [f.path, [f.change, f.outcome, f.class ?? null].join(' ')]))
 }
 
-test('a folder without git in clone mode (PO_SANDBOX_WORKSPACE_MODE): copied but what .posandboxignore lists; diff lists the work with its classes; apply writes nothing without --yes, the plain files with it, host-run ones with --include-executable, never a link out, never over a host edit, and nothing again', async (t) => {
+test('a folder without git in clone mode (PO_SANDBOX_WORKSPACE_MODE): copied but what .posandboxignore lists; diff lists the work with its classes; apply writes nothing without --yes, the plain files with it, host-run ones (a guarded .envrc too) with --include-executable, never a link out, never over a host edit, and nothing again', async (t) => {
   const { folder, poHome, ws } = sandboxFolder(t)
   for (const d of ['src', 'node_modules/x', 'target/debug', '.venv/bin', 'web/node_modules/y']) mkdirSync(path.join(folder, d), { recursive: true })
   for (const f of ['src/main.txt', 'node_modules/x/i.js', 'target/debug/app', '.venv/bin/python', 'web/node_modules/y/i.js', 'web/page.html', 'app.log']) writeFileSync(path.join(folder, f), f)
@@ -293,18 +294,18 @@ test('a folder without git in clone mode (PO_SANDBOX_WORKSPACE_MODE): copied but
   assert.equal(diff.kind, 'folder')
   assert.equal(diff.base, undefined)
   const dry = {
-    Makefile: 'added held makefile', 'added.txt': 'added pending ', leak: 'added refused ', 'mine.txt': 'modified conflict ', 'notes.txt': 'modified pending ',
+    '.envrc': 'added held ', Makefile: 'added held makefile', 'added.txt': 'added pending ', leak: 'added refused ', 'mine.txt': 'modified conflict ', 'notes.txt': 'modified pending ',
     'old.txt': 'removed pending ', 'package.json': 'modified held package-scripts', 'src/main.txt': 'modified pending ', 'tool.sh': 'added held ',
   }
   assert.deepEqual(outcomes(diff.uncommitted.files), dry)
   assert.match(diff.uncommitted.patch, /--- a\/notes\.txt\n\+\+\+ b\/notes\.txt\n@@ -1,2 \+1,2 @@\n line1\n-line2\n\+changed/)
   assert.match(diff.uncommitted.patch, /# mine\.txt: the host's file changed since the copy was made/)
-  assert.match(diff.uncommitted.stat, /9 files changed/)
+  assert.match(diff.uncommitted.stat, /10 files changed/)
   assert.equal(treeHash(folder), edited)
 
   const none = await po(['apply', folder, ...home])
   assert.equal(none.code, 0, none.stderr)
-  assert.match(none.stdout, /^Nothing written \(no --yes\): 4 to write or remove with --yes, 3 held back[^]*notes\.txt \(modified\)\s+pending: written with --yes/)
+  assert.match(none.stdout, /^Nothing written \(no --yes\): 4 to write or remove with --yes, 4 held back[^]*notes\.txt \(modified\)\s+pending: written with --yes/)
   assert.equal(treeHash(folder), edited, 'without --yes nothing is written')
   const a = await po(['apply', folder, '--yes', '--json', ...home])
   assert.equal(a.code, 0, a.stderr)
@@ -319,7 +320,7 @@ test('a folder without git in clone mode (PO_SANDBOX_WORKSPACE_MODE): copied but
   const all = await po(['apply', folder, '--yes', '--include-executable', '--json', ...home])
   assert.equal(all.code, 0, all.stderr)
   const present = { 'added.txt': 'added present ', 'notes.txt': 'modified present ', 'old.txt': 'removed present ', 'src/main.txt': 'modified present ' }
-  assert.deepEqual(outcomes(JSON.parse(all.stdout).files), { ...dry, ...present, Makefile: 'added written makefile', 'package.json': 'modified written package-scripts', 'tool.sh': 'added written ' })
+  assert.deepEqual(outcomes(JSON.parse(all.stdout).files), { ...dry, ...present, '.envrc': 'added written ', Makefile: 'added written makefile', 'package.json': 'modified written package-scripts', 'tool.sh': 'added written ' })
   assert.equal(read('Makefile'), 'all:\n\techo planted\n')
   assert.ok(statSync(path.join(folder, 'tool.sh')).mode & 0o100, 'the executable stays executable')
   assert.ok(!readdirSync(folder).includes('leak'), 'a link out of the folder is never written')

@@ -9,8 +9,8 @@ use std::sync::Arc;
 use super::Provider;
 use crate::error::{Error, Result};
 use crate::sandbox::clone::{
-    self, CloneApplied, CloneApplyOptions, CloneChanges, CloneDiff, Entry, Listing, Manifest,
-    Planned,
+    self, ApplyRules, CloneApplied, CloneApplyOptions, CloneChanges, CloneDiff, Entry, Listing,
+    Manifest, Planned,
 };
 use crate::sandbox::service::{ContainerService, WorkspaceContainer};
 
@@ -68,22 +68,16 @@ impl Provider {
     async fn folder_plan(
         manifest: Manifest,
         listing: Arc<Listing>,
-        include_executable: bool,
-        yes: bool,
+        rules: ApplyRules,
     ) -> Result<Vec<Planned>> {
         let id = manifest.workspace_id.clone();
         tokio::task::spawn_blocking(move || {
             let folder = PathBuf::from(&manifest.path);
-            clone::plan(
-                &folder,
-                &manifest.entries,
-                &listing,
-                include_executable,
-                yes,
-            )
-            .map_err(|e| Error::ApplyRefused {
-                folder: manifest.path.clone(),
-                reason: format!("the folder cannot be read: {e}"),
+            clone::plan(&folder, &manifest.entries, &listing, &rules).map_err(|e| {
+                Error::ApplyRefused {
+                    folder: manifest.path.clone(),
+                    reason: format!("the folder cannot be read: {e}"),
+                }
             })
         })
         .await
@@ -99,7 +93,11 @@ impl Provider {
     ) -> Result<CloneDiff> {
         let listing = Arc::new(Self::listing(service, c, &manifest).await?);
         let (id, path) = (manifest.workspace_id.clone(), manifest.path.clone());
-        let planned = Self::folder_plan(manifest, listing.clone(), false, false).await?;
+        let rules = ApplyRules {
+            guarded: self.options.guarded_paths.clone(),
+            ..ApplyRules::default()
+        };
+        let planned = Self::folder_plan(manifest, listing.clone(), rules).await?;
         let bytes = Self::fetch(service, c, &clone::diff_fetch(&planned, &listing)).await?;
         let (patch, stat) = clone::patch_of(&planned, &|p| bytes.get(p).map(|(_, b)| b.clone()));
         Ok(CloneDiff {
@@ -137,13 +135,15 @@ impl Provider {
                     .into(),
             });
         }
-        let (yes, exec) = (
-            options.yes == Some(true),
-            options.include_executable == Some(true),
-        );
+        let yes = options.yes == Some(true);
+        let rules = ApplyRules {
+            yes,
+            include_executable: options.include_executable == Some(true),
+            guarded: self.options.guarded_paths.clone(),
+        };
         let listing = Arc::new(Self::listing(service, c, &manifest).await?);
         let (id, path) = (manifest.workspace_id.clone(), manifest.path.clone());
-        let mut planned = Self::folder_plan(manifest, listing.clone(), exec, yes).await?;
+        let mut planned = Self::folder_plan(manifest, listing.clone(), rules).await?;
         let fetched = Self::fetch(service, c, &clone::apply_fetch(&mut planned, &listing)).await?;
         let folder = PathBuf::from(&path);
         let planned = tokio::task::spawn_blocking(move || {

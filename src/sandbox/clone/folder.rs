@@ -12,6 +12,7 @@ use napi_derive::napi;
 use super::hostfs::{HostFolder, HostSide};
 use super::manifest::{Change, Entry, EntryKind, Listing, check_path, compare, link_escapes};
 use super::work::CloneFile;
+use crate::sandbox::guards::DEFAULT_GUARDED_PATHS;
 use crate::sandbox::review::{ReviewChangeKind, class_of};
 
 /// Files up to this size get a unified diff (larger ones: a line saying they differ).
@@ -51,11 +52,30 @@ pub struct Planned {
     pub note: Option<String>,
 }
 
-/// Why a change needs `includeExecutable`, if it does: its class, a link, an `x` bit.
-fn executable_reason(c: &Change) -> Option<String> {
+/// Whether `path` is at or under a guarded path: a default one's name at any depth (`.envrc`,
+/// `.vscode`, `.pi`...), or an entry of the configured list from the top.
+pub fn guarded(path: &str, configured: &[String]) -> bool {
+    let names = DEFAULT_GUARDED_PATHS.iter().filter(|g| !g.contains('/'));
+    let by_name = path.split('/').any(|p| names.clone().any(|n| *n == p));
+    by_name
+        || configured.iter().any(|g| {
+            let g = g.trim_end_matches('/');
+            path == g
+                || path
+                    .strip_prefix(g)
+                    .is_some_and(|rest| rest.starts_with('/'))
+        })
+}
+
+/// Why a change needs `includeExecutable`, if it does: its class, a guarded path, a link, an
+/// `x` bit.
+fn executable_reason(c: &Change, configured: &[String]) -> Option<String> {
     let parts: Vec<&str> = c.path.split('/').collect();
     if let Some(class) = class_of(&parts) {
         return Some(class.reason().into());
+    }
+    if guarded(&c.path, configured) {
+        return Some("host tools run or trust it: a guarded path in bind mode".into());
     }
     match &c.copy {
         Some(Entry {
@@ -70,13 +90,17 @@ fn executable_reason(c: &Change) -> Option<String> {
     }
 }
 
+/// What `apply` may write: `yes`, `include_executable`, and the configured guarded paths.
+#[derive(Debug, Clone, Default)]
+pub struct ApplyRules {
+    pub yes: bool,
+    pub include_executable: bool,
+    pub guarded: Vec<String>,
+}
+
 /// What `apply` does with `c` given what the host has there (pure).
-pub fn decide(
-    c: &Change,
-    host: &HostSide,
-    include_executable: bool,
-    yes: bool,
-) -> (CloneOutcome, Option<String>) {
+pub fn decide(c: &Change, host: &HostSide, rules: &ApplyRules) -> (CloneOutcome, Option<String>) {
+    let (include_executable, yes) = (rules.include_executable, rules.yes);
     use CloneOutcome::*;
     if let Err(why) = check_path(&c.path) {
         return (Refused, Some(format!("never written: {why}")));
@@ -105,7 +129,7 @@ pub fn decide(
         };
         return (Conflict, Some(format!("{why}: kept as it is")));
     }
-    if let Some(why) = executable_reason(c).filter(|_| !include_executable) {
+    if let Some(why) = executable_reason(c, &rules.guarded).filter(|_| !include_executable) {
         return (
             Held,
             Some(format!(
@@ -133,8 +157,7 @@ pub fn plan(
     folder: &Path,
     base: &std::collections::BTreeMap<String, Entry>,
     listing: &Listing,
-    include_executable: bool,
-    yes: bool,
+    rules: &ApplyRules,
 ) -> std::io::Result<Vec<Planned>> {
     let host = HostFolder::open(folder)?;
     let mut out: Vec<Planned> = compare(base, &listing.entries)
@@ -145,7 +168,7 @@ pub fn plan(
                 Ok(()) => host.state(&change.path, TEXT_LIMIT),
                 Err(why) => (HostSide::Other(why.into()), None),
             };
-            let (outcome, note) = decide(&change, &side, include_executable, yes);
+            let (outcome, note) = decide(&change, &side, rules);
             let host_bytes = bytes.filter(|_| side.is(change.base.as_ref()));
             Planned {
                 change,

@@ -138,6 +138,14 @@ fn has(e: Entry) -> HostSide {
     }
 }
 
+fn rules(include_executable: bool, yes: bool) -> ApplyRules {
+    ApplyRules {
+        yes,
+        include_executable,
+        guarded: vec!["secrets".into()],
+    }
+}
+
 #[test]
 fn apply_decides_per_file_and_never_writes_over_the_persons_edit() {
     use CloneOutcome::*;
@@ -158,17 +166,29 @@ fn apply_decides_per_file_and_never_writes_over_the_persons_edit() {
     ];
     for (c, host, exec, yes, want) in cases {
         assert_eq!(
-            decide(c, &host, exec, yes).0,
+            decide(c, &host, &rules(exec, yes)).0,
             want,
             "{host:?} exec={exec} yes={yes}"
         );
     }
     let added = change("new.txt", None, Some(file("n")));
-    assert_eq!(decide(&added, &HostSide::Absent, false, true).0, Written);
-    assert_eq!(decide(&added, &has(file("x")), true, true).0, Conflict);
+    assert_eq!(
+        decide(&added, &HostSide::Absent, &rules(false, true)).0,
+        Written
+    );
+    assert_eq!(
+        decide(&added, &has(file("x")), &rules(true, true)).0,
+        Conflict
+    );
     let gone = change("gone.txt", Some(file("g")), None);
-    assert_eq!(decide(&gone, &has(file("g")), false, true).0, Removed);
-    assert_eq!(decide(&gone, &HostSide::Absent, false, true).0, Present);
+    assert_eq!(
+        decide(&gone, &has(file("g")), &rules(false, true)).0,
+        Removed
+    );
+    assert_eq!(
+        decide(&gone, &HostSide::Absent, &rules(false, true)).0,
+        Present
+    );
     // Host-executed classes, executable files and links: only with includeExecutable.
     for c in [
         change(
@@ -180,16 +200,20 @@ fn apply_decides_per_file_and_never_writes_over_the_persons_edit() {
         change("run.sh", None, Some(Entry::file(b"#!/bin/sh", true))),
         change("link", None, Some(Entry::link("src/main.txt"))),
         change("Makefile", Some(file("all:")), None),
+        change(".envrc", None, Some(file("echo planted"))),
+        change("sub/.vscode/tasks.json", None, Some(file("{}"))),
+        change(".pi/extensions/x.ts", None, Some(file("x"))),
+        change("secrets/key", None, Some(file("k"))),
     ] {
         let host = if c.base.is_some() {
             has(c.base.clone().unwrap())
         } else {
             HostSide::Absent
         };
-        let (outcome, note) = decide(&c, &host, false, true);
+        let (outcome, note) = decide(&c, &host, &rules(false, true));
         assert_eq!(outcome, Held, "{}", c.path);
         assert!(note.unwrap().contains("--include-executable"));
-        assert_ne!(decide(&c, &host, true, true).0, Held, "{}", c.path);
+        assert_ne!(decide(&c, &host, &rules(true, true)).0, Held, "{}", c.path);
     }
     // Never: a link out of the folder, an odd path.
     for c in [
@@ -199,11 +223,36 @@ fn apply_decides_per_file_and_never_writes_over_the_persons_edit() {
         change(".git/hooks/pre-commit", None, Some(file("x"))),
     ] {
         assert_eq!(
-            decide(&c, &HostSide::Absent, true, true).0,
+            decide(&c, &HostSide::Absent, &rules(true, true)).0,
             Refused,
             "{}",
             c.path
         );
+    }
+}
+
+#[test]
+fn guarded_paths_are_found_by_name_and_by_the_configured_list() {
+    let configured = vec!["conf/".to_string(), "tools/run".to_string()];
+    for yes in [
+        ".envrc",
+        "a/.envrc",
+        ".claude/settings.json",
+        "x/.husky/pre-commit",
+        "conf/a",
+        "tools/run",
+        "tools/run/x",
+    ] {
+        assert!(guarded(yes, &configured), "{yes}");
+    }
+    for no in [
+        "src/main.rs",
+        "envrc",
+        "confx/a",
+        "tools/runner",
+        "a/.envrc.bak",
+    ] {
+        assert!(!guarded(no, &configured), "{no}");
     }
 }
 
