@@ -69,7 +69,8 @@ pub async fn upload_copy(
 }
 
 /// Records on the host what went into a folder without git's copy (its manifest, the base of
-/// `diff` and `apply`), once the copy is uploaded; nothing for a git repository's copy.
+/// `diff` and `apply`), once the copy is uploaded; for a git repository's copy, removes any
+/// older record (of a folder that had no git then).
 pub fn record_copy(
     po_home: &std::path::Path,
     owner: &str,
@@ -77,6 +78,7 @@ pub fn record_copy(
     copy: &PreparedCopy,
 ) -> Result<()> {
     let Some(manifest) = &copy.manifest else {
+        super::remove_manifests(po_home, owner, Some(workspace_id));
         return Ok(());
     };
     let mut manifest = manifest.clone();
