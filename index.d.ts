@@ -297,8 +297,13 @@ export interface CloneApplied {
   workspaceId: string
   /** The host folder. */
   path: string
-  /** The host branch (without `refs/heads/`). */
-  branch: string
+  /**
+   * What the copy is of: `git` (its work put on a branch) or `folder` (its files written
+   * into the folder: see `files`).
+   */
+  kind: 'git' | 'folder'
+  /** The host branch (without `refs/heads/`); none for a folder without git. */
+  branch?: string
   /** The branch's commit before (none: it did not exist). */
   previous?: string
   /** The commit the branch points at now (none: there was nothing to take). */
@@ -309,6 +314,11 @@ export interface CloneApplied {
   uncommittedCommit?: string
   /** The patch file written (`patch`), when there was uncommitted work. */
   patch?: string
+  /**
+   * A folder without git: each changed path and what `apply` did (or, without `yes`, would
+   * do) with it.
+   */
+  files: Array<CloneFile>
   /** What happened, in words. */
   message: string
 }
@@ -321,6 +331,18 @@ export interface CloneApplyOptions {
   branch?: string
   /** `apply`: write the uncommitted work to this file as a patch instead of a commit. */
   patch?: string
+  /**
+   * `apply` of a folder without git's copy: write the changed files into the folder
+   * (without it nothing is written; the result says what would be).
+   * @default false
+   */
+  yes?: boolean
+  /**
+   * `apply` of a folder without git's copy: also the files of host-executed classes,
+   * executable files and links (within the folder).
+   * @default false
+   */
+  includeExecutable?: boolean
 }
 
 /** One part of the agent's work: the files, a stat and a unified diff. */
@@ -346,6 +368,12 @@ export interface CloneCommit {
 /** What the agent did in a clone-mode sandbox since its copy was made. */
 export interface CloneDiff {
   workspaceId: string
+  /**
+   * What the copy is of: `git` (a repository: its commits and uncommitted work) or `folder`
+   * (a folder without git: its files against the host's record of what went into the copy,
+   * all in `uncommitted`; no base, head or commits).
+   */
+  kind: 'git' | 'folder'
   /** The host folder. */
   path: string
   /** The host's HEAD the copy was made from (none: the repository had no commit). */
@@ -369,7 +397,14 @@ export interface CloneFile {
   class?: ReviewClass
   /** Why the host may run (or heed) it, with `class`. */
   reason?: string
+  /** A folder without git's copy: what `apply` does (did) with it. */
+  outcome?: CloneOutcome
+  /** A folder without git's copy: why, in words (held back, a conflict, refused). */
+  note?: string
 }
+
+/** What `apply` does (did, or would do) with a changed path of a folder copy. */
+export type CloneOutcome = 'written' | 'removed' | 'pending' | 'held' | 'conflict' | 'present' | 'refused'
 
 /**
  * A container's security posture as the engine reports it (its live inspect data), for a

@@ -845,6 +845,7 @@ module.exports.brokeredBaseUrl = nativeBinding.brokeredBaseUrl
 module.exports.brokerOrigin = nativeBinding.brokerOrigin
 module.exports.CandidateOutcome = nativeBinding.CandidateOutcome
 module.exports.checkEngine = nativeBinding.checkEngine
+module.exports.CloneOutcome = nativeBinding.CloneOutcome
 module.exports.doctor = nativeBinding.doctor
 module.exports.EgressDecision = nativeBinding.EgressDecision
 module.exports.engineCandidates = nativeBinding.engineCandidates

@@ -195,7 +195,7 @@ async function reviewUsage(service: WorkspaceContainers): Promise<void> {
 }
 void reviewUsage
 
-import type { CloneDiff, CloneApplied, CloneFile } from '../index.js'
+import type { CloneDiff, CloneApplied, CloneFile, CloneOutcome } from '../index.js'
 
 // Clone mode's `diff` and `apply`: typed results, options by name.
 async function cloneUsage(service: WorkspaceContainers): Promise<void> {
@@ -208,6 +208,12 @@ async function cloneUsage(service: WorkspaceContainers): Promise<void> {
   const tip: string | undefined = a.tip
   // @ts-expect-error the branch is a string
   await service.apply('w', { branch: 1 })
-  void [cls, ids, changed, tip, d.base, d.committed.stat, d.committed.patch, a.message, a.uncommittedCommit]
+  // A folder without git: its files written only with `yes`, each with its outcome.
+  const f: CloneApplied = await service.apply('w', { yes: true, includeExecutable: false })
+  const kind: 'git' | 'folder' = f.kind
+  const outcome: CloneOutcome | undefined = f.files[0]?.outcome
+  // @ts-expect-error no such outcome
+  const wrong: CloneOutcome = 'skipped'
+  void [cls, ids, changed, tip, d.base, d.committed.stat, d.committed.patch, a.message, a.uncommittedCommit, kind, outcome, wrong, d.kind]
 }
 void cloneUsage

@@ -3,10 +3,12 @@
 // a workspace's `mode`). A git repository's copy has the same history, the host's uncommitted and
 // untracked work, nothing git ignores and none of the host's hooks or config; nothing planted from
 // inside reaches the host (its tree, `.git` included, hashes the same); `down` keeps the copy,
-// `down --discard` removes it; a folder without git leaves out what `.posandboxignore` lists.
+// `down --discard` removes it; a folder without git leaves out what `.posandboxignore` lists, and
+// its changed files come back with `apply --yes` (host-run ones with `--include-executable`).
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
-import { mkdirSync, readdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs'
+import { createHash } from 'node:crypto'
+import { mkdirSync, readdirSync, readFileSync, statSync, symlinkSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import path from 'node:path'
 
@@ -225,26 +227,99 @@ test('a git repository in clone mode: its history, the host work git sees, nothi
   assert.deepEqual(copiesOf(ws.id), [])
 })
 
-test('a folder without git in clone mode (PO_SANDBOX_WORKSPACE_MODE): copied but node_modules, target and .venv', async (t) => {
+/** What the agent does in a folder copy: modifies, adds, deletes, plants files the host runs, an
+ * executable, a link out of the folder, and writes into what .posandboxignore leaves out. */
+const FOLDER_WORK = `set -e
+printf 'line1\\nchanged\\n' > notes.txt
+echo added > added.txt
+rm old.txt
+echo agent > mine.txt
+echo '{"name":"x","scripts":{"postinstall":"echo planted"}}' > package.json
+printf 'all:\\n\\techo planted\\n' > Makefile
+printf '#!/bin/sh\\necho planted\\n' > tool.sh && chmod +x tool.sh
+ln -s /etc/passwd leak
+echo 'echo planted' > .envrc
+mkdir -p node_modules/z && echo z > node_modules/z/i.js && echo log > new.log
+`
+
+/** The files of a folder copy's diff or apply as `path: change outcome class`. */
+function outcomes(files) {
+  return Object.fromEntries(files.map((f) => [f.path, [f.change, f.outcome, f.class ?? null].join(' ')]))
+}
+
+test('a folder without git in clone mode (PO_SANDBOX_WORKSPACE_MODE): copied but what .posandboxignore lists; diff lists the work with its classes; apply writes nothing without --yes, the plain files with it, host-run ones (a guarded .envrc too) with --include-executable, never a link out, never over a host edit, and nothing again', async (t) => {
   const { folder, poHome, ws } = sandboxFolder(t)
   for (const d of ['src', 'node_modules/x', 'target/debug', '.venv/bin', 'web/node_modules/y']) mkdirSync(path.join(folder, d), { recursive: true })
-  for (const f of ['src/main.txt', 'node_modules/x/i.js', 'target/debug/app', '.venv/bin/python', 'web/node_modules/y/i.js', 'web/page.html']) writeFileSync(path.join(folder, f), f)
+  for (const f of ['src/main.txt', 'node_modules/x/i.js', 'target/debug/app', '.venv/bin/python', 'web/node_modules/y/i.js', 'web/page.html', 'app.log']) writeFileSync(path.join(folder, f), f)
+  writeFileSync(path.join(folder, '.posandboxignore'), 'node_modules/\ntarget/\n.venv/\n*.log\n')
+  for (const [f, text] of [['notes.txt', 'line1\nline2\n'], ['old.txt', 'old\n'], ['mine.txt', 'base\n'], ['package.json', '{"name":"x"}\n']]) writeFileSync(path.join(folder, f), text)
   symlinkSync('src/main.txt', path.join(folder, 'link'))
   const before = treeHash(folder)
   const env = { PO_SANDBOX_WORKSPACE_MODE: 'clone' }
-  const up = await po(['up', folder, '--json', '--po-home', poHome, ...IMAGE], env)
+  const home = ['--po-home', poHome]
+  const up = await po(['up', folder, '--json', ...home, ...IMAGE], env)
   assert.equal(up.code, 0, up.stderr)
-  const ls = await po(['exec', folder, '--po-home', poHome, '--', 'sh', '-c', 'find . | sort; readlink link; echo more > src/main.txt'], env)
+  const ls = await po(['exec', folder, ...home, '--', 'sh', '-c', `find . | sort | tr '\\n' ' '; readlink link; echo more >> src/main.txt; ${FOLDER_WORK}`], env)
   assert.equal(ls.code, 0, ls.stderr)
-  assert.deepEqual(ls.stdout.trim().split('\n'), ['.', './link', './src', './src/main.txt', './web', './web/page.html', 'src/main.txt'])
+  assert.equal(ls.stdout.trim(), '. ./.posandboxignore ./link ./mine.txt ./notes.txt ./old.txt ./package.json ./src ./src/main.txt ./web ./web/page.html src/main.txt')
   assert.equal(treeHash(folder), before)
   assert.equal(copiesOf(ws.id).length, 1)
-  const diff = await po(['diff', folder, '--json', '--po-home', poHome], env)
-  assert.equal(JSON.parse(diff.stdout).error.code, 'NOT_A_CLONE')
-  assert.match(JSON.parse(diff.stdout).error.message, /without git/)
-  const down = await po(['down', folder, '--discard', '--po-home', poHome])
+  writeFileSync(path.join(folder, 'mine.txt'), 'host edit\n')
+  const edited = treeHash(folder)
+
+  const d = await po(['diff', folder, '--json', ...home])
+  assert.equal(d.code, 0, d.stderr)
+  const diff = JSON.parse(d.stdout)
+  assert.equal(diff.kind, 'folder')
+  assert.equal(diff.base, undefined)
+  const dry = {
+    '.envrc': 'added held ', Makefile: 'added held makefile', 'added.txt': 'added pending ', leak: 'added refused ', 'mine.txt': 'modified conflict ', 'notes.txt': 'modified pending ',
+    'old.txt': 'removed pending ', 'package.json': 'modified held package-scripts', 'src/main.txt': 'modified pending ', 'tool.sh': 'added held ',
+  }
+  assert.deepEqual(outcomes(diff.uncommitted.files), dry)
+  assert.match(diff.uncommitted.patch, /--- a\/notes\.txt\n\+\+\+ b\/notes\.txt\n@@ -1,2 \+1,2 @@\n line1\n-line2\n\+changed/)
+  assert.match(diff.uncommitted.patch, /# mine\.txt: the host's file changed since the copy was made/)
+  assert.match(diff.uncommitted.stat, /10 files changed/)
+  assert.equal(treeHash(folder), edited)
+
+  const none = await po(['apply', folder, ...home])
+  assert.equal(none.code, 0, none.stderr)
+  assert.match(none.stdout, /^Nothing written \(no --yes\): 4 to write or remove with --yes, 4 held back[^]*notes\.txt \(modified\)\s+pending: written with --yes/)
+  assert.equal(treeHash(folder), edited, 'without --yes nothing is written')
+  const a = await po(['apply', folder, '--yes', '--json', ...home])
+  assert.equal(a.code, 0, a.stderr)
+  const applied = JSON.parse(a.stdout)
+  assert.equal(applied.kind, 'folder')
+  assert.equal(applied.changed, true)
+  assert.deepEqual(outcomes(applied.files), { ...dry, 'added.txt': 'added written ', 'notes.txt': 'modified written ', 'old.txt': 'removed removed ', 'src/main.txt': 'modified written ' })
+  const read = (f) => readFileSync(path.join(folder, f), 'utf8')
+  assert.deepEqual([read('notes.txt'), read('added.txt'), read('src/main.txt'), read('mine.txt'), read('package.json')], ['line1\nchanged\n', 'added\n', 'src/main.txtmore\n', 'host edit\n', '{"name":"x"}\n'])
+  assert.deepEqual(readdirSync(folder).filter((n) => ['old.txt', 'Makefile', 'tool.sh', 'leak', 'new.log'].includes(n)), [])
+
+  const all = await po(['apply', folder, '--yes', '--include-executable', '--json', ...home])
+  assert.equal(all.code, 0, all.stderr)
+  const present = { 'added.txt': 'added present ', 'notes.txt': 'modified present ', 'old.txt': 'removed present ', 'src/main.txt': 'modified present ' }
+  assert.deepEqual(outcomes(JSON.parse(all.stdout).files), { ...dry, ...present, '.envrc': 'added written ', Makefile: 'added written makefile', 'package.json': 'modified written package-scripts', 'tool.sh': 'added written ' })
+  assert.equal(read('Makefile'), 'all:\n\techo planted\n')
+  assert.ok(statSync(path.join(folder, 'tool.sh')).mode & 0o100, 'the executable stays executable')
+  assert.ok(!readdirSync(folder).includes('leak'), 'a link out of the folder is never written')
+  assert.equal(read('mine.txt'), 'host edit\n', 'the person\'s edit is kept')
+  const applyDone = treeHash(folder)
+  const again = await po(['apply', folder, '--yes', '--include-executable', '--json', ...home])
+  assert.equal(again.code, 0, again.stderr)
+  assert.equal(JSON.parse(again.stdout).changed, false)
+  assert.equal(treeHash(folder), applyDone, 'a second apply writes nothing')
+  const bad = await po(['apply', folder, '--json', '--branch', 'b', ...home])
+  assert.equal(JSON.parse(bad.stdout).error.code, 'OPTIONS_INVALID')
+  assert.match(JSON.parse(bad.stdout).error.message, /branch.*folder without git/)
+  const wrong = await po(['diff', folder, '--yes'])
+  assert.equal(wrong.code, 2)
+  assert.match(wrong.stderr, /--yes is an option of apply only/)
+
+  const down = await po(['down', folder, '--discard', ...home])
   assert.equal(down.code, 0, down.stderr)
   assert.deepEqual(copiesOf(ws.id), [])
+  assert.deepEqual(readdirSync(path.join(poHome, 'sandbox-copies'), { recursive: true }).filter((n) => n.endsWith('.json')), [], 'the record of the copy goes with it')
 })
 
 test('a bad workspace mode is a coded error naming the fix, and nothing is made', async (t) => {

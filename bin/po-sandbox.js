@@ -49,6 +49,10 @@ Commands:
                         po-sandbox/<workspace> of the folder's repository (--branch: another),
                         same commit ids; the working tree, index, HEAD and hooks are untouched.
                         A branch that diverged or is checked out is refused. Again: no change.
+                        A folder without git: its changed files are written into the folder
+                        only with --yes (without it: what would be), where the host still has
+                        what went into the copy (else kept: a conflict); files the host may run,
+                        executable files and links only with --include-executable.
   demo                  What 'npm start' runs: the doctor, then 'up' of a throw-away folder on
                         the demo bundle, a check that it answers and reports it is contained,
                         then 'down'. Exits 0 when the layer works here.
@@ -64,6 +68,9 @@ Options:
   --discard             down: also remove the folder's copy (--clone), with the work in it.
   --branch <name>       apply: the branch to set (default po-sandbox/<workspace>).
   --patch <file>        apply: write the uncommitted work to this file as a patch instead.
+  --yes                 apply, a folder without git: write the changed files into the folder.
+  --include-executable  apply, a folder without git: also files the host may run, executable
+                        files and links (never a link out of the folder).
   --dry-run             prune: list what it would remove, remove nothing.
   --engine <name>       Use only this engine: docker, podman, nerdctl or finch.
   --timeout-ms <ms>     doctor: bound each engine step (connect, ping, version, info); default 3000.
@@ -82,6 +89,8 @@ const OPTIONS = {
   'dry-run': { type: 'boolean' },
   branch: { type: 'string' },
   patch: { type: 'string' },
+  yes: { type: 'boolean' },
+  'include-executable': { type: 'boolean' },
   help: { type: 'boolean', short: 'h' },
   'timeout-ms': { type: 'string' },
   engine: { type: 'string' },
@@ -175,6 +184,7 @@ function checkUsage(opts) {
   if (opts.clone && command !== 'up') fail('--clone is an option of up only')
   if (opts.discard && command !== 'down') fail('--discard is an option of down only')
   if ((opts.branch !== undefined || opts.patch !== undefined) && command !== 'apply') fail(`${opts.branch !== undefined ? '--branch' : '--patch'} is an option of apply only`)
+  if ((opts.yes || opts.includeExecutable) && command !== 'apply') fail(`${opts.yes ? '--yes' : '--include-executable'} is an option of apply only`)
   if (opts.rest !== undefined && command !== 'exec') fail("unknown option '--'")
   if (command === 'exec' && (opts.rest === undefined || opts.rest.length === 0)) fail('exec needs a command after --, as in: po-sandbox exec [dir] -- ls -la')
   if (command === 'port' && args[0] === 'ls') {

@@ -120,9 +120,30 @@ function shown(text) {
   return text.replace(/[\x00-\x08\x0b-\x1f\x7f-\x9f]/g, (c) => `\\x${c.charCodeAt(0).toString(16).padStart(2, '0')}`)
 }
 
+/** The lines of a folder copy's files: each path, its change and what `apply` does with it. */
+function folderLines(files) {
+  return files.map((f) => `  ${f.path} (${f.change})  ${f.outcome}${f.class ? ` [${f.class}]` : ''}${f.note ? `: ${f.note}` : ''}`)
+}
+
+/** What `diff` prints for a folder without git's copy: the files, the stat, the patch. */
+function folderDiffText(d) {
+  const c = d.uncommitted
+  if (c.files.length === 0) return `The copy of ${d.path} (workspace ${d.workspaceId}, a folder without git) has no change against what went into it.\n`
+  return [
+    `The work in the copy of ${d.path} (workspace ${d.workspaceId}, a folder without git), against what went into it:`,
+    ...folderLines(c.files),
+    c.stat.trimEnd(),
+    '',
+    c.patch.trimEnd(),
+    `Take it with: po-sandbox apply ${d.path} --yes (and --include-executable for what is held back)`,
+    '',
+  ].map(shown).join('\n')
+}
+
 /** What `diff` prints: the commits, then each part's stat, host-run files and patch (the agent's
  * text, so shown without its control characters). */
 function diffText(d) {
+  if (d.kind === 'folder') return folderDiffText(d)
   const part = (title, c) => c.files.length === 0 ? [`${title}: none.`] : [`${title}:`, c.stat.trimEnd(), ...(classLines(c.files).length ? ['Files the host may run:', ...classLines(c.files)] : []), '', c.patch.trimEnd()]
   return [
     `The work in the copy of ${d.path} (workspace ${d.workspaceId}) since ${d.base ? d.base.slice(0, 12) : 'its start (no commit)'}:`,
@@ -144,7 +165,8 @@ async function cloneWork(addon, opts, ws) {
     return
   }
   const patch = opts.patch === undefined ? undefined : path.resolve(opts.patch)
-  const r = await layer.containers.apply(ws.id, { path: ws.path, branch: opts.branch, patch })
+  const r = await layer.containers.apply(ws.id, { path: ws.path, branch: opts.branch, patch, yes: opts.yes, includeExecutable: opts.includeExecutable })
+  if (r.kind === 'folder' && !opts.json) return void process.stdout.write([r.message, ...folderLines(r.files), ''].map(shown).join('\n'))
   const extra = [r.uncommittedCommit ? `The uncommitted work is commit ${r.uncommittedCommit.slice(0, 12)} (marked 'Po-Sandbox: uncommitted work').` : '', r.patch ? `The uncommitted work is in ${r.patch}.` : ''].filter(Boolean)
   process.stdout.write(opts.json ? `${JSON.stringify({ ok: true, ...r }, null, 2)}\n` : [r.message, ...extra, ''].join('\n'))
 }

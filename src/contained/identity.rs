@@ -285,7 +285,7 @@ fn egress_line(s: &SandboxState) -> Option<String> {
 pub const REVIEW_LINE: &str = "Writable here though the host may run them (package.json scripts, Makefiles, cargo, npm and yarn configuration, tool versions, workflows, AGENTS.md/CLAUDE.md, nested repositories): the person can list what this session changed in them with `po-sandbox review <folder>` on the host.";
 
 /// What the person does with the work of a session on a copy (clone mode).
-pub const CLONE_LINE: &str = "This workspace is a copy of the host folder in a volume of its own (clone mode): nothing written here reaches the host until the person takes it. On the host they see this session's commits and uncommitted changes with `po-sandbox diff <folder>` and take them as a branch with `po-sandbox apply <folder>` (uncommitted work comes as a commit marked `Po-Sandbox: uncommitted work`, or a patch with --patch). Commit what is ready.";
+pub const CLONE_LINE: &str = "This workspace is a copy of the host folder in a volume of its own (clone mode): nothing written here reaches the host until the person takes it. On the host they see this session's commits and uncommitted changes with `po-sandbox diff <folder>` and take them as a branch with `po-sandbox apply <folder>` (uncommitted work comes as a commit marked `Po-Sandbox: uncommitted work`, or a patch with --patch); a folder without git's changed files they write into the folder with `po-sandbox apply <folder> --yes` (files the host may run only with --include-executable). Commit what is ready.";
 
 /// The text `/po-sandbox` shows.
 pub fn report(s: &SandboxState) -> String {

@@ -45,10 +45,14 @@ impl Provider {
     /// What the agent did in the workspace's copy since it was made.
     pub async fn clone_diff(self: &Arc<Self>, id: &str, path: Option<&str>) -> Result<CloneDiff> {
         let (service, c) = self.running_clone(id, path).await?;
+        let folder = c.workspace_path.clone().or(path.map(String::from));
+        let folder = folder.unwrap_or_default();
+        if let Some(manifest) = self.copy_manifest(id, &folder) {
+            return self.folder_diff(&service, &c, manifest).await;
+        }
         let out = service.capture_adopted(&c, clone::diff_command()).await?;
         let parts = clone::answers(id, out.code, &out.stdout, &out.stderr, clone::DIFF_ANSWERS)?;
-        let folder = c.workspace_path.clone().or(path.map(String::from));
-        Ok(clone::parse_diff(id, &folder.unwrap_or_default(), parts))
+        Ok(clone::parse_diff(id, &folder, parts))
     }
 
     /// Puts the agent's work on a host branch (see [`clone::apply_work`]).
@@ -57,12 +61,16 @@ impl Provider {
         id: &str,
         options: CloneApplyOptions,
     ) -> Result<CloneApplied> {
-        let branch = options.branch.unwrap_or_else(|| clone::default_branch(id));
+        let branch = options.branch.clone();
+        let branch = branch.unwrap_or_else(|| clone::default_branch(id));
         clone::check_branch(&branch)?;
         let path = options.path.as_deref();
         let (service, c) = self.running_clone(id, path).await?;
         let folder = c.workspace_path.clone().or(options.path.clone());
         let folder = PathBuf::from(folder.unwrap_or_default());
+        if let Some(manifest) = self.copy_manifest(id, &folder.to_string_lossy()) {
+            return self.folder_apply(&service, &c, manifest, &options).await;
+        }
         let command = clone::apply_command(options.patch.is_some());
         let out = service.capture_adopted(&c, command).await?;
         let parts = clone::answers(id, out.code, &out.stdout, &out.stderr, clone::APPLY_ANSWERS)?;

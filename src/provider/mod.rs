@@ -20,6 +20,7 @@ use crate::sandbox::service::{BrokerWiring, ContainerService, KnownContainers, k
 use crate::sandbox::workspace;
 
 mod calls;
+mod clone_folder;
 mod clone_work;
 pub(crate) mod image_job;
 pub(crate) mod inventory;

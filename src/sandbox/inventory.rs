@@ -201,6 +201,7 @@ pub async fn stop(
     }
     if discard {
         container::remove_volumes(docker, owner, workspace, true).await?;
+        crate::sandbox::clone::remove_manifests(po_home, owner, workspace);
     }
     if !stopped.is_empty() {
         // The owner's per-hub network, when no container uses it any more.

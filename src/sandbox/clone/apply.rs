@@ -22,6 +22,14 @@ pub struct CloneApplyOptions {
     pub branch: Option<String>,
     /// `apply`: write the uncommitted work to this file as a patch instead of a commit.
     pub patch: Option<String>,
+    /// `apply` of a folder without git's copy: write the changed files into the folder
+    /// (without it nothing is written; the result says what would be).
+    /// @default false
+    pub yes: Option<bool>,
+    /// `apply` of a folder without git's copy: also the files of host-executed classes,
+    /// executable files and links (within the folder).
+    /// @default false
+    pub include_executable: Option<bool>,
 }
 
 /// What `apply` did.
@@ -31,8 +39,12 @@ pub struct CloneApplied {
     pub workspace_id: String,
     /// The host folder.
     pub path: String,
-    /// The host branch (without `refs/heads/`).
-    pub branch: String,
+    /// What the copy is of: `git` (its work put on a branch) or `folder` (its files written
+    /// into the folder: see `files`).
+    #[napi(ts_type = "'git' | 'folder'")]
+    pub kind: String,
+    /// The host branch (without `refs/heads/`); none for a folder without git.
+    pub branch: Option<String>,
     /// The branch's commit before (none: it did not exist).
     pub previous: Option<String>,
     /// The commit the branch points at now (none: there was nothing to take).
@@ -43,6 +55,9 @@ pub struct CloneApplied {
     pub uncommitted_commit: Option<String>,
     /// The patch file written (`patch`), when there was uncommitted work.
     pub patch: Option<String>,
+    /// A folder without git: each changed path and what `apply` did (or, without `yes`, would
+    /// do) with it.
+    pub files: Vec<super::CloneFile>,
     /// What happened, in words.
     pub message: String,
 }
@@ -118,12 +133,14 @@ pub fn apply_work(
     let mut done = CloneApplied {
         workspace_id: workspace_id.into(),
         path: folder.display().to_string(),
-        branch: branch.into(),
+        kind: "git".into(),
+        branch: Some(branch.into()),
         previous: previous.clone(),
         tip: previous.clone(),
         changed: false,
         uncommitted_commit: work.uncommitted.clone(),
         patch: None,
+        files: Vec::new(),
         message: String::new(),
     };
     let write_patch = |done: &mut CloneApplied| {

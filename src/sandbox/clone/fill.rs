@@ -67,3 +67,28 @@ pub async fn upload_copy(
         .await
         .map_err(|e| Error::container_caused(workspace_id, "cannot fill its copy volume", e))
 }
+
+/// Records on the host what went into a folder without git's copy (its manifest, the base of
+/// `diff` and `apply`), once the copy is uploaded; for a git repository's copy, removes any
+/// older record (of a folder that had no git then).
+pub fn record_copy(
+    po_home: &std::path::Path,
+    owner: &str,
+    workspace_id: &str,
+    copy: &PreparedCopy,
+) -> Result<()> {
+    let Some(manifest) = &copy.manifest else {
+        super::remove_manifests(po_home, owner, Some(workspace_id));
+        return Ok(());
+    };
+    let mut manifest = manifest.clone();
+    manifest.workspace_id = workspace_id.into();
+    let path = super::manifest_path(po_home, owner, workspace_id);
+    super::write_manifest(&path, &manifest).map_err(|e| {
+        Error::container_caused(
+            workspace_id,
+            format_args!("cannot record its copy in {}", path.display()),
+            e,
+        )
+    })
+}

@@ -25,11 +25,25 @@ pub struct IgnoreRules(Vec<Rule>);
 
 impl IgnoreRules {
     /// The folder's [`IGNORE_FILE`], else [`DEFAULT_IGNORED`].
+    #[cfg(test)]
     pub fn of_folder(root: &Path) -> IgnoreRules {
-        match std::fs::read_to_string(root.join(IGNORE_FILE)) {
-            Ok(text) => IgnoreRules::parse(&text),
-            Err(_) => IgnoreRules::parse(&DEFAULT_IGNORED.join("\n")),
-        }
+        IgnoreRules::parse(&IgnoreRules::text_of_folder(root))
+    }
+
+    /// The lines of the folder's [`IGNORE_FILE`], else [`DEFAULT_IGNORED`]'s.
+    pub fn text_of_folder(root: &Path) -> String {
+        std::fs::read_to_string(root.join(IGNORE_FILE))
+            .unwrap_or_else(|_| DEFAULT_IGNORED.join("\n"))
+    }
+
+    /// The rules as JSON `[glob, negated, dirOnly, anchored]` arrays (for the copy's listing).
+    pub fn to_json(&self) -> String {
+        let rules: Vec<_> = self
+            .0
+            .iter()
+            .map(|r| serde_json::json!([r.glob, r.negated, r.dir_only, r.anchored]))
+            .collect();
+        serde_json::Value::Array(rules).to_string()
     }
 
     /// Rules from gitignore-style lines.

@@ -1,16 +1,23 @@
 //! Clone mode: the workspace's container works on a copy of the host folder in a named volume
 //! of its own, filled once through the engine (an archive upload, never a host bind), so
 //! nothing the agent writes reaches the host. This module owns the mode, the copy volume's
-//! name and labels, what goes into the copy ([`source`]) and how it gets there ([`fill`]).
+//! name and labels, what goes into the copy ([`source`]) and how it gets there ([`fill`]), the
+//! agent's work in a git repository's copy ([`work`], [`apply`]) and in a folder without git's
+//! ([`manifest`], [`folder`], [`hostfs`]).
 
 mod apply;
 mod fill;
+mod folder;
+mod hostfs;
 mod ignore;
+mod manifest;
 mod source;
 mod work;
 
 pub use apply::*;
 pub use fill::*;
+pub use folder::*;
+pub use manifest::*;
 pub use source::*;
 pub use work::*;
 
@@ -80,5 +87,7 @@ pub fn copy_volume_name(owner: &str, workspace_id: &str) -> String {
     format!("po-{owner}-{workspace_id}-copy")
 }
 
+#[cfg(test)]
+mod folder_tests;
 #[cfg(test)]
 mod tests;

@@ -12,6 +12,7 @@ use std::path::{Component, Path, PathBuf};
 use std::process::Command;
 
 use super::ignore::IgnoreRules;
+use super::manifest::{Entry, Manifest};
 use crate::host::UserIds;
 
 /// Where the copy's `origin` points: a path that can never be a repository (`/dev/null` is
@@ -28,6 +29,9 @@ pub struct PreparedCopy {
     pub entries: usize,
     /// The folder is a git repository (its copy carries a fresh `.git`).
     pub git: bool,
+    /// A folder without git: the record of what went into the copy (its workspace id is set
+    /// by the caller).
+    pub manifest: Option<Manifest>,
 }
 
 impl Drop for PreparedCopy {
@@ -44,6 +48,7 @@ pub fn prepare(folder: &Path, user: UserIds) -> io::Result<PreparedCopy> {
         dir,
         entries: 0,
         git: false,
+        manifest: None,
     };
     let mut tar = CopyTar::create(&copy.tar, user)?;
     if folder.join(".git").exists() {
@@ -55,8 +60,10 @@ pub fn prepare(folder: &Path, user: UserIds) -> io::Result<PreparedCopy> {
             tar.path(folder, &rel)?;
         }
     } else {
-        let rules = IgnoreRules::of_folder(folder);
-        tar.folder(folder, Path::new(""), &rules)?;
+        let text = IgnoreRules::text_of_folder(folder);
+        tar.record = Some(Manifest::new("", folder, text.clone()));
+        tar.folder(folder, Path::new(""), &IgnoreRules::parse(&text))?;
+        copy.manifest = tar.record.take();
     }
     copy.entries = tar.finish()?;
     Ok(copy)
@@ -243,6 +250,8 @@ struct CopyTar {
     user: UserIds,
     dirs: BTreeSet<PathBuf>,
     entries: usize,
+    /// A folder without git: what went in, recorded as it is written.
+    record: Option<Manifest>,
 }
 
 impl CopyTar {
@@ -256,6 +265,7 @@ impl CopyTar {
             user,
             dirs: BTreeSet::new(),
             entries: 0,
+            record: None,
         };
         let mut h = root.header(tar::EntryType::Directory, 0o755, 0);
         h.as_old_mut().name[0] = b'/';
@@ -318,6 +328,9 @@ impl CopyTar {
             }
             let mut h = self.header(tar::EntryType::Symlink, 0o777, 0);
             self.builder.append_link(&mut h, rel, &target)?;
+            if let (Some(m), Some(t)) = (self.record.as_mut(), target.to_str()) {
+                m.entries.insert(slashed(rel), Entry::link(t));
+            }
         } else if kind.is_dir() {
             if !self.dirs.insert(rel.to_path_buf()) {
                 return Ok(());
@@ -326,7 +339,17 @@ impl CopyTar {
             self.builder.append_data(&mut h, rel, io::empty())?;
         } else if kind.is_file() {
             let mut h = self.header(tar::EntryType::Regular, mode | 0o600, meta.len());
-            self.builder.append_data(&mut h, rel, File::open(full)?)?;
+            let mut read = Hashing(File::open(full)?, sha2::Sha256::default());
+            self.builder.append_data(&mut h, rel, &mut read)?;
+            if let Some(m) = self.record.as_mut() {
+                let digest = hex::encode(sha2::Digest::finalize(read.1));
+                let entry = Entry {
+                    kind: super::manifest::EntryKind::File,
+                    value: digest,
+                    executable: mode & 0o111 != 0,
+                };
+                m.entries.insert(slashed(rel), entry);
+            }
         } else {
             // Sockets, pipes, devices: not part of a copy.
             return Ok(());
@@ -385,6 +408,23 @@ impl CopyTar {
         io::Write::flush(&mut inner)?;
         Ok(self.entries)
     }
+}
+
+/// A reader that hashes what it reads (a file's bytes as they go into the tar).
+struct Hashing<R>(R, sha2::Sha256);
+
+impl<R: io::Read> io::Read for Hashing<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.0.read(buf)?;
+        sha2::Digest::update(&mut self.1, &buf[..n]);
+        Ok(n)
+    }
+}
+
+/// A relative path as the manifest keys it: `/`-separated.
+fn slashed(rel: &Path) -> String {
+    let parts: Vec<_> = rel.iter().map(|p| p.to_string_lossy()).collect();
+    parts.join("/")
 }
 
 /// A relative link whose target climbs out of the copy (the engine refuses such an archive).

@@ -122,6 +122,10 @@ pub struct CloneFile {
     pub class: Option<ReviewClass>,
     /// Why the host may run (or heed) it, with `class`.
     pub reason: Option<String>,
+    /// A folder without git's copy: what `apply` does (did) with it.
+    pub outcome: Option<super::CloneOutcome>,
+    /// A folder without git's copy: why, in words (held back, a conflict, refused).
+    pub note: Option<String>,
 }
 
 /// One part of the agent's work: the files, a stat and a unified diff.
@@ -140,6 +144,11 @@ pub struct CloneChanges {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CloneDiff {
     pub workspace_id: String,
+    /// What the copy is of: `git` (a repository: its commits and uncommitted work) or `folder`
+    /// (a folder without git: its files against the host's record of what went into the copy,
+    /// all in `uncommitted`; no base, head or commits).
+    #[napi(ts_type = "'git' | 'folder'")]
+    pub kind: String,
     /// The host folder.
     pub path: String,
     /// The host's HEAD the copy was made from (none: the repository had no commit).
@@ -183,8 +192,11 @@ pub fn answers(
     if code == NO_GIT {
         return Err(Error::NotAClone {
             workspace: workspace.into(),
-            reason: "works on a copy of a folder without git: diff and apply of such a copy \
-                     are not built yet; look at the copy with `po-sandbox exec <folder> -- ...`"
+            reason: "works on a copy of a folder without git, and the host has no record of \
+                     what went into it (the copy was made by an older version, or for another \
+                     folder): diff and apply need that record. Take what you need with \
+                     `po-sandbox exec <folder> -- ...`, then `po-sandbox down --discard` and \
+                     bring it up again"
                 .into(),
         });
     }
@@ -224,6 +236,8 @@ pub fn files_of(names: &[u8]) -> Vec<CloneFile> {
             path,
             change,
             class,
+            outcome: None,
+            note: None,
         });
     }
     out
@@ -252,6 +266,7 @@ pub fn parse_diff(workspace: &str, folder: &str, parts: Vec<Vec<u8>>) -> CloneDi
     let p = |i: usize| parts[i].as_slice();
     CloneDiff {
         workspace_id: workspace.into(),
+        kind: "git".into(),
         path: folder.into(),
         base: some(p(0)),
         head: some(p(1)),

@@ -350,6 +350,7 @@ impl<E: EngineApi> ContainerService<E> {
             // Into the created container, before it starts: the engine writes the volume.
             let docker = self.changes();
             clone::upload_copy(&docker, &ws.id, &id, &target.target, &copy).await?;
+            clone::record_copy(&c.po_home, &c.owner, &ws.id, &copy)?;
         }
         self.start_and_wait(ws, spec, &id, replaced_reason).await
     }

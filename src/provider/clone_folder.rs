@@ -1,0 +1,178 @@
+//! `diff` and `apply` of a folder without git's copy: the copy listed and its changed files
+//! read by `node` inside the container through the engine's exec, compared on the host with
+//! the host's record of what went into the copy, and (for `apply`) written into the folder.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use super::Provider;
+use crate::error::{Error, Result};
+use crate::sandbox::clone::{
+    self, ApplyRules, CloneApplied, CloneApplyOptions, CloneChanges, CloneDiff, Entry, Listing,
+    Manifest, Planned,
+};
+use crate::sandbox::service::{ContainerService, WorkspaceContainer};
+
+impl Provider {
+    /// The host's record of the workspace's copy, when it is a folder without git's copy of
+    /// `folder`.
+    pub(super) fn copy_manifest(&self, id: &str, folder: &str) -> Option<Manifest> {
+        let o = &self.options;
+        let path = clone::manifest_path(&o.po_home, &o.owner, id);
+        clone::read_manifest(&path).filter(|m| m.path == folder && m.workspace_id == id)
+    }
+
+    /// The copy's listing, by one exec.
+    async fn listing(
+        service: &ContainerService,
+        c: &WorkspaceContainer,
+        manifest: &Manifest,
+    ) -> Result<Listing> {
+        let id = &c.workspace_id;
+        let rules = manifest.rules();
+        let out = service
+            .capture_adopted(c, clone::list_command(&rules))
+            .await?;
+        let err = String::from_utf8_lossy(&out.stderr);
+        if out.code != 0 {
+            let why = format!("cannot list its copy (exit {}): {}", out.code, err.trim());
+            return Err(Error::container(id, why));
+        }
+        clone::parse_listing(&out.stdout, &rules).map_err(|why| Error::container(id, why))
+    }
+
+    /// The copy's files and links at `paths`, as they are now (one exec per command-line's worth).
+    async fn fetch(
+        service: &ContainerService,
+        c: &WorkspaceContainer,
+        paths: &[&str],
+    ) -> Result<HashMap<String, (Entry, Vec<u8>)>> {
+        let mut got = HashMap::new();
+        for command in clone::fetch_commands(paths) {
+            let batch: Vec<&str> = command[3..].iter().map(String::as_str).collect();
+            let out = service.capture_adopted(c, command.clone()).await?;
+            let files = clone::parse_fetched(&batch, &out.stdout)
+                .filter(|_| out.code == 0)
+                .ok_or_else(|| {
+                    let err = String::from_utf8_lossy(&out.stderr);
+                    let why = format!("cannot read its copy (exit {}): {}", out.code, err.trim());
+                    Error::container(&c.workspace_id, why)
+                })?;
+            got.extend(files.into_iter().filter_map(|(p, e)| e.map(|e| (p, e))));
+        }
+        Ok(got)
+    }
+
+    /// The plan of the copy's changes against the manifest and the host (off the async threads).
+    async fn folder_plan(
+        manifest: Manifest,
+        listing: Arc<Listing>,
+        rules: ApplyRules,
+    ) -> Result<Vec<Planned>> {
+        let id = manifest.workspace_id.clone();
+        tokio::task::spawn_blocking(move || {
+            let folder = PathBuf::from(&manifest.path);
+            clone::plan(&folder, &manifest.entries, &listing, &rules).map_err(|e| {
+                Error::ApplyRefused {
+                    folder: manifest.path.clone(),
+                    reason: format!("the folder cannot be read: {e}"),
+                }
+            })
+        })
+        .await
+        .map_err(|e| Error::container_caused(&id, "cannot compare its copy", e))?
+    }
+
+    /// `diff` of a folder copy.
+    pub(super) async fn folder_diff(
+        &self,
+        service: &ContainerService,
+        c: &WorkspaceContainer,
+        manifest: Manifest,
+    ) -> Result<CloneDiff> {
+        let listing = Arc::new(Self::listing(service, c, &manifest).await?);
+        let (id, path) = (manifest.workspace_id.clone(), manifest.path.clone());
+        let rules = ApplyRules {
+            guarded: self.options.guarded_paths.clone(),
+            ..ApplyRules::default()
+        };
+        let planned = Self::folder_plan(manifest, listing.clone(), rules).await?;
+        let bytes = Self::fetch(service, c, &clone::diff_fetch(&planned, &listing)).await?;
+        let (patch, stat) = clone::patch_of(&planned, &|p| bytes.get(p).map(|(_, b)| b.clone()));
+        Ok(CloneDiff {
+            workspace_id: id,
+            kind: "folder".into(),
+            path,
+            base: None,
+            head: None,
+            commits: Vec::new(),
+            committed: CloneChanges::default(),
+            uncommitted: CloneChanges {
+                files: planned.iter().map(clone::file_of).collect(),
+                stat,
+                patch,
+            },
+        })
+    }
+
+    /// `apply` of a folder copy: nothing without `yes`; see [`clone::decide`].
+    pub(super) async fn folder_apply(
+        &self,
+        service: &ContainerService,
+        c: &WorkspaceContainer,
+        manifest: Manifest,
+        options: &CloneApplyOptions,
+    ) -> Result<CloneApplied> {
+        if let Some(option) = [("branch", &options.branch), ("patch", &options.patch)]
+            .iter()
+            .find_map(|(name, v)| v.is_some().then_some(*name))
+        {
+            return Err(Error::OptionsInvalid {
+                option: option.into(),
+                reason: "is for a git repository's copy; a folder without git gets its changed \
+                         files written into the folder (with --yes)"
+                    .into(),
+            });
+        }
+        let yes = options.yes == Some(true);
+        let rules = ApplyRules {
+            yes,
+            include_executable: options.include_executable == Some(true),
+            guarded: self.options.guarded_paths.clone(),
+        };
+        let listing = Arc::new(Self::listing(service, c, &manifest).await?);
+        let (id, path) = (manifest.workspace_id.clone(), manifest.path.clone());
+        let mut planned = Self::folder_plan(manifest, listing.clone(), rules).await?;
+        let fetched = Self::fetch(service, c, &clone::apply_fetch(&mut planned, &listing)).await?;
+        let folder = PathBuf::from(&path);
+        let planned = tokio::task::spawn_blocking(move || {
+            clone::write(&folder, &mut planned, &fetched).map(|()| planned)
+        })
+        .await
+        .map_err(|e| Error::container_caused(&id, "cannot apply", e))?
+        .map_err(|e| Error::ApplyRefused {
+            folder: path.clone(),
+            reason: format!("the folder cannot be written: {e}"),
+        })?;
+        let changed = planned.iter().any(|p| {
+            matches!(
+                p.outcome,
+                clone::CloneOutcome::Written | clone::CloneOutcome::Removed
+            )
+        });
+        Ok(CloneApplied {
+            workspace_id: id,
+            kind: "folder".into(),
+            message: clone::message(&planned, yes),
+            files: planned.iter().map(clone::file_of).collect(),
+            path,
+            branch: None,
+            previous: None,
+            tip: None,
+            changed,
+            uncommitted_commit: None,
+            patch: None,
+        })
+    }
+}
