@@ -19,8 +19,10 @@ use super::frame::{self, Frame, HANDSHAKE_LEN, SECRET_LEN, SocketSecret};
 
 /// How long a connection to the socket may take to present its secret and stream.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
-/// Connections to the socket that may be presenting at once; more are closed at once.
+/// Connections to the socket that may be presenting at once.
 const HANDSHAKES: usize = 64;
+/// How long a host connection waits for the relay's connection that claims it.
+const DIAL_TIMEOUT: Duration = Duration::from_secs(30);
 /// Each direction's copy buffer of a paired connection.
 const PIPE_BUFFER: usize = 256 * 1024;
 /// Where the socket's file name starts: what a sweep of the folder removes.
@@ -165,9 +167,17 @@ impl SocketSide {
         )
     }
 
-    /// Holds `conn` for the agent's connection that claims `stream`.
-    pub(super) fn dial(&self, stream: u32, conn: TcpStream) {
+    /// Holds `conn` for the agent's connection that claims `stream`, for [`DIAL_TIMEOUT`] at
+    /// most.
+    pub(super) fn dial(self: &Arc<Self>, stream: u32, conn: TcpStream) {
         self.pending.lock().expect("pending").insert(stream, conn);
+        let side = Arc::downgrade(self);
+        tokio::spawn(async move {
+            tokio::time::sleep(DIAL_TIMEOUT).await;
+            if let Some(side) = side.upgrade() {
+                side.closed(stream, "no connection from the relay in time");
+            }
+        });
     }
 
     /// The agent's CLOSE of `stream`: a DIAL that failed (the waiting connection drops), or
@@ -178,8 +188,9 @@ impl SocketSide {
                 .send_if_modified(|p| p.is_none() && p.replace(Err(reason.into())).is_none());
             return;
         }
-        if self.pending.lock().expect("pending").remove(&stream).is_some() {
+        if let Some(conn) = self.pending.lock().expect("pending").remove(&stream) {
             tracing::debug!(stream, %reason, "forwarded connection closed in the sandbox");
+            tokio::spawn(end_unpaired(conn));
         }
     }
 
@@ -209,8 +220,19 @@ impl SocketSide {
     }
 }
 
+/// Ends a connection that gets no pair: its end sent and what the client sent read, so it
+/// sees an end, not a reset (unread bytes at a close reset the connection).
+async fn end_unpaired(mut conn: TcpStream) {
+    use tokio::io::AsyncWriteExt;
+    let _ = conn.shutdown().await;
+    let mut sink = [0u8; 4096];
+    let drain = async { while matches!(conn.read(&mut sink).await, Ok(n) if n > 0) {} };
+    let _ = tokio::time::timeout(Duration::from_secs(2), drain).await;
+}
+
 /// Accepts connections to the socket until the relay ends; each presents its handshake in a
-/// task of its own, at most [`HANDSHAKES`] at once.
+/// task of its own, at most [`HANDSHAKES`] at once (one that stalls holds a place for
+/// [`HANDSHAKE_TIMEOUT`]: the most it does is slow its own forward).
 async fn accept(
     side: Arc<SocketSide>,
     listener: UnixListener,
@@ -227,15 +249,12 @@ async fn accept(
             tokio::time::sleep(Duration::from_millis(50)).await;
             continue;
         };
-        let Ok(permit) = gate.clone().try_acquire_owned() else {
-            side.refuse("too many connections presenting at once");
-            continue;
+        // At most HANDSHAKES present at once; the rest wait in the listen backlog.
+        let Ok(permit) = gate.clone().acquire_owned().await else {
+            break;
         };
         let (side, ended) = (side.clone(), ended.clone());
-        tokio::spawn(async move {
-            let _permit = permit;
-            handshake(side, conn, ended).await;
-        });
+        tokio::spawn(handshake(side, conn, ended, permit));
     }
     side.shutdown();
 }
@@ -246,9 +265,11 @@ async fn handshake(
     side: Arc<SocketSide>,
     mut conn: UnixStream,
     ended: watch::Receiver<Option<String>>,
+    permit: tokio::sync::OwnedSemaphorePermit,
 ) {
     let mut bytes = [0u8; HANDSHAKE_LEN];
     let read = tokio::time::timeout(HANDSHAKE_TIMEOUT, conn.read_exact(&mut bytes)).await;
+    drop(permit);
     let stream = match read {
         Ok(Ok(_)) => frame::check_handshake(&bytes, &side.secret),
         Ok(Err(_)) => return side.refuse("it ended before its handshake"),

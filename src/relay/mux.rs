@@ -57,13 +57,14 @@ impl Shared {
     }
 
     /// Ends the relay with `reason` (the first reason stays) and drops every stream.
+    /// Whoever learns the reason finds the socket's file gone.
     fn end(&self, reason: String) {
-        self.ended
-            .send_if_modified(|r| r.is_none() && r.replace(reason).is_none());
-        self.streams.lock().expect("relay streams").clear();
         if let Some(side) = self.socket.lock().expect("relay socket").take() {
             side.shutdown();
         }
+        self.ended
+            .send_if_modified(|r| r.is_none() && r.replace(reason).is_none());
+        self.streams.lock().expect("relay streams").clear();
     }
 
     /// The socket, once the agent proved it reaches it.

@@ -81,6 +81,21 @@ async fn connections_go_over_the_socket_each_with_its_own_bytes() {
         assert!(got[..sent.len()] == sent[..], "connection {i}");
         assert_eq!(&got[sent.len()..], trailer.as_bytes(), "connection {i}");
     }
+    // More connections open at once than may present their handshakes at once.
+    let mut held = Vec::new();
+    for i in 0..100u8 {
+        let mut conn = TcpStream::connect(("127.0.0.1", f.host_port)).await.unwrap();
+        conn.write_all(&[i]).await.unwrap();
+        held.push(conn);
+    }
+    for (i, conn) in held.iter_mut().enumerate() {
+        let mut b = [0u8; 1];
+        let read = tokio::time::timeout(Duration::from_secs(10), conn.read_exact(&mut b));
+        read.await.expect("each held connection answers").unwrap();
+        assert_eq!(b[0] as usize, i);
+    }
+    assert_eq!(f.relay.connections(), 100);
+    drop(held);
     // Half-close kept: the answer still comes after the client's end.
     assert_eq!(
         round_trip(f.host_port, b"hello".to_vec()).await,
