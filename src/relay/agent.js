@@ -90,11 +90,15 @@ function offered(payload) {
   const probe = net.connect(carrier.path, () => probe.end(handshake(0)))
   probe.on('error', (err) => send(CLOSE, 0, Buffer.from(`${carrier.path}: ${err.code || err.message}`)))
 }
+// The server's bytes are read into this (reads of up to 1 MiB: fewer, larger writes to the
+// host), each read copied out at once.
+const readInto = Buffer.allocUnsafe(1 << 20)
 // One connection to the port, paired with one to the host's socket; bytes pass as they are,
 // half-close kept; either failing drops both.
 function dial(id) {
   const opts = { allowHalfOpen: true }
-  const local = net.connect({ host: '127.0.0.1', port, ...opts })
+  const onread = { buffer: readInto, callback: (n, buf) => toHost(local, buf, n) }
+  const local = net.connect({ host: '127.0.0.1', port, onread, ...opts })
   local.setNoDelay(true)
   local.on('error', (err) => {
     if (!local.paired) send(CLOSE, id, Buffer.from(why(err)))
@@ -112,11 +116,17 @@ function dial(id) {
     })
     host.on('connect', () => {
       local.paired = true
-      host.write(handshake(id))
-      local.pipe(host)
       host.pipe(local)
     })
+    host.write(handshake(id))
+    local.on('end', () => host.end())
   })
+}
+// One read of the server's: to the host; reading pauses while the host's socket is full.
+function toHost(local, buf, n) {
+  if (local.pair.write(Buffer.from(buf.subarray(0, n)))) return true
+  local.pair.once('drain', () => local.resume())
+  return false
 }
 function received(kind, id, payload) {
   if (kind === OPEN) return open(id)
