@@ -3,7 +3,9 @@
 //! control channel (DIAL, CLOSE, the end); each connection's bytes go over its own connection
 //! to this socket, at kernel speed, once it presented the forward's secret and a stream id
 //! the host is waiting for. Anything else that connects (the container's other processes can)
-//! is closed and counted: the most it can do is serve or break its own forward.
+//! is closed and counted: the most it can do is serve or break its own forward. Unix hosts
+//! only (elsewhere [`SocketCarrier::bind`] fails and the stream pair carries everything).
+#![cfg_attr(not(unix), allow(dead_code, unused_imports))]
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -12,7 +14,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::io::AsyncReadExt;
-use tokio::net::{TcpStream, UnixListener, UnixStream};
+use tokio::net::TcpStream;
+#[cfg(unix)]
+use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::{Semaphore, watch};
 
 use super::frame::{self, Frame, HANDSHAKE_LEN, SECRET_LEN, SocketSecret};
@@ -28,6 +32,10 @@ const PIPE_BUFFER: usize = 256 * 1024;
 /// Where the socket's file name starts: what a sweep of the folder removes.
 pub const SOCKET_PREFIX: &str = "fwd-";
 
+/// No Unix sockets on this host: no carrier is ever bound.
+#[cfg(not(unix))]
+enum UnixListener {}
+
 /// A bound socket for one forward, not yet in use (see `Relay::use_socket`). Dropped unused,
 /// its file is removed.
 pub struct SocketCarrier {
@@ -41,6 +49,21 @@ impl SocketCarrier {
     /// Binds `fwd-<random>.sock` in `host_dir` (a real folder, not a link), 0600 and owned by
     /// `owner` when given, for the container to reach as `<container_dir>/<same name>`.
     pub fn bind(
+        host_dir: &Path,
+        container_dir: &str,
+        owner: Option<(u32, u32)>,
+    ) -> std::io::Result<SocketCarrier> {
+        #[cfg(not(unix))]
+        {
+            let _ = (host_dir, container_dir, owner);
+            Err(std::io::Error::other("Unix sockets need a Unix host"))
+        }
+        #[cfg(unix)]
+        Self::bind_unix(host_dir, container_dir, owner)
+    }
+
+    #[cfg(unix)]
+    fn bind_unix(
         host_dir: &Path,
         container_dir: &str,
         owner: Option<(u32, u32)>,
@@ -144,7 +167,10 @@ impl SocketSide {
             paired: AtomicUsize::new(0),
             file: Mutex::new(Some(file)),
         });
+        #[cfg(unix)]
         tokio::spawn(accept(side.clone(), listener, ended));
+        #[cfg(not(unix))]
+        let _ = (listener, ended);
         let frame = Frame::Socket {
             secret,
             path: container_path,
@@ -198,8 +224,9 @@ impl SocketSide {
     pub(super) fn shutdown(&self) {
         drop(self.file.lock().expect("socket file").take());
         self.pending.lock().expect("pending").clear();
-        self.probed
-            .send_if_modified(|p| p.is_none() && p.replace(Err("the relay ended".into())).is_none());
+        self.probed.send_if_modified(|p| {
+            p.is_none() && p.replace(Err("the relay ended".into())).is_none()
+        });
     }
 
     /// Connections refused so far.
@@ -216,7 +243,10 @@ impl SocketSide {
 
     fn refuse(&self, why: &str) {
         let n = self.refused.fetch_add(1, Ordering::Relaxed) + 1;
-        tracing::warn!(refused = n, "a connection to a forward's socket was refused: {why}");
+        tracing::warn!(
+            refused = n,
+            "a connection to a forward's socket was refused: {why}"
+        );
     }
 }
 
@@ -233,6 +263,7 @@ async fn end_unpaired(mut conn: TcpStream) {
 /// Accepts connections to the socket until the relay ends; each presents its handshake in a
 /// task of its own, at most [`HANDSHAKES`] at once (one that stalls holds a place for
 /// [`HANDSHAKE_TIMEOUT`]: the most it does is slow its own forward).
+#[cfg(unix)]
 async fn accept(
     side: Arc<SocketSide>,
     listener: UnixListener,
@@ -261,6 +292,7 @@ async fn accept(
 
 /// Reads one connection's handshake: the probe confirms the socket; a waiting stream is
 /// paired and carried; anything else is refused.
+#[cfg(unix)]
 async fn handshake(
     side: Arc<SocketSide>,
     mut conn: UnixStream,
@@ -294,9 +326,15 @@ async fn handshake(
 
 /// Both directions between the host connection and its pair until both ended (half-close
 /// kept), one failed, or the relay ended.
-async fn pipe(mut tcp: TcpStream, mut unix: UnixStream, mut ended: watch::Receiver<Option<String>>) {
+#[cfg(unix)]
+async fn pipe(
+    mut tcp: TcpStream,
+    mut unix: UnixStream,
+    mut ended: watch::Receiver<Option<String>>,
+) {
     let _ = tcp.set_nodelay(true);
-    let copy = tokio::io::copy_bidirectional_with_sizes(&mut tcp, &mut unix, PIPE_BUFFER, PIPE_BUFFER);
+    let copy =
+        tokio::io::copy_bidirectional_with_sizes(&mut tcp, &mut unix, PIPE_BUFFER, PIPE_BUFFER);
     tokio::select! {
         r = copy => if let Err(e) = r {
             tracing::debug!("a forwarded connection failed: {e}");

@@ -289,7 +289,9 @@ mod tests {
                 path: "é".repeat(MAX_PATH / 2),
             },
             Frame::Dial { stream: 9 },
-            Frame::Dial { stream: u32::MAX - 1 },
+            Frame::Dial {
+                stream: u32::MAX - 1,
+            },
         ]
     }
 
@@ -433,7 +435,10 @@ mod tests {
                 },
             ),
             (
-                with(header(kind::SOCKET, 34), &[[7u8; 32].as_slice(), &[0xc3, 0x28]].concat()),
+                with(
+                    header(kind::SOCKET, 34),
+                    &[[7u8; 32].as_slice(), &[0xc3, 0x28]].concat(),
+                ),
                 FrameError::Malformed {
                     kind: kind::SOCKET,
                     reason: "not UTF-8",
@@ -488,7 +493,10 @@ mod tests {
     fn a_handshake_names_its_stream_only_with_the_secret() {
         let secret = SocketSecret([9; SECRET_LEN]);
         for stream in [0, 1, 77, u32::MAX] {
-            assert_eq!(check_handshake(&handshake(&secret, stream), &secret), Some(stream));
+            assert_eq!(
+                check_handshake(&handshake(&secret, stream), &secret),
+                Some(stream)
+            );
         }
         let mut bad = handshake(&secret, 5);
         for at in [0, SECRET_LEN / 2, SECRET_LEN - 1] {

@@ -84,7 +84,9 @@ async fn connections_go_over_the_socket_each_with_its_own_bytes() {
     // More connections open at once than may present their handshakes at once.
     let mut held = Vec::new();
     for i in 0..100u8 {
-        let mut conn = TcpStream::connect(("127.0.0.1", f.host_port)).await.unwrap();
+        let mut conn = TcpStream::connect(("127.0.0.1", f.host_port))
+            .await
+            .unwrap();
         conn.write_all(&[i]).await.unwrap();
         held.push(conn);
     }
@@ -116,12 +118,18 @@ async fn what_else_connects_to_the_socket_is_closed_and_counted_and_the_forward_
     let wrong = SocketSecret([0x5a; 32]);
     let cases: Vec<(&str, Vec<Vec<u8>>)> = vec![
         ("a wrong secret", vec![handshake(&wrong, 1).to_vec()]),
-        ("garbage", vec![b"GET / HTTP/1.1\r\n\r\n and more bytes".to_vec()]),
+        (
+            "garbage",
+            vec![b"GET / HTTP/1.1\r\n\r\n and more bytes".to_vec()],
+        ),
         ("too short, then its end", vec![b"short".to_vec()]),
         // The right secret (learnt somehow) and a stream nobody waits for, split anywhere.
         (
             "a stream nobody waits for",
-            handshake(&f.secret, 77).chunks(5).map(<[u8]>::to_vec).collect(),
+            handshake(&f.secret, 77)
+                .chunks(5)
+                .map(<[u8]>::to_vec)
+                .collect(),
         ),
     ];
     for (i, (what, pieces)) in cases.iter().enumerate() {
@@ -142,7 +150,10 @@ async fn what_else_connects_to_the_socket_is_closed_and_counted_and_the_forward_
 async fn a_socket_the_agent_cannot_reach_leaves_the_stream_pair_carrying() {
     let (f, used) = forward_socket(server().await, Some("/nonexistent-po-folder")).await;
     let why = used.unwrap_err();
-    assert!(why.contains("/nonexistent-po-folder/fwd-") && why.contains("ENOENT"), "{why}");
+    assert!(
+        why.contains("/nonexistent-po-folder/fwd-") && why.contains("ENOENT"),
+        "{why}"
+    );
     assert!(!f.socket.exists(), "an unused socket goes at once");
     assert_eq!(
         round_trip(f.host_port, b"hello".to_vec()).await,
@@ -160,12 +171,16 @@ async fn a_closed_port_ends_the_connection_and_the_agents_end_removes_the_socket
     };
     let (mut f, used) = forward_socket(closed, None).await;
     assert_eq!(used, Ok(()));
-    let mut conn = TcpStream::connect(("127.0.0.1", f.host_port)).await.unwrap();
+    let mut conn = TcpStream::connect(("127.0.0.1", f.host_port))
+        .await
+        .unwrap();
     let mut got = Vec::new();
     let read = tokio::time::timeout(Duration::from_secs(5), conn.read_to_end(&mut got));
     assert!(read.await.expect("ends at once").is_ok() && got.is_empty());
     // A connection held while the agent goes: both end, the socket too.
-    let held = TcpStream::connect(("127.0.0.1", f.host_port)).await.unwrap();
+    let held = TcpStream::connect(("127.0.0.1", f.host_port))
+        .await
+        .unwrap();
     let _ = f.child.kill();
     let reason = tokio::time::timeout(Duration::from_secs(5), f.relay.ended()).await;
     assert_eq!(reason.expect("the relay ends"), "the relay's output ended");

@@ -190,7 +190,9 @@ async fn the_agent_closes_a_stream_to_a_closed_port_with_the_reason() {
     assert_eq!(
         frames,
         vec![
-            Frame::Hello { version: super::frame::VERSION },
+            Frame::Hello {
+                version: super::frame::VERSION
+            },
             Frame::Close { stream: 9, reason }
         ]
     );

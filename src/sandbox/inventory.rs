@@ -236,7 +236,10 @@ pub(crate) fn remove_broker_folder(folder: &Path) {
     let forwards = forwards
         .map(|e| e.file_name().to_string_lossy().into_owned())
         .filter(|n| n.starts_with(crate::relay::carrier::SOCKET_PREFIX));
-    let names = ["broker.sock".to_string(), crate::broker::egress::EGRESS_SOCKET.into()];
+    let names = [
+        "broker.sock".to_string(),
+        crate::broker::egress::EGRESS_SOCKET.into(),
+    ];
     for name in names.into_iter().chain(forwards) {
         let socket = folder.join(name);
         if std::fs::symlink_metadata(&socket)

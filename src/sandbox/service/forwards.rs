@@ -1,12 +1,12 @@
 //! Forwarded ports into this hub's running workspace containers (see [`forward`]).
 
 use super::ContainerService;
+use crate::broker::server::RouteKind;
 use crate::engine::api::EngineApi;
 use crate::error::{Error, Result};
+use crate::names::paths::BROKER_MOUNT;
 use crate::sandbox::clone::WorkspaceMode;
 use crate::sandbox::container::LiveContainer;
-use crate::broker::server::RouteKind;
-use crate::names::paths::BROKER_MOUNT;
 use crate::sandbox::forward::{self, ForwardInfo, PortForward, SocketRoute, Target};
 use crate::sandbox::spec::{self, LABEL_WORKSPACE_PATH};
 use crate::sandbox::workspace::{self, Workspace};
