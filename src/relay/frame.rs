@@ -239,6 +239,7 @@ pub fn handshake(secret: &SocketSecret, stream: u32) -> [u8; HANDSHAKE_LEN] {
 
 /// The stream a connection's first bytes claim, when they present `secret` (compared in
 /// constant time); `None` for any other secret.
+#[cfg_attr(not(unix), allow(dead_code))]
 pub fn check_handshake(bytes: &[u8; HANDSHAKE_LEN], secret: &SocketSecret) -> Option<u32> {
     use subtle::ConstantTimeEq;
     let (presented, stream) = bytes.split_at(SECRET_LEN);
