@@ -112,8 +112,8 @@ export declare class DefaultSandboxExtensionService {
 }
 
 /**
- * A port of a sandbox forwarded to the host's 127.0.0.1 (connections travel through the
- * engine's exec stream: nothing is published, no rule loosened).
+ * A port of a sandbox forwarded to the host's 127.0.0.1 (connections travel over a socket in
+ * the sandbox's broker folder, else the engine's exec stream: nothing published or loosened).
  */
 export declare class PortForward {
   /** `http://127.0.0.1:<hostPort>`. */
@@ -123,6 +123,8 @@ export declare class PortForward {
   /** The port inside the sandbox (its 127.0.0.1). */
   get port(): number
   get workspaceId(): string
+  /** What carries the bytes: `socket` (the broker folder's) or `exec` (the exec stream). */
+  get carrier(): 'socket' | 'exec'
   /** Ends the forward; resolves once its listener is closed and its relay gone. */
   close(): Promise<void>
   /**
@@ -833,6 +835,11 @@ export interface ForwardInfo {
   /** `http://127.0.0.1:<hostPort>`. */
   url: string
   containerId: string
+  /**
+   * What carries the connections' bytes: `socket` (a Unix socket in the sandbox's broker
+   * folder, at kernel speed) or `exec` (the engine's exec stream: VM engines, no broker).
+   */
+  carrier: 'socket' | 'exec'
 }
 
 /** How `WorkspaceContainers.forwardPort` forwards a port. */

@@ -105,9 +105,11 @@ if (args.scenario === 'docker') {
     const again = (await second.layer.provider.ready()).workspaces[0]
     facts.second = { state: again.state, containerId: again.container?.containerId ?? null, adopted: again.container?.adopted ?? null, replacedReason: again.container?.replacedReason ?? null, removed: second.events.filter((e) => e.state === 'removed') }
     facts.secondExec = await second.layer.containers.exec('rl', ['true']).catch((e) => String(e))
-    // A forwarded port rides on rootless Podman's exec stream too, and leaves no relay inside.
+    // A forwarded port works on rootless Podman too (its bytes over the forward's socket in the
+    // broker folder), and leaves no relay inside.
     const fwd = await layer.containers.forwardPort('rl', 7300).catch((e) => ({ error: String(e) }))
     facts.forwardUrl = fwd.url ?? fwd.error
+    facts.forwardCarrier = fwd.carrier
     if (fwd.url) {
       facts.forwardUid = await fetch(`${fwd.url}/whoami`, { signal: AbortSignal.timeout(20000) }).then((r) => r.json()).then((j) => j.uid).catch((e) => String(e))
       await fwd.close()

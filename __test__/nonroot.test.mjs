@@ -213,6 +213,7 @@ test('as a normal user on rootless Podman: keep-id maps the user, its files are 
   // A forward of the server's port reaches it as this user, on the host's loopback only.
   assert.match(facts.forwardUrl, /^http:\/\/127\.0\.0\.1:\d+$/)
   assert.equal(facts.forwardUid, uid)
+  assert.equal(facts.forwardCarrier, 'socket')
   assert.equal(facts.relayLeft, false)
   // Limits: on cgroup v1 the engine cannot enforce them, and both the status and the doctor say so.
   assert.equal(facts.doctor.rootless, true)

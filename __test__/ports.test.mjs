@@ -1,14 +1,15 @@
 // Forwarded ports against the real Docker engine and the local test base image: one sandbox
 // (made by `po-sandbox up`) with servers of the test's own on its 127.0.0.1 only, reached
 // through `containers.forwardPort` and `po-sandbox port`: HTTP, 100 concurrent echo
-// connections, a WebSocket round trip, a closed port, coded refusals, and the forward's end
+// connections (their bytes over the forward's socket in the broker folder; a wrong secret from
+// inside is refused), a WebSocket round trip, a closed port, coded refusals, and the forward's end
 // (`port ls` and `ls` list it from the container's process list; Ctrl-C: exit 0 and no relay left, checked with `docker top`; the container stopping: exit 1
-// with the reason).
+// with the reason; no forward's socket left either way).
 import { test, before, after } from 'node:test'
 import { spawn } from 'node:child_process'
 import assert from 'node:assert/strict'
 import { createHash, randomBytes } from 'node:crypto'
-import { mkdirSync } from 'node:fs'
+import { existsSync, mkdirSync, readdirSync } from 'node:fs'
 import net from 'node:net'
 import path from 'node:path'
 
@@ -36,7 +37,14 @@ web.listen(5173, '127.0.0.1')
 net.createServer((c) => { let n = 0; c.on('data', (d) => { n += d.length; c.write(d) }); c.on('end', () => c.end('bytes: ' + n)) }).listen(5174, '127.0.0.1')
 `
 
-let folder, poHome, ws, cid, layer
+let folder, poHome, ws, cid, layer, brokerFolder
+
+/** The forwards' sockets in the sandbox's broker folder (the host's side of /run/po-broker). */
+const forwardSockets = () => (existsSync(brokerFolder) ? readdirSync(brokerFolder).filter((n) => n.startsWith('fwd-')) : [])
+
+// Inside: connects to a forward's socket, sends 36 random bytes (no secret), says what came back.
+const INTRUDER = `const s = require('node:net').connect(process.argv[1], () => s.write(require('node:crypto').randomBytes(36)))
+let n = 0; s.on('data', (d) => { n += d.length }); s.on('close', () => console.log('closed after ' + n + ' bytes')); s.on('error', (e) => console.log(e.code))`
 
 function po(args) {
   return run(process.execPath, [cli, ...args])
@@ -53,6 +61,8 @@ before(async () => {
   assert.equal(up.code, 0, up.stderr)
   cid = JSON.parse(up.stdout).container.containerId
   dockerCli(['exec', '-d', cid, 'node', '-e', SERVERS])
+  const mounts = JSON.parse(dockerCli(['inspect', '-f', '{{json .Mounts}}', cid]))
+  brokerFolder = mounts.find((m) => m.Destination === '/run/po-broker').Source
   layer = addon.registerSandboxLayer(HOST, { poHome, baseImage: IMAGE[1], imageVariant: 'minimal', demoRuntime: true })
 })
 
@@ -80,6 +90,13 @@ test('a server on the sandbox loopback answers through the forward; 100 connecti
   const echo = await layer.containers.forwardPort(ws.id, 5174)
   const listed = await layer.containers.forwards()
   assert.deepEqual(listed.map((f) => f.port).sort(), [5173, 5174])
+  // The bytes go over a socket of each forward's own in the broker folder, not the exec.
+  assert.deepEqual([web.carrier, echo.carrier, ...listed.map((f) => f.carrier)], ['socket', 'socket', 'socket', 'socket'])
+  const sockets = forwardSockets()
+  assert.equal(sockets.length, 2, sockets.join(' '))
+  // A process inside without the secret is closed, nothing sent back; the forward works on.
+  const intruder = dockerCli(['exec', cid, 'node', '-e', INTRUDER, `/run/po-broker/${sockets[0]}`])
+  assert.equal(intruder.trim(), 'closed after 0 bytes')
   // The hub's forwards show in the container's posture.
   const postureOf = async () => (await layer.containers.list()).find((c) => c.containerId === cid).posture
   assert.deepEqual((await postureOf()).forwarded, [`127.0.0.1:${web.hostPort} -> 5173`, `127.0.0.1:${echo.hostPort} -> 5174`])
@@ -89,6 +106,7 @@ test('a server on the sandbox loopback answers through the forward; 100 connecti
   await echo.close()
   assert.deepEqual(await echo.wait(), { reason: 'the forward was closed' })
   await web.close()
+  assert.deepEqual(forwardSockets(), [])
   assert.deepEqual(await layer.containers.forwards(), [])
   assert.deepEqual((await postureOf()).forwarded, [])
   await assert.rejects(fetch(web.url))
@@ -147,6 +165,8 @@ test('po-sandbox port: prints the URL, Ctrl-C ends it (exit 0, no relay left), t
   const hostPort = Number(url.split(':')[2])
   const top = dockerCli(['top', cid, '-eo', 'pid,args'])
   assert.match(top, new RegExp(`po-sandbox-forward 5173 ${hostPort}`))
+  // The CLI's forward (what a person gets) uses the socket too.
+  assert.equal(forwardSockets().length, 1)
   const listed = await po(['port', 'ls', '--json', '--po-home', poHome])
   assert.deepEqual(JSON.parse(listed.stdout), [{ workspaceId: ws.id, owner: JSON.parse(listed.stdout)[0]?.owner, port: 5173, hostPort, url }])
   const table = await po(['port', 'ls', '--po-home', poHome])
@@ -156,9 +176,12 @@ test('po-sandbox port: prints the URL, Ctrl-C ends it (exit 0, no relay left), t
   first.child.kill('SIGINT')
   assert.equal(await first.exited, 0, first.out.stderr)
   await waitFor(() => !dockerCli(['top', cid, '-eo', 'pid,args']).includes('po-sandbox-forward'), 'no relay left after Ctrl-C')
+  assert.deepEqual(forwardSockets(), [])
   const second = start()
   await waitFor(() => second.out.stdout.includes('Forwarding'), `the URL (${second.out.stderr})`, 60000)
+  assert.equal(forwardSockets().length, 1)
   dockerCli(['stop', '-t', '1', cid])
   assert.equal(await second.exited, 1)
+  assert.deepEqual(forwardSockets(), [])
   assert.match(second.out.stderr, /the forward of port 5173 ended: the sandbox container stopped; run `po-sandbox port …` again when it is back/)
 })

@@ -1,9 +1,10 @@
-// Benchmark: a forwarded port (containers.forwardPort: a host listener, the relay over one
-// engine exec) against a directly published port (`docker run -p 127.0.0.1::PORT`) of a
+// Benchmark: a forwarded port (containers.forwardPort: a host listener, the relay started by one
+// engine exec, the bytes over the forward's socket in the broker folder where the container has
+// it, else over the exec) against a directly published port (`docker run -p 127.0.0.1::PORT`) of a
 // comparable container running the same server, side by side in one run, interleaved:
 // - new-connection latency: connect, one byte each way, close (p50 and p90);
 // - bulk throughput: one connection downloading 64 MiB (median of the rounds).
-// Also the carrier's own ceiling: 64 MiB out of a plain `docker exec`.
+// Also the exec stream's own ceiling (the fallback carrier): 64 MiB out of a plain `docker exec`.
 // Acceptance (issue 26): new-connection p50 within 5 ms of direct, throughput at least half.
 //
 // Usage: node bench/port.mjs [connections=300] [bulkRounds=5]
@@ -94,10 +95,10 @@ try {
     carrier.push(64 / (Number(process.hrtime.bigint() - t0) / 1e9))
   }
   const row2 = (name) => `${name.padEnd(8)} new connection p50 ${pct(lat[name], 0.5).toFixed(2)} ms, p90 ${pct(lat[name], 0.9).toFixed(2)} ms; bulk ${pct(bulk[name], 0.5).toFixed(0)} MiB/s`
-  console.log(`${CONNECTIONS} connections, ${BULK_ROUNDS} x 64 MiB, interleaved`)
+  console.log(`${CONNECTIONS} connections, ${BULK_ROUNDS} x 64 MiB, interleaved; the forward's carrier: ${fwd.carrier}`)
   console.log(row2('forward'))
   console.log(row2('direct'))
-  console.log(`docker exec stdout alone (the carrier, its start included): ${pct(carrier, 0.5).toFixed(0)} MiB/s`)
+  console.log(`docker exec stdout alone (the fallback carrier, its start included): ${pct(carrier, 0.5).toFixed(0)} MiB/s`)
   const added = pct(lat.forward, 0.5) - pct(lat.direct, 0.5)
   const ratio = pct(bulk.forward, 0.5) / pct(bulk.direct, 0.5)
   console.log(`forward vs direct: new connection p50 +${added.toFixed(2)} ms (${(pct(lat.forward, 0.5) / pct(lat.direct, 0.5)).toFixed(2)}x), p90 ${(pct(lat.forward, 0.9) / pct(lat.direct, 0.9)).toFixed(2)}x; throughput ${ratio.toFixed(2)}x`)

@@ -202,7 +202,7 @@ async function port(addon, opts, ws, spec) {
   const [inside, host] = spec.split(':').map(Number)
   const layer = layerFor(addon, opts)
   const fwd = await layer.containers.forwardPort(ws.id, inside, { hostPort: host, path: ws.path })
-  const shown = { url: fwd.url, hostPort: fwd.hostPort, port: fwd.port, workspaceId: fwd.workspaceId }
+  const shown = { url: fwd.url, hostPort: fwd.hostPort, port: fwd.port, workspaceId: fwd.workspaceId, carrier: fwd.carrier }
   if (opts.json) process.stdout.write(`${JSON.stringify({ ok: true, ...shown })}\n`)
   else process.stdout.write(`Forwarding ${fwd.url} to port ${inside} in the sandbox of ${ws.path} (Ctrl-C ends it).\n`)
   let stopping = false

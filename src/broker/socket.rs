@@ -141,7 +141,8 @@ fn bind_unix(dir: &Path, socket: &Path, owner: Option<(u32, u32)>) -> Result<Soc
         }
         Err(_) => {}
     }
-    let std_listener = bind_aside(dir, socket, owner, || ()).map_err(|e| bad("listen in", e))?;
+    let std_listener =
+        bind_aside(dir, socket, owner, Place::Replace, || ()).map_err(|e| bad("listen in", e))?;
     if let Some((uid, gid)) = owner {
         std::os::unix::fs::lchown(dir, Some(uid), Some(gid)).map_err(|e| bad("hand over", e))?;
     }
@@ -161,6 +162,7 @@ fn bind_aside(
     dir: &Path,
     socket: &Path,
     owner: Option<(u32, u32)>,
+    place: Place,
     before_place: impl FnOnce(),
 ) -> std::io::Result<std::os::unix::net::UnixListener> {
     use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
@@ -175,12 +177,38 @@ fn bind_aside(
             std::os::unix::fs::lchown(&staged, Some(uid), Some(gid))?;
         }
         before_place();
-        std::fs::rename(&staged, socket)?;
+        match place {
+            Place::Replace => std::fs::rename(&staged, socket)?,
+            // A hard link fails on any existing path (a link included) and follows none.
+            Place::New => std::fs::hard_link(&staged, socket)?,
+        }
         Ok(listener)
     })();
     let _ = std::fs::remove_file(&staged);
     let _ = std::fs::remove_dir(&aside);
     placed
+}
+
+/// How a socket bound aside takes its place.
+#[cfg(unix)]
+#[derive(Clone, Copy)]
+enum Place {
+    /// Replaces whatever is at the path (a stale socket of an earlier run).
+    Replace,
+    /// Refuses (`AlreadyExists`) when anything is at the path.
+    New,
+}
+
+/// Binds a socket at `socket`, a new path in `dir` (a folder the container's user may change),
+/// 0600 and owned by `owner` when given; refuses when anything is at that path (a link
+/// included) and follows no link. The caller removes it (see [`file_identity`]).
+#[cfg(unix)]
+pub fn bind_new(
+    dir: &Path,
+    socket: &Path,
+    owner: Option<(u32, u32)>,
+) -> std::io::Result<std::os::unix::net::UnixListener> {
+    bind_aside(dir, socket, owner, Place::New, || ())
 }
 
 /// A number for each bind of this process, so concurrent binds use separate folders.
@@ -321,7 +349,7 @@ mod tests {
         let sock = dir.join("s.sock");
         // The container's user owns the grant's folder: between the bind and the chmod it
         // swaps in a link to a host file (plain, dangling-looking and repeated names alike).
-        let listener = bind_aside(&dir, &sock, None, || {
+        let listener = bind_aside(&dir, &sock, None, Place::Replace, || {
             std::os::unix::fs::symlink(&victim, &sock).unwrap();
         })
         .unwrap();
@@ -344,6 +372,45 @@ mod tests {
         let left: Vec<_> = std::fs::read_dir(base.path())
             .unwrap()
             .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(left.len(), 2, "no staging folder left: {left:?}");
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_new_socket_refuses_any_path_already_there_and_follows_no_link() {
+        use std::os::unix::fs::PermissionsExt;
+        let base = tempfile::tempdir().unwrap();
+        let dir = base.path().join("w");
+        std::fs::create_dir(&dir).unwrap();
+        let victim = base.path().join("victim");
+        std::fs::write(&victim, "host file").unwrap();
+        let sock = dir.join("fwd.sock");
+        // A link (dangling or not) or a file planted at the name first: refused, untouched.
+        for plant in [victim.clone(), base.path().join("nothing")] {
+            std::os::unix::fs::symlink(&plant, &sock).unwrap();
+            let err = bind_new(&dir, &sock, None).unwrap_err();
+            assert_eq!(err.kind(), std::io::ErrorKind::AlreadyExists);
+            assert_eq!(std::fs::read_link(&sock).unwrap(), plant);
+            std::fs::remove_file(&sock).unwrap();
+        }
+        // Planted between the bind and the placing: refused too.
+        let err = bind_aside(&dir, &sock, None, Place::New, || {
+            std::os::unix::fs::symlink(&victim, &sock).unwrap();
+        })
+        .unwrap_err();
+        assert_eq!(err.kind(), std::io::ErrorKind::AlreadyExists);
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "host file");
+        std::fs::remove_file(&sock).unwrap();
+        // A free name: a 0600 socket that answers there.
+        let listener = bind_new(&dir, &sock, None).unwrap();
+        let meta = std::fs::symlink_metadata(&sock).unwrap();
+        assert_eq!(meta.permissions().mode() & 0o777, 0o600);
+        std::os::unix::net::UnixStream::connect(&sock).unwrap();
+        drop(listener);
+        let left: Vec<_> = std::fs::read_dir(base.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
             .collect();
         assert_eq!(left.len(), 2, "no staging folder left: {left:?}");
     }

@@ -18,8 +18,8 @@ pub struct JsForwardOptions {
     pub path: Option<String>,
 }
 
-/// A port of a sandbox forwarded to the host's 127.0.0.1 (connections travel through the
-/// engine's exec stream: nothing is published, no rule loosened).
+/// A port of a sandbox forwarded to the host's 127.0.0.1 (connections travel over a socket in
+/// the sandbox's broker folder, else the engine's exec stream: nothing published or loosened).
 #[napi]
 pub struct PortForward {
     inner: core::PortForward,
@@ -45,6 +45,11 @@ impl PortForward {
     #[napi(getter)]
     pub fn workspace_id(&self) -> String {
         self.inner.info.workspace_id.clone()
+    }
+    /// What carries the bytes: `socket` (the broker folder's) or `exec` (the exec stream).
+    #[napi(getter, ts_return_type = "'socket' | 'exec'")]
+    pub fn carrier(&self) -> String {
+        self.inner.info.carrier.clone()
     }
     /// Ends the forward; resolves once its listener is closed and its relay gone.
     #[napi(ts_return_type = "Promise<void>")]

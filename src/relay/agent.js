@@ -1,9 +1,11 @@
 'use strict'
 // The container side of a forwarded port (src/relay): frames from stdin, one connection to
-// 127.0.0.1:<port> per OPEN, everything back on stdout; exits when stdin ends.
+// 127.0.0.1:<port> per OPEN, everything back on stdout; exits when stdin ends. After a
+// SOCKET frame, a DIAL's connection is carried over a connection of its own to the host's
+// Unix socket instead (the secret and stream id first, then the bytes as they are).
 const net = require('node:net')
-const HELLO = 1, OPEN = 2, OPENED = 3, DATA = 4, WINDOW = 5, END = 6, CLOSE = 7
-const VERSION = 1, MAX = 65536, WINDOW_SIZE = 256 * 1024, GRANT_AT = WINDOW_SIZE / 4
+const HELLO = 1, OPEN = 2, OPENED = 3, DATA = 4, WINDOW = 5, END = 6, CLOSE = 7, SOCKET = 8, DIAL = 9
+const VERSION = 2, MAX = 65536, WINDOW_SIZE = 256 * 1024, GRANT_AT = WINDOW_SIZE / 4
 const port = Number(process.argv[2])
 const streams = new Map()
 
@@ -77,8 +79,59 @@ function open(id) {
     close(id, s, 'the server in the sandbox closed the connection')
   })
 }
+// The host's socket: where, and the secret each connection presents first with its stream.
+let carrier = null
+function handshake(id) {
+  return Buffer.concat([carrier.secret, word(id)])
+}
+// Proves the socket reachable (stream 0), or tells the host why not.
+function offered(payload) {
+  carrier = { secret: Buffer.from(payload.subarray(0, 32)), path: payload.subarray(32).toString() }
+  const probe = net.connect(carrier.path, () => probe.end(handshake(0)))
+  probe.on('error', (err) => send(CLOSE, 0, Buffer.from(`${carrier.path}: ${err.code || err.message}`)))
+}
+// The server's bytes are read into this (reads of up to 1 MiB: fewer, larger writes to the
+// host), each read copied out at once.
+const readInto = Buffer.allocUnsafe(1 << 20)
+// One connection to the port, paired with one to the host's socket; bytes pass as they are,
+// half-close kept; either failing drops both.
+function dial(id) {
+  const opts = { allowHalfOpen: true }
+  const onread = { buffer: readInto, callback: (n, buf) => toHost(local, buf, n) }
+  const local = net.connect({ host: '127.0.0.1', port, onread, ...opts })
+  local.setNoDelay(true)
+  local.on('error', (err) => {
+    if (!local.paired) send(CLOSE, id, Buffer.from(why(err)))
+    local.destroy()
+    if (local.pair) local.pair.destroy()
+  })
+  local.on('connect', () => {
+    const host = net.connect({ path: carrier.path, ...opts })
+    local.pair = host
+    host.on('error', (err) => {
+      if (!local.paired) send(CLOSE, id, Buffer.from(`the forward's socket ${carrier.path}: ${err.code || err.message}`))
+      local.paired = true
+      host.destroy()
+      local.destroy()
+    })
+    host.on('connect', () => {
+      local.paired = true
+      host.pipe(local)
+    })
+    host.write(handshake(id))
+    local.on('end', () => host.end())
+  })
+}
+// One read of the server's: to the host; reading pauses while the host's socket is full.
+function toHost(local, buf, n) {
+  if (local.pair.write(Buffer.from(buf.subarray(0, n)))) return true
+  local.pair.once('drain', () => local.resume())
+  return false
+}
 function received(kind, id, payload) {
   if (kind === OPEN) return open(id)
+  if (kind === DIAL) return dial(id)
+  if (kind === SOCKET) return offered(payload)
   const s = streams.get(id)
   if (!s) return
   if (kind === DATA) {

@@ -6,13 +6,30 @@
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 
 /// The framing's version, sent by the agent in its first frame.
-pub const VERSION: u32 = 1;
+pub const VERSION: u32 = 2;
 /// Kind, stream id and payload length.
 pub const HEADER_LEN: usize = 9;
 /// The longest payload either side sends; a longer one is refused.
 pub const MAX_PAYLOAD: usize = 64 * 1024;
 /// The longest reason a CLOSE carries (a longer one is cut at a character boundary).
 pub const MAX_REASON: usize = 512;
+/// The bytes of a forward's socket secret.
+pub const SECRET_LEN: usize = 32;
+/// The longest socket path a SOCKET frame names (Unix socket paths are shorter still).
+pub const MAX_PATH: usize = 512;
+/// What the agent writes first on each connection to the forward's socket: the secret and the
+/// stream id (u32, big-endian; 0: the probe that proves the socket reachable).
+pub const HANDSHAKE_LEN: usize = SECRET_LEN + 4;
+
+/// A forward's socket secret; never printed.
+#[derive(Clone, PartialEq, Eq)]
+pub struct SocketSecret(pub [u8; SECRET_LEN]);
+
+impl std::fmt::Debug for SocketSecret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("SocketSecret(..)")
+    }
+}
 
 /// One message of the relay.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -29,8 +46,15 @@ pub enum Frame {
     Window { stream: u32, credit: u32 },
     /// No more data in this direction (half-close); the other keeps flowing until its own END.
     End { stream: u32 },
-    /// The stream is gone at once, with why (empty: nothing went wrong).
+    /// The stream is gone at once, with why (empty: nothing went wrong). Stream 0: the agent
+    /// cannot reach the socket a SOCKET frame named.
     Close { stream: u32, reason: String },
+    /// Host to agent (stream 0): carry the streams it DIALs over the Unix socket at `path`
+    /// (a path inside), presenting `secret` and the stream id first; probe it now (stream 0).
+    Socket { secret: SocketSecret, path: String },
+    /// Host to agent: open a connection to the forward's port for this new stream and carry
+    /// it over the socket (not over this stream pair).
+    Dial { stream: u32 },
 }
 
 /// The kind byte of each frame.
@@ -42,6 +66,8 @@ mod kind {
     pub const WINDOW: u8 = 5;
     pub const END: u8 = 6;
     pub const CLOSE: u8 = 7;
+    pub const SOCKET: u8 = 8;
+    pub const DIAL: u8 = 9;
 }
 
 /// Bytes that are not a frame of this framing.
@@ -53,7 +79,7 @@ pub enum FrameError {
     /// A payload longer than [`MAX_PAYLOAD`].
     #[error("a frame of kind {kind} announces {len} bytes, over the limit of {MAX_PAYLOAD}")]
     TooLong { kind: u8, len: u32 },
-    /// A payload of the wrong size for its kind, or a reason that is not UTF-8.
+    /// A payload of the wrong size for its kind, or a reason or path that is not UTF-8.
     #[error("a frame of kind {kind} has a malformed payload: {reason}")]
     Malformed { kind: u8, reason: &'static str },
     /// The bytes ended inside a frame.
@@ -62,11 +88,12 @@ pub enum FrameError {
 }
 
 impl Frame {
-    /// The stream the frame belongs to (0 for HELLO).
+    /// The stream the frame belongs to (0 for HELLO and SOCKET).
     pub fn stream(&self) -> u32 {
         match self {
-            Frame::Hello { .. } => 0,
-            Frame::Open { stream }
+            Frame::Hello { .. } | Frame::Socket { .. } => 0,
+            Frame::Dial { stream }
+            | Frame::Open { stream }
             | Frame::Opened { stream }
             | Frame::Data { stream, .. }
             | Frame::Window { stream, .. }
@@ -77,6 +104,7 @@ impl Frame {
 
     /// Appends the frame's bytes to `out`.
     pub fn encode(&self, out: &mut BytesMut) {
+        let socket_payload;
         let (k, payload): (u8, &[u8]) = match self {
             Frame::Hello { version } => (kind::HELLO, &version.to_be_bytes()),
             Frame::Open { .. } => (kind::OPEN, &[]),
@@ -85,6 +113,11 @@ impl Frame {
             Frame::Window { credit, .. } => (kind::WINDOW, &credit.to_be_bytes()),
             Frame::End { .. } => (kind::END, &[]),
             Frame::Close { reason, .. } => (kind::CLOSE, short(reason).as_bytes()),
+            Frame::Socket { secret, path } => {
+                socket_payload = [&secret.0[..], path.as_bytes()].concat();
+                (kind::SOCKET, &socket_payload)
+            }
+            Frame::Dial { .. } => (kind::DIAL, &[]),
         };
         out.reserve(HEADER_LEN + payload.len());
         out.put_u8(k);
@@ -124,7 +157,7 @@ impl Decoder {
         let k = self.buf[0];
         let stream = u32::from_be_bytes(self.buf[1..5].try_into().expect("4 bytes"));
         let len = u32::from_be_bytes(self.buf[5..9].try_into().expect("4 bytes"));
-        if !(kind::HELLO..=kind::CLOSE).contains(&k) {
+        if !(kind::HELLO..=kind::DIAL).contains(&k) {
             return Err(FrameError::UnknownKind(k));
         }
         if len as usize > MAX_PAYLOAD {
@@ -173,11 +206,45 @@ fn parse(k: u8, stream: u32, payload: Bytes) -> Result<Frame, FrameError> {
             credit: word(&payload)?,
         },
         kind::END => empty(&payload).map(|()| Frame::End { stream })?,
+        kind::SOCKET => socket(&payload).map_err(malformed)?,
+        kind::DIAL => empty(&payload).map(|()| Frame::Dial { stream })?,
         _ => Frame::Close {
             stream,
             reason: String::from_utf8(payload.to_vec()).map_err(|_| malformed("not UTF-8"))?,
         },
     })
+}
+
+/// A SOCKET frame's payload: the secret, then a UTF-8 path of 1 to [`MAX_PATH`] bytes.
+fn socket(payload: &[u8]) -> Result<Frame, &'static str> {
+    if payload.len() <= SECRET_LEN || payload.len() > SECRET_LEN + MAX_PATH {
+        return Err("not a secret and a path");
+    }
+    let (secret, path) = payload.split_at(SECRET_LEN);
+    Ok(Frame::Socket {
+        secret: SocketSecret(secret.try_into().expect("the secret's length")),
+        path: String::from_utf8(path.to_vec()).map_err(|_| "not UTF-8")?,
+    })
+}
+
+/// The first bytes of a connection to the forward's socket: `secret` and `stream` (what the
+/// agent sends; the host only checks them).
+#[cfg(test)]
+pub fn handshake(secret: &SocketSecret, stream: u32) -> [u8; HANDSHAKE_LEN] {
+    let mut out = [0u8; HANDSHAKE_LEN];
+    out[..SECRET_LEN].copy_from_slice(&secret.0);
+    out[SECRET_LEN..].copy_from_slice(&stream.to_be_bytes());
+    out
+}
+
+/// The stream a connection's first bytes claim, when they present `secret` (compared in
+/// constant time); `None` for any other secret.
+#[cfg_attr(not(unix), allow(dead_code))]
+pub fn check_handshake(bytes: &[u8; HANDSHAKE_LEN], secret: &SocketSecret) -> Option<u32> {
+    use subtle::ConstantTimeEq;
+    let (presented, stream) = bytes.split_at(SECRET_LEN);
+    let ok: bool = presented.ct_eq(&secret.0).into();
+    ok.then(|| u32::from_be_bytes(stream.try_into().expect("4 bytes")))
 }
 
 #[cfg(test)]
@@ -213,6 +280,18 @@ mod tests {
             Frame::Close {
                 stream: 8,
                 reason: "nothing listens on 127.0.0.1:5173 in the sandbox — é".into(),
+            },
+            Frame::Socket {
+                secret: SocketSecret([0xa5; SECRET_LEN]),
+                path: "/run/po-broker/fwd-0123456789abcdef.sock".into(),
+            },
+            Frame::Socket {
+                secret: SocketSecret([0; SECRET_LEN]),
+                path: "é".repeat(MAX_PATH / 2),
+            },
+            Frame::Dial { stream: 9 },
+            Frame::Dial {
+                stream: u32::MAX - 1,
             },
         ]
     }
@@ -283,7 +362,7 @@ mod tests {
         };
         let cases: Vec<(Vec<u8>, FrameError)> = vec![
             (header(0, 0), FrameError::UnknownKind(0)),
-            (header(8, 0), FrameError::UnknownKind(8)),
+            (header(10, 0), FrameError::UnknownKind(10)),
             (header(255, 1 << 30), FrameError::UnknownKind(255)),
             (
                 header(kind::DATA, MAX_PAYLOAD as u32 + 1),
@@ -327,6 +406,45 @@ mod tests {
                     reason: "not UTF-8",
                 },
             ),
+            (
+                with(header(kind::DIAL, 1), b"x"),
+                FrameError::Malformed {
+                    kind: kind::DIAL,
+                    reason: "a payload where none belongs",
+                },
+            ),
+            (
+                // A secret and no path.
+                with(header(kind::SOCKET, 32), &[1; 32]),
+                FrameError::Malformed {
+                    kind: kind::SOCKET,
+                    reason: "not a secret and a path",
+                },
+            ),
+            (
+                with(header(kind::SOCKET, 5), b"short"),
+                FrameError::Malformed {
+                    kind: kind::SOCKET,
+                    reason: "not a secret and a path",
+                },
+            ),
+            (
+                with(header(kind::SOCKET, 32 + 513), &[b'a'; 32 + 513]),
+                FrameError::Malformed {
+                    kind: kind::SOCKET,
+                    reason: "not a secret and a path",
+                },
+            ),
+            (
+                with(
+                    header(kind::SOCKET, 34),
+                    &[[7u8; 32].as_slice(), &[0xc3, 0x28]].concat(),
+                ),
+                FrameError::Malformed {
+                    kind: kind::SOCKET,
+                    reason: "not UTF-8",
+                },
+            ),
         ];
         for (bytes, want) in cases {
             for chunk in [1, usize::MAX] {
@@ -361,5 +479,36 @@ mod tests {
             panic!("{got:?}")
         };
         assert!(reason.len() <= MAX_REASON && reason.len() >= MAX_REASON - 1);
+    }
+
+    #[test]
+    fn a_socket_secret_is_never_printed() {
+        let f = Frame::Socket {
+            secret: SocketSecret([b'k'; SECRET_LEN]),
+            path: "/run/po-broker/x.sock".into(),
+        };
+        assert!(!format!("{f:?}").contains("107"), "{f:?}");
+    }
+
+    #[test]
+    fn a_handshake_names_its_stream_only_with_the_secret() {
+        let secret = SocketSecret([9; SECRET_LEN]);
+        for stream in [0, 1, 77, u32::MAX] {
+            assert_eq!(
+                check_handshake(&handshake(&secret, stream), &secret),
+                Some(stream)
+            );
+        }
+        let mut bad = handshake(&secret, 5);
+        for at in [0, SECRET_LEN / 2, SECRET_LEN - 1] {
+            let mut b = bad;
+            b[at] ^= 1;
+            assert_eq!(check_handshake(&b, &secret), None, "byte {at} flipped");
+        }
+        bad[..SECRET_LEN].fill(0);
+        assert_eq!(check_handshake(&bad, &secret), None);
+        // Any stream id with the secret: which ones are waiting is the carrier's to check.
+        let other = SocketSecret([8; SECRET_LEN]);
+        assert_eq!(check_handshake(&handshake(&other, 5), &secret), None);
     }
 }

@@ -4,13 +4,18 @@
 //! - [`frame`]: the framing, pure and table-tested.
 //! - [`mux`]: the host side: carries accepted connections, with per-stream credit and
 //!   half-close, and says why the relay ended.
+//! - [`carrier`]: where the container has a folder of the host's mounted, each connection's
+//!   bytes over a Unix socket there instead; the stream pair stays the control channel.
 //! - [`AGENT`]: the container side, plain Node, run as `node -e <bootstrap> po-sandbox-forward
 //!   <port> <hostPort>` (the argv words let anyone list forwards from the process table).
 //!
 //! It knows nothing of sandboxes: run the other way it can carry any stream pair.
 
+pub(crate) mod carrier;
 pub(crate) mod frame;
 pub(crate) mod mux;
+#[cfg(all(test, unix))]
+mod socket_tests;
 #[cfg(all(test, unix))]
 mod tests;
 

@@ -13,6 +13,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, watch};
 
+use super::carrier::{SocketCarrier, SocketSide};
 use super::frame::{Decoder, Frame, MAX_PAYLOAD, VERSION};
 
 /// Each direction of a stream may have this many bytes sent and not yet drained.
@@ -45,6 +46,8 @@ struct Shared {
     out: mpsc::UnboundedSender<Frame>,
     next_id: AtomicU32,
     ended: watch::Sender<Option<String>>,
+    /// The forward's socket, once one is offered (see [`Relay::use_socket`]).
+    socket: Mutex<Option<Arc<SocketSide>>>,
 }
 
 impl Shared {
@@ -54,10 +57,20 @@ impl Shared {
     }
 
     /// Ends the relay with `reason` (the first reason stays) and drops every stream.
+    /// Whoever learns the reason finds the socket's file gone.
     fn end(&self, reason: String) {
+        if let Some(side) = self.socket.lock().expect("relay socket").take() {
+            side.shutdown();
+        }
         self.ended
             .send_if_modified(|r| r.is_none() && r.replace(reason).is_none());
         self.streams.lock().expect("relay streams").clear();
+    }
+
+    /// The socket, once the agent proved it reaches it.
+    fn live_socket(&self) -> Option<Arc<SocketSide>> {
+        let socket = self.socket.lock().expect("relay socket");
+        socket.as_ref().filter(|s| s.live()).cloned()
     }
 }
 
@@ -69,6 +82,8 @@ pub struct Relay {
 
 /// How long the agent may take to say HELLO.
 pub const HELLO_TIMEOUT: Duration = Duration::from_secs(15);
+/// How long the agent may take to prove it reaches a forward's socket.
+pub const PROBE_TIMEOUT: Duration = Duration::from_secs(5);
 
 impl Relay {
     /// Starts the relay over the agent's output `from` and input `to`: waits for the agent's
@@ -92,18 +107,46 @@ impl Relay {
             out,
             next_id: AtomicU32::new(1),
             ended: watch::channel(None).0,
+            socket: Mutex::new(None),
         });
         tokio::spawn(write_frames(shared.clone(), rx, to));
         tokio::spawn(read_frames(shared.clone(), from, decoder));
         Ok(Relay { shared })
     }
 
-    /// Carries one accepted connection over the relay until both sides are done.
+    /// From now on carries each connection's bytes over `carrier`'s socket, once the agent
+    /// proved it reaches it (within [`PROBE_TIMEOUT`]); else fails with why, the socket
+    /// removed, and connections stay on the stream pair.
+    pub async fn use_socket(&self, carrier: SocketCarrier) -> Result<(), String> {
+        let (side, offer) = SocketSide::start(carrier, self.shared.ended.subscribe());
+        *self.shared.socket.lock().expect("relay socket") = Some(side.clone());
+        self.shared.send(offer);
+        let outcome = match tokio::time::timeout(PROBE_TIMEOUT, side.probe()).await {
+            Ok(outcome) => outcome,
+            Err(_) => Err(format!("no probe within {PROBE_TIMEOUT:?}")),
+        };
+        if outcome.is_err() {
+            side.shutdown();
+            let mut socket = self.shared.socket.lock().expect("relay socket");
+            if socket.as_ref().is_some_and(|s| Arc::ptr_eq(s, &side)) {
+                *socket = None;
+            }
+        }
+        outcome
+    }
+
+    /// Carries one accepted connection over the relay (its bytes over the socket, when one is
+    /// in use) until both sides are done.
     pub fn carry(&self, conn: TcpStream) {
         if self.shared.ended.borrow().is_some() {
             return;
         }
         let id = self.shared.next_id.fetch_add(1, Ordering::Relaxed);
+        if let Some(side) = self.shared.live_socket() {
+            side.dial(id, conn);
+            self.shared.send(Frame::Dial { stream: id });
+            return;
+        }
         let (inbound, inbound_rx) = mpsc::unbounded_channel();
         let (granted, granted_rx) = watch::channel(u64::from(WINDOW));
         let allowed = Arc::new(AtomicU64::new(u64::from(WINDOW)));
@@ -148,7 +191,16 @@ impl Relay {
     /// Connections carried now.
     #[cfg(test)]
     pub fn connections(&self) -> usize {
-        self.shared.streams.lock().expect("relay streams").len()
+        let socket = self.shared.socket.lock().expect("relay socket");
+        let paired = socket.as_ref().map_or(0, |s| s.paired());
+        self.shared.streams.lock().expect("relay streams").len() + paired
+    }
+
+    /// Connections to the socket refused so far (a wrong secret or stream, and the like).
+    #[cfg(test)]
+    pub fn refused(&self) -> u64 {
+        let socket = self.shared.socket.lock().expect("relay socket");
+        socket.as_ref().map_or(0, |s| s.refused())
     }
 }
 
@@ -243,11 +295,18 @@ async fn read_frames<R: AsyncRead + Unpin>(shared: Arc<Shared>, mut from: R, mut
     shared.end(reason);
 }
 
-/// One frame from the agent, to its stream (frames of streams already gone are dropped).
+/// One frame from the agent, to its stream (frames of streams already gone are dropped; a
+/// CLOSE of a stream it was to DIAL drops the waiting connection).
 fn dispatch(shared: &Shared, frame: Frame) {
     let mut streams = shared.streams.lock().expect("relay streams");
     let id = frame.stream();
     let Some(slot) = streams.get_mut(&id) else {
+        drop(streams);
+        if let Frame::Close { stream, reason } = &frame
+            && let Some(side) = shared.socket.lock().expect("relay socket").as_ref()
+        {
+            side.closed(*stream, reason);
+        }
         return;
     };
     let inbound = match frame {
@@ -266,7 +325,11 @@ fn dispatch(shared: &Shared, frame: Frame) {
         }
         Frame::End { .. } => Inbound::End,
         Frame::Close { reason, .. } => Inbound::Close(reason),
-        Frame::Opened { .. } | Frame::Hello { .. } | Frame::Open { .. } => return,
+        Frame::Opened { .. }
+        | Frame::Hello { .. }
+        | Frame::Open { .. }
+        | Frame::Socket { .. }
+        | Frame::Dial { .. } => return,
     };
     let closing = matches!(inbound, Inbound::Close(_));
     let _ = slot.inbound.send(inbound);

@@ -14,12 +14,12 @@ use super::mux::Relay;
 use super::{AGENT, AGENT_VAR, agent_command};
 
 /// Node for the agent: `PO_SANDBOX_TEST_NODE` or `node` on PATH.
-fn node() -> String {
+pub(super) fn node() -> String {
     std::env::var("PO_SANDBOX_TEST_NODE").unwrap_or_else(|_| "node".into())
 }
 
 /// The agent for `port`, its stdin and stdout as tokio pipes.
-fn spawn_agent(port: u16) -> (Child, pipe::Receiver, pipe::Sender) {
+pub(super) fn spawn_agent(port: u16) -> (Child, pipe::Receiver, pipe::Sender) {
     let cmd = agent_command("node", port, 0);
     let mut child = Command::new(node())
         .args(&cmd[1..])
@@ -37,7 +37,7 @@ fn spawn_agent(port: u16) -> (Child, pipe::Receiver, pipe::Sender) {
 }
 
 /// A relay to `port` and a loopback listener whose connections it carries.
-async fn forward(port: u16) -> (Child, Relay, u16) {
+pub(super) async fn forward(port: u16) -> (Child, Relay, u16) {
     let (child, from, to) = spawn_agent(port);
     let relay = Relay::start(from, to).await.expect("the agent greets");
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -53,7 +53,7 @@ async fn forward(port: u16) -> (Child, Relay, u16) {
 
 /// A server: echoes what it reads; after the client's END it writes `bytes: <n>` and closes. A
 /// connection that starts with `FLOOD` instead gets 8 MiB it may never read.
-async fn server() -> u16 {
+pub(super) async fn server() -> u16 {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let port = listener.local_addr().unwrap().port();
     tokio::spawn(async move {
@@ -83,7 +83,7 @@ async fn server() -> u16 {
 }
 
 /// What a client gets back for `sent`, writing all of it, then half-closing.
-async fn round_trip(host_port: u16, sent: Vec<u8>) -> Vec<u8> {
+pub(super) async fn round_trip(host_port: u16, sent: Vec<u8>) -> Vec<u8> {
     let conn = TcpStream::connect(("127.0.0.1", host_port)).await.unwrap();
     let (mut read, mut write) = conn.into_split();
     let writer = tokio::spawn(async move {
@@ -96,11 +96,11 @@ async fn round_trip(host_port: u16, sent: Vec<u8>) -> Vec<u8> {
     got
 }
 
-fn pattern(i: usize, len: usize) -> Vec<u8> {
+pub(super) fn pattern(i: usize, len: usize) -> Vec<u8> {
     (0..len).map(|j| ((i * 31 + j * 7) % 251) as u8).collect()
 }
 
-async fn exited(mut child: Child) -> std::process::ExitStatus {
+pub(super) async fn exited(mut child: Child) -> std::process::ExitStatus {
     for _ in 0..100 {
         if let Some(status) = child.try_wait().unwrap() {
             return status;
@@ -190,7 +190,9 @@ async fn the_agent_closes_a_stream_to_a_closed_port_with_the_reason() {
     assert_eq!(
         frames,
         vec![
-            Frame::Hello { version: 1 },
+            Frame::Hello {
+                version: super::frame::VERSION
+            },
             Frame::Close { stream: 9, reason }
         ]
     );

@@ -1,8 +1,11 @@
 //! A forwarded port: a listener on the host's 127.0.0.1 whose connections reach
 //! `127.0.0.1:<port>` inside a workspace's running container through one engine exec running
 //! the relay's agent (its stdin and stdout carry every connection, see [`crate::relay`]).
-//! Nothing is published and no rule is loosened; the forward ends, with why, when the exec
-//! ends (the container stopped or restarted) or when it is closed.
+//! Where the container has the broker's socket folder mounted, each connection's bytes go
+//! over a Unix socket of the forward's own there instead, and the exec carries only the
+//! control messages ([`crate::relay::carrier`]). Nothing is published and no rule is
+//! loosened; the forward ends, with why, when the exec ends (the container stopped or
+//! restarted) or when it is closed.
 
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
@@ -19,7 +22,7 @@ use tokio::sync::watch;
 
 use crate::engine::api::EngineApi;
 use crate::error::{Error, Result};
-use crate::relay::{self, mux::Relay};
+use crate::relay::{self, carrier::SocketCarrier, mux::Relay};
 
 /// What [`PortForward::close`] ends a forward with.
 pub const CLOSED: &str = "the forward was closed";
@@ -38,6 +41,10 @@ pub struct ForwardInfo {
     /// `http://127.0.0.1:<hostPort>`.
     pub url: String,
     pub container_id: String,
+    /// What carries the connections' bytes: `socket` (a Unix socket in the sandbox's broker
+    /// folder, at kernel speed) or `exec` (the engine's exec stream: VM engines, no broker).
+    #[napi(ts_type = "'socket' | 'exec'")]
+    pub carrier: String,
 }
 
 /// How a forward ended.
@@ -143,6 +150,16 @@ pub struct Target<'a> {
     pub container_id: &'a str,
     /// The bundle's interpreter (Node) that runs the agent.
     pub interpreter: &'a str,
+    /// A folder of the host's the container has mounted, for the forward's socket.
+    pub socket: Option<SocketRoute>,
+}
+
+/// Where a forward's socket goes: the host folder, the same folder inside, and the socket's
+/// owner (the container's user).
+pub struct SocketRoute {
+    pub host_dir: std::path::PathBuf,
+    pub container_dir: String,
+    pub owner: Option<(u32, u32)>,
 }
 
 /// Opens a forward of `port` in the target's container on the host's `127.0.0.1:<host_port>`
@@ -180,12 +197,17 @@ pub async fn open<E: EngineApi>(
             format!("the port relay did not start: {why}{said}"),
         )
     })?;
+    let carrier = match &target.socket {
+        Some(route) => use_socket(&relay, route).await,
+        None => "exec",
+    };
     let info = ForwardInfo {
         workspace_id: target.workspace.to_string(),
         port,
         host_port,
         url: format!("http://127.0.0.1:{host_port}"),
         container_id: target.container_id.to_string(),
+        carrier: carrier.to_string(),
     };
     let (end_tx, end) = watch::channel(None);
     let container = (target.container_id.to_string(), started);
@@ -197,6 +219,24 @@ pub async fn open<E: EngineApi>(
         end_tx,
     ));
     Ok(PortForward { info, relay, end })
+}
+
+/// Offers the relay a socket in the route's folder: `socket` once the agent reached it, else
+/// (it could not be bound or reached) `exec`, the stream pair carrying everything.
+async fn use_socket(relay: &Relay, route: &SocketRoute) -> &'static str {
+    let carrier = SocketCarrier::bind(&route.host_dir, &route.container_dir, route.owner);
+    let outcome = match carrier {
+        Ok(carrier) => relay.use_socket(carrier).await,
+        Err(e) => Err(format!("cannot bind it: {e}")),
+    };
+    match outcome {
+        Ok(()) => "socket",
+        Err(why) => {
+            let dir = route.host_dir.display();
+            tracing::info!(%dir, %why, "a forward's socket is not used: its exec carries it");
+            "exec"
+        }
+    }
 }
 
 /// A listener on the host's loopback only; `PORT_IN_USE` when the port is taken.

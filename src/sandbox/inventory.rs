@@ -232,7 +232,16 @@ pub(crate) fn remove_broker_folder(folder: &Path) {
     if !meta.file_type().is_dir() {
         return;
     }
-    for name in ["broker.sock", crate::broker::egress::EGRESS_SOCKET] {
+    // With the sockets of forwards whose holder was killed (a forward removes its own).
+    let forwards = std::fs::read_dir(folder).into_iter().flatten().flatten();
+    let forwards = forwards
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with(crate::relay::carrier::SOCKET_PREFIX));
+    let names = [
+        "broker.sock".to_string(),
+        crate::broker::egress::EGRESS_SOCKET.into(),
+    ];
+    for name in names.into_iter().chain(forwards) {
         let socket = folder.join(name);
         if std::fs::symlink_metadata(&socket)
             .is_ok_and(|m| crate::platform::is_socket(&m.file_type()))
@@ -350,6 +359,8 @@ mod tests {
         let folder = dir.path().join("owner-abc");
         std::fs::create_dir(&folder).unwrap();
         let _l = std::os::unix::net::UnixListener::bind(folder.join("broker.sock")).unwrap();
+        // A killed forward's socket goes too.
+        let _f = std::os::unix::net::UnixListener::bind(folder.join("fwd-0a1b.sock")).unwrap();
         remove_broker_folder(&folder);
         assert!(!folder.exists());
 

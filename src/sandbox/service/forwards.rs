@@ -1,11 +1,13 @@
 //! Forwarded ports into this hub's running workspace containers (see [`forward`]).
 
 use super::ContainerService;
+use crate::broker::server::RouteKind;
 use crate::engine::api::EngineApi;
 use crate::error::{Error, Result};
+use crate::names::paths::BROKER_MOUNT;
 use crate::sandbox::clone::WorkspaceMode;
 use crate::sandbox::container::LiveContainer;
-use crate::sandbox::forward::{self, ForwardInfo, PortForward, Target};
+use crate::sandbox::forward::{self, ForwardInfo, PortForward, SocketRoute, Target};
 use crate::sandbox::spec::{self, LABEL_WORKSPACE_PATH};
 use crate::sandbox::workspace::{self, Workspace};
 
@@ -64,10 +66,20 @@ impl<E: EngineApi> ContainerService<E> {
             );
             return Err(Error::container(id, why));
         }
+        let c = &self.inner.config;
+        // The broker's socket folder, where the spec mounts it (its posture was just checked).
+        let socket = (c.broker.as_ref())
+            .filter(|w| w.transport == RouteKind::Socket)
+            .map(|w| SocketRoute {
+                host_dir: w.socket_folder(&c.container.owner, id),
+                container_dir: BROKER_MOUNT.into(),
+                owner: Some((c.container.user.uid, c.container.user.gid)),
+            });
         let target = Target {
             workspace: id,
             container_id: &live.id,
-            interpreter: self.inner.config.container.bundle.interpreter(),
+            interpreter: c.container.bundle.interpreter(),
+            socket,
         };
         let fwd = forward::open(&self.inner.docker, target, port, host_port).await?;
         self.inner.forwards.add(&fwd);
