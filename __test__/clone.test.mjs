@@ -55,6 +55,8 @@ async function hostRepository(folder) {
   await git(folder, 'config', 'user.email', 'ann@example.invalid')
   writeFileSync(path.join(folder, '.gitignore'), '*.log\n')
   writeFileSync(path.join(folder, 'tracked.txt'), 'committed\n')
+  mkdirSync(path.join(folder, '.vscode'))
+  writeFileSync(path.join(folder, '.vscode/settings.json'), '{}\n')
   await git(folder, 'add', '.')
   await git(folder, 'commit', '-q', '-m', 'first')
   await git(folder, 'tag', 'v1')
@@ -66,6 +68,9 @@ async function hostRepository(folder) {
   writeFileSync(path.join(folder, 'tracked.txt'), 'changed on the host\n')
   writeFileSync(path.join(folder, 'untracked.txt'), 'new on the host\n')
   writeFileSync(path.join(folder, 'secret.log'), 'ignored\n')
+  // Untracked at guarded paths: the person's own, kept out of the copy.
+  writeFileSync(path.join(folder, '.envrc'), 'export API_KEY=host-secret\n')
+  writeFileSync(path.join(folder, '.vscode/tasks.json'), '{}\n')
   writeFileSync(path.join(folder, '.git/hooks/pre-commit'), '#!/bin/sh\necho host-hook\n', { mode: 0o755 })
   await git(folder, 'remote', 'add', 'origin', 'https://ann:tok3n@git.example.invalid/ann/project.git')
   await git(folder, 'config', 'credential.helper', 'store')
@@ -80,6 +85,7 @@ printf 'tags=%s\\n' "$(git tag | tr '\\n' ' ')"
 printf 'status=%s\\n' "$(git status --porcelain | tr '\\n' '|')"
 printf 'tracked=%s\\n' "$(cat tracked.txt)"
 printf 'ignored=%s\\n' "$(test -e secret.log && echo present || echo absent)"
+printf 'guarded=%s\\n' "$(find .envrc .vscode 2>/dev/null | sort | tr '\\n' ' ')"
 printf 'hooks=%s\\n' "$(ls .git/hooks 2>/dev/null | tr '\\n' ' ')"
 printf 'origin=%s\\n' "$(git config --get remote.origin.url)"
 printf 'helper=%s\\n' "$(git config --get credential.helper || true)"
@@ -185,6 +191,7 @@ test('a git repository in clone mode: its history, the host work git sees, nothi
   assert.equal(seen.status, ' M tracked.txt|?? untracked.txt|')
   assert.equal(seen.tracked, 'changed on the host')
   assert.equal(seen.ignored, 'absent')
+  assert.equal(seen.guarded, '.vscode .vscode/settings.json', 'untracked .envrc and .vscode/tasks.json stay on the host; the tracked settings come')
   assert.equal(seen.hooks, '', 'none of the host hooks')
   assert.equal(seen.origin, '/dev/null/po-sandbox-copy')
   assert.equal(seen.helper, '')

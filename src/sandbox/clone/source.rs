@@ -215,27 +215,41 @@ fn with(mut c: Command, args: &[&str]) -> Command {
 }
 
 /// The working tree as the person sees it: every tracked file and every untracked one git does
-/// not ignore, relative; none inside a `.git` (a nested repository's) or a nested repository.
+/// not ignore, relative; none inside a `.git` (a nested repository's) or a nested repository,
+/// and no untracked file at or under a guarded path (`.envrc`, `.vscode`, `.pi`...: what the
+/// person keeps beside the project, often secrets; a tracked one is in the history anyway).
 fn working_tree(folder: &Path) -> io::Result<Vec<PathBuf>> {
+    // `-t`: each path after a tag, `H ` tracked, `? ` untracked.
     let listed = run(with(
         git(folder),
         &[
             "ls-files",
             "-z",
+            "-t",
             "--cached",
             "--others",
             "--exclude-standard",
         ],
     ))?;
+    Ok(copied_paths(&listed))
+}
+
+/// The paths to copy of `git ls-files -z -t` output (see [`working_tree`]).
+pub(super) fn copied_paths(listed: &[u8]) -> Vec<PathBuf> {
     let mut out: Vec<PathBuf> = listed
         .split(|&b| b == 0)
-        .filter(|p| !p.is_empty() && !p.ends_with(b"/"))
-        .map(|p| PathBuf::from(String::from_utf8_lossy(p).into_owned()))
+        .filter_map(|entry| {
+            let (tag, p) = (entry.get(..2)?, entry.get(2..)?);
+            let p = String::from_utf8_lossy(p).into_owned();
+            let kept_out = tag == b"? " && super::guarded(&p, &[]);
+            let listed = !p.is_empty() && !p.ends_with('/');
+            (listed && !kept_out).then(|| PathBuf::from(p))
+        })
         .filter(|p| plain_relative(p) && !p.components().any(|c| c.as_os_str() == ".git"))
         .collect();
     out.sort();
     out.dedup();
-    Ok(out)
+    out
 }
 
 /// Only normal components: nothing that climbs out or starts at the root.

@@ -79,10 +79,18 @@ fn a_repository_is_copied_with_a_fresh_git_and_the_work_git_sees() {
     git(repo, &["config", "user.email", "ann@example.invalid"]);
     std::fs::write(repo.join(".gitignore"), "*.log\n").unwrap();
     std::fs::write(repo.join("a.txt"), "one\n").unwrap();
+    std::fs::create_dir_all(repo.join(".vscode")).unwrap();
+    std::fs::write(repo.join(".vscode/settings.json"), "{}\n").unwrap();
     git(repo, &["add", "."]);
     git(repo, &["commit", "-q", "-m", "c1"]);
     std::fs::write(repo.join("a.txt"), "two\n").unwrap();
     std::fs::write(repo.join("new.txt"), "new\n").unwrap();
+    // Untracked files at guarded paths stay on the host; a tracked one is copied.
+    std::fs::write(repo.join(".envrc"), "export KEY=host-secret\n").unwrap();
+    std::fs::write(repo.join(".vscode/tasks.json"), "{}\n").unwrap();
+    std::fs::create_dir_all(repo.join("sub/.pi")).unwrap();
+    std::fs::write(repo.join("sub/.envrc"), "export KEY=x\n").unwrap();
+    std::fs::write(repo.join("sub/.pi/settings.json"), "{}\n").unwrap();
     std::fs::write(repo.join("x.log"), "ignored\n").unwrap();
     std::fs::write(repo.join(".git/hooks/pre-commit"), "#!/bin/sh\n").unwrap();
     git(
@@ -106,6 +114,19 @@ fn a_repository_is_copied_with_a_fresh_git_and_the_work_git_sees() {
     assert_eq!(text("a.txt").as_deref(), Some("two\n"));
     assert_eq!(text("new.txt").as_deref(), Some("new\n"));
     assert_eq!(text("x.log"), None);
+    assert_eq!(text(".vscode/settings.json").as_deref(), Some("{}\n"));
+    for guarded in [
+        ".envrc",
+        ".vscode/tasks.json",
+        "sub/.envrc",
+        "sub/.pi/settings.json",
+    ] {
+        assert_eq!(
+            text(guarded),
+            None,
+            "{guarded} (untracked, guarded) is not copied"
+        );
+    }
     assert!(names.contains(&".git/HEAD"), "{names:?}");
     assert!(
         !names.iter().any(|n| n.starts_with(".git/hooks")),
@@ -196,4 +217,14 @@ fn a_branch_name_is_one_git_takes_as_it_is() {
         assert_eq!(e.code(), "OPTIONS_INVALID", "{bad:?}");
         assert!(e.to_string().contains("branch"), "{e}");
     }
+}
+
+#[test]
+fn untracked_guarded_paths_are_left_out_of_a_repository_copy() {
+    let listed = b"H .envrc\0H src/a.rs\0? .envrc.local\0? .vscode/tasks.json\0? x/.pi/a\0? notes.txt\0H ../up\0? .git/x\0? dir/\0";
+    let got: Vec<String> = source::copied_paths(listed)
+        .iter()
+        .map(|p| p.to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(got, [".envrc", ".envrc.local", "notes.txt", "src/a.rs"]);
 }
