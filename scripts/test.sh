@@ -59,8 +59,16 @@ engine_pid=$!
 # twice. `failpoints` (our crate's own, no dependency) lets a suite stop a hub between a
 # write-aside and its rename (__test__/leftovers.test.mjs); `npm run build` never has it.
 # `npm run build` (release) is what is published and benchmarked.
-step "build the addon (napi build --platform --features tokio/test-util,failpoints, dev profile)"
-npx napi build --platform --features tokio/test-util,failpoints
+# The addon is built under clippy (clippy-driver as the workspace's compiler wrapper, as `cargo
+# clippy` runs it, -D warnings): the library's lint pass is its build, with no compile of its own.
+driver=$(command -v clippy-driver || true)
+if [ -z "$driver" ]; then
+  echo "npm test needs clippy (clippy-driver on PATH): rustup component add clippy" >&2
+  exit 1
+fi
+export CLIPPY_ARGS='-D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__'
+step "build the addon under clippy -D warnings (napi build --platform --features tokio/test-util,failpoints, dev profile)"
+RUSTC_WORKSPACE_WRAPPER="$driver" npx napi build --platform --features tokio/test-util,failpoints
 if [ -n "${CI:-}" ] && git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
   if ! git diff --exit-code -- index.js index.d.ts; then
     echo "index.js / index.d.ts are stale: run 'npm run build' and commit them." >&2
@@ -77,26 +85,19 @@ if [ "$rc" -ne 0 ]; then
   exit "$rc"
 fi
 
-# Clippy runs inside the unit tests' build (clippy-driver as the workspace's compiler wrapper, as
-# `cargo clippy` runs it, with -D warnings), so the dependencies the addon build made serve both:
-# no check-mode pass over every dependency. It lints the library and its tests, as
-# `cargo clippy --all-targets` would here (the crate has no other targets); `npm run lint` runs
-# `cargo clippy` itself. At a lower priority, so the container suites, whose engine calls have
-# time bounds (compilers have none), come first; two compiler jobs, as the crate is compiled twice
-# (the library, linted as built, and its unit tests) and the two can run at once (a rebuild of the two on a busy machine:
-# 131 s with one job, 57 s with two); with one job the whole build (6 minutes beside the
-# suites) would now end after the suites (at the lowest priority it got almost no CPU).
-step "clippy -D warnings and the Rust unit tests (cargo test under clippy-driver), in the background"
-driver=$(command -v clippy-driver || true)
-if [ -z "$driver" ]; then
-  echo "npm test needs clippy (clippy-driver on PATH): rustup component add clippy" >&2
-  exit 1
-fi
+# The unit tests, built under clippy too (their code, and the library's as the tests see it: with
+# the addon build above, what `cargo clippy --all-targets` lints here; `npm run lint` runs `cargo
+# clippy` itself). `--lib`: only the unit-test target is compiled (the crate has no integration
+# tests and no doc tests; the library itself was built and linted above, but under napi's
+# environment, so cargo would compile it again for a plain `cargo test`). At a lower priority,
+# so the container suites, whose engine calls have time bounds (compilers have none), come
+# first; two compiler jobs, so it still ends before the suites do.
+step "the Rust unit tests (cargo test --lib under clippy-driver), in the background"
 # `napi build --platform` builds for the host's triple given explicitly (target/<triple>/):
 # the same --target here, or every dependency is built again under target/debug.
 host=$(rustc -vV | sed -n 's/^host: //p')
-setsid nice -n 5 env RUSTC_WORKSPACE_WRAPPER="$driver" CLIPPY_ARGS='-D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__' \
-  cargo test -j 2 --features failpoints --target "$host" >"$rust_log" 2>&1 &
+setsid nice -n 5 env RUSTC_WORKSPACE_WRAPPER="$driver" \
+  cargo test --lib -j 2 --features failpoints --target "$host" >"$rust_log" 2>&1 &
 rust_pid=$!
 
 # The lint (without clippy) and the type check need no engine and little CPU: they run beside the

@@ -7,12 +7,12 @@ use std::process::Child;
 use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream, UnixStream};
+use tokio::net::{TcpStream, UnixStream};
 
 use super::carrier::SocketCarrier;
 use super::frame::{SocketSecret, handshake};
 use super::mux::Relay;
-use super::tests::{exited, pattern, round_trip, server, spawn_agent};
+use super::tests::{carry_from_loopback, exited, pattern, round_trip, server, spawn_agent};
 
 struct Forward {
     child: Child,
@@ -33,14 +33,7 @@ async fn forward_socket(port: u16, inside: Option<&str>) -> (Forward, Result<(),
     let carrier = SocketCarrier::bind(dir.path(), inside.unwrap_or(&path), None).unwrap();
     let (socket, secret) = (carrier.host_path(), carrier.secret());
     let used = relay.use_socket(carrier).await;
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let host_port = listener.local_addr().unwrap().port();
-    let r = relay.clone();
-    tokio::spawn(async move {
-        while let Ok((conn, _)) = listener.accept().await {
-            r.carry(conn);
-        }
-    });
+    let host_port = carry_from_loopback(&relay).await;
     let f = Forward {
         child,
         relay,

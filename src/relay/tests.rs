@@ -36,10 +36,8 @@ pub(super) fn spawn_agent(port: u16) -> (Child, pipe::Receiver, pipe::Sender) {
     (child, from, to)
 }
 
-/// A relay to `port` and a loopback listener whose connections it carries.
-pub(super) async fn forward(port: u16) -> (Child, Relay, u16) {
-    let (child, from, to) = spawn_agent(port);
-    let relay = Relay::start(from, to).await.expect("the agent greets");
+/// A loopback listener whose connections `relay` carries; its port.
+pub(super) async fn carry_from_loopback(relay: &Relay) -> u16 {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let host_port = listener.local_addr().unwrap().port();
     let r = relay.clone();
@@ -48,6 +46,14 @@ pub(super) async fn forward(port: u16) -> (Child, Relay, u16) {
             r.carry(conn);
         }
     });
+    host_port
+}
+
+/// A relay to `port` and a loopback listener whose connections it carries.
+pub(super) async fn forward(port: u16) -> (Child, Relay, u16) {
+    let (child, from, to) = spawn_agent(port);
+    let relay = Relay::start(from, to).await.expect("the agent greets");
+    let host_port = carry_from_loopback(&relay).await;
     (child, relay, host_port)
 }
 
