@@ -211,7 +211,7 @@ pub async fn stop(
 }
 
 /// Removes a stopped workspace's files in the owner's token folder: its token file, its rules
-/// record (`<id>.net`) and its start lock (`<id>.lock`) unless a process holds that lock (a
+/// record (`<id>.net`), its spawner record (`<id>.exec`) and its start lock (`<id>.lock`) unless a process holds that lock (a
 /// start of it under way); its guard copies (`<poHome>/sandbox-guards/<owner>/<id>`) and its
 /// review baseline.
 pub(crate) fn remove_token_files(po_home: &Path, owner: &str, workspace_id: &str) {
@@ -220,6 +220,7 @@ pub(crate) fn remove_token_files(po_home: &Path, owner: &str, workspace_id: &str
     let token = spec::token_file(po_home, owner, workspace_id);
     let _ = std::fs::remove_file(&token);
     let _ = std::fs::remove_file(crate::sandbox::holder::record_path(&token));
+    let _ = std::fs::remove_file(crate::sandbox::exec::spawner::record_path(&token));
     crate::sandbox::locks::remove_free_lock(&token.with_extension("lock"));
 }
 
@@ -232,11 +233,15 @@ pub(crate) fn remove_broker_folder(folder: &Path) {
     if !meta.file_type().is_dir() {
         return;
     }
-    // With the sockets of forwards whose holder was killed (a forward removes its own).
+    // With the sockets of forwards whose holder was killed (a forward removes its own) and
+    // of exec spawners (a container's stop kills them where they stand).
     let forwards = std::fs::read_dir(folder).into_iter().flatten().flatten();
     let forwards = forwards
         .map(|e| e.file_name().to_string_lossy().into_owned())
-        .filter(|n| n.starts_with(crate::relay::carrier::SOCKET_PREFIX));
+        .filter(|n| {
+            n.starts_with(crate::relay::carrier::SOCKET_PREFIX)
+                || n.starts_with(crate::sandbox::exec::spawner::SOCKET_PREFIX)
+        });
     let names = [
         "broker.sock".to_string(),
         crate::broker::egress::EGRESS_SOCKET.into(),

@@ -224,6 +224,22 @@ impl<E: EngineApi> ContainerService<E> {
             .collect()
     }
 
+    /// Where a workspace's exec spawner is found: with a socket route only (its folder is
+    /// the one the container has of the host's).
+    pub(super) fn spawner_place(&self, id: &str) -> Option<crate::sandbox::exec::spawner::Place> {
+        let c = &self.inner.config;
+        let wiring = c
+            .broker
+            .as_ref()
+            .filter(|w| w.transport == RouteKind::Socket)?;
+        let token = spec::token_file(&c.container.po_home, &c.container.owner, id);
+        Some(crate::sandbox::exec::spawner::Place {
+            record: crate::sandbox::exec::spawner::record_path(&token),
+            host_dir: wiring.socket_folder(&c.container.owner, id),
+            container_dir: BROKER_MOUNT.into(),
+        })
+    }
+
     /// The id of the broker grant this hub holds for a workspace.
     #[cfg(test)]
     pub(super) fn granted(&self, workspace_id: &str) -> Option<String> {

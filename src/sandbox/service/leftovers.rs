@@ -150,8 +150,9 @@ fn sweep_binds(root: &Path) -> Vec<PathBuf> {
     removed
 }
 
-/// Removes the rules records (`<id>.net`) and free start locks (`<id>.lock`) in the token
-/// folder of workspaces not in `live` (no token file: stopped). Regular files only.
+/// Removes the rules records (`<id>.net`), spawner records (`<id>.exec`) and free start locks
+/// (`<id>.lock`) in the token folder of workspaces not in `live` (no token file: stopped).
+/// Regular files only.
 fn sweep_stopped(tokens: &Path, live: &[String]) -> Vec<PathBuf> {
     let Ok(entries) = std::fs::read_dir(tokens) else {
         return vec![];
@@ -165,7 +166,10 @@ fn sweep_stopped(tokens: &Path, live: &[String]) -> Vec<PathBuf> {
         let (id, lock) = match (name.strip_suffix(".net"), name.strip_suffix(".lock")) {
             (Some(id), _) => (id, false),
             (_, Some(id)) => (id, true),
-            _ => continue,
+            _ => match name.strip_suffix(".exec") {
+                Some(id) => (id, false),
+                None => continue,
+            },
         };
         if live.iter().any(|l| l == id) {
             continue;

@@ -592,12 +592,22 @@ impl<E: EngineApi> ContainerService<E> {
             tracing::debug!(workspace = %id, ?health, "exec behind the network rules' gate");
         }
         let request = exec::ExecRequest {
-            command: spec::exec_gated(health, interpreter, command),
+            command,
             tty,
             working_dir,
             env: self.current_broker_address(id),
         };
-        exec::run(&self.inner.docker, &container.container_id, id, request).await
+        let target = (container.container_id.as_str(), id.as_str());
+        let place = self.spawner_place(id);
+        let docker = &self.inner.docker;
+        exec::run_or_spawn(
+            docker,
+            target,
+            request,
+            (health, interpreter),
+            place.as_ref(),
+        )
+        .await
     }
 
     /// Runs `command` in a container this service adopted, in its workspace folder, as its

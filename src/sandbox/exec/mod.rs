@@ -15,6 +15,9 @@ use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use crate::engine::api::EngineApi;
 use crate::error::{Error, Result};
 
+pub mod spawner;
+pub(crate) mod wire;
+
 /// The longest command line accepted (arguments and separators, in bytes).
 pub const MAX_COMMAND_BYTES: usize = 128 * 1024;
 
@@ -118,6 +121,47 @@ pub async fn run(
     exit_code(docker, &exec_id)
         .await
         .map_err(failed("inspect the exec"))
+}
+
+/// Runs the request as [`run`] does, behind the network rules' gate unless the container's
+/// `health` says it passed it (`spec::exec_gated`, with the bundle's `interpreter`): through
+/// the container's spawner when `spawner` says where it is and it checks out (see
+/// [`spawner`]: one that runs has passed the gate); otherwise by the engine's exec, starting a
+/// spawner alongside for the next command (a failure to is only logged).
+pub async fn run_or_spawn(
+    docker: &impl EngineApi,
+    (container_id, workspace): (&str, &str),
+    mut req: ExecRequest,
+    (health, interpreter): (Option<&str>, &str),
+    spawner: Option<&spawner::Place>,
+) -> Result<i64> {
+    let gate = |command| crate::sandbox::spec::exec_gated(health, interpreter, command);
+    let Some(place) = spawner.filter(|_| !req.tty) else {
+        req.command = gate(req.command);
+        return run(docker, container_id, workspace, req).await;
+    };
+    let found = spawner::connect(place, container_id).await;
+    #[cfg(unix)]
+    if let spawner::Found::Connected(stream) = found {
+        return (spawner::run(stream, &req).await).map_err(|e| {
+            Error::container_caused(
+                workspace,
+                "run the command through the sandbox's spawner",
+                e,
+            )
+        });
+    }
+    req.command = gate(req.command);
+    if !matches!(found, spawner::Found::Absent) {
+        return run(docker, container_id, workspace, req).await;
+    }
+    let probe = (health != Some("healthy")).then(|| crate::sandbox::firewall::mark_probe(true));
+    let launch = spawner::launch(docker, container_id, place, interpreter, probe);
+    let (ran, launched) = tokio::join!(run(docker, container_id, workspace, req), launch);
+    if let Err(why) = launched {
+        tracing::debug!(workspace, %why, "no spawner started: later execs take the engine's exec");
+    }
+    ran
 }
 
 /// A command's exit code and what it wrote, kept apart.
