@@ -79,8 +79,9 @@ test('exec through the spawner: as the engine would run it, streams apart and in
   assert.equal(second.code, 0, second.stderr)
   assert.match(second.stdout, /po-sandbox-exec/)
 
-  // As the engine's exec runs a command: the same environment, user, folder and confinement.
-  const probe = ['sh', '-c', 'pwd; id; grep -E "^(Cap|NoNewPrivs|Seccomp)" /proc/self/status; cat /proc/self/cgroup; env | sort']
+  // As the engine's exec runs a command: the same environment, user, umask, limits, folder and
+  // confinement.
+  const probe = ['sh', '-c', 'pwd; id; umask; ulimit -n; grep -E "^(Cap|NoNewPrivs|Seccomp)" /proc/self/status; cat /proc/self/cgroup; env | sort']
   const fast = await exec(probe)
   const engine = dockerCli(['exec', '-w', ws.path, c.containerId, ...probe])
   assert.equal(fast.code, 0, fast.stderr)

@@ -105,6 +105,18 @@ if (args.scenario === 'docker') {
     const again = (await second.layer.provider.ready()).workspaces[0]
     facts.second = { state: again.state, containerId: again.container?.containerId ?? null, adopted: again.container?.adopted ?? null, replacedReason: again.container?.replacedReason ?? null, removed: second.events.filter((e) => e.state === 'removed') }
     facts.secondExec = await second.layer.containers.exec('rl', ['true']).catch((e) => String(e))
+    // Later execs run as children of the container's spawner (issue 26), which the first exec
+    // started: the command's parent inside, as it tells.
+    const probe = ['sh', '-c', 'if [ "$PPID" = 0 ]; then echo engine; else tr "\\0" " " </proc/$PPID/cmdline; fi > parent.txt']
+    for (let i = 0; i < 40 && !/po-sandbox-exec/.test(facts.spawnerParent ?? ''); i++) {
+      facts.spawnerExec = await second.layer.containers.exec('rl', probe).catch((e) => String(e))
+      try {
+        facts.spawnerParent = readFileSync(path.join(args.workspace, 'parent.txt'), 'utf8')
+      } catch (e) {
+        facts.spawnerParent = String(e)
+      }
+      await new Promise((r) => setTimeout(r, 250))
+    }
     // A forwarded port works on rootless Podman too (its bytes over the forward's socket in the
     // broker folder), and leaves no relay inside.
     const fwd = await layer.containers.forwardPort('rl', 7300).catch((e) => ({ error: String(e) }))

@@ -210,6 +210,9 @@ test('as a normal user on rootless Podman: keep-id maps the user, its files are 
   // The second hub adopted the very container (the rootless posture is no drift).
   assert.deepEqual(facts.second, { state: 'running', containerId: facts.containerId, adopted: true, replacedReason: null, removed: [] })
   assert.equal(facts.secondExec, 0)
+  // Later execs through the container's spawner, on rootless Podman too.
+  assert.equal(facts.spawnerExec, 0)
+  assert.match(facts.spawnerParent, /po-sandbox-exec \/run\/po-broker\/exec-/)
   // A forward of the server's port reaches it as this user, on the host's loopback only.
   assert.match(facts.forwardUrl, /^http:\/\/127\.0\.0\.1:\d+$/)
   assert.equal(facts.forwardUid, uid)

@@ -8,7 +8,7 @@ import os from 'node:os'
 import path from 'node:path'
 
 
-import { addon, isolatedEnv, root, run, tempDir } from './helpers.mjs'
+import { addon, isolatedEnv, root, run, tempDir, waitFor } from './helpers.mjs'
 import { LOOK_COPY, parseLines, plantAndApply, smallRepository, treeHash } from './clone-fixtures.mjs'
 import { TEST_BASE, baseOptions, brokerDirOf, getJson, modelsUpstream, newOwner, openLayer, removePodmanOwner, tempHome, tempWorkspace, writeBundle } from './provider-fixtures.mjs'
 
@@ -165,6 +165,13 @@ test('the container provider on Podman: a hardened container, brokered calls, a 
   const adopted = ['pw', 'pc'].map((id) => again.workspaces.find((x) => x.id === id).container)
   assert.deepEqual(adopted.map((a) => [a.containerId, a.adopted]), [[c.containerId, true], [cc.containerId, true]])
   assert.equal((await inside('git rev-parse HEAD')).stdout.trim(), took.second, 'the agent work is still there')
+  // exec (issue 26): the first takes the engine's exec and starts the container's spawner (behind
+  // the rules' gate: no health check runs here without systemd); the next ones are its children.
+  const parent = path.join(ws, 'parent.txt')
+  const probe = ['sh', '-c', 'if [ "$PPID" = 0 ]; then echo engine; else tr "\\0" " " </proc/$PPID/cmdline; fi > parent.txt; exit 3']
+  assert.equal(await second.layer.containers.exec('pw', probe), 3)
+  assert.equal(readFileSync(parent, 'utf8').trim(), 'engine')
+  await waitFor(async () => (await second.layer.containers.exec('pw', probe)) === 3 && /po-sandbox-exec/.test(readFileSync(parent, 'utf8')), 'an exec through the spawner', 20000)
   // Both at once: Podman runs no init, so a server that ignores SIGTERM takes the stop's grace.
   assert.deepEqual((await second.layer.containers.stopAll()).sort(), ['pc', 'pw'])
   assert.equal((await run('podman', ['ps', '-aq', '--filter', `label=po.owner=${owner}`])).stdout.trim(), '')

@@ -170,11 +170,12 @@ function serve(sock) {
     rest()
   })
 }
-process.umask(0o177)
 const server = net.createServer({ allowHalfOpen: true }, serve)
 server.on('error', () => process.exit(1))
 // Its socket gone or replaced (the host starts another, a stop sweeps the folder): it ends.
 server.listen(where, () => {
+  // Its commands keep the container's umask: the socket alone is made owner-only.
+  fs.chmodSync(where, 0o600)
   const ino = fs.statSync(where).ino
   setInterval(() => {
     let now = null
