@@ -407,3 +407,7 @@ mod tests {
         assert_eq!(read_record(&path), None);
     }
 }
+
+#[cfg(all(test, target_os = "linux"))]
+#[path = "spawner_tests.rs"]
+mod connect_tests;

@@ -295,8 +295,10 @@ mod tests {
             "run.token",
             "run.net",
             "run.lock",
+            "run.exec",
             "old.net",
             "old.lock",
+            "old.exec",
             "held.lock",
         ] {
             std::fs::write(d.join(f), "").unwrap();
@@ -306,11 +308,15 @@ mod tests {
             .unwrap();
         let mut removed = sweep_stopped(d, &["run".to_string()]);
         removed.sort();
-        assert_eq!(removed, [d.join("old.lock"), d.join("old.net")]);
+        assert_eq!(
+            removed,
+            [d.join("old.exec"), d.join("old.lock"), d.join("old.net")]
+        );
         let mut left = token_workspaces(d);
         left.sort();
         assert_eq!(left, ["run"]);
         assert!(d.join("held.lock").exists() && d.join("run.lock").exists());
+        assert!(d.join("run.exec").exists());
         drop(held);
     }
 
