@@ -103,6 +103,8 @@ test('exec through the spawner: as the engine would run it, streams apart and in
   assert.match(missing.stderr, /no-such-program-x/)
   // Still the very same spawner.
   assert.equal(record().pid, rec.pid)
+  // Its pipes are nowhere in the file system: a recursive read of /tmp finishes.
+  assert.equal(dockerCli(['exec', c.containerId, 'find', '/tmp', '/run/po-broker', '-type', 'p']), '')
 
   // The command ends with the CLI: killed, its command gets SIGHUP.
   const hup = path.join(folder, 'hup')

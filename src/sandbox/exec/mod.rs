@@ -141,7 +141,7 @@ pub async fn run_or_spawn(
         return run(docker, container_id, workspace, req).await;
     };
     let found = spawner::connect(place, container_id).await;
-    #[cfg(unix)]
+    #[cfg(target_os = "linux")]
     if let spawner::Found::Connected(stream) = found {
         return (spawner::run(stream, &req).await).map_err(|e| {
             Error::container_caused(

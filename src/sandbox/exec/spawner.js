@@ -43,34 +43,43 @@ function envOf(list) {
 }
 // The command's stdin, stdout and stderr are pipes, as the engine's exec gives them (Node's own
 // are socket pairs, which `/dev/stdout` and the like cannot open): FIFOs made ahead in a
-// folder of its own, each opened once and unlinked before the command starts.
+// folder of its own, each opened read-write and unlinked at once (nothing that walks the file
+// system, a `grep -r /tmp`, ever finds one to block on), then reopened through /proc for a
+// command's ends.
 const fifoDir = fs.mkdtempSync(path.join(os.tmpdir(), 'po-exec-'))
-const fifos = []
+const anchors = []
 let made = 0
 function moreFifos(sync) {
   const names = Array.from({ length: 12 }, () => path.join(fifoDir, String(made++)))
-  const done = (status) => { if (status === 0) fifos.push(...names) }
+  const done = (status) => {
+    for (const name of names) {
+      try {
+        if (status === 0) anchors.push(fs.openSync(name, fs.constants.O_RDWR | fs.constants.O_NONBLOCK))
+      } catch {}
+      try { fs.unlinkSync(name) } catch {}
+    }
+  }
   if (sync) done(spawnSync('mkfifo', ['-m', '600', ...names], { stdio: 'ignore' }).status)
   else spawn('mkfifo', ['-m', '600', ...names], { stdio: 'ignore' }).on('error', () => {}).on('close', done)
 }
 process.on('exit', () => fs.rmSync(fifoDir, { recursive: true, force: true }))
 moreFifos(true)
-if (fifos.length === 0) process.exit(1)
+if (anchors.length === 0) process.exit(1)
 /** Three pipes: [the command's end, ours] for stdin, stdout and stderr. */
 function pipes() {
-  if (fifos.length < 3) moreFifos(true)
-  if (fifos.length < 3) throw new Error('no FIFO could be made')
-  if (fifos.length < 9) moreFifos(false)
-  const [i, o, e] = fifos.splice(0, 3)
+  if (anchors.length < 3) moreFifos(true)
+  if (anchors.length < 3) throw new Error('no FIFO could be made')
+  if (anchors.length < 9) moreFifos(false)
+  const [i, o, e] = anchors.splice(0, 3)
   const { O_RDONLY, O_WRONLY, O_NONBLOCK } = fs.constants
-  // Readers first, so no open waits: ours of stdout and stderr, a stand-in of stdin's.
-  const outR = fs.openSync(o, O_RDONLY | O_NONBLOCK), errR = fs.openSync(e, O_RDONLY | O_NONBLOCK)
-  const standIn = fs.openSync(i, O_RDONLY | O_NONBLOCK)
-  // Then the writers (a reader is there), then the command's stdin (a writer is there now).
-  const inW = fs.openSync(i, O_WRONLY), outW = fs.openSync(o, O_WRONLY), errW = fs.openSync(e, O_WRONLY)
-  const ends = [[fs.openSync(i, O_RDONLY), inW], [outW, outR], [errW, errR]]
-  fs.closeSync(standIn)
-  for (const f of [i, o, e]) fs.unlinkSync(f)
+  // The anchor is a reader and a writer of its FIFO: no open waits. Ours read without blocking.
+  const reopen = (fd, flags) => fs.openSync(`/proc/self/fd/${fd}`, flags)
+  const ends = [
+    [reopen(i, O_RDONLY), reopen(i, O_WRONLY)],
+    [reopen(o, O_WRONLY), reopen(o, O_RDONLY | O_NONBLOCK)],
+    [reopen(e, O_WRONLY), reopen(e, O_RDONLY | O_NONBLOCK)],
+  ]
+  for (const fd of [i, o, e]) fs.closeSync(fd)
   return ends
 }
 function serve(sock) {

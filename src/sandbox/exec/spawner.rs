@@ -19,6 +19,8 @@
 //! The spawner passes the network rules' gate before it listens, as any exec does: one that
 //! listens proves this start of the container saw its rules (a restart ends it), so what it
 //! runs needs no gate of its own.
+// Only Linux hosts use a spawner (its checks read /proc): elsewhere this is compiled, unused.
+#![cfg_attr(not(target_os = "linux"), allow(dead_code, unused_imports))]
 
 use std::path::{Path, PathBuf};
 
@@ -124,7 +126,7 @@ pub fn read_record(path: &Path) -> Option<Record> {
 /// What [`connect`] found.
 pub enum Found {
     /// The recorded spawner, connected and checked.
-    #[cfg(unix)]
+    #[cfg(target_os = "linux")]
     Connected(tokio::net::UnixStream),
     /// The recorded spawner runs but does not listen yet (it starts, or waits at the rules'
     /// gate): the engine's exec this time, and no other spawner.
