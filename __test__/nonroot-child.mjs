@@ -1,6 +1,7 @@
 // Run by nonroot.test.mjs as its unprivileged user (never directly): one scenario, its facts
 // printed as one JSON line on stdout. Argument: a JSON object { scenario, ... }.
 import { execFileSync } from 'node:child_process'
+import { createHash } from 'node:crypto'
 import { lstatSync, mkdtempSync, readdirSync, readFileSync, realpathSync, rmSync } from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
@@ -48,6 +49,8 @@ if (args.scenario === 'docker') {
     // The broker folder the container has mounted, read while this hub serves it.
     const mount = inspect(w.container.containerId).Mounts.find((m) => m.Destination === '/run/po-broker')
     if (mount) {
+      // With the exec spawner's socket, once the spawner the exec started listens.
+      for (let i = 0; i < 100 && !readdirSync(mount.Source).some((n) => n.startsWith('exec-')); i++) await new Promise((r) => setTimeout(r, 100))
       const at = (p) => { const st = lstatSync(p); return { uid: st.uid, mode: st.mode & 0o777, socket: st.isSocket() } }
       facts.broker = { dir: mount.Source, ...at(mount.Source), entries: Object.fromEntries(readdirSync(mount.Source).map((n) => [n, at(path.join(mount.Source, n))])) }
     }
@@ -175,8 +178,10 @@ if (args.scenario === 'docker') {
   }
   const down = await po('down', args.workspace, '--json')
   facts.down = { code: down.code, stderr: down.stderr.slice(-2000) }
-  facts.left = podman('ps', '-a', '-q', '--filter', 'label=po.sandbox=1').trim()
-  for (const v of podman('volume', 'ls', '-q', '--filter', 'label=po.sandbox=1').split('\n').filter(Boolean)) podman('volume', 'rm', v)
+  // This run's own (the CLI's owner is its Po home's): another run's leftovers are not its.
+  const owner = createHash('sha256').update(poHome).digest('hex').slice(0, 12)
+  facts.left = podman('ps', '-a', '-q', '--filter', `label=po.owner=${owner}`).trim()
+  for (const v of podman('volume', 'ls', '-q', '--filter', `label=po.owner=${owner}`).split('\n').filter(Boolean)) podman('volume', 'rm', v)
   await upstream.close()
   out(facts)
 } else if (args.scenario === 'podman-clone') {
