@@ -481,6 +481,31 @@ for (const mode of ['none', 'allowlist']) {
   })
 }
 
+test('an early refusal is read by a client still sending its body: the broker answers, ends its side and reads the rest for a moment instead of resetting', async (t) => {
+  const bed = await attackBed(t, { env: { PO_SANDBOX_NETWORK: 'none' } })
+  const bytes = post(MESSAGES, [bed.authA, 'Content-Type: application/json'], MCP)
+  // The head and the key first, nothing read; the rest 300 ms later, once the 403 is out: a
+  // broker that closed at once fails that write (EPIPE), the client never reading its answer.
+  const at = bytes.indexOf('mcp_servers') + 20
+  const s = net.connect(bed.target.socketPath)
+  t.after(() => s.destroy())
+  await new Promise((resolve) => s.once('connect', resolve))
+  s.pause()
+  s.write(Buffer.from(bytes.slice(0, at), 'latin1'))
+  await sleep(300)
+  const wrote = await new Promise((resolve) => s.write(Buffer.from(bytes.slice(at), 'latin1'), (err) => resolve(err ? err.code : 'ok')))
+  let text = ''
+  s.setEncoding('latin1')
+  s.on('data', (d) => { text += d })
+  const ended = new Promise((resolve) => { s.once('end', resolve); s.once('close', resolve); s.once('error', resolve) })
+  s.resume()
+  await ended
+  assert.equal(wrote, 'ok', 'the rest of the body could not be written')
+  assert.match(text, /^HTTP\/1\.1 403/, text)
+  assert.match(text, /PO_SANDBOX_BROKER_ALLOW_FETCH/)
+  report(bed, [], [text])
+})
+
 test('rule 10, fetch screen: past 1 MiB the body streams and a late finding cuts it before its end: no request reaches the upstream', async (t) => {
   const bed = await attackBed(t, { env: { PO_SANDBOX_NETWORK: 'none' } })
   const pad = 'a'.repeat(1536 * 1024)

@@ -516,11 +516,15 @@ impl Broker {
                 .header_read_timeout(HEAD_TIMEOUT)
                 .max_buf_size(MAX_HEAD_BYTES)
                 .keep_alive(true)
-                .serve_connection(TokioIo::new(stream), service);
-            if let Err(e) = conn.await {
-                tracing::debug!(error = %e, "broker connection ended");
+                .serve_connection(TokioIo::new(stream), service)
+                .without_shutdown();
+            match conn.await {
+                Ok(parts) => {
+                    drop(permit);
+                    linger(parts.io.into_inner()).await;
+                }
+                Err(e) => tracing::debug!(error = %e, "broker connection ended"),
             }
-            drop(permit);
         });
     }
 
@@ -677,6 +681,33 @@ impl Broker {
         }
         Ok(())
     }
+}
+
+/// How long a closed connection's late bytes are read and dropped.
+const LINGER: Duration = Duration::from_secs(2);
+/// The most of them read.
+const LINGER_BYTES: usize = 1 << 20;
+
+/// The end of a connection after its last answer: the write side shut (the answer, then the
+/// end), then whatever the client still sends read and dropped for a moment (at most [`LINGER`]
+/// and [`LINGER_BYTES`]). Closed at once with a body half sent (an early refusal), the client's
+/// next write would fail and it could lose the answer before reading it.
+async fn linger<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin>(mut io: S) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    if io.shutdown().await.is_err() {
+        return;
+    }
+    let mut buf = vec![0u8; 16 * 1024];
+    let mut left = LINGER_BYTES;
+    let drain = async {
+        while left > 0 {
+            match io.read(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => left = left.saturating_sub(n),
+            }
+        }
+    };
+    let _ = tokio::time::timeout(LINGER, drain).await;
 }
 
 #[cfg(all(test, unix))]
