@@ -247,12 +247,7 @@ pub(crate) fn remove_broker_folder(folder: &Path) {
         crate::broker::egress::EGRESS_SOCKET.into(),
     ];
     for name in names.into_iter().chain(forwards) {
-        let socket = folder.join(name);
-        if std::fs::symlink_metadata(&socket)
-            .is_ok_and(|m| crate::platform::is_socket(&m.file_type()))
-        {
-            let _ = std::fs::remove_file(&socket);
-        }
+        crate::sandbox::exec::spawner::remove_socket(&folder.join(name));
     }
     let _ = std::fs::remove_dir(folder);
 }

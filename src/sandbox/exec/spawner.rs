@@ -116,11 +116,8 @@ fn start_time(pid: u32) -> Option<u64> {
 
 /// The record at `path`: a regular file (not a link), small, that parses.
 pub fn read_record(path: &Path) -> Option<Record> {
-    let meta = std::fs::symlink_metadata(path).ok()?;
-    if !meta.is_file() || meta.len() > MAX_RECORD {
-        return None;
-    }
-    serde_json::from_slice(&std::fs::read(path).ok()?).ok()
+    let bytes = crate::sandbox::review::walk::read_regular(path, MAX_RECORD)?;
+    serde_json::from_slice(&bytes).ok()
 }
 
 /// What [`connect`] found.

@@ -4,7 +4,7 @@
 //! host when the container was made and kept outside the workspace and every mount.
 
 mod classes;
-mod walk;
+pub(crate) mod walk;
 
 use std::collections::BTreeMap;
 use std::io::Write;

@@ -174,7 +174,7 @@ pub fn scripts_of(bytes: &[u8]) -> Option<BTreeMap<String, String>> {
 
 /// A file's bytes when it is a regular file (opened without following a link or blocking on
 /// a pipe) of at most `max` bytes.
-pub(super) fn read_regular(path: &Path, max: u64) -> Option<Vec<u8>> {
+pub(crate) fn read_regular(path: &Path, max: u64) -> Option<Vec<u8>> {
     let file = open_regular(path)?;
     if file.metadata().ok()?.len() > max {
         return None;
