@@ -265,15 +265,16 @@ test('exec with a terminal: the size of the terminal inside, Ctrl-C interrupts t
 
   // Ctrl-C typed once the command runs: the shell inside gets SIGINT (exit 130), not po-sandbox.
   let typed = false
-  const interrupted = await inTerminal(['exec', folder, '--po-home', poHome, '--', 'sh', '-c', 'echo waiting; sleep 60; echo not-interrupted'], {
+  // (A marker of its own: the exec gate's notice, should it wait for the rules, says "waiting".)
+  const interrupted = await inTerminal(['exec', folder, '--po-home', poHome, '--', 'sh', '-c', 'echo po-tty-sleeps; sleep 60; echo not-interrupted'], {
     env: cliEnv(),
     rows: 24,
     cols: 80,
     onOutput: (text, write) => {
-      if (!typed && text.includes('waiting')) { typed = true; write('\x03') }
+      if (!typed && text.includes('po-tty-sleeps')) { typed = true; write('\x03') }
     },
   })
-  assert.ok(typed, interrupted.stdout)
+  assert.ok(typed, `${interrupted.stdout}\n${interrupted.stderr}`)
   assert.equal(interrupted.code, 130, `${interrupted.stdout}\n${interrupted.stderr}`)
   assert.doesNotMatch(interrupted.stdout, /not-interrupted/)
 })

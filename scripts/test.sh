@@ -31,6 +31,7 @@ fi
 engine_log=$(mktemp)
 rust_log=$(mktemp)
 check_log=$(mktemp)
+failures_log=$(mktemp)
 rust_pid=
 engine_pid=
 check_pid=
@@ -39,7 +40,7 @@ cleanup() {
   [ -n "$engine_pid" ] && kill -- "-$engine_pid" 2>/dev/null || true
   [ -n "$rust_pid" ] && kill -- "-$rust_pid" 2>/dev/null || true
   [ -n "$check_pid" ] && kill -- "-$check_pid" 2>/dev/null || true
-  rm -f "$engine_log" "$rust_log" "$check_log"
+  rm -f "$engine_log" "$rust_log" "$check_log" "$failures_log"
   exit "$rc"
 }
 trap cleanup EXIT
@@ -144,11 +145,11 @@ export PO_SANDBOX_TEST_SHARED_IMAGES=1
 node_rc=0
 if [ "${#parallel[@]}" -gt 0 ]; then
   step "node:test suites, $concurrency files at a time (Node $(node --version))"
-  node scripts/run-suites.mjs --concurrency="$concurrency" --timeout=300000 "${parallel[@]}" || node_rc=$?
+  node scripts/run-suites.mjs --concurrency="$concurrency" --timeout=300000 --failures="$failures_log" "${parallel[@]}" || node_rc=$?
 fi
 if [ "${#alone[@]}" -gt 0 ]; then
   step "node:test suites that restart or freeze an engine, after the others"
-  node scripts/run-suites.mjs --concurrency=2 --timeout=300000 "${alone[@]}" || node_rc=$?
+  node scripts/run-suites.mjs --concurrency=2 --timeout=300000 --failures="$failures_log" "${alone[@]}" || node_rc=$?
 fi
 
 node --input-type=module -e "await (await import('./__test__/provider-fixtures.mjs')).removeTestImages()" || node_rc=$?
@@ -170,6 +171,11 @@ if [ "$check_rc" -ne 0 ]; then
   echo "the lint or the type check failed (exit $check_rc): see their output above." >&2
 fi
 if [ "$node_rc" -ne 0 ]; then
+  # Last, so the tail of a long log shows which tests failed and why.
+  if [ -s "$failures_log" ]; then
+    step "the node tests that failed, with their errors"
+    cat "$failures_log"
+  fi
   echo "node suites failed (exit $node_rc): see the output above." >&2
 fi
 [ "$rust_rc" -eq 0 ] && [ "$check_rc" -eq 0 ] && [ "$node_rc" -eq 0 ]
