@@ -123,8 +123,11 @@ export declare class PortForward {
   /** The port inside the sandbox (its 127.0.0.1). */
   get port(): number
   get workspaceId(): string
-  /** What carries the bytes: `socket` (the broker folder's) or `exec` (the exec stream). */
-  get carrier(): 'socket' | 'exec'
+  /**
+   * What carries the bytes: `namespace` (the hub dials inside the container's network
+   * namespace), `socket` (the broker folder's) or `exec` (the exec stream).
+   */
+  get carrier(): 'namespace' | 'socket' | 'exec'
   /** Ends the forward; resolves once its listener is closed and its relay gone. */
   close(): Promise<void>
   /**
@@ -836,10 +839,12 @@ export interface ForwardInfo {
   url: string
   containerId: string
   /**
-   * What carries the connections' bytes: `socket` (a Unix socket in the sandbox's broker
-   * folder, at kernel speed) or `exec` (the engine's exec stream: VM engines, no broker).
+   * What carries the connections' bytes: `namespace` (the hub dials each connection inside
+   * the container's network namespace: root with a rootful engine on this host), `socket`
+   * (a Unix socket in the sandbox's broker folder, at kernel speed) or `exec` (the engine's
+   * exec stream: VM engines, no broker).
    */
-  carrier: 'socket' | 'exec'
+  carrier: 'namespace' | 'socket' | 'exec'
 }
 
 /** How `WorkspaceContainers.forwardPort` forwards a port. */

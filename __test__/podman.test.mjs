@@ -124,10 +124,10 @@ test('the container provider on Podman: a hardened container, brokered calls, a 
   assert.equal(call.status, 200, JSON.stringify(call))
   assert.deepEqual(seen.map((q) => q.headers.authorization), [`Bearer ${REAL}`])
 
-  // A forwarded port works on Podman too (its bytes over the forward's socket in the broker
-  // folder), and ends with nothing left inside.
+  // A forwarded port works on Podman too (rootful, the hub root: it dials inside the holder's
+  // namespace, Podman's SandboxKey), and ends with nothing left inside.
   const fwd = await first.layer.containers.forwardPort('pw', 7300)
-  assert.equal(fwd.carrier, 'socket')
+  assert.equal(fwd.carrier, 'namespace')
   assert.equal((await getJson(fwd.url, '/whoami')).uid, process.getuid())
   const listed = await addon.listSandboxContainers({ poHome, owner, forwards: true, env })
   assert.deepEqual(listed.find((r) => r.workspaceId === 'pw').forwards, [{ port: 7300, hostPort: fwd.hostPort }])

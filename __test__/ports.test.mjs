@@ -1,15 +1,16 @@
 // Forwarded ports against the real Docker engine and the local test base image: one sandbox
 // (made by `po-sandbox up`) with servers of the test's own on its 127.0.0.1 only, reached
 // through `containers.forwardPort` and `po-sandbox port`: HTTP, 100 concurrent echo
-// connections (their bytes over the forward's socket in the broker folder; a wrong secret from
-// inside is refused), a WebSocket round trip, a closed port, coded refusals, and the forward's end
+// connections through each of two carriers (the hub dialling inside the sandbox's namespace, as
+// root gets by default; the forward's socket in the broker folder, PO_SANDBOX_FORWARD_CARRIER=socket,
+// where a wrong secret from inside is refused), a WebSocket round trip, a closed port, coded refusals, and the forward's end
 // (`port ls` and `ls` list it from the container's process list; Ctrl-C: exit 0 and no relay left, checked with `docker top`; the container stopping: exit 1
 // with the reason; no forward's socket left either way).
 import { test, before, after } from 'node:test'
 import { spawn } from 'node:child_process'
 import assert from 'node:assert/strict'
 import { createHash, randomBytes } from 'node:crypto'
-import { existsSync, mkdirSync, readdirSync } from 'node:fs'
+import { existsSync, mkdirSync, readdirSync, readlinkSync } from 'node:fs'
 import net from 'node:net'
 import path from 'node:path'
 
@@ -88,23 +89,39 @@ test('a server on the sandbox loopback answers through the forward; 100 connecti
   }, 'the server inside answers through the forward', 15000)
   assert.equal(text, 'hello from 5173 /x')
   const echo = await layer.containers.forwardPort(ws.id, 5174)
+  // The same port again, its carrier narrowed to the socket by the variable.
+  process.env.PO_SANDBOX_FORWARD_CARRIER = 'socket'
+  const echoSocket = await layer.containers.forwardPort(ws.id, 5174).finally(() => { delete process.env.PO_SANDBOX_FORWARD_CARRIER })
   const listed = await layer.containers.forwards()
-  assert.deepEqual(listed.map((f) => f.port).sort(), [5173, 5174])
-  // The bytes go over a socket of each forward's own in the broker folder, not the exec.
-  assert.deepEqual([web.carrier, echo.carrier, ...listed.map((f) => f.carrier)], ['socket', 'socket', 'socket', 'socket'])
+  assert.deepEqual(listed.map((f) => f.port).sort(), [5173, 5174, 5174])
+  // This test runs as root against a rootful engine on this host: the hub dials inside the
+  // sandbox's namespace itself, no socket in the broker folder; the narrowed one has a socket
+  // of its own there. Neither carries bytes over the exec.
+  assert.deepEqual([web.carrier, echo.carrier, echoSocket.carrier], ['namespace', 'namespace', 'socket'])
+  assert.deepEqual(listed.map((f) => f.carrier).sort(), ['namespace', 'namespace', 'socket'])
   const sockets = forwardSockets()
-  assert.equal(sockets.length, 2, sockets.join(' '))
+  assert.equal(sockets.length, 1, sockets.join(' '))
   // A process inside without the secret is closed, nothing sent back; the forward works on.
   const intruder = dockerCli(['exec', cid, 'node', '-e', INTRUDER, `/run/po-broker/${sockets[0]}`])
   assert.equal(intruder.trim(), 'closed after 0 bytes')
   // The hub's forwards show in the container's posture.
   const postureOf = async () => (await layer.containers.list()).find((c) => c.containerId === cid).posture
-  assert.deepEqual((await postureOf()).forwarded, [`127.0.0.1:${web.hostPort} -> 5173`, `127.0.0.1:${echo.hostPort} -> 5174`])
+  assert.deepEqual([...(await postureOf()).forwarded].sort(), [`127.0.0.1:${web.hostPort} -> 5173`, `127.0.0.1:${echo.hostPort} -> 5174`, `127.0.0.1:${echoSocket.hostPort} -> 5174`].sort())
+  // 100 connections at once through each carrier.
   const sent = Array.from({ length: 100 }, (_, i) => randomBytes(1000 + i * 3000))
-  const got = await Promise.all(sent.map((b) => roundTrip(echo.hostPort, b)))
-  got.forEach((g, i) => assert.ok(g.equals(Buffer.concat([sent[i], Buffer.from(`bytes: ${sent[i].length}`)])), `connection ${i}`))
-  await echo.close()
-  assert.deepEqual(await echo.wait(), { reason: 'the forward was closed' })
+  for (const fwd of [echo, echoSocket]) {
+    const got = await Promise.all(sent.map((b) => roundTrip(fwd.hostPort, b)))
+    got.forEach((g, i) => assert.ok(g.equals(Buffer.concat([sent[i], Buffer.from(`bytes: ${sent[i].length}`)])), `${fwd.carrier}: connection ${i}`))
+  }
+  // The namespace carrier's dialling threads end once they made their socket: no thread of
+  // this process stays in the sandbox's network namespace.
+  const own = readlinkSync('/proc/self/ns/net')
+  const elsewhere = () => readdirSync('/proc/self/task').filter((t) => { try { return readlinkSync(`/proc/self/task/${t}/ns/net`) !== own } catch { return false } })
+  await waitFor(() => elsewhere().length === 0, `no thread in another network namespace (${elsewhere().join(' ')})`, 5000)
+  for (const fwd of [echo, echoSocket]) {
+    await fwd.close()
+    assert.deepEqual(await fwd.wait(), { reason: 'the forward was closed' })
+  }
   await web.close()
   assert.deepEqual(forwardSockets(), [])
   assert.deepEqual(await layer.containers.forwards(), [])
@@ -143,6 +160,9 @@ test('refusals are coded and leave nothing: a bad port, a taken host port, no sa
   await assert.rejects(layer.containers.forwardPort(ws.id, 5173, { hostPort: taken.address().port }), (e) => e.code === 'PORT_IN_USE' && e.message.includes(`127.0.0.1:${taken.address().port}`))
   taken.close()
   await assert.rejects(layer.containers.forwardPort('po-no-such-workspace', 5173), { code: 'SANDBOX_NOT_RUNNING' })
+  process.env.PO_SANDBOX_FORWARD_CARRIER = 'tunnel'
+  await assert.rejects(layer.containers.forwardPort(ws.id, 5173).finally(() => { delete process.env.PO_SANDBOX_FORWARD_CARRIER }), (e) => e.code === 'OPTIONS_INVALID' && /PO_SANDBOX_FORWARD_CARRIER.*'tunnel'.*namespace.*socket.*exec/.test(e.message))
+  assert.deepEqual(await layer.containers.forwards(), [])
   const closed = await layer.containers.forwardPort(ws.id, 5999)
   assert.equal((await roundTrip(closed.hostPort, Buffer.from('x'))).length, 0)
   await closed.close()
@@ -150,8 +170,8 @@ test('refusals are coded and leave nothing: a bad port, a taken host port, no sa
 })
 
 test('po-sandbox port: prints the URL, Ctrl-C ends it (exit 0, no relay left), the container stopping ends it (exit 1, with why)', async () => {
-  const start = () => {
-    const child = spawn(process.execPath, [cli, 'port', folder, '5173', '--po-home', poHome, ...IMAGE], { stdio: ['ignore', 'pipe', 'pipe'] })
+  const start = (env = {}) => {
+    const child = spawn(process.execPath, [cli, 'port', folder, '5173', '--po-home', poHome, ...IMAGE], { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...env } })
     const out = { stdout: '', stderr: '' }
     child.stdout.on('data', (d) => { out.stdout += d })
     child.stderr.on('data', (d) => { out.stderr += d })
@@ -165,8 +185,8 @@ test('po-sandbox port: prints the URL, Ctrl-C ends it (exit 0, no relay left), t
   const hostPort = Number(url.split(':')[2])
   const top = dockerCli(['top', cid, '-eo', 'pid,args'])
   assert.match(top, new RegExp(`po-sandbox-forward 5173 ${hostPort}`))
-  // The CLI's forward (what a person gets) uses the socket too.
-  assert.equal(forwardSockets().length, 1)
+  // The CLI's forward (what a person gets) dials inside the namespace too: no socket.
+  assert.equal(forwardSockets().length, 0)
   const listed = await po(['port', 'ls', '--json', '--po-home', poHome])
   assert.deepEqual(JSON.parse(listed.stdout), [{ workspaceId: ws.id, owner: JSON.parse(listed.stdout)[0]?.owner, port: 5173, hostPort, url }])
   const table = await po(['port', 'ls', '--po-home', poHome])
@@ -177,7 +197,8 @@ test('po-sandbox port: prints the URL, Ctrl-C ends it (exit 0, no relay left), t
   assert.equal(await first.exited, 0, first.out.stderr)
   await waitFor(() => !dockerCli(['top', cid, '-eo', 'pid,args']).includes('po-sandbox-forward'), 'no relay left after Ctrl-C')
   assert.deepEqual(forwardSockets(), [])
-  const second = start()
+  // Narrowed to the socket carrier: its socket goes when the container stops.
+  const second = start({ PO_SANDBOX_FORWARD_CARRIER: 'socket' })
   await waitFor(() => second.out.stdout.includes('Forwarding'), `the URL (${second.out.stderr})`, 60000)
   assert.equal(forwardSockets().length, 1)
   dockerCli(['stop', '-t', '1', cid])

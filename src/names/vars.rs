@@ -80,5 +80,9 @@ pub const EGRESS_SOCKET_VAR: &str = "PO_BROKER_EGRESS_SOCKET";
 /// port as the container reaches it, with the grant's egress credentials (`po:<token>`).
 pub const EGRESS_PROXY_VAR: &str = "PO_BROKER_EGRESS_PROXY";
 
+/// Which carriers a forwarded port may use: `namespace` (the default: the namespace, else the
+/// socket, else the exec stream), `socket` (else the exec stream) or `exec`.
+pub const FORWARD_CARRIER_VAR: &str = "PO_SANDBOX_FORWARD_CARRIER";
+
 /// How young an unused per-hub network `prune` keeps, in ms (default 300000).
 pub const PRUNE_GRACE_VAR: &str = "PO_SANDBOX_PRUNE_GRACE_MS";

@@ -46,8 +46,9 @@ impl PortForward {
     pub fn workspace_id(&self) -> String {
         self.inner.info.workspace_id.clone()
     }
-    /// What carries the bytes: `socket` (the broker folder's) or `exec` (the exec stream).
-    #[napi(getter, ts_return_type = "'socket' | 'exec'")]
+    /// What carries the bytes: `namespace` (the hub dials inside the container's network
+    /// namespace), `socket` (the broker folder's) or `exec` (the exec stream).
+    #[napi(getter, ts_return_type = "'namespace' | 'socket' | 'exec'")]
     pub fn carrier(&self) -> String {
         self.inner.info.carrier.clone()
     }

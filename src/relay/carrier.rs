@@ -252,7 +252,7 @@ impl SocketSide {
 
 /// Ends a connection that gets no pair: its end sent and what the client sent read, so it
 /// sees an end, not a reset (unread bytes at a close reset the connection).
-async fn end_unpaired(mut conn: TcpStream) {
+pub(super) async fn end_unpaired(mut conn: TcpStream) {
     use tokio::io::AsyncWriteExt;
     let _ = conn.shutdown().await;
     let mut sink = [0u8; 4096];
@@ -324,17 +324,19 @@ async fn handshake(
     side.paired.fetch_sub(1, Ordering::Relaxed);
 }
 
-/// Both directions between the host connection and its pair until both ended (half-close
-/// kept), one failed, or the relay ended.
-#[cfg(unix)]
-async fn pipe(
+/// Both directions between the host connection and its pair (this carrier's Unix connection,
+/// or the namespace carrier's TCP one) until both ended (half-close kept), one failed, or the
+/// relay ended.
+pub(super) async fn pipe<P>(
     mut tcp: TcpStream,
-    mut unix: UnixStream,
+    mut pair: P,
     mut ended: watch::Receiver<Option<String>>,
-) {
+) where
+    P: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+{
     let _ = tcp.set_nodelay(true);
     let copy =
-        tokio::io::copy_bidirectional_with_sizes(&mut tcp, &mut unix, PIPE_BUFFER, PIPE_BUFFER);
+        tokio::io::copy_bidirectional_with_sizes(&mut tcp, &mut pair, PIPE_BUFFER, PIPE_BUFFER);
     tokio::select! {
         r = copy => if let Err(e) = r {
             tracing::debug!("a forwarded connection failed: {e}");

@@ -6,6 +6,9 @@
 //!   half-close, and says why the relay ended.
 //! - [`carrier`]: where the container has a folder of the host's mounted, each connection's
 //!   bytes over a Unix socket there instead; the stream pair stays the control channel.
+//! - [`netns`]: where the hub may enter the container's network namespace, each connection
+//!   dialled by the hub inside it (no copying process in the container); the stream pair stays
+//!   the control channel.
 //! - [`AGENT`]: the container side, plain Node, run as `node -e <bootstrap> po-sandbox-forward
 //!   <port> <hostPort>` (the argv words let anyone list forwards from the process table).
 //!
@@ -14,6 +17,7 @@
 pub(crate) mod carrier;
 pub(crate) mod frame;
 pub(crate) mod mux;
+pub(crate) mod netns;
 #[cfg(all(test, unix))]
 mod socket_tests;
 #[cfg(all(test, unix))]

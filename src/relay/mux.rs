@@ -15,6 +15,7 @@ use tokio::sync::{mpsc, watch};
 
 use super::carrier::{SocketCarrier, SocketSide};
 use super::frame::{Decoder, Frame, MAX_PAYLOAD, VERSION};
+use super::netns::Namespace;
 
 /// Each direction of a stream may have this many bytes sent and not yet drained.
 pub const WINDOW: u32 = 256 * 1024;
@@ -48,6 +49,9 @@ struct Shared {
     ended: watch::Sender<Option<String>>,
     /// The forward's socket, once one is offered (see [`Relay::use_socket`]).
     socket: Mutex<Option<Arc<SocketSide>>>,
+    /// The container's network namespace, once the hub entered it (see
+    /// [`Relay::use_namespace`]).
+    namespace: Mutex<Option<Namespace>>,
 }
 
 impl Shared {
@@ -62,6 +66,8 @@ impl Shared {
         if let Some(side) = self.socket.lock().expect("relay socket").take() {
             side.shutdown();
         }
+        // The namespace is let go: a stopped container's namespace is not kept alive by a forward.
+        drop(self.namespace.lock().expect("relay namespace").take());
         self.ended
             .send_if_modified(|r| r.is_none() && r.replace(reason).is_none());
         self.streams.lock().expect("relay streams").clear();
@@ -108,6 +114,7 @@ impl Relay {
             next_id: AtomicU32::new(1),
             ended: watch::channel(None).0,
             socket: Mutex::new(None),
+            namespace: Mutex::new(None),
         });
         tokio::spawn(write_frames(shared.clone(), rx, to));
         tokio::spawn(read_frames(shared.clone(), from, decoder));
@@ -135,10 +142,26 @@ impl Relay {
         outcome
     }
 
-    /// Carries one accepted connection over the relay (its bytes over the socket, when one is
-    /// in use) until both sides are done.
+    /// From now on dials each connection from the hub inside `namespace` (see [`Namespace`]);
+    /// the stream pair stays the control channel.
+    pub fn use_namespace(&self, namespace: Namespace) {
+        *self.shared.namespace.lock().expect("relay namespace") = Some(namespace);
+    }
+
+    /// Carries one accepted connection over the relay (its bytes over the namespace's own
+    /// connection or the socket, when one is in use) until both sides are done.
     pub fn carry(&self, conn: TcpStream) {
         if self.shared.ended.borrow().is_some() {
+            return;
+        }
+        let namespace = self
+            .shared
+            .namespace
+            .lock()
+            .expect("relay namespace")
+            .clone();
+        if let Some(ns) = namespace {
+            ns.carry(conn, self.shared.ended.subscribe());
             return;
         }
         let id = self.shared.next_id.fetch_add(1, Ordering::Relaxed);

@@ -3,9 +3,11 @@
 //! the relay's agent (its stdin and stdout carry every connection, see [`crate::relay`]).
 //! Where the container has the broker's socket folder mounted, each connection's bytes go
 //! over a Unix socket of the forward's own there instead, and the exec carries only the
-//! control messages ([`crate::relay::carrier`]). Nothing is published and no rule is
-//! loosened; the forward ends, with why, when the exec ends (the container stopped or
-//! restarted) or when it is closed.
+//! control messages ([`crate::relay::carrier`]); where, besides, the hub may enter the
+//! container's network namespace (root with a rootful engine on this host), it dials each
+//! connection there itself ([`crate::relay::netns`]). `PO_SANDBOX_FORWARD_CARRIER` narrows the
+//! choice. Nothing is published and no rule is loosened; the forward ends, with why, when the
+//! exec ends (the container stopped or restarted) or when it is closed.
 
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
@@ -22,7 +24,7 @@ use tokio::sync::watch;
 
 use crate::engine::api::EngineApi;
 use crate::error::{Error, Result};
-use crate::relay::{self, carrier::SocketCarrier, mux::Relay};
+use crate::relay::{self, carrier::SocketCarrier, mux::Relay, netns::Namespace};
 
 /// What [`PortForward::close`] ends a forward with.
 pub const CLOSED: &str = "the forward was closed";
@@ -41,9 +43,11 @@ pub struct ForwardInfo {
     /// `http://127.0.0.1:<hostPort>`.
     pub url: String,
     pub container_id: String,
-    /// What carries the connections' bytes: `socket` (a Unix socket in the sandbox's broker
-    /// folder, at kernel speed) or `exec` (the engine's exec stream: VM engines, no broker).
-    #[napi(ts_type = "'socket' | 'exec'")]
+    /// What carries the connections' bytes: `namespace` (the hub dials each connection inside
+    /// the container's network namespace: root with a rootful engine on this host), `socket`
+    /// (a Unix socket in the sandbox's broker folder, at kernel speed) or `exec` (the engine's
+    /// exec stream: VM engines, no broker).
+    #[napi(ts_type = "'namespace' | 'socket' | 'exec'")]
     pub carrier: String,
 }
 
@@ -152,6 +156,35 @@ pub struct Target<'a> {
     pub interpreter: &'a str,
     /// A folder of the host's the container has mounted, for the forward's socket.
     pub socket: Option<SocketRoute>,
+    /// The container whose network namespace the workspace container joined (its holder).
+    pub holder: Option<&'a str>,
+}
+
+/// The carriers a forward may use, from `PO_SANDBOX_FORWARD_CARRIER`: each allows the ones
+/// after it, tried in this order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CarrierChoice {
+    /// The namespace, else the socket, else the exec stream (the default).
+    Namespace,
+    /// The socket, else the exec stream.
+    Socket,
+    /// The exec stream only.
+    Exec,
+}
+
+/// The [`CarrierChoice`] of the variable's `value`: unset or `namespace`, `socket`, `exec`.
+pub fn carrier_choice(value: Option<&str>) -> Result<CarrierChoice> {
+    match value.map(str::trim) {
+        None | Some("" | "namespace") => Ok(CarrierChoice::Namespace),
+        Some("socket") => Ok(CarrierChoice::Socket),
+        Some("exec") => Ok(CarrierChoice::Exec),
+        Some(other) => Err(Error::OptionsInvalid {
+            option: crate::names::vars::FORWARD_CARRIER_VAR.into(),
+            reason: format!(
+                "'{other}' is not a carrier: use namespace (the default), socket or exec"
+            ),
+        }),
+    }
 }
 
 /// Where a forward's socket goes: the host folder, the same folder inside, and the socket's
@@ -170,6 +203,11 @@ pub async fn open<E: EngineApi>(
     port: u16,
     host_port: u16,
 ) -> Result<PortForward> {
+    let choice = carrier_choice(
+        std::env::var(crate::names::vars::FORWARD_CARRIER_VAR)
+            .ok()
+            .as_deref(),
+    )?;
     let listener = listen(host_port).await?;
     // When it started: a different start later means it restarted.
     let started = match docker.inspect_container(target.container_id).await {
@@ -197,10 +235,7 @@ pub async fn open<E: EngineApi>(
             format!("the port relay did not start: {why}{said}"),
         )
     })?;
-    let carrier = match &target.socket {
-        Some(route) => use_socket(&relay, route).await,
-        None => "exec",
-    };
+    let carrier = choose_carrier(docker, &relay, &target, port, choice).await;
     let info = ForwardInfo {
         workspace_id: target.workspace.to_string(),
         port,
@@ -219,6 +254,47 @@ pub async fn open<E: EngineApi>(
         end_tx,
     ));
     Ok(PortForward { info, relay, end })
+}
+
+/// Puts the first carrier `choice` allows that works on `relay`, and names it: the namespace
+/// when the hub can enter it, else the socket when the agent reaches it, else the exec stream.
+async fn choose_carrier<E: EngineApi>(
+    docker: &E,
+    relay: &Relay,
+    target: &Target<'_>,
+    port: u16,
+    choice: CarrierChoice,
+) -> &'static str {
+    if choice == CarrierChoice::Namespace
+        && let Some(ns) = namespace(docker, target, port).await
+    {
+        relay.use_namespace(ns);
+        return "namespace";
+    }
+    match &target.socket {
+        Some(route) if choice != CarrierChoice::Exec => use_socket(relay, route).await,
+        _ => "exec",
+    }
+}
+
+/// The holder's network namespace, when the engine shares this host's files (it has the
+/// socket route: its `SandboxKey` is a path here) and the hub may enter it.
+async fn namespace<E: EngineApi>(docker: &E, target: &Target<'_>, port: u16) -> Option<Namespace> {
+    target.socket.as_ref()?;
+    let holder = target.holder?;
+    let settings = docker
+        .inspect_container(holder)
+        .await
+        .ok()?
+        .network_settings;
+    let key = settings?.sandbox_key.filter(|k| !k.is_empty())?;
+    match Namespace::enter(std::path::Path::new(&key), port).await {
+        Ok(ns) => Some(ns),
+        Err(why) => {
+            tracing::debug!(%key, %why, "a forward does not enter the namespace: another carrier takes it");
+            None
+        }
+    }
 }
 
 /// Offers the relay a socket in the route's folder: `socket` once the agent reached it, else
@@ -401,6 +477,30 @@ impl AsyncRead for ExecOutput {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_carrier_variable_narrows_the_choice_or_is_refused() {
+        let ok = [
+            (None, CarrierChoice::Namespace),
+            (Some(""), CarrierChoice::Namespace),
+            (Some("namespace"), CarrierChoice::Namespace),
+            (Some(" socket "), CarrierChoice::Socket),
+            (Some("exec"), CarrierChoice::Exec),
+        ];
+        for (value, choice) in ok {
+            assert_eq!(carrier_choice(value).unwrap(), choice, "{value:?}");
+        }
+        for bad in ["Socket", "tcp", "namespace,socket", "exec\0"] {
+            let e = carrier_choice(Some(bad)).unwrap_err();
+            assert_eq!(e.code(), "OPTIONS_INVALID", "{bad:?}");
+            let text = e.to_string();
+            assert!(
+                text.contains("PO_SANDBOX_FORWARD_CARRIER")
+                    && text.contains("namespace (the default), socket or exec"),
+                "{text}"
+            );
+        }
+    }
 
     #[test]
     fn ports_are_checked_before_any_io() {

@@ -80,6 +80,9 @@ impl<E: EngineApi> ContainerService<E> {
             container_id: &live.id,
             interpreter: c.container.bundle.interpreter(),
             socket,
+            holder: live
+                .network_mode()
+                .and_then(|m| m.strip_prefix("container:")),
         };
         let fwd = forward::open(&self.inner.docker, target, port, host_port).await?;
         self.inner.forwards.add(&fwd);
