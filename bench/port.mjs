@@ -1,6 +1,7 @@
 // Benchmark: a forwarded port (containers.forwardPort: a host listener, the relay started by one
-// engine exec, the bytes over the forward's socket in the broker folder where the container has
-// it, else over the exec) against a directly published port (`docker run -p 127.0.0.1::PORT`) of a
+// engine exec, the bytes dialled by the hub inside the container's namespace where it may enter
+// it, else over the forward's socket in the broker folder, else over the exec), and the same
+// narrowed to the socket carrier (PO_SANDBOX_FORWARD_CARRIER=socket), against a directly published port (`docker run -p 127.0.0.1::PORT`) of a
 // comparable container running the same server, side by side in one run, interleaved:
 // - new-connection latency: connect, one byte each way, close (p50 and p90);
 // - bulk throughput: one connection downloading 64 MiB (median of the rounds).
@@ -61,7 +62,7 @@ mkdirSync(folder)
 const poHome = path.join(scratch, 'po-home')
 const ws = addon.workspaceForFolder(folder)
 const direct = `po-bench-port-direct-${process.pid}`
-let fwd
+let fwd, sock
 try {
   execFileSync(process.execPath, [cli, 'up', folder, '--po-home', poHome, '--base-image', BASE, '--image-variant', 'minimal', '--json'], { stdio: ['ignore', 'ignore', 'inherit'] })
   const [row] = (await addon.listSandboxContainers({ poHome })).filter((r) => r.workspaceId === ws.id)
@@ -71,23 +72,30 @@ try {
   const host = { scope: 'global', identity: { contained: false }, registerSandboxProvider() {}, publishService() {} }
   const layer = addon.registerSandboxLayer(host, { poHome, baseImage: BASE, imageVariant: 'minimal', demoRuntime: true })
   fwd = await layer.containers.forwardPort(ws.id, 5173)
-  await ready(fwd.hostPort)
-  await ready(directPort)
-  const lat = { forward: [], direct: [] }
+  // The socket carrier too, narrowed to it by its variable (what a rootless engine gets).
+  process.env.PO_SANDBOX_FORWARD_CARRIER = 'socket'
+  sock = await layer.containers.forwardPort(ws.id, 5173).finally(() => { delete process.env.PO_SANDBOX_FORWARD_CARRIER })
+  const ports = { forward: fwd.hostPort, socket: sock.hostPort, direct: directPort }
+  for (const port of Object.values(ports)) await ready(port)
+  const names = Object.keys(ports)
+  const lat = Object.fromEntries(names.map((n) => [n, []]))
   for (let i = 0; i < CONNECTIONS; i++) {
-    // Interleaved, the order alternating, so drift hits both alike.
-    const order = i % 2 ? [['forward', fwd.hostPort], ['direct', directPort]] : [['direct', directPort], ['forward', fwd.hostPort]]
-    for (const [name, port] of order) lat[name].push((await once(port, 'x')).ms)
+    // Interleaved, the order turning each round, so drift hits all alike.
+    for (let k = 0; k < names.length; k++) {
+      const name = names[(i + k) % names.length]
+      lat[name].push((await once(ports[name], 'x')).ms)
+    }
   }
-  const bulk = { forward: [], direct: [] }
+  const bulk = Object.fromEntries(names.map((n) => [n, []]))
   for (let i = 0; i < BULK_ROUNDS; i++) {
-    for (const [name, port] of [['forward', fwd.hostPort], ['direct', directPort]]) {
-      const r = await once(port, 'B')
+    for (let k = 0; k < names.length; k++) {
+      const name = names[(i + k) % names.length]
+      const r = await once(ports[name], 'B')
       if (r.got !== BULK) throw new Error(`${name}: ${r.got} bytes, not ${BULK}`)
       bulk[name].push(BULK / 2 ** 20 / (r.ms / 1000))
     }
   }
-  // The carrier's own ceiling: 64 MiB out of a plain `docker exec` (its start included).
+  // The exec carrier's own ceiling: 64 MiB out of a plain `docker exec` (its start included).
   const carrier = []
   for (let i = 0; i < BULK_ROUNDS; i++) {
     const t0 = process.hrtime.bigint()
@@ -95,16 +103,18 @@ try {
     carrier.push(64 / (Number(process.hrtime.bigint() - t0) / 1e9))
   }
   const row2 = (name) => `${name.padEnd(8)} new connection p50 ${pct(lat[name], 0.5).toFixed(2)} ms, p90 ${pct(lat[name], 0.9).toFixed(2)} ms; bulk ${pct(bulk[name], 0.5).toFixed(0)} MiB/s`
-  console.log(`${CONNECTIONS} connections, ${BULK_ROUNDS} x 64 MiB, interleaved; the forward's carrier: ${fwd.carrier}`)
-  console.log(row2('forward'))
-  console.log(row2('direct'))
-  console.log(`docker exec stdout alone (the fallback carrier, its start included): ${pct(carrier, 0.5).toFixed(0)} MiB/s`)
-  const added = pct(lat.forward, 0.5) - pct(lat.direct, 0.5)
-  const ratio = pct(bulk.forward, 0.5) / pct(bulk.direct, 0.5)
-  console.log(`forward vs direct: new connection p50 +${added.toFixed(2)} ms (${(pct(lat.forward, 0.5) / pct(lat.direct, 0.5)).toFixed(2)}x), p90 ${(pct(lat.forward, 0.9) / pct(lat.direct, 0.9)).toFixed(2)}x; throughput ${ratio.toFixed(2)}x`)
-  console.log(`acceptance: p50 within 5 ms ${added <= 5 ? 'yes' : 'NO'}; throughput at least half ${ratio >= 0.5 ? 'yes' : 'NO'}`)
+  console.log(`${CONNECTIONS} connections, ${BULK_ROUNDS} x 64 MiB, interleaved; carriers: forward ${fwd.carrier}, socket ${sock.carrier}`)
+  for (const name of names) console.log(row2(name))
+  console.log(`docker exec stdout alone (the exec carrier's ceiling, its start included): ${pct(carrier, 0.5).toFixed(0)} MiB/s`)
+  for (const name of ['forward', 'socket']) {
+    const added = pct(lat[name], 0.5) - pct(lat.direct, 0.5)
+    const ratio = pct(bulk[name], 0.5) / pct(bulk.direct, 0.5)
+    console.log(`${name} vs direct: new connection p50 +${added.toFixed(2)} ms (${(pct(lat[name], 0.5) / pct(lat.direct, 0.5)).toFixed(2)}x), p90 ${(pct(lat[name], 0.9) / pct(lat.direct, 0.9)).toFixed(2)}x; throughput ${ratio.toFixed(2)}x`)
+    console.log(`  acceptance: p50 within 5 ms ${added <= 5 ? 'yes' : 'NO'}; throughput at least half ${ratio >= 0.5 ? 'yes' : 'NO'}`)
+  }
 } finally {
   await fwd?.close()
+  await sock?.close()
   try { docker(['rm', '-f', direct]) } catch {}
   await addon.stopSandboxContainers({ poHome, workspace: ws.id, removeVolumes: true })
   rmSync(scratch, { recursive: true, force: true })
