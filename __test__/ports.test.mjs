@@ -89,10 +89,16 @@ test('a server on the sandbox loopback answers through the forward; 100 connecti
   }, 'the server inside answers through the forward', 15000)
   assert.equal(text, 'hello from 5173 /x')
   const echo = await layer.containers.forwardPort(ws.id, 5174)
-  // The same port again, its carrier narrowed to the socket by the variable.
-  process.env.PO_SANDBOX_FORWARD_CARRIER = 'socket'
-  const echoSocket = await layer.containers.forwardPort(ws.id, 5174).finally(() => { delete process.env.PO_SANDBOX_FORWARD_CARRIER })
-  const listed = await layer.containers.forwards()
+  // The same port again, its carrier narrowed by the variable: to the socket, and to the exec
+  // stream (what VM engines get).
+  const narrowed = async (carrier) => {
+    process.env.PO_SANDBOX_FORWARD_CARRIER = carrier
+    try { return await layer.containers.forwardPort(ws.id, 5174) } finally { delete process.env.PO_SANDBOX_FORWARD_CARRIER }
+  }
+  const echoSocket = await narrowed('socket')
+  const echoExec = await narrowed('exec')
+  assert.equal(echoExec.carrier, 'exec')
+  const listed = (await layer.containers.forwards()).filter((f) => f.hostPort !== echoExec.hostPort)
   assert.deepEqual(listed.map((f) => f.port).sort(), [5173, 5174, 5174])
   // This test runs as root against a rootful engine on this host: the hub dials inside the
   // sandbox's namespace itself, no socket in the broker folder; the narrowed one has a socket
@@ -106,10 +112,10 @@ test('a server on the sandbox loopback answers through the forward; 100 connecti
   assert.equal(intruder.trim(), 'closed after 0 bytes')
   // The hub's forwards show in the container's posture.
   const postureOf = async () => (await layer.containers.list()).find((c) => c.containerId === cid).posture
-  assert.deepEqual([...(await postureOf()).forwarded].sort(), [`127.0.0.1:${web.hostPort} -> 5173`, `127.0.0.1:${echo.hostPort} -> 5174`, `127.0.0.1:${echoSocket.hostPort} -> 5174`].sort())
+  assert.deepEqual([...(await postureOf()).forwarded].sort(), [`127.0.0.1:${web.hostPort} -> 5173`, `127.0.0.1:${echo.hostPort} -> 5174`, `127.0.0.1:${echoSocket.hostPort} -> 5174`, `127.0.0.1:${echoExec.hostPort} -> 5174`].sort())
   // 100 connections at once through each carrier.
   const sent = Array.from({ length: 100 }, (_, i) => randomBytes(1000 + i * 3000))
-  for (const fwd of [echo, echoSocket]) {
+  for (const fwd of [echo, echoSocket, echoExec]) {
     const got = await Promise.all(sent.map((b) => roundTrip(fwd.hostPort, b)))
     got.forEach((g, i) => assert.ok(g.equals(Buffer.concat([sent[i], Buffer.from(`bytes: ${sent[i].length}`)])), `${fwd.carrier}: connection ${i}`))
   }
@@ -118,7 +124,7 @@ test('a server on the sandbox loopback answers through the forward; 100 connecti
   const own = readlinkSync('/proc/self/ns/net')
   const elsewhere = () => readdirSync('/proc/self/task').filter((t) => { try { return readlinkSync(`/proc/self/task/${t}/ns/net`) !== own } catch { return false } })
   await waitFor(() => elsewhere().length === 0, `no thread in another network namespace (${elsewhere().join(' ')})`, 5000)
-  for (const fwd of [echo, echoSocket]) {
+  for (const fwd of [echo, echoSocket, echoExec]) {
     await fwd.close()
     assert.deepEqual(await fwd.wait(), { reason: 'the forward was closed' })
   }
