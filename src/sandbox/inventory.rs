@@ -211,8 +211,9 @@ pub async fn stop(
 }
 
 /// Removes a stopped workspace's files in the owner's token folder: its token file, its rules
-/// record (`<id>.net`), its spawner record (`<id>.exec`) and its start lock (`<id>.lock`) unless a process holds that lock (a
-/// start of it under way); its guard copies (`<poHome>/sandbox-guards/<owner>/<id>`) and its
+/// record (`<id>.net`), its spawner record (`<id>.exec`), and its start lock (`<id>.lock`) and
+/// the spawner's launch lock (`<id>.exec.lock`) unless a process holds them (a start or launch
+/// under way); its guard copies (`<poHome>/sandbox-guards/<owner>/<id>`) and its
 /// review baseline.
 pub(crate) fn remove_token_files(po_home: &Path, owner: &str, workspace_id: &str) {
     let _ = std::fs::remove_dir_all(spec::guard_copies(po_home, owner, workspace_id));
@@ -220,7 +221,10 @@ pub(crate) fn remove_token_files(po_home: &Path, owner: &str, workspace_id: &str
     let token = spec::token_file(po_home, owner, workspace_id);
     let _ = std::fs::remove_file(&token);
     let _ = std::fs::remove_file(crate::sandbox::holder::record_path(&token));
-    let _ = std::fs::remove_file(crate::sandbox::exec::spawner::record_path(&token));
+    let spawner = crate::sandbox::exec::spawner::record_path(&token);
+    let _ = std::fs::remove_file(&spawner);
+    let launch_lock = crate::sandbox::exec::spawner::launch_lock_path(&spawner);
+    crate::sandbox::locks::remove_free_lock(&launch_lock);
     crate::sandbox::locks::remove_free_lock(&token.with_extension("lock"));
 }
 
@@ -272,6 +276,8 @@ mod tests {
                 token.clone(),
                 token.with_extension("net"),
                 token.with_extension("lock"),
+                token.with_extension("exec"),
+                token.with_extension("exec.lock"),
             ] {
                 std::fs::write(f, "x").unwrap();
             }

@@ -5,7 +5,6 @@
 //! Here also: the copy's listing as the container reports it, and how the two compare.
 
 use std::collections::BTreeMap;
-use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
@@ -106,16 +105,7 @@ pub fn write_manifest(path: &Path, manifest: &Manifest) -> std::io::Result<()> {
 
 /// The manifest at `path`, when there is a readable one (a regular file, not a link).
 pub fn read_manifest(path: &Path) -> Option<Manifest> {
-    let meta = std::fs::symlink_metadata(path).ok()?;
-    if !meta.is_file() || meta.len() > MAX_MANIFEST {
-        return None;
-    }
-    let mut bytes = Vec::new();
-    std::fs::File::open(path)
-        .ok()?
-        .take(MAX_MANIFEST)
-        .read_to_end(&mut bytes)
-        .ok()?;
+    let bytes = crate::sandbox::review::walk::read_regular(path, MAX_MANIFEST)?;
     serde_json::from_slice::<Manifest>(&bytes)
         .ok()
         .filter(|m| m.version == MANIFEST_VERSION)

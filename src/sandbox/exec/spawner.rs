@@ -196,10 +196,17 @@ pub async fn connect(_place: &Place, _container_id: &str) -> Found {
     Found::Absent
 }
 
+/// The lock a launch holds beside the record (`<id>.exec.lock`): two first execs at once start
+/// one spawner, not two (the other's command takes the engine's exec).
+pub fn launch_lock_path(record: &Path) -> PathBuf {
+    record.with_extension("exec.lock")
+}
+
 /// Starts a spawner in `container_id` by a detached engine exec and records it (replacing an
-/// older record, whose socket file goes). With a `gate` (the network rules' probe), the
-/// spawner runs it first and listens only once it passes, so every command it runs starts in a
-/// namespace that has its rules. Why not, when it cannot.
+/// older record, whose socket file goes, so its spawner exits). With a `gate` (the network
+/// rules' probe), the spawner runs it first and listens only once it passes, so every command
+/// it runs starts in a namespace that has its rules. One launch at a time per workspace, under
+/// [`launch_lock_path`]: another under way is a reason not to. Why not, when it cannot.
 pub async fn launch(
     docker: &impl EngineApi,
     container_id: &str,
@@ -210,6 +217,25 @@ pub async fn launch(
     if !cfg!(target_os = "linux") {
         return Err("the host checks a spawner's process in /proc: Linux only".into());
     }
+    let lock_path = launch_lock_path(&place.record);
+    let lock = match crate::sandbox::locks::HostLock::try_acquire(&lock_path) {
+        Ok(Some(lock)) => lock,
+        Ok(None) => return Err("another exec is starting the sandbox's spawner".into()),
+        Err(e) => return Err(format!("its launch lock {}: {e}", lock_path.display())),
+    };
+    let launched = launch_locked(docker, container_id, place, interpreter, gate).await;
+    lock.remove(&lock_path);
+    launched
+}
+
+/// [`launch`] under its lock.
+async fn launch_locked(
+    docker: &impl EngineApi,
+    container_id: &str,
+    place: &Place,
+    interpreter: &str,
+    gate: Option<String>,
+) -> Result<(), String> {
     let mut random = [0u8; 8];
     getrandom::fill(&mut random).map_err(|e| e.to_string())?;
     let socket = format!("{SOCKET_PREFIX}{}.sock", hex::encode(random));

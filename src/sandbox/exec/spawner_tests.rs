@@ -103,3 +103,31 @@ async fn a_spawner_that_runs_but_does_not_listen_yet_is_waited_for_then_passed_o
     let _listener = later.await.unwrap();
     assert!(matches!(found, Found::Connected(_)));
 }
+
+#[cfg(target_os = "linux")]
+#[tokio::test]
+async fn a_launch_under_way_is_not_joined_by_a_second() {
+    let (_dir, place) = place_for(1, 1);
+    let engine = crate::engine::fake::FakeEngine::default();
+    let lock_path = launch_lock_path(&place.record);
+    assert_eq!(lock_path, place.host_dir.join("w1.exec.lock"));
+    let held = crate::sandbox::locks::HostLock::try_acquire(&lock_path)
+        .unwrap()
+        .unwrap();
+    let second = launch(&engine, "c1", &place, "node", None).await;
+    assert_eq!(
+        second,
+        Err("another exec is starting the sandbox's spawner".into())
+    );
+    assert_eq!(
+        engine.count("create_exec"),
+        0,
+        "nothing asked of the engine"
+    );
+    drop(held);
+    // Free again: the next launch asks the engine (which fails here) and leaves no lock file.
+    let third = launch(&engine, "c1", &place, "node", None).await;
+    assert!(third.unwrap_err().starts_with("create:"));
+    assert_eq!(engine.count("create_exec"), 1);
+    assert!(!lock_path.exists(), "the lock file goes with the launch");
+}
