@@ -98,6 +98,14 @@ printf 'owner=%s %s\\n' "$(stat -c %u . tracked.txt .git/HEAD | sort -u | tr '\\
  * brings them to a branch with the same ids, touches nothing else, is a no-op again, refuses a
  * diverged branch and a bad name; --patch writes the uncommitted work as a patch. */
 async function takeTheWork(folder, home, ws, agentCommit) {
+  // Each apply's bundle folder carries its process's pid: this test's own are looked for (other
+  // suites running at once may apply too).
+  const pids = []
+  const apply = async (args) => {
+    const r = await po(['apply', ...args])
+    pids.push(r.pid)
+    return r
+  }
   const work = await po(['exec', folder, ...home, '--', 'sh', '-c', 'echo second > second.txt && git add second.txt && git -c core.hooksPath=/dev/null commit -q -m second && printf "edited\\033]0;retitled\\007\\n" >> tracked.txt && echo note > notes.txt && git rev-parse HEAD'])
   assert.equal(work.code, 0, work.stderr)
   const second = work.stdout.trim()
@@ -121,7 +129,7 @@ async function takeTheWork(folder, home, ws, agentCommit) {
 
   const before = await hostState(folder)
   const branch = `po-sandbox/${ws.id}`
-  const a = await po(['apply', folder, '--json', ...home])
+  const a = await apply([folder, '--json', ...home])
   assert.equal(a.code, 0, a.stderr)
   const applied = JSON.parse(a.stdout)
   assert.equal(applied.branch, branch)
@@ -131,7 +139,7 @@ async function takeTheWork(folder, home, ws, agentCommit) {
   assert.match(await git(folder, 'log', '-1', '--format=%an%n%B', branch), /^Ann Person\n[^]*Po-Sandbox: uncommitted work/)
   assert.equal(await git(folder, 'show', `${branch}:notes.txt`), 'note')
   assert.deepEqual(await hostState(folder), before, 'HEAD, index, working tree and hooks untouched')
-  const again = await po(['apply', folder, ...home])
+  const again = await apply([folder, ...home])
   assert.equal(again.code, 0, again.stderr)
   assert.match(again.stdout, /already: the same work, nothing changed/)
   assert.equal(await git(folder, 'rev-parse', branch), applied.tip)
@@ -139,28 +147,30 @@ async function takeTheWork(folder, home, ws, agentCommit) {
   // The person commits on that branch meanwhile: refused, nothing changes.
   const mine = await git(folder, 'commit-tree', `${branch}^{tree}`, '-p', branch, '-m', 'mine')
   await git(folder, 'update-ref', `refs/heads/${branch}`, mine)
-  const diverged = await po(['apply', folder, '--json', ...home])
+  const diverged = await apply([folder, '--json', ...home])
   assert.equal(diverged.code, 1)
   assert.equal(JSON.parse(diverged.stdout).error.code, 'APPLY_REFUSED')
   assert.match(JSON.parse(diverged.stdout).error.message, /diverged/)
   assert.equal(await git(folder, 'rev-parse', branch), mine)
   assert.deepEqual(await hostState(folder), before)
-  const bad = await po(['apply', folder, '--json', '--branch', 'bad..name', ...home])
+  const bad = await apply([folder, '--json', '--branch', 'bad..name', ...home])
   assert.equal(bad.code, 1)
   assert.equal(JSON.parse(bad.stdout).error.code, 'OPTIONS_INVALID')
   assert.match(JSON.parse(bad.stdout).error.message, /branch.*bad\.\.name/)
-  const current = await po(['apply', folder, '--json', '--branch', 'main', ...home])
+  const current = await apply([folder, '--json', '--branch', 'main', ...home])
   assert.equal(JSON.parse(current.stdout).error.code, 'APPLY_REFUSED')
   assert.match(JSON.parse(current.stdout).error.message, /main is checked out/)
   assert.deepEqual(await hostState(folder), before)
 
   const patchFile = path.join(path.dirname(folder), 'work.patch')
-  const p = await po(['apply', folder, '--json', '--branch', 'agent', '--patch', patchFile, ...home])
+  const p = await apply([folder, '--json', '--branch', 'agent', '--patch', patchFile, ...home])
   assert.equal(p.code, 0, p.stderr)
   assert.equal(JSON.parse(p.stdout).tip, second, 'the committed work only; the rest as a patch')
   assert.match(readFileSync(patchFile, 'utf8'), /\+\+\+ b\/notes\.txt[^]*\+edited/)
   assert.deepEqual(await hostState(folder), before)
-  assert.deepEqual(readdirSync(tmpdir()).filter((n) => n.startsWith('po-sandbox-apply-')), [], 'no bundle left behind')
+  assert.equal(pids.length, 6)
+  const ours = (n) => pids.some((pid) => n.startsWith(`po-sandbox-apply-${pid}-`))
+  assert.deepEqual(readdirSync(tmpdir()).filter(ours), [], 'no bundle left behind')
 }
 
 test('a git repository in clone mode: its history, the host work git sees, nothing of its config or hooks; nothing planted reaches the host; down keeps the copy, --discard removes it', async (t) => {

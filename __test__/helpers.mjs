@@ -77,7 +77,7 @@ export function run(cmd, args, options = {}) {
     child.stdout.on('data', (d) => { stdout += d })
     child.stderr.on('data', (d) => { stderr += d })
     child.once('error', reject)
-    child.once('close', (code) => resolve({ code, stdout, stderr }))
+    child.once('close', (code) => resolve({ code, stdout, stderr, pid: child.pid }))
     if (options.input !== undefined) child.stdin.end(options.input)
     else child.stdin.end()
   })

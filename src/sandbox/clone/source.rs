@@ -70,11 +70,16 @@ pub fn prepare(folder: &Path, user: UserIds) -> io::Result<PreparedCopy> {
 }
 
 /// A folder only this user can read, under the system's temporary folder:
-/// `po-sandbox-<what>-<random>`.
+/// `po-sandbox-<what>-<pid>-<random>` (whose process made it shows in its name).
 pub(super) fn private_temp_dir(what: &str) -> io::Result<PathBuf> {
     let mut random = [0u8; 8];
     getrandom::fill(&mut random).map_err(io::Error::other)?;
-    let dir = std::env::temp_dir().join(format!("po-sandbox-{what}-{}", hex::encode(random)));
+    let name = format!(
+        "po-sandbox-{what}-{}-{}",
+        std::process::id(),
+        hex::encode(random)
+    );
+    let dir = std::env::temp_dir().join(name);
     fs::create_dir(&dir)?;
     #[cfg(unix)]
     {

@@ -228,3 +228,24 @@ fn untracked_guarded_paths_are_left_out_of_a_repository_copy() {
         .collect();
     assert_eq!(got, [".envrc", ".envrc.local", "notes.txt", "src/a.rs"]);
 }
+
+#[test]
+fn temporary_folders_are_private_and_carry_their_process_id() {
+    let dir = source::private_temp_dir("unit").unwrap();
+    let name = dir.file_name().unwrap().to_string_lossy().into_owned();
+    let prefix = format!("po-sandbox-unit-{}-", std::process::id());
+    let rest = name
+        .strip_prefix(&prefix)
+        .unwrap_or_else(|| panic!("{name}"));
+    assert!(
+        rest.len() == 16 && rest.bytes().all(|b| b.is_ascii_hexdigit()),
+        "{name}"
+    );
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&dir).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o700);
+    }
+    std::fs::remove_dir(&dir).unwrap();
+}
