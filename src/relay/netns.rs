@@ -29,19 +29,21 @@ pub struct Namespace {
 
 impl Namespace {
     /// Opens the namespace file at `path` (the engine's `SandboxKey`, an nsfs file), checks it
-    /// is a network namespace other than the hub's own, and proves the hub may enter it by
-    /// making one socket there. Fails with why otherwise (on other systems, always).
-    pub async fn enter(path: &Path, port: u16) -> std::io::Result<Namespace> {
+    /// is a network namespace, the one process `pid` of this host is in (the engine's pid of
+    /// the namespace's holder: a path of another machine's engine, or of another pid namespace,
+    /// that happens to exist here fails this) and not the hub's own, and proves the hub may
+    /// enter it by making one socket there. Fails with why otherwise (on other systems, always).
+    pub async fn enter(path: &Path, pid: u32, port: u16) -> std::io::Result<Namespace> {
         #[cfg(target_os = "linux")]
         {
-            let file = Arc::new(open_net_namespace(path)?);
+            let file = Arc::new(open_net_namespace(path, pid)?);
             let ns = Namespace { file, port };
             drop(ns.socket().await?);
             Ok(ns)
         }
         #[cfg(not(target_os = "linux"))]
         {
-            let _ = (path, port);
+            let _ = (path, pid, port);
             Err(std::io::Error::other(
                 "entering a network namespace needs Linux",
             ))
@@ -104,21 +106,26 @@ impl Namespace {
     }
 }
 
-/// Opens `path` (not through a link) when it is a network namespace other than this
-/// process's.
+/// Opens `path` (not through a link) when it is the network namespace of process `pid` and not
+/// this process's.
 #[cfg(target_os = "linux")]
-fn open_net_namespace(path: &Path) -> std::io::Result<std::fs::File> {
+fn open_net_namespace(path: &Path, pid: u32) -> std::io::Result<std::fs::File> {
     use std::os::unix::fs::OpenOptionsExt;
     let file = std::fs::OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_CLOEXEC | libc::O_NOFOLLOW)
         .open(path)?;
-    check_net_namespace(file, path)
+    check_net_namespace(file, path, pid)
 }
 
-/// `file` (opened from `path`) when it is a network namespace other than this process's.
+/// `file` (opened from `path`) when it is the network namespace of process `pid` and not this
+/// process's.
 #[cfg(target_os = "linux")]
-fn check_net_namespace(file: std::fs::File, path: &Path) -> std::io::Result<std::fs::File> {
+fn check_net_namespace(
+    file: std::fs::File,
+    path: &Path,
+    pid: u32,
+) -> std::io::Result<std::fs::File> {
     use std::os::fd::AsRawFd;
     use std::os::unix::fs::MetadataExt;
     // _IO(0xb7, 0x3): the namespace type of an nsfs file (Linux 4.11).
@@ -130,7 +137,19 @@ fn check_net_namespace(file: std::fs::File, path: &Path) -> std::io::Result<std:
         let why = format!("{} is not a network namespace ({e})", path.display());
         return Err(std::io::Error::new(std::io::ErrorKind::InvalidInput, why));
     }
-    let (it, own) = (file.metadata()?, std::fs::metadata("/proc/self/ns/net")?);
+    let invalid = |why: String| std::io::Error::new(std::io::ErrorKind::InvalidInput, why);
+    let it = file.metadata()?;
+    // `/proc/<pid>/ns/net` is a link to the process's namespace: metadata follows it.
+    let of_pid = std::fs::metadata(format!("/proc/{pid}/ns/net"))
+        .map_err(|e| invalid(format!("process {pid} is not one this host sees ({e})")))?;
+    if (it.dev(), it.ino()) != (of_pid.dev(), of_pid.ino()) {
+        let why = format!(
+            "{} is not the network namespace of process {pid}",
+            path.display()
+        );
+        return Err(invalid(why));
+    }
+    let own = std::fs::metadata("/proc/self/ns/net")?;
     if (it.dev(), it.ino()) == (own.dev(), own.ino()) {
         let why = format!("{} is the hub's own network namespace", path.display());
         return Err(std::io::Error::new(std::io::ErrorKind::InvalidInput, why));
@@ -166,17 +185,22 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let plain = dir.path().join("plain");
         std::fs::write(&plain, b"x").unwrap();
+        let me = std::process::id();
+        let net = Path::new("/proc/self/ns/net");
         let cases = [
-            (plain.as_path(), "is not a network namespace"),
-            (Path::new("/proc/self/ns/uts"), "is not a network namespace"),
+            (plain.as_path(), me, "is not a network namespace"),
             (
-                Path::new("/proc/self/ns/net"),
-                "the hub's own network namespace",
+                Path::new("/proc/self/ns/uts"),
+                me,
+                "is not a network namespace",
             ),
+            // A pid this host does not see (a VM engine's, another pid namespace's).
+            (net, u32::MAX, "is not one this host sees"),
+            (net, me, "the hub's own network namespace"),
         ];
-        for (path, why) in cases {
+        for (path, pid, why) in cases {
             let file = std::fs::File::open(path).unwrap();
-            let e = check_net_namespace(file, path).err();
+            let e = check_net_namespace(file, path, pid).err();
             let e = e.unwrap_or_else(|| panic!("{path:?} passed"));
             assert!(e.to_string().contains(why), "{path:?}: {e}");
         }
@@ -189,11 +213,11 @@ mod tests {
         std::os::unix::fs::symlink("/proc/self/ns/net", &link).unwrap();
         // The engine's namespace files are nsfs files, never links: /proc's are magic links.
         for path in [link.as_path(), Path::new("/proc/self/ns/net")] {
-            let e = Namespace::enter(path, 80).await.err();
+            let e = Namespace::enter(path, std::process::id(), 80).await.err();
             let e = e.unwrap_or_else(|| panic!("{path:?} was entered"));
             assert_eq!(e.raw_os_error(), Some(libc::ELOOP), "{path:?}: {e}");
         }
-        let missing = Namespace::enter(Path::new("/nonexistent/po-netns"), 80).await;
+        let missing = Namespace::enter(Path::new("/nonexistent/po-netns"), 1, 80).await;
         assert_eq!(
             missing.err().map(|e| e.kind()),
             Some(std::io::ErrorKind::NotFound)

@@ -278,17 +278,18 @@ async fn choose_carrier<E: EngineApi>(
 }
 
 /// The holder's network namespace, when the engine shares this host's files (it has the
-/// socket route: its `SandboxKey` is a path here) and the hub may enter it.
+/// socket route: its `SandboxKey` is a path here), that file is the namespace of the holder's
+/// process as this host sees it, and the hub may enter it.
 async fn namespace<E: EngineApi>(docker: &E, target: &Target<'_>, port: u16) -> Option<Namespace> {
     target.socket.as_ref()?;
     let holder = target.holder?;
-    let settings = docker
-        .inspect_container(holder)
-        .await
-        .ok()?
-        .network_settings;
-    let key = settings?.sandbox_key.filter(|k| !k.is_empty())?;
-    match Namespace::enter(std::path::Path::new(&key), port).await {
+    let inspected = docker.inspect_container(holder).await.ok()?;
+    let pid = (inspected.state?.pid).and_then(|p| u32::try_from(p).ok())?;
+    let key = inspected
+        .network_settings?
+        .sandbox_key
+        .filter(|k| !k.is_empty())?;
+    match Namespace::enter(std::path::Path::new(&key), pid, port).await {
         Ok(ns) => Some(ns),
         Err(why) => {
             tracing::debug!(%key, %why, "a forward does not enter the namespace: another carrier takes it");
