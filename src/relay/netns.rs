@@ -74,7 +74,7 @@ impl Namespace {
     }
 
     /// A connection to the port on the namespace's loopback.
-    pub async fn dial(&self) -> std::io::Result<TcpStream> {
+    async fn dial(&self) -> std::io::Result<TcpStream> {
         let socket = self.socket().await?;
         let to = SocketAddr::from((Ipv4Addr::LOCALHOST, self.port));
         match tokio::time::timeout(CONNECT_TIMEOUT, socket.connect(to)).await {
@@ -130,14 +130,16 @@ fn check_net_namespace(
     use std::os::unix::fs::MetadataExt;
     // _IO(0xb7, 0x3): the namespace type of an nsfs file (Linux 4.11).
     const NS_GET_NSTYPE: libc::c_ulong = 0xb703;
+    let invalid = |why: String| std::io::Error::new(std::io::ErrorKind::InvalidInput, why);
     // SAFETY: an ioctl without arguments on an open descriptor.
     let kind = unsafe { libc::ioctl(file.as_raw_fd(), NS_GET_NSTYPE as _) };
     if kind != libc::CLONE_NEWNET {
         let e = std::io::Error::last_os_error();
-        let why = format!("{} is not a network namespace ({e})", path.display());
-        return Err(std::io::Error::new(std::io::ErrorKind::InvalidInput, why));
+        return Err(invalid(format!(
+            "{} is not a network namespace ({e})",
+            path.display()
+        )));
     }
-    let invalid = |why: String| std::io::Error::new(std::io::ErrorKind::InvalidInput, why);
     let it = file.metadata()?;
     // `/proc/<pid>/ns/net` is a link to the process's namespace: metadata follows it.
     let of_pid = std::fs::metadata(format!("/proc/{pid}/ns/net"))
@@ -151,8 +153,10 @@ fn check_net_namespace(
     }
     let own = std::fs::metadata("/proc/self/ns/net")?;
     if (it.dev(), it.ino()) == (own.dev(), own.ino()) {
-        let why = format!("{} is the hub's own network namespace", path.display());
-        return Err(std::io::Error::new(std::io::ErrorKind::InvalidInput, why));
+        return Err(invalid(format!(
+            "{} is the hub's own network namespace",
+            path.display()
+        )));
     }
     Ok(file)
 }

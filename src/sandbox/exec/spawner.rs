@@ -223,65 +223,58 @@ pub async fn launch(
         Ok(None) => return Err("another exec is starting the sandbox's spawner".into()),
         Err(e) => return Err(format!("its launch lock {}: {e}", lock_path.display())),
     };
-    let launched = launch_locked(docker, container_id, place, interpreter, gate).await;
+    // Under the lock, whatever the outcome; the lock file goes with it.
+    let launched: Result<(), String> = async {
+        let mut random = [0u8; 8];
+        getrandom::fill(&mut random).map_err(|e| e.to_string())?;
+        let socket = format!("{SOCKET_PREFIX}{}.sock", hex::encode(random));
+        let mut env = vec![format!("{VAR}={SOURCE}")];
+        env.extend(gate.map(|g| format!("{GATE_VAR}={g}")));
+        let config = ExecConfig {
+            cmd: Some(command(
+                interpreter,
+                &format!("{}/{socket}", place.container_dir),
+            )),
+            env: Some(env),
+            working_dir: Some("/".into()),
+            ..Default::default()
+        };
+        let failed = |doing: &'static str| move |e: bollard::errors::Error| format!("{doing}: {e}");
+        let exec_id = (docker.create_exec(container_id, config).await).map_err(failed("create"))?;
+        let detached = StartExecOptions {
+            detach: true,
+            tty: false,
+            output_capacity: None,
+        };
+        (docker.start_exec(&exec_id, detached).await).map_err(failed("start"))?;
+        let info = (docker.inspect_exec(&exec_id).await).map_err(failed("inspect"))?;
+        let pid = info
+            .pid
+            .and_then(|p| u32::try_from(p).ok())
+            .filter(|p| *p > 0)
+            .ok_or("the engine gives no pid for it")?;
+        let Some(start_time) = start_time(pid) else {
+            // Never used: its socket goes, and with it the spawner (it checks for it).
+            remove_socket(&place.host_dir.join(&socket));
+            return Err("its process is not one this host sees".into());
+        };
+        let old = read_record(&place.record);
+        let record = Record {
+            container_id: container_id.to_string(),
+            pid,
+            start_time,
+            socket,
+        };
+        let bytes = serde_json::to_vec(&record).map_err(|e| e.to_string())?;
+        crate::write_aside::write_whole(&place.record, &bytes, true).map_err(|e| e.to_string())?;
+        if let Some(old) = old.filter(|o| is_socket_name(&o.socket) && o.socket != record.socket) {
+            remove_socket(&place.host_dir.join(old.socket));
+        }
+        Ok(())
+    }
+    .await;
     lock.remove(&lock_path);
     launched
-}
-
-/// [`launch`] under its lock.
-async fn launch_locked(
-    docker: &impl EngineApi,
-    container_id: &str,
-    place: &Place,
-    interpreter: &str,
-    gate: Option<String>,
-) -> Result<(), String> {
-    let mut random = [0u8; 8];
-    getrandom::fill(&mut random).map_err(|e| e.to_string())?;
-    let socket = format!("{SOCKET_PREFIX}{}.sock", hex::encode(random));
-    let mut env = vec![format!("{VAR}={SOURCE}")];
-    env.extend(gate.map(|g| format!("{GATE_VAR}={g}")));
-    let config = ExecConfig {
-        cmd: Some(command(
-            interpreter,
-            &format!("{}/{socket}", place.container_dir),
-        )),
-        env: Some(env),
-        working_dir: Some("/".into()),
-        ..Default::default()
-    };
-    let failed = |doing: &'static str| move |e: bollard::errors::Error| format!("{doing}: {e}");
-    let exec_id = (docker.create_exec(container_id, config).await).map_err(failed("create"))?;
-    let detached = StartExecOptions {
-        detach: true,
-        tty: false,
-        output_capacity: None,
-    };
-    (docker.start_exec(&exec_id, detached).await).map_err(failed("start"))?;
-    let info = (docker.inspect_exec(&exec_id).await).map_err(failed("inspect"))?;
-    let pid = info
-        .pid
-        .and_then(|p| u32::try_from(p).ok())
-        .filter(|p| *p > 0)
-        .ok_or("the engine gives no pid for it")?;
-    let Some(start_time) = start_time(pid) else {
-        // Never used: its socket goes, and with it the spawner (it checks for it).
-        remove_socket(&place.host_dir.join(&socket));
-        return Err("its process is not one this host sees".into());
-    };
-    let old = read_record(&place.record);
-    let record = Record {
-        container_id: container_id.to_string(),
-        pid,
-        start_time,
-        socket,
-    };
-    let bytes = serde_json::to_vec(&record).map_err(|e| e.to_string())?;
-    crate::write_aside::write_whole(&place.record, &bytes, true).map_err(|e| e.to_string())?;
-    if let Some(old) = old.filter(|o| is_socket_name(&o.socket) && o.socket != record.socket) {
-        remove_socket(&place.host_dir.join(old.socket));
-    }
-    Ok(())
 }
 
 /// Removes `path` when it is a socket (never through a link).
