@@ -117,7 +117,7 @@ async function takeTheWork(folder, home, ws, agentCommit) {
   assert.equal(diff.head, second)
   assert.deepEqual(diff.commits.map((c) => [c.id, c.subject]), [[second, 'second'], [agentCommit, 'agent work']])
   const classed = Object.fromEntries(diff.committed.files.filter((f) => f.class).map((f) => [f.path, f.class]))
-  assert.deepEqual(classed, { Makefile: 'makefile', 'package.json': 'package-scripts' })
+  assert.deepEqual(classed, { '.envrc': 'direnv', Makefile: 'makefile', 'package.json': 'package-scripts' })
   assert.match(diff.committed.patch, /\+\{"scripts":\{"postinstall":"echo planted"\}\}/)
   assert.deepEqual(diff.uncommitted.files.map((f) => [f.path, f.change]), [['notes.txt', 'added'], ['tracked.txt', 'modified']])
   assert.match(diff.uncommitted.stat, /2 files changed/)
@@ -290,7 +290,7 @@ test('a folder without git in clone mode (PO_SANDBOX_WORKSPACE_MODE): copied but
   assert.equal(diff.kind, 'folder')
   assert.equal(diff.base, undefined)
   const dry = {
-    '.envrc': 'added held ', Makefile: 'added held makefile', 'added.txt': 'added pending ', leak: 'added refused ', 'mine.txt': 'modified conflict ', 'notes.txt': 'modified pending ',
+    '.envrc': 'added held direnv', Makefile: 'added held makefile', 'added.txt': 'added pending ', leak: 'added refused ', 'mine.txt': 'modified conflict ', 'notes.txt': 'modified pending ',
     'old.txt': 'removed pending ', 'package.json': 'modified held package-scripts', 'src/main.txt': 'modified pending ', 'tool.sh': 'added held ',
   }
   assert.deepEqual(outcomes(diff.uncommitted.files), dry)
@@ -316,7 +316,7 @@ test('a folder without git in clone mode (PO_SANDBOX_WORKSPACE_MODE): copied but
   const all = await po(['apply', folder, '--yes', '--include-executable', '--json', ...home])
   assert.equal(all.code, 0, all.stderr)
   const present = { 'added.txt': 'added present ', 'notes.txt': 'modified present ', 'old.txt': 'removed present ', 'src/main.txt': 'modified present ' }
-  assert.deepEqual(outcomes(JSON.parse(all.stdout).files), { ...dry, ...present, '.envrc': 'added written ', Makefile: 'added written makefile', 'package.json': 'modified written package-scripts', 'tool.sh': 'added written ' })
+  assert.deepEqual(outcomes(JSON.parse(all.stdout).files), { ...dry, ...present, '.envrc': 'added written direnv', Makefile: 'added written makefile', 'package.json': 'modified written package-scripts', 'tool.sh': 'added written ' })
   assert.equal(read('Makefile'), 'all:\n\techo planted\n')
   assert.ok(statSync(path.join(folder, 'tool.sh')).mode & 0o100, 'the executable stays executable')
   assert.ok(!readdirSync(folder).includes('leak'), 'a link out of the folder is never written')

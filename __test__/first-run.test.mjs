@@ -106,10 +106,10 @@ test('up, exec and down on a folder: the demo bundle, exit codes, streams, a TTY
   assert.deepEqual(status.brokeredProviders, ['anthropic'])
   assert.match(status.privileges.effectiveCapabilities, /^0+$/)
   // The guarded paths, as mounted (no repository in this folder: .git itself).
-  assert.ok(status.guardedPaths.includes(`${ws.path}/.envrc`) && status.guardedPaths.includes(`${ws.path}/.git`), JSON.stringify(status.guardedPaths))
+  assert.ok(status.guardedPaths.includes(`${ws.path}/.mcp.json`) && status.guardedPaths.includes(`${ws.path}/.git`), JSON.stringify(status.guardedPaths))
   const html = await (await fetch(c.url)).text()
   assert.match(html, /demo runtime bundle/)
-  assert.ok(html.includes(`${ws.path}/.envrc`), 'the status page lists the guarded paths')
+  assert.ok(html.includes(`${ws.path}/.mcp.json`), 'the status page lists the guarded paths')
 
   // up again: adopted, and the text names the URL and posture.
   const again = await po(['up', folder, ...common], { env })

@@ -175,7 +175,7 @@ test('guarded paths cannot be written, created, renamed over, deleted or moved a
     const r = await inside(c.containerId, ws, a)
     assert.notEqual(r.code, 0, `succeeded from inside: ${a}\n${r.stdout}${r.stderr}`)
     // Refused by the mounts, not by a missing tool or a typo.
-    assert.match(r.stderr, /read-only|busy|could not (lock|write)|not permitted/i, `${a}: ${r.stderr}`)
+    assert.match(r.stderr, /read-only|busy|could not (lock|write)|not permitted|not a directory|file exists/i, `${a}: ${r.stderr}`)
   }
   const gitConfig = await inside(c.containerId, ws, 'git config core.hooksPath /tmp')
   assert.match(gitConfig.stderr, /config/i, 'git says itself why it cannot write its config')
@@ -201,7 +201,8 @@ test('guarded paths cannot be written, created, renamed over, deleted or moved a
     const now = snapshot(ws, g)
     assert.deepEqual(now, before[g], `${g} changed on the host`)
     if (Object.keys(original[g]).length) continue
-    const fileText = { '.mcp.json': '{}\n', commondir: '.\n', 'config.worktree': '' }[path.basename(g)]
+    // The editors' folders are empty files: no editor takes the folder for a project of its own.
+    const fileText = { '.mcp.json': '{}\n', commondir: '.\n', 'config.worktree': '', '.idea': '', '.devcontainer': '' }[path.basename(g)]
     if (fileText !== undefined) assert.equal(readFileSync(path.join(ws, g), 'utf8'), fileText, `${g} placeholder`)
     else assert.deepEqual(Object.values(now), ['dir'], `${g} placeholder is an empty folder: ${JSON.stringify(now)}`)
   }
@@ -316,20 +317,26 @@ test("git's indirections are guarded as git resolves them: commondir, submodules
   assert.deepEqual(await git(ws, 'log', '--format=%s', '-3').then((l) => l.split('\n')), ['host', 'inside', 'sub'])
 })
 
-test('a folder without a repository: .git is an empty read-only placeholder (no repository can be made inside), .envrc an excluded placeholder', async (t) => {
+test('a folder without a repository: .git is a read-only file that stops git\'s discovery (no repository, no bare shape at the top); no .envrc is made', async (t) => {
   const ws = tempWorkspace(t)
   chownTree(ws, 1000, 1000)
   const { c } = await startOne(t, ws)
   const r = await inside(c.containerId, ws, 'git init -q . && mkdir -p .git/hooks && echo x > .git/hooks/pre-commit')
   assert.notEqual(r.code, 0, 'git init succeeded inside')
   const dotGit = path.join(ws, '.git')
-  assert.ok(statSync(dotGit).isDirectory() && readdirSync(dotGit).length === 0, 'the .git placeholder is an empty folder')
-  assert.equal(readFileSync(path.join(ws, '.envrc'), 'utf8'), '', 'the .envrc placeholder is empty')
-  assert.equal(`${statSync(path.join(ws, '.envrc')).uid}`, '1000')
-  // On the host, git init still works in the placeholder, and the empty files do not show.
-  await git(ws, 'init', '-q')
-  const status = await git(ws, 'status', '--porcelain', '--untracked-files=all')
-  assert.ok(!status.includes('.vscode') && !status.includes('.idea'), status)
+  assert.ok(statSync(dotGit).isFile(), 'the .git placeholder is a file')
+  assert.match(readFileSync(dotGit, 'utf8'), /^gitdir: \.git\/po-sandbox-no-repository\n$/)
+  assert.equal(existsSync(path.join(ws, '.envrc')), false, 'direnv refuses a new .envrc by itself: none is made')
+  // A bare repository's shape written at the top, with a marker in core.fsmonitor and core.pager:
+  // host git run there takes none of it.
+  const marker = path.join(ws, 'ran')
+  const plant = await inside(c.containerId, ws, `mkdir -p objects refs/heads && echo 'ref: refs/heads/main' > HEAD && printf '[core]\\n\\tbare = true\\n\\tfsmonitor = "touch ${marker}; false"\\n\\tpager = "touch ${marker}; cat"\\n' > config && echo planted`)
+  assert.equal(plant.stdout.trim(), 'planted', plant.stderr)
+  const host = await run('git', ['status'], { cwd: ws })
+  assert.notEqual(host.code, 0)
+  assert.match(host.stderr, /not a git repository/)
+  await run('git', ['-p', 'log'], { cwd: ws })
+  assert.equal(existsSync(marker), false, 'host git ran the planted config')
 })
 
 test('guardedPaths: [] guards nothing and the doctor warns; a container made without guards is replaced when they are back', async (t) => {
@@ -486,4 +493,110 @@ test('review of a folder with no sandbox: exit 1 and REVIEW_UNAVAILABLE naming t
   const usage = await review(poHome, newOwner(), ws, 'other')
   assert.equal(usage.code, 2)
   assert.match(usage.stderr, /review takes at most one folder/)
+})
+
+test('as root, no set-id bit made inside reaches the host, by any route (the layer\'s system-call filter); the workspace stays writable', async (t) => {
+  const ws = tempWorkspace(t)
+  const { c } = await startOne(t, ws, { user: '0:0' })
+  const info = inspect(c.containerId)
+  assert.equal(info.Config.User, '0:0')
+  // The live container carries the layer's own profile (not the engine's default, not unconfined).
+  const opt = info.HostConfig.SecurityOpt.find((o) => o.startsWith('seccomp='))
+  assert.ok(opt, `no seccomp profile in ${JSON.stringify(info.HostConfig.SecurityOpt)}`)
+  const profile = JSON.parse(opt.slice('seccomp='.length))
+  assert.equal(profile.defaultAction, 'SCMP_ACT_ERRNO')
+  assert.ok(profile.syscalls.some((r) => r.names.includes('chmod') && r.args?.[0]?.value === 0o6000), 'chmod is conditional')
+  const asRoot = (script) => run('docker', ['exec', '-u', '0:0', '-w', ws, c.containerId, 'sh', '-c', script])
+  // Each route is tried on its own file; each must leave no set-id bit.
+  const routes = {
+    'chmod-u': 'cp /bin/sh f && chmod 4755 f',
+    'chmod-g': 'cp /bin/sh f && chmod 2755 f',
+    'chmod-both': 'cp /bin/sh f && chmod 6755 f',
+    'chmod-bare': 'touch f && chmod 4000 f',
+    'chmod-symbolic': 'cp /bin/sh f && chmod u+s,g+s f',
+    'chmod-assign': 'cp /bin/sh f && chmod u=rwxs f',
+    'chmod-repeated': 'cp /bin/sh f && chmod 4755 f; chmod 4755 f; chmod +s f',
+    'deep': 'mkdir -p a/b/c && cp /bin/sh a/b/c/f && chmod 4755 a/b/c/f',
+    'node-chmod': `cp /bin/sh f && node -e 'require("fs").chmodSync("f", 0o4755)'`,
+    'node-fchmod': `cp /bin/sh f && node -e 'const fs=require("fs"); fs.fchmodSync(fs.openSync("f","r+"), 0o4755)'`,
+    'node-create': `node -e 'require("fs").writeFileSync("f", "#!/bin/sh\\n", { mode: 0o6755 })'`,
+    'node-create-excl': `node -e 'const fs=require("fs"); fs.closeSync(fs.openSync("f", "wx", 0o4755))'`,
+    'node-copy-mode': `cp /bin/sh g && node -e 'const fs=require("fs"); fs.copyFileSync("g","f"); fs.chmodSync("f", fs.statSync("g").mode | 0o4000)'`,
+    'install': 'install -m 4755 /bin/sh f',
+    'fifo': 'mkfifo -m 4755 f',
+    'setgid-dir': 'mkdir -m 2755 f',
+    'mkdir-then-chmod': 'mkdir f && chmod g+s f',
+  }
+  for (const [name, script] of Object.entries(routes)) {
+    const dir = path.join(ws, 'r', name)
+    await asRoot(`mkdir -p ${dir} && cd ${dir} && { ${script}; } 2>/dev/null; true`)
+  }
+  const setId = []
+  const walk = (p) => {
+    const st = lstatSync(p)
+    if (st.mode & 0o6000) setId.push(`${path.relative(ws, p)} ${(st.mode & 0o7777).toString(8)} uid ${st.uid}`)
+    if (st.isDirectory()) for (const e of readdirSync(p)) walk(path.join(p, e))
+  }
+  walk(path.join(ws, 'r'))
+  assert.deepEqual(setId, [], 'set-id bits on the host')
+  // /tmp inside is no exception (the filter is the whole container's).
+  const tmp = await asRoot('cp /bin/sh /tmp/s && chmod 4755 /tmp/s; stat -c %a /tmp/s')
+  assert.equal(tmp.stdout.trim(), '755', tmp.stderr)
+  // The refusal is EPERM, as without the capability; ordinary modes, files and git still work.
+  const denied = await asRoot('touch d && chmod 4755 d')
+  assert.notEqual(denied.code, 0)
+  assert.match(denied.stderr, /not permitted/i)
+  const ok = await asRoot('echo x > plain && chmod 755 plain && chmod 1777 plain && chmod 644 plain && mkdir -p sub/deeper && echo y > sub/deeper/f && node -e \'require("fs").writeFileSync("n", "z", { mode: 0o755 })\' && git init -q repo && git -C repo -c user.email=a@b -c user.name=a commit -q --allow-empty -m x && echo ok')
+  assert.equal(ok.stdout.trim(), 'ok', ok.stderr)
+  assert.equal(statSync(path.join(ws, 'n')).mode & 0o777, 0o755)
+  assert.equal(readFileSync(path.join(ws, 'sub/deeper/f'), 'utf8'), 'y\n')
+})
+
+/** The folder's entries (relative, sorted; `/` after folders), but `skip` and what lies in them. */
+function listingOf(dir, skip = []) {
+  const out = []
+  const walk = (rel) => {
+    for (const e of readdirSync(path.join(dir, rel), { withFileTypes: true })) {
+      const r = path.join(rel, e.name)
+      if (skip.includes(r)) continue
+      out.push(e.isDirectory() ? `${r}/` : `${r} ${createHash('sha256').update(readFileSync(path.join(dir, r))).digest('hex').slice(0, 8)}`)
+      if (e.isDirectory() && !e.isSymbolicLink()) walk(r)
+    }
+  }
+  walk('')
+  return out.sort()
+}
+
+test('up then down leaves the folder as it was: a repository and a folder without git, across a hub restart with adoption, by stop and by stopAll', async (t) => {
+  const repo = await hostRepository(t)
+  // The person's exclude file ends without a newline: it ends so again.
+  writeFileSync(path.join(repo, '.git/info/exclude'), '# mine\n*.log')
+  chownTree(repo, 1000, 1000)
+  const plain = tempWorkspace(t)
+  writeFileSync(path.join(plain, 'notes.txt'), 'mine\n')
+  chownTree(plain, 1000, 1000)
+  const before = { repo: listingOf(repo, ['.git/objects', '.git/logs', '.git/index', '.git/refs']), plain: listingOf(plain) }
+  const poHome = tempHome(t)
+  const owner = newOwner()
+  cleanupOwner(t, owner)
+  writeBundle(poHome)
+  const options = baseOptions(poHome, owner, { user: USER })
+  const { layer } = openLayer(options)
+  assert.equal((await layer.provider.ready()).state, 'ready')
+  const a = await layer.containers.start({ id: 'repo', path: repo })
+  const b = await layer.containers.start({ id: 'plain', path: plain })
+  // The agent's own work in each.
+  await inside(a.containerId, repo, 'echo agent > agent.txt')
+  await inside(b.containerId, plain, 'echo agent > agent.txt')
+  assert.ok(existsSync(path.join(plain, '.git')) && existsSync(path.join(repo, '.idea')), 'placeholders while it runs')
+  // Another hub adopts both (this one is gone), and stops one by one and then all.
+  const { layer: again } = openLayer(options)
+  assert.equal((await again.provider.ready()).state, 'ready')
+  assert.equal((await again.containers.start({ id: 'repo', path: repo })).adopted, true)
+  assert.equal((await again.containers.start({ id: 'plain', path: plain })).adopted, true)
+  assert.equal(await again.containers.stop('repo'), true)
+  assert.deepEqual(await again.containers.stopAll(), ['plain'])
+  const after = { repo: listingOf(repo, ['.git/objects', '.git/logs', '.git/index', '.git/refs', 'agent.txt']), plain: listingOf(plain, ['agent.txt']) }
+  assert.deepEqual(after, before)
+  assert.equal(readFileSync(path.join(repo, '.git/info/exclude'), 'utf8'), '# mine\n*.log')
 })

@@ -113,7 +113,7 @@ test('three workspaces come up as hardened containers with exactly the allowed m
       // The credential broker's socket folder for this workspace (its own, 0700).
       `bind|${brokerFolder(brokerDir, owner, id)}|/run/po-broker|rw`,
       // The guarded paths, each read-only onto itself (no repository here: .git itself).
-      ...['.git', '.pi', '.agents', '.claude', '.mcp.json', '.cursor', '.codex', '.devcontainer', '.vscode', '.idea', '.envrc', '.direnv', '.husky'].map((g) => `bind|${paths[id]}/${g}|${paths[id]}/${g}|ro`),
+      ...['.git', '.pi', '.agents', '.claude', '.mcp.json', '.cursor', '.codex', '.devcontainer', '.vscode', '.idea', '.direnv', '.husky'].map((g) => `bind|${paths[id]}/${g}|${paths[id]}/${g}|ro`),
     ]
     assert.deepEqual(info.Mounts.map(mountKey).sort(), expected.sort())
     const allowedUnderHome = new Set([bundleDir, P, tokenFile, path.join(poHome, 'modes.yaml'), path.join(poHome, 'config.yaml')])

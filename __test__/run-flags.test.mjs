@@ -170,7 +170,7 @@ test('under gVisor: the container really runs on runsc with every accepted flag 
   assert.equal(info.Config.Labels['po.run-flags'], GVISOR_FLAGS.join(' '))
   // The hardening is untouched.
   assert.deepEqual(hc.CapDrop, ['ALL'])
-  assert.deepEqual(hc.SecurityOpt, ['no-new-privileges'])
+  assert.deepEqual(hc.SecurityOpt.map((o) => o.split('=')[0]), ['no-new-privileges', 'seccomp'])
   assert.equal(hc.Privileged, false)
   // The holder runs on the engine's default runtime and its rules hold for the gVisor
   // container too (runsc uses the namespace's own network stack here, --network=host): the

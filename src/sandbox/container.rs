@@ -17,7 +17,7 @@ use crate::engine::api::{EngineApi, Filters};
 use crate::engine::{Operation, Resource};
 use crate::error::{Error, Result};
 use crate::sandbox::run_flags::{Gpus, RunFlags};
-use crate::sandbox::spec::{ContainerSpec, LABEL_RUN_FLAGS, LABEL_SPEC_HASH, LivePosture};
+use crate::sandbox::spec::{ContainerSpec, LABEL_RUN_FLAGS, LABEL_SPEC_HASH, LivePosture, seccomp};
 
 /// A container as the engine reports it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -497,7 +497,10 @@ pub fn create_body(spec: &ContainerSpec, podman: bool) -> ContainerCreateBody {
             network_mode: Some(spec.network.clone()),
             readonly_rootfs: Some(spec.read_only_root),
             cap_drop: Some(vec!["ALL".into()]),
-            security_opt: Some(vec!["no-new-privileges".into()]),
+            security_opt: Some(vec![
+                "no-new-privileges".into(),
+                seccomp::security_opt(&spec.seccomp_file, podman),
+            ]),
             pids_limit: spec.limits_enforced.then_some(spec.pids_limit),
             privileged: Some(false),
             userns_mode: spec.keep_id.then(|| "keep-id".to_string()),
@@ -585,6 +588,17 @@ pub async fn create(
     podman: bool,
     network: &str,
 ) -> Result<Created> {
+    if podman {
+        // Podman's Docker API takes the profile as a path.
+        seccomp::write_file(&spec.seccomp_file).map_err(|e| {
+            let doing = format!(
+                "cannot write its system-call filter's profile {} (check that the Po home is writable)",
+                spec.seccomp_file.display()
+            );
+            let workspace = spec.labels.get(crate::sandbox::spec::LABEL_WORKSPACE);
+            Error::container_caused(workspace.unwrap_or(&spec.name).clone(), doing, e)
+        })?;
+    }
     let mut body = create_body(spec, podman);
     if let Some(hc) = body.host_config.as_mut() {
         hc.network_mode = Some(network.to_string());

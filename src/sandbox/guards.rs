@@ -6,7 +6,8 @@
 //! and a guard is bound read-write onto itself, so that it is a mount point too and cannot be
 //! renamed away and recreated (rename and rmdir of a mount point fail with `EBUSY`). A guard
 //! that does not exist yet gets an empty placeholder on the host first (owned by the
-//! workspace's owner), so the container cannot create it either.
+//! workspace's owner), so the container cannot create it either; the stop that ends the
+//! container takes the placeholders away again ([`placeholders`]).
 
 use crate::host::HostOs;
 pub(crate) use crate::names::vars::GUARDED_PATHS_VAR;
@@ -17,6 +18,7 @@ use super::spec::Bind;
 use crate::error::{Error, Result};
 
 mod git;
+pub mod placeholders;
 
 /// The default guarded paths, relative to the workspace, each a file or folder some host tool
 /// runs or trusts without asking: git's hooks, config and info; pi's project resources
@@ -42,8 +44,16 @@ pub const DEFAULT_GUARDED_PATHS: [&str; 15] = [
     ".direnv",
     ".husky",
 ];
-/// Guards that are files when they do not exist yet (every other missing guard is a folder).
-const FILE_GUARDS: [&str; 7] = [
+/// Guards that are files when they do not exist yet (every other missing guard is a folder):
+/// config files, and the folders only host editors read (`.vscode`, `.idea`, `.devcontainer`),
+/// whose empty placeholder folder an editor would take for a project of its own, while a file
+/// by that name is nothing to it; `.git` at the top of a folder without git (see
+/// [`placeholder_text`]).
+const FILE_GUARDS: [&str; 11] = [
+    ".git",
+    ".vscode",
+    ".idea",
+    ".devcontainer",
     ".envrc",
     ".git/config",
     "config",
@@ -53,11 +63,24 @@ const FILE_GUARDS: [&str; 7] = [
     "gitdir",
 ];
 
+/// Guards that get no placeholder when missing: their tool refuses a new file by itself
+/// (direnv runs only an `.envrc` whose content the person allowed with `direnv allow`), while
+/// an empty placeholder would make it complain at every `cd`. `review` lists one made inside.
+const NO_PLACEHOLDER: [&str; 1] = [".envrc"];
+
+/// The `.git` placeholder of a folder without git: a `.git` file naming a git folder that
+/// cannot exist (below a file), which stops git's discovery there, so that neither a bare
+/// repository's shape written at the top nor a repository above the folder is taken by host
+/// git while the container runs (an empty `.git` folder would not stop it).
+pub const NO_REPOSITORY: &[u8] = b"gitdir: .git/po-sandbox-no-repository\n";
+
 /// What a missing file guard is made with: empty; `{}` for JSON, which its readers parse; `.`
-/// for a git folder's `commondir` (git reads it as "this folder": unchanged behaviour).
+/// for a git folder's `commondir` (git reads it as "this folder": unchanged behaviour);
+/// [`NO_REPOSITORY`] for `.git` at the top.
 fn placeholder_text(rel: &str) -> &'static [u8] {
     let name = rel.rsplit('/').next().unwrap_or(rel);
     match name {
+        ".git" if rel == ".git" => NO_REPOSITORY,
         "commondir" => b".\n",
         _ if name.ends_with(".json") => b"{}\n",
         _ => b"",
@@ -210,12 +233,16 @@ pub fn resolve(ws: &Path, entries: &[String]) -> Resolved {
             out.push(g);
         }
     }
-    // A guard inside another guard is covered by it.
+    // A guard inside another guard is covered by it; a missing one whose tool refuses new
+    // files by itself gets no placeholder.
     let guards: Vec<String> = out
         .iter()
         .filter(|g| {
             !out.iter()
                 .any(|o| o != *g && g.starts_with(&format!("{o}/")))
+        })
+        .filter(|g| {
+            !NO_PLACEHOLDER.contains(&g.as_str()) || std::fs::symlink_metadata(ws.join(g)).is_ok()
         })
         .cloned()
         .collect();
@@ -332,14 +359,48 @@ pub fn listing(ws: &Path, resolved: &Resolved, os: HostOs) -> String {
 
 /// Makes the guards mountable, before the container is created: refuses a guard or pinned
 /// folder that is a symbolic link (a mount through it could land outside the workspace), and
-/// makes each missing one as an empty placeholder (a file for `.envrc`, `.mcp.json` and git
-/// config files, holding `{}` when JSON; a folder otherwise) owned by the workspace folder's
-/// owner. A file made inside a git repository is added to its `.git/info/exclude` so `git status` does not show it (empty
-/// folders never show). Returns the placeholders made.
-pub fn prepare(workspace_id: &str, ws: &Path, resolved: &Resolved) -> Result<Vec<PathBuf>> {
+/// makes each missing one as an empty placeholder (a file for config files and the editors'
+/// folders, holding `{}` when JSON, [`NO_REPOSITORY`] for `.git`; a folder otherwise) owned by
+/// the workspace folder's owner. A file made inside a git repository is added to its
+/// `.git/info/exclude` so `git status` does not show it (empty folders never show). What it
+/// made is added to the record in `guard_dir` ([`placeholders`]), which the stop that ends the
+/// container takes away. Returns the placeholders made.
+pub fn prepare(
+    workspace_id: &str,
+    ws: &Path,
+    resolved: &Resolved,
+    guard_dir: &Path,
+) -> Result<Vec<PathBuf>> {
     let owner = std::fs::metadata(ws)
         .map(|m| crate::platform::owner(&m))
         .map_err(|e| Error::container_caused(workspace_id, "cannot read its folder", e))?;
+    let mut record = placeholders::Record {
+        folder: ws.to_path_buf(),
+        ..Default::default()
+    };
+    let made = make_placeholders(workspace_id, ws, resolved, owner, &mut record);
+    // Recorded even when a later one failed: the stop (or the create's undo) takes them away.
+    if let Err(e) = placeholders::remember(guard_dir, record.clone()) {
+        return Err(Error::container_caused(
+            workspace_id,
+            format!(
+                "cannot record its guard placeholders in {}",
+                guard_dir.display()
+            ),
+            e,
+        ));
+    }
+    made
+}
+
+/// Makes the missing guards' placeholders, listing each in `record` as it is made.
+fn make_placeholders(
+    workspace_id: &str,
+    ws: &Path,
+    resolved: &Resolved,
+    owner: Option<(u32, u32)>,
+    record: &mut placeholders::Record,
+) -> Result<Vec<PathBuf>> {
     let mut made = Vec::new();
     let mut made_files = Vec::new();
     let all = resolved.pins.iter().map(|p| (p, true));
@@ -359,16 +420,30 @@ pub fn prepare(workspace_id: &str, ws: &Path, resolved: &Resolved) -> Result<Vec
         } else {
             use std::io::Write;
             let mut file = std::fs::File::create_new(&path).map_err(placeholder)?;
+            record.made.push(placeholders::Made {
+                path: rel.clone(),
+                dir: false,
+            });
             file.write_all(placeholder_text(rel)).map_err(placeholder)?;
-            // Files inside a `.git` folder never show in `git status`.
-            if !rel.starts_with(".git/") && !rel.contains("/.git/") {
+            // Files inside a `.git` folder never show in `git status`, nor does `.git`.
+            if !rel.starts_with(".git") && !rel.contains("/.git/") {
                 made_files.push(rel.clone());
             }
+        }
+        if is_dir {
+            record.made.push(placeholders::Made {
+                path: rel.clone(),
+                dir: true,
+            });
         }
         crate::platform::lchown(&path, owner).map_err(placeholder)?;
         made.push(path);
     }
-    exclude(ws, &made_files);
+    (
+        record.excluded,
+        record.exclude_created,
+        record.exclude_joined,
+    ) = exclude(ws, &made_files);
     Ok(made)
 }
 
@@ -408,21 +483,28 @@ fn refuse_links(workspace_id: &str, ws: &Path, rel: &str) -> Result<()> {
 /// Lists `files` in the repository's `.git/info/exclude` (best effort: a folder that is not a
 /// repository has nothing to hide them from). Neither `.git/info` nor the file is followed when
 /// it is a link: the workspace is the agent's, and a link there could point at any host file.
-fn exclude(ws: &Path, files: &[String]) {
+/// Returns the lines added, whether the file was made, and whether its last line was ended.
+fn exclude(ws: &Path, files: &[String]) -> (Vec<String>, bool, bool) {
     let info = ws.join(".git/info");
     let real_folder = |p: &Path| std::fs::symlink_metadata(p).is_ok_and(|m| m.is_dir());
     if files.is_empty() || !real_folder(&ws.join(".git")) || !real_folder(&info) {
-        return;
+        return (vec![], false, false);
     }
     let path = info.join("exclude");
-    if let Err(e) = append_missing(&path, files) {
-        tracing::warn!(path = %path.display(), error = %e, "cannot list guard placeholders in the git exclude file");
+    let created = std::fs::symlink_metadata(&path).is_err();
+    match append_missing(&path, files) {
+        Ok((added, joined)) => (added, created && path.is_file(), joined),
+        Err(e) => {
+            tracing::warn!(path = %path.display(), error = %e, "cannot list guard placeholders in the git exclude file");
+            (vec![], false, false)
+        }
     }
 }
 
 /// Appends to the exclude file at `path` (made when missing, never through a link) the lines
-/// of `files` it does not have yet.
-fn append_missing(path: &Path, files: &[String]) -> std::io::Result<()> {
+/// of `files` it does not have yet. Returns the lines added, and whether it ended the file's
+/// last line first.
+fn append_missing(path: &Path, files: &[String]) -> std::io::Result<(Vec<String>, bool)> {
     use std::io::{Read, Write};
     let mut open = std::fs::OpenOptions::new();
     open.read(true).append(true).create(true);
@@ -432,23 +514,28 @@ fn append_missing(path: &Path, files: &[String]) -> std::io::Result<()> {
     let mut text = String::new();
     file.read_to_string(&mut text)?;
     let mut added = String::new();
+    let mut lines = Vec::new();
+    let mut joined = false;
     for f in files {
         let line = format!("/{f}");
         if !text.lines().any(|l| l.trim() == line) {
             if added.is_empty() {
                 if !text.is_empty() && !text.ends_with('\n') {
                     added.push('\n');
+                    joined = true;
                 }
-                added.push_str("# po-sandbox: empty placeholders of guarded paths\n");
+                added.push_str(placeholders::EXCLUDE_MARKER);
+                added.push('\n');
             }
             added.push_str(&line);
             added.push('\n');
+            lines.push(line);
         }
     }
-    match added.is_empty() {
-        true => Ok(()),
-        false => file.write_all(added.as_bytes()),
+    if !added.is_empty() {
+        file.write_all(added.as_bytes())?;
     }
+    Ok((lines, joined))
 }
 
 #[cfg(all(test, unix))]

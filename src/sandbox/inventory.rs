@@ -213,10 +213,17 @@ pub async fn stop(
 /// Removes a stopped workspace's files in the owner's token folder: its token file, its rules
 /// record (`<id>.net`), its spawner record (`<id>.exec`), and its start lock (`<id>.lock`) and
 /// the spawner's launch lock (`<id>.exec.lock`) unless a process holds them (a start or launch
-/// under way); its guard copies (`<poHome>/sandbox-guards/<owner>/<id>`) and its
-/// review baseline.
+/// under way); its guard placeholders in its folder ([`guards::placeholders`]), its guard
+/// copies (`<poHome>/sandbox-guards/<owner>/<id>`) and its review baseline.
+///
+/// [`guards::placeholders`]: crate::sandbox::guards::placeholders
 pub(crate) fn remove_token_files(po_home: &Path, owner: &str, workspace_id: &str) {
-    let _ = std::fs::remove_dir_all(spec::guard_copies(po_home, owner, workspace_id));
+    let guard_dir = spec::guard_copies(po_home, owner, workspace_id);
+    let placeholders = crate::sandbox::guards::placeholders::take_away(&guard_dir);
+    if !placeholders.is_empty() {
+        tracing::info!(workspace = %workspace_id, ?placeholders, "guard placeholders taken away");
+    }
+    let _ = std::fs::remove_dir_all(guard_dir);
     crate::sandbox::review::remove_baseline(po_home, owner, workspace_id);
     let token = spec::token_file(po_home, owner, workspace_id);
     let _ = std::fs::remove_file(&token);

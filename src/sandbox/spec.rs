@@ -7,6 +7,7 @@ mod build;
 mod names;
 mod posture;
 mod proxy;
+pub mod seccomp;
 
 pub use build::*;
 pub use names::*;

@@ -48,6 +48,7 @@ fn spec(extra_hosts: Vec<String>) -> ContainerSpec {
         per_hub_network: true,
         keep_id: false,
         limits_enforced: true,
+        seccomp_file: "/po-home/seccomp/x.json".into(),
         spec_hash: "h".into(),
     }
 }
@@ -57,7 +58,24 @@ fn the_engine_body_carries_the_hardening() {
     let body = create_body(&spec(vec![]), false);
     let hc = body.host_config.unwrap();
     assert_eq!(hc.cap_drop.unwrap(), ["ALL"]);
-    assert_eq!(hc.security_opt.unwrap(), ["no-new-privileges"]);
+    let opts = hc.security_opt.unwrap();
+    assert_eq!(opts[0], "no-new-privileges");
+    assert!(
+        crate::sandbox::spec::seccomp::is_ours(&opts[1]),
+        "{}",
+        &opts[1][..40]
+    );
+    assert!(
+        opts[1].starts_with("seccomp={"),
+        "Docker takes the profile's text"
+    );
+    assert_eq!(opts.len(), 2);
+    // Podman's Docker API takes a path.
+    let podman = create_body(&spec(vec![]), true).host_config.unwrap();
+    assert_eq!(
+        podman.security_opt.unwrap(),
+        ["no-new-privileges", "seccomp=/po-home/seccomp/x.json"]
+    );
     assert_eq!(hc.pids_limit, Some(2048));
     assert_eq!(hc.privileged, Some(false));
     assert!(hc.ulimits.is_none() && hc.extra_hosts.is_none());
@@ -309,10 +327,10 @@ fn run_flags_map_onto_the_host_config_and_keep_the_hardening() {
     let tmpfs = hc.tmpfs.unwrap();
     assert_eq!(tmpfs["/scratch"], "size=1m");
     assert!(tmpfs.contains_key("/tmp"), "the writable places stay");
-    assert_eq!(
-        hc.security_opt.unwrap(),
-        ["no-new-privileges", "label=level:s0"]
-    );
+    let opts = hc.security_opt.unwrap();
+    assert_eq!(opts[0], "no-new-privileges");
+    assert!(opts[1].starts_with("seccomp="));
+    assert_eq!(opts[2..], ["label=level:s0"]);
     // The hardening is untouched.
     assert_eq!(hc.cap_drop.unwrap(), ["ALL"]);
     assert_eq!(hc.privileged, Some(false));

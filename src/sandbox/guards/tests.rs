@@ -65,6 +65,8 @@ fn a_repository_folder_guards_its_entries_and_pins_git() {
     // The entries, with the files git reads from its folder besides.
     let mut expected = defaults();
     expected.splice(3..3, strings(&[".git/commondir", ".git/config.worktree"]));
+    // A missing .envrc is not guarded (direnv refuses a new one by itself).
+    expected.retain(|g| g != ".envrc");
     assert_eq!(r.guards, expected);
     assert_eq!(r.pins, strings(&[".git"]));
     let b = binds(
@@ -80,7 +82,7 @@ fn a_repository_folder_guards_its_entries_and_pins_git() {
     assert!(b.iter().all(|b| b.source.to_string_lossy() == b.target));
     assert_eq!(
         b.iter().filter(|b| b.read_only).count(),
-        DEFAULT_GUARDED_PATHS.len() + 2
+        DEFAULT_GUARDED_PATHS.len() + 1
     );
 }
 
@@ -91,9 +93,10 @@ fn without_a_repository_git_itself_is_guarded() {
     assert!(r.guards.contains(&".git".to_string()));
     assert!(!r.guards.iter().any(|g| g.starts_with(".git/")));
     assert!(r.pins.is_empty());
-    // Its placeholder (an empty folder) changes nothing: the next hub resolves the same guards.
-    prepare("w", ws.path(), &r).unwrap();
-    assert!(ws.path().join(".git").is_dir());
+    // Its placeholder (a `.git` file) changes nothing: the next hub resolves the same guards.
+    prepare("w", ws.path(), &r, &guard_dir(&ws)).unwrap();
+    assert!(ws.path().join(".git").is_file());
+    let _ = std::fs::remove_dir_all(guard_dir(&ws));
     assert_eq!(resolve(ws.path(), &defaults()), r);
 }
 
@@ -147,7 +150,7 @@ fn missing_guards_get_empty_placeholders_and_files_are_excluded_from_git() {
     std::fs::write(ws.path().join(".git/config"), "[core]\n").unwrap();
     std::fs::write(ws.path().join(".git/HEAD"), "ref: refs/heads/main\n").unwrap();
     let r = resolve(ws.path(), &defaults());
-    let made = prepare("w", ws.path(), &r).unwrap();
+    let made = prepare("w", ws.path(), &r, &guard_dir(&ws)).unwrap();
     let dirs = [
         ".git/hooks",
         ".pi",
@@ -155,9 +158,6 @@ fn missing_guards_get_empty_placeholders_and_files_are_excluded_from_git() {
         ".claude",
         ".cursor",
         ".codex",
-        ".devcontainer",
-        ".vscode",
-        ".idea",
         ".direnv",
         ".husky",
     ];
@@ -168,7 +168,13 @@ fn missing_guards_get_empty_placeholders_and_files_are_excluded_from_git() {
             "{dir}"
         );
     }
-    assert_eq!(std::fs::read(ws.path().join(".envrc")).unwrap(), b"");
+    // The editors' folders are empty files: no editor takes the folder for a project of its own.
+    for file in [".vscode", ".idea", ".devcontainer"] {
+        assert_eq!(std::fs::read(ws.path().join(file)).unwrap(), b"", "{file}");
+    }
+    // direnv refuses a new .envrc by itself: none is made (an empty one makes it complain).
+    assert!(!ws.path().join(".envrc").exists());
+    assert!(!r.guards.contains(&".envrc".to_string()));
     assert_eq!(
         std::fs::read_to_string(ws.path().join(".git/config")).unwrap(),
         "[core]\n"
@@ -184,21 +190,131 @@ fn missing_guards_get_empty_placeholders_and_files_are_excluded_from_git() {
         std::fs::read(ws.path().join(".git/config.worktree")).unwrap(),
         b""
     );
-    assert_eq!(made.len(), dirs.len() + 4);
+    assert_eq!(made.len(), dirs.len() + 6);
     let exclude = std::fs::read_to_string(ws.path().join(".git/info/exclude")).unwrap();
-    assert!(exclude.lines().any(|l| l == "/.envrc"), "{exclude}");
-    assert!(exclude.lines().any(|l| l == "/.mcp.json"), "{exclude}");
+    for file in ["/.mcp.json", "/.vscode", "/.idea", "/.devcontainer"] {
+        assert!(exclude.lines().any(|l| l == file), "{file} in {exclude}");
+    }
     // Again: nothing new, the exclude line is not repeated.
-    assert!(prepare("w", ws.path(), &r).unwrap().is_empty());
+    assert!(
+        prepare("w", ws.path(), &r, &guard_dir(&ws))
+            .unwrap()
+            .is_empty()
+    );
     let again = std::fs::read_to_string(ws.path().join(".git/info/exclude")).unwrap();
     assert_eq!(again, exclude);
+    let _ = std::fs::remove_dir_all(guard_dir(&ws));
+}
+
+/// The guard folder of a test workspace: beside it, in the same temporary folder's parent.
+fn guard_dir(ws: &tempfile::TempDir) -> std::path::PathBuf {
+    let mut name = ws.path().file_name().unwrap().to_os_string();
+    name.push("-guards");
+    ws.path().with_file_name(name)
+}
+
+/// Every entry under `dir`, relative, sorted, with the exclude file's text.
+fn listing(dir: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap().flatten() {
+            let rel = e.path().strip_prefix(dir).unwrap().display().to_string();
+            if e.file_type().unwrap().is_dir() {
+                stack.push(e.path());
+                out.push(format!("{rel}/"));
+            } else {
+                out.push(format!(
+                    "{rel} {:?}",
+                    std::fs::read_to_string(e.path()).unwrap_or_default()
+                ));
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+#[test]
+fn the_stop_takes_every_placeholder_away_and_the_folder_is_as_it_was() {
+    for repository in [true, false] {
+        let ws = tempfile::tempdir().unwrap();
+        let gd = guard_dir(&ws);
+        if repository {
+            std::fs::create_dir_all(ws.path().join(".git/info")).unwrap();
+            std::fs::write(ws.path().join(".git/HEAD"), "ref: refs/heads/main\n").unwrap();
+            std::fs::write(ws.path().join(".git/info/exclude"), "# mine\n*.log").unwrap();
+        }
+        std::fs::create_dir(ws.path().join(".pi")).unwrap();
+        std::fs::write(ws.path().join(".pi/settings.json"), "{}").unwrap();
+        let before = listing(ws.path());
+        let r = resolve(ws.path(), &defaults());
+        assert!(!prepare("w", ws.path(), &r, &gd).unwrap().is_empty());
+        // Twice, as a replaced container's create does: the record keeps the first one's.
+        prepare("w", ws.path(), &r, &gd).unwrap();
+        assert_ne!(listing(ws.path()), before);
+        let taken = placeholders::take_away(&gd);
+        assert!(!taken.is_empty());
+        assert_eq!(listing(ws.path()), before, "repository: {repository}");
+        assert!(!gd.join(placeholders::RECORD).exists());
+        // Nothing recorded: nothing to do.
+        assert!(placeholders::take_away(&gd).is_empty());
+        let _ = std::fs::remove_dir_all(&gd);
+    }
+}
+
+#[test]
+fn a_folder_without_git_gets_a_git_file_that_stops_discovery() {
+    let ws = tempfile::tempdir().unwrap();
+    let r = resolve(ws.path(), &defaults());
+    prepare("w", ws.path(), &r, &guard_dir(&ws)).unwrap();
+    let dot_git = ws.path().join(".git");
+    assert!(dot_git.is_file());
+    assert_eq!(std::fs::read(&dot_git).unwrap(), NO_REPOSITORY);
+    // Resolved again with the file there, `.git` is still guarded.
+    assert!(
+        resolve(ws.path(), &defaults())
+            .guards
+            .contains(&".git".to_string())
+    );
+    let _ = std::fs::remove_dir_all(guard_dir(&ws));
+}
+
+#[test]
+fn a_placeholder_changed_since_or_reached_through_a_link_stays() {
+    let ws = tempfile::tempdir().unwrap();
+    let gd = guard_dir(&ws);
+    std::fs::create_dir_all(ws.path().join(".git/info")).unwrap();
+    std::fs::write(ws.path().join(".git/HEAD"), "ref: refs/heads/main\n").unwrap();
+    let r = resolve(ws.path(), &defaults());
+    prepare("w", ws.path(), &r, &gd).unwrap();
+    // The person wrote into two placeholders while the container ran; a third was replaced by a
+    // link (to a folder elsewhere holding a file of the same name).
+    std::fs::write(ws.path().join(".claude/settings.json"), "{}").unwrap();
+    std::fs::write(ws.path().join(".mcp.json"), "{\"mcpServers\":{}}").unwrap();
+    let elsewhere = tempfile::tempdir().unwrap();
+    std::fs::remove_dir(ws.path().join(".husky")).unwrap();
+    std::os::unix::fs::symlink(elsewhere.path(), ws.path().join(".husky")).unwrap();
+    placeholders::take_away(&gd);
+    assert!(ws.path().join(".claude/settings.json").is_file());
+    assert!(ws.path().join(".mcp.json").is_file());
+    assert!(
+        std::fs::symlink_metadata(ws.path().join(".husky"))
+            .unwrap()
+            .file_type()
+            .is_symlink()
+    );
+    assert!(elsewhere.path().exists());
+    // The others went; the exclude file's lines of the kept ones went too (the layer's lines).
+    assert!(!ws.path().join(".pi").exists() && !ws.path().join(".vscode").exists());
+    let _ = std::fs::remove_dir_all(&gd);
 }
 
 #[test]
 fn the_exclude_file_and_its_folders_are_never_followed_when_links() {
     let outside = tempfile::tempdir().unwrap();
     let victim = outside.path().join("victim");
-    let placeholder = [".envrc".to_string()];
+    let placeholder = [".mcp.json".to_string()];
     // The exclude file a link to a host file; `.git/info` a link to a host folder; `.git` a
     // link to a host folder holding an `info` folder.
     for planted in ["exclude", "info", ".git"] {
@@ -237,12 +353,12 @@ fn a_guard_through_a_symbolic_link_is_refused_and_nothing_is_made() {
     // The guard itself a link, and a parent of a guard a link.
     std::os::unix::fs::symlink(elsewhere.path(), ws.path().join(".vscode")).unwrap();
     let r = resolve(ws.path(), &strings(&[".vscode"]));
-    let err = prepare("w", ws.path(), &r).unwrap_err();
+    let err = prepare("w", ws.path(), &r, &guard_dir(&ws)).unwrap_err();
     assert_eq!(err.code(), "WORKSPACE_INVALID");
     assert!(err.to_string().contains("symbolic link"), "{err}");
     std::os::unix::fs::symlink(elsewhere.path(), ws.path().join("tools")).unwrap();
     let r = resolve(ws.path(), &strings(&["tools/hooks"]));
-    let err = prepare("w", ws.path(), &r).unwrap_err();
+    let err = prepare("w", ws.path(), &r, &guard_dir(&ws)).unwrap_err();
     assert!(err.to_string().contains("tools"), "{err}");
     assert!(
         std::fs::read_dir(elsewhere.path())

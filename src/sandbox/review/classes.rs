@@ -30,6 +30,11 @@ pub enum ReviewClass {
     AgentInstructions,
     /// A `.git` folder or file below the top level.
     NestedGit,
+    /// `.envrc`.
+    Direnv,
+    /// `justfile` (any case, or `.justfile`), `Taskfile.yml` / `.yaml` (and their `taskfile`,
+    /// `.dist` forms).
+    TaskRunner,
 }
 
 impl ReviewClass {
@@ -63,6 +68,10 @@ impl ReviewClass {
             ReviewClass::NestedGit => {
                 "host git, IDEs and shell prompts there run the hooks and fsmonitor its config names"
             }
+            ReviewClass::Direnv => {
+                "direnv on the host runs it on cd once allowed (direnv allow); a new one waits for that"
+            }
+            ReviewClass::TaskRunner => "just or task on the host runs its recipes",
         }
     }
 }
@@ -81,6 +90,13 @@ pub fn class_of(parts: &[&str]) -> Option<ReviewClass> {
         ".yarnrc.yml" | ".yarnrc" => ReviewClass::YarnConfig,
         "mise.toml" | ".mise.toml" | ".tool-versions" => ReviewClass::ToolVersions,
         "AGENTS.md" | "CLAUDE.md" => ReviewClass::AgentInstructions,
+        ".envrc" => ReviewClass::Direnv,
+        _ if name.eq_ignore_ascii_case("justfile") || name.eq_ignore_ascii_case(".justfile") => {
+            ReviewClass::TaskRunner
+        }
+        "Taskfile.yml" | "Taskfile.yaml" | "taskfile.yml" | "taskfile.yaml"
+        | "Taskfile.dist.yml" | "Taskfile.dist.yaml" | "taskfile.dist.yml"
+        | "taskfile.dist.yaml" => ReviewClass::TaskRunner,
         _ if under(".yarn", "releases") => ReviewClass::YarnRelease,
         _ if under(".github", "workflows") => ReviewClass::Workflow,
         _ => return None,

@@ -79,6 +79,17 @@ fn every_class_is_found_by_its_place() {
         ("docs/CLAUDE.md", Some(ReviewClass::AgentInstructions)),
         ("README.md", None),
         ("src/main.rs", None),
+        (".envrc", Some(ReviewClass::Direnv)),
+        ("sub/.envrc", Some(ReviewClass::Direnv)),
+        ("envrc", None),
+        ("justfile", Some(ReviewClass::TaskRunner)),
+        ("Justfile", Some(ReviewClass::TaskRunner)),
+        ("JUSTFILE", Some(ReviewClass::TaskRunner)),
+        ("sub/.justfile", Some(ReviewClass::TaskRunner)),
+        ("Taskfile.yml", Some(ReviewClass::TaskRunner)),
+        ("taskfile.yaml", Some(ReviewClass::TaskRunner)),
+        ("Taskfile.dist.yml", Some(ReviewClass::TaskRunner)),
+        ("Taskfile.json", None),
     ];
     for (path, class) in cases {
         let parts: Vec<&str> = path.split('/').collect();

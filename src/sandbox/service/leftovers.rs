@@ -41,7 +41,11 @@ impl<E: EngineApi> ContainerService<E> {
         let mut asides = asides;
         asides.extend(sweep_stopped(&tokens, &live));
         let copies = spec::guard_copies(&c.container.po_home, &c.container.owner, "-");
-        asides.extend(sweep_copies(copies.parent().unwrap_or(&copies), &live));
+        asides.extend(sweep_copies(
+            copies.parent().unwrap_or(&copies),
+            &live,
+            &tokens,
+        ));
         let broker = match &c.broker {
             Some(w) => {
                 let live: HashSet<PathBuf> = live
@@ -96,9 +100,11 @@ fn token_workspaces(tokens: &Path) -> Vec<String> {
 }
 
 /// In the owner's guard copies folder: removes the folder of each workspace not in `live`
-/// (stopped), and the write-aside files in the others. Real folders only; links are removed,
-/// never followed.
-fn sweep_copies(root: &Path, live: &[String]) -> Vec<PathBuf> {
+/// (stopped), after taking away the placeholders its record lists, and the write-aside files in
+/// the others. A stopped workspace whose start lock (`<tokens>/<id>.lock`) another process holds
+/// is being started: it is left to that start. Real folders only; links are removed, never
+/// followed.
+fn sweep_copies(root: &Path, live: &[String], tokens: &Path) -> Vec<PathBuf> {
     let Ok(entries) = std::fs::read_dir(root) else {
         return vec![];
     };
@@ -110,8 +116,16 @@ fn sweep_copies(root: &Path, live: &[String]) -> Vec<PathBuf> {
             removed.extend(
                 write_aside::sweep(&e.path(), write_aside::ASIDE_MAX_AGE).unwrap_or_default(),
             );
-        } else if is_dir && std::fs::remove_dir_all(e.path()).is_ok() {
-            removed.push(e.path());
+        } else if is_dir && crate::names::ids::check_id(&name).is_ok() {
+            let lock_path = tokens.join(format!("{name}.lock"));
+            let Ok(Some(lock)) = crate::sandbox::locks::HostLock::try_acquire(&lock_path) else {
+                continue;
+            };
+            removed.extend(crate::sandbox::guards::placeholders::take_away(&e.path()));
+            if std::fs::remove_dir_all(e.path()).is_ok() {
+                removed.push(e.path());
+            }
+            lock.remove(&lock_path);
         }
     }
     removed
@@ -363,7 +377,8 @@ mod tests {
         let elsewhere = tempfile::tempdir().unwrap();
         std::fs::write(elsewhere.path().join("keep"), "x").unwrap();
         std::os::unix::fs::symlink(elsewhere.path(), root.path().join("c")).unwrap();
-        let mut removed = sweep_copies(root.path(), &["a".to_string()]);
+        let tokens = tempfile::tempdir().unwrap();
+        let mut removed = sweep_copies(root.path(), &["a".to_string()], tokens.path());
         removed.sort();
         assert_eq!(
             removed,

@@ -287,9 +287,9 @@ impl<E: EngineApi> ContainerService<E> {
             return Ok(());
         }
         let guards = guards::resolve(&ws.path, &self.inner.config.container.guarded_paths);
-        let made = guards::prepare(&ws.id, &ws.path, &guards)?;
         let c = &self.inner.config.container;
         let copies = spec::guard_copies(&c.po_home, &c.owner, &ws.id);
+        let made = guards::prepare(&ws.id, &ws.path, &guards, &copies)?;
         guards::write_copies(&ws.id, &ws.path, &guards, &copies)?;
         if !made.is_empty() {
             tracing::info!(workspace = %ws.id, placeholders = ?made, "guarded paths given empty placeholders");
@@ -720,6 +720,9 @@ impl<'a, E: EngineApi> Rollback<'a, E> {
         if let Some(token) = &self.token {
             let _ = std::fs::remove_file(token);
         }
+        // The guard placeholders its preparation made: no container of this create mounts them.
+        let c = &self.service.inner.config.container;
+        guards::placeholders::take_away(&spec::guard_copies(&c.po_home, &c.owner, self.workspace));
         if let Some(baseline) = &self.baseline {
             let _ = std::fs::remove_file(baseline);
         }

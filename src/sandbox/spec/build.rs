@@ -267,6 +267,9 @@ pub struct ContainerSpec {
     pub network_mode: NetworkMode,
     /// `clone`: the workspace path is the copy volume (the last of `volumes`), not a bind.
     pub workspace_mode: WorkspaceMode,
+    /// Where the system-call filter's profile ([`super::seccomp`]) is written for an engine
+    /// that takes it as a path (Podman): under the Po home, named by its digest.
+    pub seccomp_file: PathBuf,
     /// Hash of everything above but the environment inherited from the host.
     pub spec_hash: String,
 }
@@ -356,6 +359,7 @@ pub fn build(input: &SpecInput) -> ContainerSpec {
         limits_enforced: s.mode.limits_enforced,
         network_mode: s.network_mode,
         workspace_mode,
+        seccomp_file: super::seccomp::file_path(&s.po_home),
         spec_hash: String::new(),
     };
     set_env_and_hash(&mut spec, own, &s.host_env);
@@ -563,6 +567,8 @@ fn hash(spec: &ContainerSpec) -> String {
         limits_enforced,
         network_mode,
         workspace_mode,
+        // Under the Po home: its digest is hashed below.
+        seccomp_file: _,
         spec_hash: _,
     } = spec;
     let mut h = SpecHasher(Sha256::new());
@@ -595,6 +601,7 @@ fn hash(spec: &ContainerSpec) -> String {
     if *workspace_mode == WorkspaceMode::Clone {
         h.field("workspace-mode", workspace_mode.as_str());
     }
+    h.field("seccomp", &super::seccomp::digest());
     hex::encode(&h.0.finalize()[..16])
 }
 

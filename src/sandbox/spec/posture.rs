@@ -524,13 +524,18 @@ pub(super) fn check_network(spec: &ContainerSpec, live: &LivePosture) -> Result<
     Ok(())
 }
 
-/// Not privileged, and no new privileges.
+/// Not privileged, no new privileges, and the layer's system-call filter.
 fn check_privileges(_: &ContainerSpec, live: &LivePosture) -> Result<(), Drift> {
     if live.privileged {
         return Err(Kind::Privileges.drift("it runs privileged"));
     }
     if !has_no_new_privileges(live) {
         return Err(Kind::Privileges.drift("it allows new privileges (no no-new-privileges)"));
+    }
+    if !live.security_opt.iter().any(|o| super::seccomp::is_ours(o)) {
+        return Err(Kind::Privileges.drift(
+            "it runs without the layer's system-call filter (which refuses setuid and setgid bits)",
+        ));
     }
     Ok(())
 }

@@ -306,7 +306,10 @@ fn live_of(s: &ContainerSpec) -> LivePosture {
         cap_drop: vec!["ALL".into()],
         cap_add: vec![],
         privileged: false,
-        security_opt: vec!["no-new-privileges".into()],
+        security_opt: vec![
+            "no-new-privileges".into(),
+            crate::sandbox::spec::seccomp::security_opt(&s.seccomp_file, false),
+        ],
         pids_limit: Some(s.pids_limit),
         user: s.user.clone(),
         namespaces: vec![("network".into(), "container:h1".into())],
@@ -403,6 +406,26 @@ fn every_drift_is_named() {
         ),
         (|l| l.privileged = true, K::Privileges, "privileged"),
         (|l| l.security_opt.clear(), K::Privileges, "new privileges"),
+        (
+            |l| l.security_opt.truncate(1),
+            K::Privileges,
+            "system-call filter",
+        ),
+        (
+            |l| l.security_opt[1] = "seccomp=unconfined".into(),
+            K::Privileges,
+            "system-call filter",
+        ),
+        (
+            |l| l.security_opt[1] = "seccomp={\"defaultAction\":\"SCMP_ACT_ALLOW\"}".into(),
+            K::Privileges,
+            "system-call filter",
+        ),
+        (
+            |l| l.security_opt[1] = "seccomp=/elsewhere/profile.json".into(),
+            K::Privileges,
+            "system-call filter",
+        ),
         (|l| l.pids_limit = None, K::PidsLimit, "pid limit"),
         (
             |l| l.pids_limit = Some(1_000_000),
@@ -1072,10 +1095,10 @@ fn spec_hashes_are_pinned() {
     assert_eq!(
         hashes,
         [
-            "19b69be77774a1fd5f3b25f051b929e1",
-            "dd6745f2220024370cd064597107252f",
-            "6ac92e2b9f1cd553eae9edb438845fee",
-            "733086c7b74a05405a4bb3e591043186",
+            "5236f877c8e20d53409a447163a8390d",
+            "35bfc5a8aec2ec83aa51a2539f6caaca",
+            "0879ba2b5cda9157ddd9adcf4e9fad4a",
+            "9126c9fd12648bde14480a0444a617aa",
         ]
     );
 }
