@@ -583,6 +583,13 @@ export interface ContainerProviderOptions {
    * `PO_SANDBOX_WORKSPACE_MODE`, else `bind`; a workspace's `mode` wins.
    */
   workspaceMode?: 'bind' | 'clone'
+  /**
+   * Let the layer set `safe.bareRepository = explicit` in the person's global git
+   * configuration while this owner's sandboxes run (when it is not already), and put it back
+   * when the last one stops (default `PO_SANDBOX_SET_GIT_SAFE_BARE`, else false: the layer
+   * only warns). See docs/security.md, "Repository shapes".
+   */
+  setGitSafeBareRepository?: boolean
 }
 
 /** Options of `startCredentialBroker`. */

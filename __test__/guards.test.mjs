@@ -7,7 +7,8 @@
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { createHash } from 'node:crypto'
-import { chownSync, existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs'
+import { chownSync, existsSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, realpathSync, rmSync, statSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
 import path from 'node:path'
 
 import { addon, root, run } from './helpers.mjs'
@@ -320,23 +321,32 @@ test("git's indirections are guarded as git resolves them: commondir, submodules
 test('a folder without a repository: .git is a read-only file that stops git\'s discovery (no repository, no bare shape at the top); no .envrc is made', async (t) => {
   const ws = tempWorkspace(t)
   chownTree(ws, 1000, 1000)
-  const { c } = await startOne(t, ws)
+  const { c, layer } = await startOne(t, ws)
   const r = await inside(c.containerId, ws, 'git init -q . && mkdir -p .git/hooks && echo x > .git/hooks/pre-commit')
   assert.notEqual(r.code, 0, 'git init succeeded inside')
   const dotGit = path.join(ws, '.git')
   assert.ok(statSync(dotGit).isFile(), 'the .git placeholder is a file')
   assert.match(readFileSync(dotGit, 'utf8'), /^gitdir: \.git\/po-sandbox-no-repository\n$/)
   assert.equal(existsSync(path.join(ws, '.envrc')), false, 'direnv refuses a new .envrc by itself: none is made')
-  // A bare repository's shape written at the top, with a marker in core.fsmonitor and core.pager:
-  // host git run there takes none of it.
+  // A bare repository's shape written at the top, with a marker in an alias, core.fsmonitor and
+  // core.pager: host git run there takes none of it.
   const marker = path.join(ws, 'ran')
-  const plant = await inside(c.containerId, ws, `mkdir -p objects refs/heads && echo 'ref: refs/heads/main' > HEAD && printf '[core]\\n\\tbare = true\\n\\tfsmonitor = "touch ${marker}; false"\\n\\tpager = "touch ${marker}; cat"\\n' > config && echo planted`)
+  const config = `[core]\n\tbare = true\n\tfsmonitor = "touch ${marker}; false"\n\tpager = "touch ${marker}; cat"\n[alias]\n\tst = "!touch ${marker}"\n`
+  const plant = await inside(c.containerId, ws, `mkdir -p objects refs/heads && echo 'ref: refs/heads/main' > HEAD && node -e 'require("fs").writeFileSync("config", process.argv[1])' '${config}' && echo planted`)
   assert.equal(plant.stdout.trim(), 'planted', plant.stderr)
-  const host = await run('git', ['status'], { cwd: ws })
+  // The person's git, as root in a folder uid 1000 owns: told that it is theirs.
+  const hostGit = (...args) => run('git', ['-c', 'safe.directory=*', ...args], { cwd: ws, env: { ...process.env, GIT_CONFIG_NOSYSTEM: '1', HOME: ws } })
+  const host = await hostGit('status')
   assert.notEqual(host.code, 0)
   assert.match(host.stderr, /not a git repository/)
-  await run('git', ['-p', 'log'], { cwd: ws })
+  for (const args of [['st'], ['-p', 'log'], ['status']]) await hostGit(...args)
   assert.equal(existsSync(marker), false, 'host git ran the planted config')
+  // The plant works: with the .git file gone (after down), git takes the shape unless the person's
+  // safe.bareRepository says explicit (see the repository-shapes test).
+  assert.equal(await layer.containers.stop('guarded'), true)
+  assert.equal(existsSync(path.join(ws, '.git')), false, 'the .git placeholder goes with the container')
+  await hostGit('st')
+  assert.equal(existsSync(marker), true, 'the planted shape never ran: the test plants nothing')
 })
 
 test('guardedPaths: [] guards nothing and the doctor warns; a container made without guards is replaced when they are back', async (t) => {
@@ -599,4 +609,59 @@ test('up then down leaves the folder as it was: a repository and a folder withou
   const after = { repo: listingOf(repo, ['.git/objects', '.git/logs', '.git/index', '.git/refs', 'agent.txt']), plain: listingOf(plain, ['agent.txt']) }
   assert.deepEqual(after, before)
   assert.equal(readFileSync(path.join(repo, '.git/info/exclude'), 'utf8'), '# mine\n*.log')
+})
+
+test('repository shapes the agent makes while it runs: a gitlink (in a skipped folder and deeper than the walk) runs nothing through host git status, and the setting stays while the gitlink does; a bare shape is refused once safe.bareRepository is explicit, which the opt-in sets and down puts back', async (t) => {
+  const ws = await hostRepository(t)
+  const gitHome = realpathSync(mkdtempSync(path.join(tmpdir(), 'po-git-home-')))
+  t.after(() => rmSync(gitHome, { recursive: true, force: true }))
+  const env = { ...process.env, HOME: gitHome, GIT_CONFIG_NOSYSTEM: '1' }
+  // The person's git, as root in a folder uid 1000 owns: told that it is theirs.
+  const hostGit = (cwd, ...args) => run('git', ['-c', 'safe.directory=*', ...args], { cwd, env })
+  const poHome = tempHome(t)
+  const owner = newOwner()
+  cleanupOwner(t, owner)
+  writeBundle(poHome)
+  // Without the opt-in: the status names the open route and its one command.
+  const plain = openLayer(baseOptions(poHome, owner, { user: USER, env }))
+  assert.equal((await plain.layer.provider.ready()).state, 'ready')
+  assert.ok(plain.layer.provider.status().warnings.some((w) => w.includes('git config --global safe.bareRepository explicit')), JSON.stringify(plain.layer.provider.status().warnings))
+  // With it: set in the person's global configuration, no warning.
+  const { layer } = openLayer(baseOptions(poHome, owner, { user: USER, env, setGitSafeBareRepository: true }))
+  assert.equal((await layer.provider.ready()).state, 'ready')
+  assert.deepEqual(layer.provider.status().warnings, [])
+  assert.equal((await hostGit(ws, 'config', '--global', '--get', 'safe.bareRepository')).stdout.trim(), 'explicit')
+  const c = await layer.containers.start({ id: 'shapes', path: ws })
+  const marker = path.join(ws, 'ran')
+  const run1 = `touch ${marker}`
+  const monitor = `[core]\n\tfsmonitor = "${run1}; false"\n\tpager = "${run1}; cat"\n[alias]\n\tst = "!${run1}"\n`
+  const write = (file, text) => `node -e 'require("fs").appendFileSync(process.argv[1], process.argv[2])' ${file} '${text}'`
+  // The agent: a git folder of its own, folders naming it, and gitlinks for them in the index;
+  // a bare shape in a subfolder.
+  const plant = await inside(c.containerId, ws, [
+    'git init -q --bare hidden/g && sed -i "s/bare = true/bare = false/" hidden/g/config',
+    write('hidden/g/config', monitor),
+    'mkdir -p node_modules/x a/b/c/d/e/f/g/h && echo "gitdir: ../../hidden/g" > node_modules/x/.git && echo "gitdir: ../../../../../../../../hidden/g" > a/b/c/d/e/f/g/h/.git',
+    'c=$(git rev-parse HEAD) && git update-index --add --cacheinfo 160000,$c,node_modules/x && git update-index --add --cacheinfo 160000,$c,a/b/c/d/e/f/g/h',
+    "mkdir -p sub/objects sub/refs/heads && echo 'ref: refs/heads/main' > sub/HEAD",
+    write('sub/config', `[core]\n\tbare = true\n${monitor.replace('[core]\n', '')}`),
+    'echo planted',
+  ].join(' && '))
+  assert.equal(plant.stdout.trim(), 'planted', plant.stderr)
+  const ranAfter = async (cwd, ...args) => { await hostGit(cwd, ...args); return existsSync(marker) }
+  assert.equal(await ranAfter(ws, 'status'), false, 'host git status at the top ran the gitlink\'s fsmonitor')
+  assert.equal(await ranAfter(ws, 'diff'), false)
+  assert.equal(await ranAfter(path.join(ws, 'sub'), 'status'), false, 'host git took the bare shape')
+  assert.equal(await ranAfter(path.join(ws, 'sub'), 'st'), false)
+  // The plants work: the setting is what stops the gitlink's (git told to ignore it).
+  assert.equal(await ranAfter(ws, '-c', 'diff.ignoreSubmodules=none', 'status'), true, 'the planted gitlink never ran: the test plants nothing')
+  rmSync(marker)
+  // down: the agent's gitlinks are still in the index, so the setting stays; the opt-in's
+  // change is put back (the owner's last sandbox is gone).
+  assert.equal(await layer.containers.stop('shapes'), true)
+  assert.match(readFileSync(path.join(ws, '.git/config'), 'utf8'), /ignoreSubmodules = dirty/)
+  assert.equal(await ranAfter(ws, 'status'), false, 'host git status ran the gitlink\'s fsmonitor after down')
+  assert.equal((await hostGit(ws, 'config', '--global', '--get', 'safe.bareRepository')).code, 1, 'safe.bareRepository put back (unset)')
+  // Today's hole, for the record: without the setting a bare shape runs.
+  assert.equal(await ranAfter(path.join(ws, 'sub'), 'st'), true)
 })

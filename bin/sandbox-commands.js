@@ -72,8 +72,9 @@ async function up(addon, opts, ws) {
   const layer = layerFor(addon, opts)
   showProgress(layer, opts)
   const c = await layer.containers.start({ id: ws.id, path: ws.path, ...(opts.clone ? { mode: 'clone' } : {}) })
-  const runtimeVersion = layer.provider.status().runtimeVersion
-  if (opts.json) process.stdout.write(`${JSON.stringify({ ok: true, workspace: ws, runtimeVersion, demo: runtimeVersion === 'demo', container: c }, null, 2)}\n`)
+  const { runtimeVersion, warnings } = layer.provider.status()
+  if (!opts.json) for (const w of warnings ?? []) process.stderr.write(`po-sandbox: warning: ${w}\n`)
+  if (opts.json) process.stdout.write(`${JSON.stringify({ ok: true, workspace: ws, runtimeVersion, demo: runtimeVersion === 'demo', warnings, container: c }, null, 2)}\n`)
   else process.stdout.write(upText(ws, c, runtimeVersion, opts.command === 'up'))
   return { layer, container: c }
 }

@@ -285,6 +285,12 @@ pub async fn doctor(
     }
     warnings.extend(lan_exposure_warning(&engine));
     warnings.extend(crate::sandbox::spec::proxy_notes(host.vars()));
+    let vars = host.vars().clone();
+    let bare =
+        tokio::task::spawn_blocking(move || crate::sandbox::guards::git_safety::check(&vars))
+            .await
+            .unwrap_or(crate::sandbox::guards::git_safety::Bare::NoGit);
+    warnings.extend(crate::sandbox::guards::git_safety::warning(&bare));
     if options.guarded_paths.is_empty() {
         warnings.push(format!(
             "no guarded paths: a contained agent can write git hooks, .git/config, editor tasks \

@@ -118,6 +118,7 @@ impl Query {
         let (docker, _) = engine::connect(&self.host, &self.options.detect).await?;
         inventory::stop(
             &engine::for_changes(&docker, &engine::bounds(&self.host)?),
+            self.host.vars(),
             &self.options.po_home,
             &self.options.owner,
             self.workspace.as_deref(),

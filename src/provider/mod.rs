@@ -201,7 +201,9 @@ impl Provider {
             *self.prefetched.locked() = known;
         }
         let config = running::service_config(&self.options, bundle, &report, wiring)?;
-        let warnings = config.container.mode.limits_warning();
+        let mut warnings: Vec<String> =
+            config.container.mode.limits_warning().into_iter().collect();
+        warnings.extend(self.git_safety().await);
         let service = ContainerService::new(docker, config, self.events.clone());
         service.sweep_files();
         *self.service.locked() = Some(Ok(service.clone()));
@@ -209,7 +211,7 @@ impl Provider {
         self.update(|s| {
             s.state = ProviderState::Ready;
             s.image_built = built;
-            s.warnings = warnings.into_iter().collect();
+            s.warnings = warnings;
         });
         self.events.emit(Event::Provider {
             state: ProviderState::Ready,
@@ -217,6 +219,22 @@ impl Provider {
             code: None,
         });
         Ok(service)
+    }
+
+    /// Bind-mode workspaces: the person's `safe.bareRepository`, set with the opt-in, else the
+    /// warning when it is open ([`crate::sandbox::guards::git_safety`]).
+    async fn git_safety(&self) -> Option<String> {
+        use crate::sandbox::guards::git_safety;
+        let o = &self.options;
+        if o.workspace_mode != crate::sandbox::clone::WorkspaceMode::Bind && !o.set_git_safe_bare {
+            return None;
+        }
+        let (vars, opt_in) = (o.host.vars().clone(), o.set_git_safe_bare);
+        let (home, owner) = (o.po_home.clone(), o.owner.clone());
+        tokio::task::spawn_blocking(move || git_safety::ensure(&vars, opt_in, &home, &owner))
+            .await
+            .ok()
+            .flatten()
     }
 
     /// A new attempt: `starting`, and the workspaces a failed one never reached are pending.

@@ -155,6 +155,11 @@ pub struct GivenOptions {
     /// `PO_SANDBOX_WORKSPACE_MODE`, else `bind`; a workspace's `mode` wins.
     #[napi(ts_type = "'bind' | 'clone'")]
     pub workspace_mode: Option<String>,
+    /// Let the layer set `safe.bareRepository = explicit` in the person's global git
+    /// configuration while this owner's sandboxes run (when it is not already), and put it back
+    /// when the last one stops (default `PO_SANDBOX_SET_GIT_SAFE_BARE`, else false: the layer
+    /// only warns). See docs/security.md, "Repository shapes".
+    pub set_git_safe_bare_repository: Option<bool>,
 }
 
 /// Checked options.
@@ -205,6 +210,8 @@ pub struct ProviderOptions {
     pub network_mode: NetworkMode,
     /// The default workspace mode (`workspaceMode`, `PO_SANDBOX_WORKSPACE_MODE`).
     pub workspace_mode: WorkspaceMode,
+    /// `setGitSafeBareRepository` / `PO_SANDBOX_SET_GIT_SAFE_BARE`.
+    pub set_git_safe_bare: bool,
 }
 
 /// The option's list, else the variable's comma-separated entries, with the name to blame.
@@ -635,11 +642,16 @@ impl ProviderOptions {
         let network_mode = network_mode(g.network.as_deref(), &host)?;
         let mode_var = host.vars().get(WORKSPACE_MODE_VAR).map(String::as_str);
         let workspace_mode = WorkspaceMode::resolve(g.workspace_mode.as_deref(), mode_var)?;
+        let set_git_safe_bare = crate::sandbox::guards::git_safety::opted_in(
+            g.set_git_safe_bare_repository,
+            host.vars(),
+        )?;
         let one_shot = g.one_shot.unwrap_or(false);
         // A one-shot command (the CLI) keeps the engine's facts for the next one.
         detect.facts_file = one_shot.then(|| po_home.join(engine::facts_cache::FILE));
         Ok(ProviderOptions {
             workspace_mode,
+            set_git_safe_bare,
             network_allow,
             network_resolve,
             network_mode,

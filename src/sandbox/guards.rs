@@ -17,7 +17,9 @@ use std::path::{Component, Path, PathBuf};
 use super::spec::Bind;
 use crate::error::{Error, Result};
 
+pub mod defuse;
 mod git;
+pub mod git_safety;
 pub mod placeholders;
 
 /// The default guarded paths, relative to the workspace, each a file or folder some host tool
@@ -379,6 +381,9 @@ pub fn prepare(
         ..Default::default()
     };
     let made = make_placeholders(workspace_id, ws, resolved, owner, &mut record);
+    if made.is_ok() {
+        record.git_settings = ignore_submodules(ws, resolved);
+    }
     // Recorded even when a later one failed: the stop (or the create's undo) takes them away.
     if let Err(e) = placeholders::remember(guard_dir, record.clone()) {
         return Err(Error::container_caused(
@@ -445,6 +450,53 @@ fn make_placeholders(
         record.exclude_joined,
     ) = exclude(ws, &made_files);
     Ok(made)
+}
+
+/// Adds `diff.ignoreSubmodules = dirty` ([`defuse::BLOCK`]) to each repository config of the
+/// workspace that does not set it yet (appended in place, never through a link), with the
+/// gitlinks its index holds now. Best effort: a config that cannot be written is named in the
+/// log.
+fn ignore_submodules(ws: &Path, resolved: &Resolved) -> Vec<placeholders::GitSetting> {
+    let mut out = Vec::new();
+    for rel in defuse::repository_configs(&resolved.guards) {
+        if refuse_links("-", ws, &rel).is_err() {
+            continue;
+        }
+        let path = ws.join(&rel);
+        let Some(text) = crate::sandbox::review::walk::read_regular(&path, 8 << 20)
+            .and_then(|b| String::from_utf8(b).ok())
+        else {
+            continue;
+        };
+        if defuse::sets_ignore_submodules(&text) {
+            continue;
+        }
+        let (index, sha256) = defuse::index_of(ws, &rel, &text);
+        let gitlinks = defuse::gitlinks(&index, sha256).unwrap_or_default();
+        let appended = match text.is_empty() || text.ends_with('\n') {
+            true => defuse::BLOCK.to_string(),
+            false => format!("\n{}", defuse::BLOCK),
+        };
+        let written = (|| {
+            use std::io::Write;
+            let mut open = std::fs::OpenOptions::new();
+            open.append(true);
+            #[cfg(unix)]
+            std::os::unix::fs::OpenOptionsExt::custom_flags(&mut open, libc::O_NOFOLLOW);
+            open.open(&path)?.write_all(appended.as_bytes())
+        })();
+        match written {
+            Ok(()) => out.push(placeholders::GitSetting {
+                config: rel,
+                appended,
+                gitlinks,
+            }),
+            Err(e) => {
+                tracing::warn!(config = %path.display(), error = %e, "cannot add diff.ignoreSubmodules to a repository's config")
+            }
+        }
+    }
+    out
 }
 
 fn is_file_guard(rel: &str) -> bool {

@@ -167,6 +167,7 @@ pub async fn list(docker: &impl EngineApi, owner: Option<&str>) -> Result<Vec<Sa
 /// container uses it any more. Returns the workspace ids stopped.
 pub async fn stop(
     docker: &impl EngineApi,
+    vars: &std::collections::HashMap<String, String>,
     po_home: &Path,
     owner: &str,
     workspace: Option<&str>,
@@ -207,7 +208,30 @@ pub async fn stop(
         // The owner's per-hub network, when no container uses it any more.
         crate::sandbox::network::remove_unused(docker, owner).await?;
     }
+    undo_git_safety_when_last(docker, vars, po_home, owner).await;
     Ok(stopped)
+}
+
+/// Puts the person's `safe.bareRepository` back as it was when the layer set it for `owner`
+/// ([`crate::sandbox::guards::git_safety`]) and no container of the owner is left.
+pub(crate) async fn undo_git_safety_when_last(
+    docker: &impl EngineApi,
+    vars: &std::collections::HashMap<String, String>,
+    po_home: &Path,
+    owner: &str,
+) {
+    use crate::sandbox::guards::git_safety;
+    if !git_safety::recorded(po_home, owner) {
+        return;
+    }
+    if !list(docker, Some(owner))
+        .await
+        .is_ok_and(|rows| rows.is_empty())
+    {
+        return;
+    }
+    let (vars, home, owner) = (vars.clone(), po_home.to_path_buf(), owner.to_string());
+    let _ = tokio::task::spawn_blocking(move || git_safety::undo(&vars, &home, &owner)).await;
 }
 
 /// Removes a stopped workspace's files in the owner's token folder: its token file, its rules
@@ -223,7 +247,7 @@ pub(crate) fn remove_token_files(po_home: &Path, owner: &str, workspace_id: &str
     if !placeholders.is_empty() {
         tracing::info!(workspace = %workspace_id, ?placeholders, "guard placeholders taken away");
     }
-    let _ = std::fs::remove_dir_all(guard_dir);
+    crate::sandbox::guards::placeholders::clear_folder(&guard_dir);
     crate::sandbox::review::remove_baseline(po_home, owner, workspace_id);
     let token = spec::token_file(po_home, owner, workspace_id);
     let _ = std::fs::remove_file(&token);
@@ -316,9 +340,17 @@ mod tests {
                 .create(Some(&format!("po-o1-{ws}")), body)
                 .unwrap();
         }
-        let stopped = stop(&engine, home.path(), "o1", None, false, false)
-            .await
-            .unwrap();
+        let stopped = stop(
+            &engine,
+            &Default::default(),
+            home.path(),
+            "o1",
+            None,
+            false,
+            false,
+        )
+        .await
+        .unwrap();
         assert_eq!(stopped, ["w1", "w2"]);
         let tokens = spec::token_file(home.path(), "o1", "w1");
         assert_eq!(
@@ -356,13 +388,29 @@ mod tests {
             engine.create_volume(request).await.unwrap();
         }
         let left = |e: &FakeEngine| e.state().volumes.keys().cloned().collect::<Vec<_>>();
-        stop(&engine, home.path(), "o1", Some("w"), true, false)
-            .await
-            .unwrap();
+        stop(
+            &engine,
+            &Default::default(),
+            home.path(),
+            "o1",
+            Some("w"),
+            true,
+            false,
+        )
+        .await
+        .unwrap();
         assert_eq!(left(&engine), ["po-o1-w-copy"]);
-        stop(&engine, home.path(), "o1", Some("w"), false, true)
-            .await
-            .unwrap();
+        stop(
+            &engine,
+            &Default::default(),
+            home.path(),
+            "o1",
+            Some("w"),
+            false,
+            true,
+        )
+        .await
+        .unwrap();
         assert!(left(&engine).is_empty());
     }
 

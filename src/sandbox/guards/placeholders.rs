@@ -28,6 +28,20 @@ pub struct Record {
     /// The layer ended the exclude file's last line (it had no newline at its end).
     #[serde(default)]
     pub exclude_joined: bool,
+    /// Settings added to repositories' configs ([`super::defuse`]).
+    #[serde(default)]
+    pub git_settings: Vec<GitSetting>,
+}
+
+/// `diff.ignoreSubmodules` added to one repository's config.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GitSetting {
+    /// The config, relative to the folder.
+    pub config: String,
+    /// The text appended (the block, after a newline when the file did not end with one).
+    pub appended: String,
+    /// The index's gitlinks when it was added: any other at the stop is the agent's.
+    pub gitlinks: Vec<String>,
 }
 
 /// One placeholder.
@@ -63,8 +77,15 @@ pub fn remember(guard_dir: &Path, added: Record) -> std::io::Result<()> {
             ..Record::default()
         },
     };
-    if added.made.is_empty() && added.excluded.is_empty() && record.made.is_empty() {
+    let nothing =
+        |r: &Record| r.made.is_empty() && r.excluded.is_empty() && r.git_settings.is_empty();
+    if nothing(&added) && nothing(&record) {
         return Ok(());
+    }
+    for g in added.git_settings {
+        if !record.git_settings.iter().any(|r| r.config == g.config) {
+            record.git_settings.push(g);
+        }
     }
     for m in added.made {
         if !record.made.iter().any(|r| r.path == m.path) {
@@ -103,6 +124,15 @@ pub fn take_away(guard_dir: &Path) -> Vec<PathBuf> {
     };
     let ws = &record.folder;
     let mut removed = Vec::new();
+    // Before the placeholders: a config the layer made holds the setting until it goes.
+    let mut kept = Vec::new();
+    for g in &record.git_settings {
+        match take_setting_away(ws, g) {
+            Taken::Yes(path) => removed.push(path),
+            Taken::Kept => kept.push(g.clone()),
+            Taken::No => {}
+        }
+    }
     for m in record.made.iter().rev() {
         let path = ws.join(&m.path);
         match unchanged(ws, m) {
@@ -134,8 +164,45 @@ pub fn take_away(guard_dir: &Path) -> Vec<PathBuf> {
             }
         }
     }
+    // A setting kept for the agent's gitlinks stays recorded: the next stop looks again.
+    let rest = Record {
+        folder: record.folder.clone(),
+        git_settings: kept,
+        ..Record::default()
+    };
     let _ = std::fs::remove_file(record_path(guard_dir));
+    if !rest.git_settings.is_empty() {
+        let _ = remember(guard_dir, rest);
+    }
     removed
+}
+
+/// Empties a workspace's guard folder but for a record that [`take_away`] kept, and removes the
+/// folder when nothing is left. Entries are removed, never followed.
+pub fn clear_folder(guard_dir: &Path) {
+    let Ok(entries) = std::fs::read_dir(guard_dir) else {
+        return;
+    };
+    for e in entries.flatten() {
+        if e.file_name() == RECORD {
+            continue;
+        }
+        let _ = match e.file_type().is_ok_and(|t| t.is_dir()) {
+            true => std::fs::remove_dir_all(e.path()),
+            false => std::fs::remove_file(e.path()),
+        };
+    }
+    let _ = std::fs::remove_dir(guard_dir);
+}
+
+/// What [`take_setting_away`] did.
+enum Taken {
+    /// Taken out of this config.
+    Yes(PathBuf),
+    /// Kept, for the agent's gitlinks.
+    Kept,
+    /// Nothing to do (changed since, or gone).
+    No,
 }
 
 /// Whether the placeholder `m` is still what the layer made, reached through no link.
@@ -221,4 +288,58 @@ fn unexclude(ws: &Path, record: &Record) -> std::io::Result<bool> {
         let _ = std::fs::remove_file(&aside);
     }
     written.map(|()| true)
+}
+
+/// Takes the setting `g` out of its config again, unless the config's index now holds gitlinks
+/// it did not hold when the setting was added (the agent's: then it stays, and the log says why
+/// and what to do). Written in place, so the file keeps its mode and owner.
+fn take_setting_away(ws: &Path, g: &GitSetting) -> Taken {
+    use super::defuse;
+    if through_link(ws, &g.config) {
+        return Taken::No;
+    }
+    let path = ws.join(&g.config);
+    let Some(text) = crate::sandbox::review::walk::read_regular(&path, 8 << 20)
+        .and_then(|b| String::from_utf8(b).ok())
+    else {
+        return Taken::No;
+    };
+    if !text.contains(&g.appended) {
+        tracing::info!(config = %path.display(), "the sandbox's diff.ignoreSubmodules block was changed since: left in place");
+        return Taken::No;
+    }
+    let (index, sha256) = defuse::index_of(ws, &g.config, &text);
+    let added: Vec<String> = match defuse::gitlinks(&index, sha256) {
+        Ok(now) => now
+            .into_iter()
+            .filter(|l| !g.gitlinks.contains(l))
+            .collect(),
+        Err(e) => vec![format!("(the index cannot be read: {e})")],
+    };
+    if !added.is_empty() {
+        tracing::warn!(
+            config = %path.display(),
+            gitlinks = ?added,
+            "diff.ignoreSubmodules = dirty stays in this repository's config: its index holds gitlinks the sandbox added, whose folders host git status would enter and run; remove them (git rm --cached <path>); the next stop then takes the setting away"
+        );
+        return Taken::Kept;
+    }
+    let new_text = text.replacen(&g.appended, "", 1);
+    let written = (|| {
+        use std::io::Write;
+        let mut open = std::fs::OpenOptions::new();
+        open.write(true).truncate(true);
+        #[cfg(unix)]
+        std::os::unix::fs::OpenOptionsExt::custom_flags(&mut open, libc::O_NOFOLLOW);
+        let mut file = open.open(&path)?;
+        file.write_all(new_text.as_bytes())?;
+        file.sync_all()
+    })();
+    match written {
+        Ok(()) => Taken::Yes(path),
+        Err(e) => {
+            tracing::warn!(config = %path.display(), error = %e, "cannot take the sandbox's diff.ignoreSubmodules out of the config");
+            Taken::No
+        }
+    }
 }

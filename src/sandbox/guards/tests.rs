@@ -175,9 +175,10 @@ fn missing_guards_get_empty_placeholders_and_files_are_excluded_from_git() {
     // direnv refuses a new .envrc by itself: none is made (an empty one makes it complain).
     assert!(!ws.path().join(".envrc").exists());
     assert!(!r.guards.contains(&".envrc".to_string()));
+    // The repository's config gets diff.ignoreSubmodules while the container runs (defuse).
     assert_eq!(
         std::fs::read_to_string(ws.path().join(".git/config")).unwrap(),
-        "[core]\n"
+        format!("[core]\n{}", super::defuse::BLOCK)
     );
     // A JSON placeholder parses: its readers on the host see no servers, not an error.
     assert_eq!(std::fs::read(ws.path().join(".mcp.json")).unwrap(), b"{}\n");

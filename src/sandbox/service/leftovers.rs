@@ -122,7 +122,8 @@ fn sweep_copies(root: &Path, live: &[String], tokens: &Path) -> Vec<PathBuf> {
                 continue;
             };
             removed.extend(crate::sandbox::guards::placeholders::take_away(&e.path()));
-            if std::fs::remove_dir_all(e.path()).is_ok() {
+            crate::sandbox::guards::placeholders::clear_folder(&e.path());
+            if !e.path().exists() {
                 removed.push(e.path());
             }
             lock.remove(&lock_path);

@@ -58,6 +58,7 @@ impl<E: EngineApi> ContainerService<E> {
         if !ids.is_empty() {
             self.remove_network_if_unused().await?;
         }
+        self.undo_git_safety_when_last().await;
         Ok(!ids.is_empty())
     }
 
@@ -96,8 +97,22 @@ impl<E: EngineApi> ContainerService<E> {
         }
         // The per-hub network goes with the last container (never while one uses it).
         self.remove_network_if_unused().await?;
+        self.undo_git_safety_when_last().await;
         stopped.sort();
         stopped.dedup();
         Ok(stopped)
+    }
+
+    /// The person's `safe.bareRepository` back as it was, when the layer set it for this owner
+    /// and no container of the owner is left.
+    async fn undo_git_safety_when_last(&self) {
+        let c = &self.inner.config.container;
+        crate::sandbox::inventory::undo_git_safety_when_last(
+            &self.changes(),
+            &c.host_env,
+            &c.po_home,
+            &c.owner,
+        )
+        .await;
     }
 }
