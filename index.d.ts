@@ -1053,7 +1053,7 @@ export interface ReviewChange {
 export type ReviewChangeKind = 'added' | 'modified' | 'removed'
 
 /** A class of host-executed file. */
-export type ReviewClass = 'package-scripts' | 'makefile' | 'cargo-config' | 'build-script' | 'npmrc' | 'yarn-config' | 'yarn-release' | 'tool-versions' | 'workflow' | 'agent-instructions' | 'nested-git' | 'direnv' | 'task-runner'
+export type ReviewClass = 'package-scripts' | 'makefile' | 'cargo-config' | 'build-script' | 'npmrc' | 'yarn-config' | 'yarn-release' | 'tool-versions' | 'workflow' | 'agent-instructions' | 'nested-git' | 'direnv' | 'gitlink' | 'bare-repository' | 'task-runner'
 
 /**
  * As `WorkspaceContainers.review`, without a hub (what `po-sandbox review` uses): the baseline

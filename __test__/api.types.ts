@@ -188,7 +188,7 @@ async function reviewUsage(service: WorkspaceContainers): Promise<void> {
   const cls: ReviewClass = first.class
   // @ts-expect-error a class is one of the listed names
   const wrong: ReviewClass = 'dockerfile'
-  const named: 'package-scripts' | 'makefile' | 'cargo-config' | 'build-script' | 'npmrc' | 'yarn-config' | 'yarn-release' | 'tool-versions' | 'workflow' | 'agent-instructions' | 'nested-git' | 'direnv' | 'task-runner' = cls
+  const named: 'package-scripts' | 'makefile' | 'cargo-config' | 'build-script' | 'npmrc' | 'yarn-config' | 'yarn-release' | 'tool-versions' | 'workflow' | 'agent-instructions' | 'nested-git' | 'direnv' | 'task-runner' | 'gitlink' | 'bare-repository' = cls
   const detail: string | undefined = first.detail
   const complete: boolean = again.complete
   void [change, kind, wrong, named, detail, complete, r.since, r.path, r.workspaceId, first.reason, first.path]

@@ -211,3 +211,26 @@ test('up, exec and down refuse the root folder, the home folder and a folder con
   const ok = await run(process.execPath, [bin, 'down', project, '--po-home', path.join(dir, 'po')], { env })
   assert.doesNotMatch(ok.stderr, /WORKSPACE_INVALID/)
 })
+
+test('text reaching the terminal on the error path shows its control characters escaped (a folder name, an error message), and --json keeps them as JSON does', async (t) => {
+  const dir = tempDir(t)
+  const home = ['--po-home', path.join(dir, 'po-home')]
+  // A folder whose name retitles the window and writes the clipboard when printed raw.
+  const evil = path.join(dir, 'x\x1b]0;pwned\x07\x1b]52;c;ZXZpbA==\x07\x9b2J')
+  mkdirSync(evil)
+  for (const command of ['review', 'port', 'exec', 'diff']) {
+    const args = { review: [evil], port: [evil, '5173'], exec: [evil, '--', 'true'], diff: [evil] }[command]
+    const r = await run(process.execPath, [bin, command, ...args, ...home])
+    assert.notEqual(r.code, 0, `${command}: ${r.stdout}${r.stderr}`)
+    assert.doesNotMatch(r.stderr, /[\x00-\x08\x0b-\x1f\x7f-\x9f]/, `${command}: a control character reached the terminal: ${JSON.stringify(r.stderr)}`)
+    // Where the message names the folder (SANDBOX_NOT_RUNNING says to run up on it), escaped.
+    if (command === 'port' || command === 'exec') assert.ok(r.stderr.includes('x\\x1b]0;pwned\\x07'), `${command}: ${r.stderr}`)
+  }
+  const json = await run(process.execPath, [bin, 'port', evil, '5173', '--json', ...home])
+  const out = JSON.parse(json.stdout)
+  assert.ok(out.error.message.includes('\x1b]0;pwned'), 'JSON carries the text, escaped by JSON itself')
+  // A usage error naming the argument.
+  const usage = await run(process.execPath, [bin, 'port', evil, '\x1b[31m'])
+  assert.equal(usage.code, 2)
+  assert.doesNotMatch(usage.stderr, /[\x00-\x08\x0b-\x1f\x7f-\x9f]/, JSON.stringify(usage.stderr))
+})

@@ -648,6 +648,12 @@ test('repository shapes the agent makes while it runs: a gitlink (in a skipped f
     'echo planted',
   ].join(' && '))
   assert.equal(plant.stdout.trim(), 'planted', plant.stderr)
+  // review lists each shape the agent made, in the skipped folder and beyond the walk's depth too.
+  const classed = Object.fromEntries((await layer.containers.review('shapes')).changes.map((ch) => [ch.path, `${ch.change} ${ch.class}`]))
+  assert.equal(classed['node_modules/x'], 'added gitlink', JSON.stringify(classed))
+  assert.equal(classed['a/b/c/d/e/f/g/h'], 'added gitlink', JSON.stringify(classed))
+  assert.equal(classed.sub, 'added bare-repository', JSON.stringify(classed))
+  assert.equal(classed['node_modules/x/.git'], 'added nested-git', JSON.stringify(classed))
   const ranAfter = async (cwd, ...args) => { await hostGit(cwd, ...args); return existsSync(marker) }
   assert.equal(await ranAfter(ws, 'status'), false, 'host git status at the top ran the gitlink\'s fsmonitor')
   assert.equal(await ranAfter(ws, 'diff'), false)

@@ -102,7 +102,7 @@ const OPTIONS = {
 }
 
 function fail(message) {
-  process.stderr.write(`po-sandbox: ${message}\n\n${USAGE}`)
+  process.stderr.write(`po-sandbox: ${shown(String(message))}\n\n${USAGE}`)
   process.exit(2)
 }
 
@@ -247,12 +247,12 @@ async function main() {
     return 0
   } catch (err) {
     if (opts.json) process.stdout.write(`${JSON.stringify({ ok: false, error: { code: err.code, message: err.message } }, null, 2)}\n`)
-    else process.stderr.write(`po-sandbox: ${err.message} [${err.code}]\n`)
+    else process.stderr.write(`po-sandbox: ${shown(String(err.message))} [${shown(String(err.code))}]\n`)
     return 1
   }
 }
 
 // up, down, exec, review and demo (what `npm start` runs) live in their own module.
-const { folderCommand } = require('./sandbox-commands.js')
+const { folderCommand, shown } = require('./sandbox-commands.js')
 
 main().then((code) => { process.exitCode = code })

@@ -203,8 +203,8 @@ async function port(addon, opts, ws, spec) {
   const [inside, host] = spec.split(':').map(Number)
   const layer = layerFor(addon, opts)
   const fwd = await layer.containers.forwardPort(ws.id, inside, { hostPort: host, path: ws.path })
-  const shown = { url: fwd.url, hostPort: fwd.hostPort, port: fwd.port, workspaceId: fwd.workspaceId, carrier: fwd.carrier }
-  if (opts.json) process.stdout.write(`${JSON.stringify({ ok: true, ...shown })}\n`)
+  const said = { url: fwd.url, hostPort: fwd.hostPort, port: fwd.port, workspaceId: fwd.workspaceId, carrier: fwd.carrier }
+  if (opts.json) process.stdout.write(`${JSON.stringify({ ok: true, ...said })}\n`)
   else process.stdout.write(`Forwarding ${fwd.url} to port ${inside} in the sandbox of ${ws.path} (Ctrl-C ends it).\n`)
   let stopping = false
   const stop = () => { stopping = true; fwd.close() }
@@ -213,7 +213,7 @@ async function port(addon, opts, ws, spec) {
   const { reason } = await fwd.wait()
   if (stopping) return 0
   if (opts.json) process.stdout.write(`${JSON.stringify({ ok: false, ended: reason })}\n`)
-  else process.stderr.write(`po-sandbox: the forward of port ${inside} ended: ${reason}\n`)
+  else process.stderr.write(`po-sandbox: the forward of port ${inside} ended: ${shown(String(reason))}\n`)
   return 1
 }
 
@@ -313,7 +313,7 @@ async function demo(addon, opts) {
 
 function report(err, opts, failed) {
   if (opts.json) process.stdout.write(`${JSON.stringify({ ok: false, error: { code: err.code, message: err.message } }, null, 2)}\n`)
-  else process.stderr.write(`po-sandbox: ${err.message} [${err.code}]\n`)
+  else process.stderr.write(`po-sandbox: ${shown(String(err.message))} [${shown(String(err.code))}]\n`)
   return failed
 }
 
@@ -335,4 +335,4 @@ async function folderCommand(addon, opts) {
   }
 }
 
-module.exports = { folderCommand }
+module.exports = { folderCommand, shown }

@@ -210,7 +210,7 @@ fn refuse_unsafe(
 fn unbundle(folder: &Path, bundle: &[u8]) -> std::io::Result<String> {
     let dir = TempDir(private_temp_dir("apply")?);
     let file = dir.0.join("work.bundle");
-    fs::write(&file, bundle)?;
+    write_new_private(&file, bundle)?;
     let mut c = with(git_in(folder), &["bundle", "unbundle"]);
     c.arg(&file);
     let out = String::from_utf8_lossy(&run_git(c)?).into_owned();
@@ -219,6 +219,17 @@ fn unbundle(folder: &Path, bundle: &[u8]) -> std::io::Result<String> {
         .filter(|t| t.len() >= 40 && t.bytes().all(|b| b.is_ascii_hexdigit()))
         .map(str::to_string)
         .ok_or_else(|| std::io::Error::other(format!("the bundle named no commit: {out}")))
+}
+
+/// Writes a new file (0600), refusing one that exists and a link at its name.
+fn write_new_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    let mut open = fs::OpenOptions::new();
+    open.write(true).create_new(true);
+    crate::platform::private_files(&mut open);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::custom_flags(&mut open, libc::O_NOFOLLOW);
+    open.open(path)?.write_all(bytes)
 }
 
 fn with(mut c: std::process::Command, args: &[&str]) -> std::process::Command {

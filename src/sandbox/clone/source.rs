@@ -80,12 +80,8 @@ pub(super) fn private_temp_dir(what: &str) -> io::Result<PathBuf> {
         hex::encode(random)
     );
     let dir = std::env::temp_dir().join(name);
-    fs::create_dir(&dir)?;
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        fs::set_permissions(&dir, fs::Permissions::from_mode(0o700))?;
-    }
+    // Made with its mode (never wider for a moment, whatever the umask), never chmod'ed after.
+    crate::platform::private_dirs(&mut fs::DirBuilder::new()).create(&dir)?;
     Ok(dir)
 }
 

@@ -32,6 +32,10 @@ pub enum ReviewClass {
     NestedGit,
     /// `.envrc`.
     Direnv,
+    /// A gitlink in a repository's index (a folder host git status enters as a submodule).
+    Gitlink,
+    /// A folder shaped like a bare repository (`HEAD`, `objects/`, `refs/`).
+    BareRepository,
     /// `justfile` (any case, or `.justfile`), `Taskfile.yml` / `.yaml` (and their `taskfile`,
     /// `.dist` forms).
     TaskRunner,
@@ -72,6 +76,12 @@ impl ReviewClass {
                 "direnv on the host runs it on cd once allowed (direnv allow); a new one waits for that"
             }
             ReviewClass::TaskRunner => "just or task on the host runs its recipes",
+            ReviewClass::Gitlink => {
+                "host git status enters its folder as a submodule's and runs the fsmonitor of the git folder it names (the layer's diff.ignoreSubmodules stops that while set)"
+            }
+            ReviewClass::BareRepository => {
+                "host git run in it takes it as a repository and runs what its config names, unless safe.bareRepository is explicit"
+            }
         }
     }
 }

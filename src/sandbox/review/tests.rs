@@ -264,17 +264,111 @@ fn nested_repositories_skipped_folders_and_the_top_git() {
     c.write("sub/.git/config", "[core]\n\tfsmonitor = ./evil\n");
     c.write("node_modules/y/.git/config", "ignored");
     c.write(".git/hooks/post-commit", "guarded, not reviewed");
+    // A repository made in a skipped folder counts too: host git there takes it.
     assert_eq!(
         c.paths(),
-        vec![(
-            "sub/.git".into(),
-            ReviewClass::NestedGit,
-            ReviewChangeKind::Added
-        )]
+        vec![
+            (
+                "node_modules/y/.git".into(),
+                ReviewClass::NestedGit,
+                ReviewChangeKind::Added
+            ),
+            (
+                "sub/.git".into(),
+                ReviewClass::NestedGit,
+                ReviewChangeKind::Added
+            )
+        ]
     );
     c.write("sub/.git/hooks/pre-commit", "x");
     c.write("vendor/lib/.git", "gitdir: /elsewhere\n");
-    assert_eq!(c.paths().len(), 2);
+    assert_eq!(c.paths().len(), 3);
+}
+
+#[test]
+fn gitlinks_and_bare_shapes_are_found_anywhere_skipped_folders_included() {
+    let c = Case::new();
+    let git = |args: &[&str]| {
+        let out = std::process::Command::new("git")
+            .args(["-c", "user.email=a@b.invalid", "-c", "user.name=a"])
+            .args(args)
+            .current_dir(&c.ws.path)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    };
+    git(&["init", "-q", "-b", "main"]);
+    c.write("a.txt", "a");
+    git(&["add", "a.txt"]);
+    git(&["commit", "-q", "-m", "x"]);
+    let head = git(&["rev-parse", "HEAD"]);
+    // The person's own bare repository and submodule stay unreported.
+    git(&["init", "-q", "--bare", "mine.git"]);
+    git(&[
+        "update-index",
+        "--add",
+        "--cacheinfo",
+        &format!("160000,{head},libs/own"),
+    ]);
+    assert!(c.baseline());
+    assert!(c.paths().is_empty(), "{:?}", c.paths());
+    // The agent: gitlinks (one in a skipped folder, one deep), bare shapes in a skipped folder
+    // and at the top.
+    for link in ["node_modules/x", "a/b/c/d/e/f/g/h/i"] {
+        git(&[
+            "update-index",
+            "--add",
+            "--cacheinfo",
+            &format!("160000,{head},{link}"),
+        ]);
+    }
+    c.write("node_modules/p/q/HEAD", "ref: refs/heads/main\n");
+    c.write("node_modules/p/q/config", "[core]\n\tbare = true\n");
+    fs::create_dir_all(c.ws.path.join("node_modules/p/q/objects")).unwrap();
+    fs::create_dir_all(c.ws.path.join("node_modules/p/q/refs")).unwrap();
+    let got = c.paths();
+    assert_eq!(
+        got,
+        vec![
+            (
+                "a/b/c/d/e/f/g/h/i".into(),
+                ReviewClass::Gitlink,
+                ReviewChangeKind::Added
+            ),
+            (
+                "node_modules/p/q".into(),
+                ReviewClass::BareRepository,
+                ReviewChangeKind::Added
+            ),
+            (
+                "node_modules/x".into(),
+                ReviewClass::Gitlink,
+                ReviewChangeKind::Added
+            ),
+        ]
+    );
+    // A folder without git, shaped like a bare repository at its top.
+    let plain = Case::new();
+    assert!(plain.baseline());
+    plain.write("HEAD", "ref: refs/heads/main\n");
+    fs::create_dir_all(plain.ws.path.join("objects")).unwrap();
+    fs::create_dir_all(plain.ws.path.join("refs")).unwrap();
+    assert_eq!(
+        plain.paths(),
+        vec![(
+            ".".into(),
+            ReviewClass::BareRepository,
+            ReviewChangeKind::Added
+        )]
+    );
+    // Its config changed later: modified.
+    plain.write("config", "[alias]\n\tst = !evil\n");
+    assert_eq!(plain.paths()[0].2, ReviewChangeKind::Added);
 }
 
 #[test]

@@ -61,8 +61,12 @@ pub struct Snapshot {
     pub complete: bool,
 }
 
-/// Walks `root` within [`MAX_DEPTH`] and [`MAX_ENTRIES`], skipping [`SKIPPED_DIRS`] and the
-/// top repository's `.git`.
+/// Entries looked at in the skipped folders, at most: there only repository shapes are looked
+/// for (a `.git` file or folder, a bare repository's shape), which host git would take.
+pub const MAX_SHAPE_ENTRIES: usize = 200_000;
+
+/// Walks `root` within [`MAX_DEPTH`] and [`MAX_ENTRIES`], skipping the top repository's `.git`;
+/// [`SKIPPED_DIRS`] are walked for repository shapes only, within [`MAX_SHAPE_ENTRIES`].
 pub fn snapshot(root: &Path) -> Snapshot {
     snapshot_within(root, MAX_DEPTH, MAX_ENTRIES)
 }
@@ -73,17 +77,24 @@ pub(super) fn snapshot_within(root: &Path, max_depth: usize, max_entries: usize)
         files: BTreeMap::new(),
         complete: true,
     };
-    let mut seen = 0usize;
-    let mut stack: Vec<Vec<String>> = vec![vec![]];
-    while let Some(rel) = stack.pop() {
+    let (mut seen, mut seen_shapes) = (0usize, 0usize);
+    // A folder to read, and whether it is in a skipped folder (repository shapes only).
+    let mut stack: Vec<(Vec<String>, bool)> = vec![(vec![], false)];
+    while let Some((rel, shapes_only)) = stack.pop() {
         let dir = rel.iter().fold(root.to_path_buf(), |p, n| p.join(n));
         let Ok(entries) = std::fs::read_dir(&dir) else {
             snap.complete = false;
             continue;
         };
+        let mut shape = BareShape::default();
         for entry in entries {
-            seen += 1;
-            if seen > max_entries {
+            let counter = if shapes_only {
+                &mut seen_shapes
+            } else {
+                &mut seen
+            };
+            *counter += 1;
+            if seen > max_entries || seen_shapes > MAX_SHAPE_ENTRIES {
                 snap.complete = false;
                 return snap;
             }
@@ -96,23 +107,26 @@ pub(super) fn snapshot_within(root: &Path, max_depth: usize, max_entries: usize)
             };
             // `file_type` never follows a link.
             let Ok(ft) = entry.file_type() else { continue };
+            shape.note(&name, ft);
             let mut parts = rel.clone();
             parts.push(name.clone());
             if name == ".git" {
-                if !rel.is_empty() {
+                if rel.is_empty() {
+                    gitlinks(&entry.path(), "", ft.is_dir(), &mut snap);
+                } else {
                     let print = nested_git(&entry.path(), ft.is_dir());
                     snap.files.insert(parts.join("/"), print);
+                    let prefix = format!("{}/", rel.join("/"));
+                    gitlinks(&entry.path(), &prefix, ft.is_dir(), &mut snap);
                 }
             } else if ft.is_dir() {
-                if SKIPPED_DIRS.contains(&name.as_str()) {
-                    continue;
-                }
+                let skipped = shapes_only || SKIPPED_DIRS.contains(&name.as_str());
                 if parts.len() > max_depth {
                     snap.complete = false;
                 } else {
-                    stack.push(parts);
+                    stack.push((parts, skipped));
                 }
-            } else {
+            } else if !shapes_only {
                 let names: Vec<&str> = parts.iter().map(String::as_str).collect();
                 if let Some(class) = class_of(&names) {
                     let print = fingerprint(&entry.path(), ft.is_symlink(), class);
@@ -120,8 +134,66 @@ pub(super) fn snapshot_within(root: &Path, max_depth: usize, max_entries: usize)
                 }
             }
         }
+        if shape.is_bare() {
+            let mut print = nested_git(&dir, true);
+            print.class = ReviewClass::BareRepository;
+            let key = if rel.is_empty() {
+                ".".to_string()
+            } else {
+                rel.join("/")
+            };
+            snap.files.insert(key, print);
+        }
     }
     snap
+}
+
+/// What a folder holds of a bare repository's shape: `HEAD` (a file), `objects` and `refs`
+/// (folders), the three host git looks for.
+#[derive(Default)]
+struct BareShape(u8);
+
+impl BareShape {
+    fn note(&mut self, name: &str, ft: std::fs::FileType) {
+        match name {
+            "HEAD" if ft.is_file() => self.0 |= 1,
+            "objects" if ft.is_dir() => self.0 |= 2,
+            "refs" if ft.is_dir() => self.0 |= 4,
+            _ => {}
+        }
+    }
+
+    fn is_bare(&self) -> bool {
+        self.0 == 7
+    }
+}
+
+/// The gitlinks in the index of the git folder at `dot_git` (a `.git` folder; a `.git` file's
+/// index is elsewhere and not read), each under `prefix` (the repository's folder).
+fn gitlinks(dot_git: &Path, prefix: &str, dir: bool, snap: &mut Snapshot) {
+    if !dir {
+        return;
+    }
+    let config = read_regular(&dot_git.join("config"), 1 << 20).unwrap_or_default();
+    let text = String::from_utf8_lossy(&config);
+    let sha256 = text
+        .to_ascii_lowercase()
+        .split_whitespace()
+        .collect::<String>()
+        .contains("objectformat=sha256");
+    match crate::sandbox::guards::defuse::gitlinks(&dot_git.join("index"), sha256) {
+        Ok(links) => {
+            for link in links {
+                let print = Fingerprint {
+                    class: ReviewClass::Gitlink,
+                    hash: sha(b"gitlink"),
+                    scripts: None,
+                };
+                snap.files.insert(format!("{prefix}{link}"), print);
+            }
+        }
+        Err(_) => snap.complete = false,
+    }
 }
 
 /// An entry's name, when it is valid UTF-8 (no reviewed name is anything else).
