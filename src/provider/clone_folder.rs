@@ -91,6 +91,11 @@ impl Provider {
         c: &WorkspaceContainer,
         manifest: Manifest,
     ) -> Result<CloneDiff> {
+        // What an interrupted apply left aside goes first (the diff compares the folder).
+        let o = &self.options;
+        let manifest_file = clone::manifest_path(&o.po_home, &o.owner, &manifest.workspace_id);
+        let journal = clone::journal_path(&manifest_file);
+        let _ = tokio::task::spawn_blocking(move || clone::sweep_asides(&journal)).await;
         let listing = Arc::new(Self::listing(service, c, &manifest).await?);
         let (id, path) = (manifest.workspace_id.clone(), manifest.path.clone());
         let rules = ApplyRules {
@@ -146,8 +151,10 @@ impl Provider {
         let mut planned = Self::folder_plan(manifest, listing.clone(), rules).await?;
         let fetched = Self::fetch(service, c, &clone::apply_fetch(&mut planned, &listing)).await?;
         let folder = PathBuf::from(&path);
+        let manifest_file = clone::manifest_path(&self.options.po_home, &self.options.owner, &id);
+        let journal = clone::journal_path(&manifest_file);
         let planned = tokio::task::spawn_blocking(move || {
-            clone::write(&folder, &mut planned, &fetched).map(|()| planned)
+            clone::write(&folder, &mut planned, &fetched, &journal).map(|()| planned)
         })
         .await
         .map_err(|e| Error::container_caused(&id, "cannot apply", e))?

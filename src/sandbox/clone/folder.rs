@@ -9,7 +9,7 @@ use std::path::Path;
 
 use napi_derive::napi;
 
-use super::hostfs::{HostFolder, HostSide};
+use super::hostfs::{HostFolder, HostSide, aside_name};
 use super::manifest::{Change, Entry, EntryKind, Listing, check_path, compare, link_escapes};
 use super::work::CloneFile;
 use crate::sandbox::guards::DEFAULT_GUARDED_PATHS;
@@ -329,24 +329,52 @@ pub fn apply_fetch<'a>(planned: &'a mut [Planned], listing: &Listing) -> Vec<&'a
 
 /// Writes and removes what the plan says (blocking), each only when the host still has what
 /// the plan saw and the copy's fetched file is what the listing said; a failure is that file's
-/// refusal, the others go on.
+/// refusal, the others go on. The names written aside are listed first in `journal` (a file of
+/// the Po home's, never the folder's), and the journal goes when the writes are done: an apply
+/// killed between the two leaves them listed, and the next command sweeps them
+/// ([`sweep_asides`]).
 pub fn write(
     folder: &Path,
     planned: &mut [Planned],
     fetched: &std::collections::HashMap<String, (Entry, Vec<u8>)>,
+    journal: &Path,
 ) -> std::io::Result<()> {
+    sweep_asides(journal);
     let host = HostFolder::open(folder)?;
+    let mut asides = Vec::new();
+    for p in planned.iter() {
+        if p.outcome == CloneOutcome::Written {
+            asides.push((p.change.path.clone(), aside_name()?));
+        }
+    }
+    let record = Journal {
+        pid: std::process::id(),
+        folder: folder.to_path_buf(),
+        asides: asides.clone(),
+    };
+    if !asides.is_empty() {
+        let text = serde_json::to_vec(&record).map_err(std::io::Error::other)?;
+        if let Some(dir) = journal.parent() {
+            crate::platform::private_dirs(std::fs::DirBuilder::new().recursive(true))
+                .create(dir)?;
+        }
+        crate::write_aside::write_whole(journal, &text, true)?;
+    }
+    let mut names = asides.into_iter().map(|(_, a)| a);
     for p in planned.iter_mut() {
         let done = match p.outcome {
-            CloneOutcome::Removed => host.put(&p.change.path, &p.host, None),
-            CloneOutcome::Written => match fetched.get(&p.change.path) {
-                Some((e, bytes)) if Some(e) == p.change.copy.as_ref() => {
-                    host.put(&p.change.path, &p.host, Some((e, bytes)))
+            CloneOutcome::Removed => host.put(&p.change.path, &p.host, None, ""),
+            CloneOutcome::Written => {
+                let aside = names.next().unwrap_or_default();
+                match fetched.get(&p.change.path) {
+                    Some((e, bytes)) if Some(e) == p.change.copy.as_ref() => {
+                        host.put(&p.change.path, &p.host, Some((e, bytes)), &aside)
+                    }
+                    _ => Err(std::io::Error::other(
+                        "the copy's file changed while it was applied; apply again",
+                    )),
                 }
-                _ => Err(std::io::Error::other(
-                    "the copy's file changed while it was applied; apply again",
-                )),
-            },
+            }
             _ => continue,
         };
         if let Err(e) = done {
@@ -354,7 +382,69 @@ pub fn write(
             p.note = Some(format!("not written: {e}"));
         }
     }
+    let _ = std::fs::remove_file(journal);
     Ok(())
+}
+
+/// The names an apply writes aside, listed before it writes them.
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+pub struct Journal {
+    /// The applying process.
+    pub pid: u32,
+    /// The workspace folder.
+    pub folder: std::path::PathBuf,
+    /// (a file's path in the folder, the name written aside beside it).
+    pub asides: Vec<(String, String)>,
+}
+
+/// Where a workspace's apply journal lives: beside its manifest, `<id>.applying`.
+pub fn journal_path(manifest: &Path) -> std::path::PathBuf {
+    manifest.with_extension("applying")
+}
+
+/// Removes what an earlier apply, killed mid-write, left aside in the folder (each listed name
+/// that is still a file or link of that name, reached through no link), then its journal. A
+/// journal of a process that still runs is left to it. Returns the names removed.
+pub fn sweep_asides(journal: &Path) -> Vec<String> {
+    let Some(record) = crate::sandbox::review::walk::read_regular(journal, 16 << 20)
+        .and_then(|b| serde_json::from_slice::<Journal>(&b).ok())
+    else {
+        return vec![];
+    };
+    if record.pid == std::process::id() || still_runs(record.pid) {
+        return vec![];
+    }
+    let mut removed = Vec::new();
+    if let Ok(host) = HostFolder::open(&record.folder) {
+        for (path, aside) in &record.asides {
+            if host.remove_aside(path, aside).unwrap_or(false) {
+                removed.push(format!("{path} ({aside})"));
+            }
+        }
+    }
+    if !removed.is_empty() {
+        tracing::info!(folder = %record.folder.display(), ?removed, "files an interrupted apply wrote aside: removed");
+    }
+    let _ = std::fs::remove_file(journal);
+    removed
+}
+
+/// Whether a process with this pid runs on this host.
+fn still_runs(pid: u32) -> bool {
+    #[cfg(unix)]
+    {
+        let Ok(pid) = libc::pid_t::try_from(pid) else {
+            return false;
+        };
+        // SAFETY: signal 0 only checks that the process exists.
+        let r = unsafe { libc::kill(pid, 0) };
+        r == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = pid;
+        true
+    }
 }
 
 /// What `apply` says it did.

@@ -348,8 +348,13 @@ fn the_host_folder_is_written_without_following_links() {
     assert!(matches!(host.state("linked/x", 10).0, HostSide::Other(_)));
     let new = file("new");
     assert!(
-        host.put("linked/x", &HostSide::Absent, Some((&new, b"new")))
-            .is_err()
+        host.put(
+            "linked/x",
+            &HostSide::Absent,
+            Some((&new, b"new")),
+            &super::hostfs::aside_name().unwrap()
+        )
+        .is_err()
     );
     assert!(!outside.join("x").exists());
     // Nor does a path that climbs, even one the caller did not check.
@@ -358,47 +363,166 @@ fn the_host_folder_is_written_without_following_links() {
         HostSide::Other(_)
     ));
     assert!(
-        host.put("../outside/x", &HostSide::Absent, Some((&new, b"new")))
-            .is_err()
+        host.put(
+            "../outside/x",
+            &HostSide::Absent,
+            Some((&new, b"new")),
+            &super::hostfs::aside_name().unwrap()
+        )
+        .is_err()
     );
     assert!(!outside.join("x").exists());
     // A link at the end is replaced, not written through.
     let (leaf, _) = host.state("leaf", 10);
-    host.put("leaf", &leaf, Some((&new, b"new"))).unwrap();
+    host.put(
+        "leaf",
+        &leaf,
+        Some((&new, b"new")),
+        &super::hostfs::aside_name().unwrap(),
+    )
+    .unwrap();
     assert!(!outside.join("target").exists());
     assert_eq!(std::fs::read_to_string(root.join("leaf")).unwrap(), "new");
     // Written only over what was seen; folders made on the way.
     assert!(
-        host.put("a/old.txt", &has(file("other")), Some((&new, b"new")))
-            .is_err()
+        host.put(
+            "a/old.txt",
+            &has(file("other")),
+            Some((&new, b"new")),
+            &super::hostfs::aside_name().unwrap()
+        )
+        .is_err()
     );
     assert_eq!(
         std::fs::read_to_string(root.join("a/old.txt")).unwrap(),
         "old"
     );
-    host.put("a/old.txt", &side, Some((&new, b"new"))).unwrap();
+    host.put(
+        "a/old.txt",
+        &side,
+        Some((&new, b"new")),
+        &super::hostfs::aside_name().unwrap(),
+    )
+    .unwrap();
     assert_eq!(
         std::fs::read_to_string(root.join("a/old.txt")).unwrap(),
         "new"
     );
-    host.put("b/c/new.txt", &HostSide::Absent, Some((&new, b"new")))
-        .unwrap();
+    host.put(
+        "b/c/new.txt",
+        &HostSide::Absent,
+        Some((&new, b"new")),
+        &super::hostfs::aside_name().unwrap(),
+    )
+    .unwrap();
     assert_eq!(
         std::fs::read_to_string(root.join("b/c/new.txt")).unwrap(),
         "new"
     );
     let link = Entry::link("a/old.txt");
-    host.put("l", &HostSide::Absent, Some((&link, b"")))
-        .unwrap();
+    host.put(
+        "l",
+        &HostSide::Absent,
+        Some((&link, b"")),
+        &super::hostfs::aside_name().unwrap(),
+    )
+    .unwrap();
     assert_eq!(
         std::fs::read_link(root.join("l")).unwrap().to_str(),
         Some("a/old.txt")
     );
     let (now, _) = host.state("b/c/new.txt", 0);
-    host.put("b/c/new.txt", &now, None).unwrap();
+    host.put(
+        "b/c/new.txt",
+        &now,
+        None,
+        &super::hostfs::aside_name().unwrap(),
+    )
+    .unwrap();
     assert!(!root.join("b/c/new.txt").exists());
     let meta = std::fs::metadata(root.join("a/old.txt")).unwrap();
     assert_eq!(meta.mode() & 0o7777, 0o644);
     let names: Vec<_> = std::fs::read_dir(root.join("a")).unwrap().collect();
     assert_eq!(names.len(), 1, "no aside left behind");
+}
+
+#[cfg(unix)]
+#[test]
+fn an_apply_killed_mid_write_leaves_nothing_the_next_one_does_not_sweep() {
+    use std::os::unix::fs::symlink;
+    let dir = tempfile::tempdir().unwrap();
+    let (root, outside) = (dir.path().join("ws"), dir.path().join("outside"));
+    std::fs::create_dir_all(root.join("a/b")).unwrap();
+    std::fs::create_dir_all(&outside).unwrap();
+    symlink(&outside, root.join("linked")).unwrap();
+    // A process that is gone wrote its asides, then was killed before renaming them.
+    let mut child = std::process::Command::new("true").spawn().unwrap();
+    let gone = child.id();
+    child.wait().unwrap();
+    let aside = |n: &str| format!(".po-sandbox-{gone}-{n}");
+    let (a1, a2, a3) = (
+        aside("aaaaaaaaaaaa"),
+        aside("bbbbbbbbbbbb"),
+        aside("cccccccccccc"),
+    );
+    std::fs::write(root.join("a/b").join(&a1), "half").unwrap();
+    symlink("/etc/passwd", root.join(&a2)).unwrap();
+    std::fs::write(outside.join(&a3), "not the folder's").unwrap();
+    std::fs::write(root.join("a/b/mine.txt"), "the person's").unwrap();
+    let journal = dir.path().join("copies/w.applying");
+    std::fs::create_dir_all(journal.parent().unwrap()).unwrap();
+    let record = Journal {
+        pid: gone,
+        folder: root.clone(),
+        asides: vec![
+            ("a/b/f.txt".into(), a1.clone()),
+            ("top.txt".into(), a2.clone()),
+            // Through a link: never reached.
+            ("linked/x".into(), a3.clone()),
+            // Not a name the layer makes: never removed.
+            ("a/b/mine".into(), "mine.txt".into()),
+        ],
+    };
+    std::fs::write(&journal, serde_json::to_vec(&record).unwrap()).unwrap();
+    // The next apply (with nothing to write) sweeps them first.
+    write(&root, &mut [], &Default::default(), &journal).unwrap();
+    assert!(!root.join("a/b").join(&a1).exists());
+    assert!(std::fs::symlink_metadata(root.join(&a2)).is_err());
+    assert!(
+        outside.join(&a3).exists(),
+        "a link on the way is never followed"
+    );
+    assert_eq!(
+        std::fs::read_to_string(root.join("a/b/mine.txt")).unwrap(),
+        "the person's"
+    );
+    assert!(!journal.exists());
+    // A journal of a process that still runs (this test's parent) is left to it.
+    let running = Journal {
+        pid: std::os::unix::process::parent_id(),
+        folder: root.clone(),
+        asides: vec![("a/b/mine.txt".into(), aside("dddddddddddd"))],
+    };
+    std::fs::write(&journal, serde_json::to_vec(&running).unwrap()).unwrap();
+    assert!(sweep_asides(&journal).is_empty());
+    assert!(journal.exists());
+    // The next apply's own run leaves no journal behind.
+    std::fs::remove_file(&journal).unwrap();
+    write(&root, &mut [], &Default::default(), &journal).unwrap();
+    assert!(!journal.exists());
+}
+
+#[test]
+fn aside_names_are_recognised() {
+    let name = super::hostfs::aside_name().unwrap();
+    assert!(super::hostfs::is_aside_name(&name), "{name}");
+    for bad in [
+        ".po-sandbox-",
+        ".po-sandbox-12-abc",
+        ".po-sandbox-x-aaaaaaaaaaaa",
+        "mine.txt",
+        ".po-sandbox-12-aaaaaaaaaaaaa",
+    ] {
+        assert!(!super::hostfs::is_aside_name(bad), "{bad}");
+    }
 }

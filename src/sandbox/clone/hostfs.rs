@@ -195,13 +195,36 @@ mod unix {
             got.unwrap_or_else(|e| (HostSide::Other(e.to_string()), None))
         }
 
+        /// Removes `aside` (a file or link the layer writes aside, [`aside_name`]) from the
+        /// folder holding `path`, reached through no link. Whether it was there.
+        pub fn remove_aside(&self, path: &str, aside: &str) -> io::Result<bool> {
+            if !super::is_aside_name(aside) {
+                return Ok(false);
+            }
+            let Some((dir, _)) = self.parent(path, false)? else {
+                return Ok(false);
+            };
+            let Some(st) = lstat_at(&dir, aside)? else {
+                return Ok(false);
+            };
+            let kind = st.st_mode & libc::S_IFMT;
+            if kind != libc::S_IFREG && kind != libc::S_IFLNK {
+                return Ok(false);
+            }
+            let c = name(aside)?;
+            // SAFETY: a valid descriptor and a NUL-terminated name.
+            check(unsafe { libc::unlinkat(dir.as_raw_fd(), c.as_ptr(), 0) })?;
+            Ok(true)
+        }
+
         /// Writes `new` (or removes what is there, with `None`) at `path` when the host still
-        /// has `expected` there.
+        /// has `expected` there, writing it aside as `aside` ([`aside_name`]) first.
         pub fn put(
             &self,
             path: &str,
             expected: &HostSide,
             new: Option<(&Entry, &[u8])>,
+            aside: &str,
         ) -> io::Result<()> {
             let Some((dir, leaf)) = self.parent(path, new.is_some())? else {
                 return if *expected == HostSide::Absent {
@@ -222,25 +245,22 @@ mod unix {
                 HostSide::Has { mode, owner, .. } => (Some(*mode), *owner),
                 _ => (None, owner_of(&dir)?),
             };
-            let mut random = [0u8; 6];
-            getrandom::fill(&mut random).map_err(io::Error::other)?;
-            let aside = format!(".po-sandbox-{}-{}", std::process::id(), hex::encode(random));
             let written = write_aside(
                 &dir,
-                &aside,
+                aside,
                 entry,
                 bytes,
                 mode_for(old_mode, entry.executable),
             )
-            .and_then(|()| give(&dir, &aside, owner))
+            .and_then(|()| give(&dir, aside, owner))
             .and_then(|()| {
-                let (a, l) = (name(&aside)?, name(leaf)?);
+                let (a, l) = (name(aside)?, name(leaf)?);
                 let fd = dir.as_raw_fd();
                 // SAFETY: valid descriptors and NUL-terminated names.
                 check(unsafe { libc::renameat(fd, a.as_ptr(), fd, l.as_ptr()) })
             });
             if written.is_err() {
-                let c = name(&aside)?;
+                let c = name(aside)?;
                 // SAFETY: as above; the aside may not exist, which is fine.
                 unsafe { libc::unlinkat(dir.as_raw_fd(), c.as_ptr(), 0) };
             }
@@ -315,6 +335,31 @@ mod unix {
     }
 }
 
+/// A new name to write a file aside as in its folder: `.po-sandbox-<pid>-<12 hex digits>`.
+pub fn aside_name() -> std::io::Result<String> {
+    let mut random = [0u8; 6];
+    getrandom::fill(&mut random).map_err(std::io::Error::other)?;
+    Ok(format!(
+        ".po-sandbox-{}-{}",
+        std::process::id(),
+        hex::encode(random)
+    ))
+}
+
+/// Whether `name` is one [`aside_name`] makes.
+pub fn is_aside_name(name: &str) -> bool {
+    let Some(rest) = name.strip_prefix(".po-sandbox-") else {
+        return false;
+    };
+    let Some((pid, random)) = rest.split_once('-') else {
+        return false;
+    };
+    !pid.is_empty()
+        && pid.bytes().all(|b| b.is_ascii_digit())
+        && random.len() == 12
+        && random.bytes().all(|b| b.is_ascii_hexdigit())
+}
+
 /// Elsewhere than Unix: writing a folder copy's files is not built.
 #[cfg(not(unix))]
 pub struct HostFolder;
@@ -331,7 +376,17 @@ impl HostFolder {
         (HostSide::Other("not built on this platform".into()), None)
     }
 
-    pub fn put(&self, _: &str, _: &HostSide, _: Option<(&Entry, &[u8])>) -> std::io::Result<()> {
+    pub fn put(
+        &self,
+        _: &str,
+        _: &HostSide,
+        _: Option<(&Entry, &[u8])>,
+        _: &str,
+    ) -> std::io::Result<()> {
         Err(std::io::Error::other("not built on this platform"))
+    }
+
+    pub fn remove_aside(&self, _: &str, _: &str) -> std::io::Result<bool> {
+        Ok(false)
     }
 }

@@ -249,3 +249,49 @@ fn temporary_folders_are_private_and_carry_their_process_id() {
     }
     std::fs::remove_dir(&dir).unwrap();
 }
+
+#[test]
+fn a_commit_is_listed_whatever_its_author_and_subject_hold() {
+    let id = "a".repeat(40);
+    let other = "b".repeat(40);
+    // The agent's author and subject carry the field separator, escapes and a fake date.
+    let log = [
+        format!("{id}\x1fEve\x1f <e@x>\x1f2026-01-02T03:04:05+00:00\x1fhide\x1fme \x1b]0;t\x07"),
+        format!("{other}\x1fBob <b@x>\x1f2026-01-02T03:04:05Z\x1fplain"),
+        format!("{id}\x1fM\x1f2026-01-02T03:04:05+00:00\x1f1999-01-01T00:00:00+00:00\x1fx"),
+    ]
+    .join("\0");
+    let mut parts = vec![Vec::new(); work::DIFF_ANSWERS];
+    parts[2] = log.into_bytes();
+    let d = work::parse_diff("w", "/f", parts);
+    let listed: Vec<(&str, &str, &str, &str)> = d
+        .commits
+        .iter()
+        .map(|c| {
+            (
+                c.id.as_str(),
+                c.author.as_str(),
+                c.date.as_str(),
+                c.subject.as_str(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        listed,
+        [
+            (
+                id.as_str(),
+                "Eve\x1f <e@x>",
+                "2026-01-02T03:04:05+00:00",
+                "hide\x1fme \x1b]0;t\x07"
+            ),
+            (other.as_str(), "Bob <b@x>", "2026-01-02T03:04:05Z", "plain"),
+            (
+                id.as_str(),
+                "M",
+                "2026-01-02T03:04:05+00:00",
+                "1999-01-01T00:00:00+00:00\x1fx"
+            ),
+        ]
+    );
+}

@@ -243,22 +243,50 @@ pub fn files_of(names: &[u8]) -> Vec<CloneFile> {
     out
 }
 
-/// The commits of `git log -z --format=%H%x1f%an <%ae>%x1f%aI%x1f%s`.
+/// The commits of `git log -z --format=%H%x1f%an <%ae>%x1f%aI%x1f%s`. Every record is a
+/// commit and is listed, whatever its author and subject hold: the agent chose them, and a
+/// `\x1f` in either must not hide a commit. The id is the first field and the date the first
+/// later one that reads as git's ISO date; the author is what lies between, the subject the rest.
 fn commits_of(log: &[u8]) -> Vec<CloneCommit> {
     log.split(|&b| b == 0)
         .filter(|r| !r.is_empty())
         .filter_map(|r| {
-            let f: Vec<String> = r.split(|&b| b == 0x1f).map(text).collect();
-            let [id, author, date, subject] = <[String; 4]>::try_from(f).ok()?;
-            let id = id.trim().to_string();
+            let f: Vec<&[u8]> = r.split(|&b| b == 0x1f).collect();
+            let id = text(f.first()?).trim().to_string();
+            if id.is_empty() || !id.bytes().all(|b| b.is_ascii_hexdigit()) {
+                return None;
+            }
+            let at = (2..f.len())
+                .find(|&i| is_iso_date(f[i]))
+                .unwrap_or(f.len().min(2));
+            let join = |parts: &[&[u8]]| text(&parts.join(&0x1f));
             Some(CloneCommit {
                 id,
-                author,
-                date,
-                subject,
+                author: join(f.get(1..at).unwrap_or_default()),
+                date: f.get(at).map(|d| text(d)).unwrap_or_default(),
+                subject: join(f.get(at + 1..).unwrap_or_default()),
             })
         })
         .collect()
+}
+
+/// `YYYY-MM-DDTHH:MM:SS±HH:MM` (or `Z`), as `%aI` prints it.
+fn is_iso_date(b: &[u8]) -> bool {
+    let digits =
+        |r: std::ops::Range<usize>| b.get(r).is_some_and(|s| s.iter().all(u8::is_ascii_digit));
+    (b.len() == 25 || b.len() == 20)
+        && digits(0..4)
+        && b[4] == b'-'
+        && digits(5..7)
+        && b[7] == b'-'
+        && digits(8..10)
+        && b[10] == b'T'
+        && digits(11..13)
+        && b[13] == b':'
+        && digits(14..16)
+        && b[16] == b':'
+        && digits(17..19)
+        && (b[19] == b'Z' || b[19] == b'+' || b[19] == b'-')
 }
 
 /// The diff script's answers as a [`CloneDiff`].
