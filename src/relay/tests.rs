@@ -220,7 +220,14 @@ async fn the_agent_exits_when_its_input_ends_and_the_relay_says_why() {
     let conn = TcpStream::connect(("127.0.0.1", host_port)).await.unwrap();
     let _ = child.kill();
     let reason = tokio::time::timeout(Duration::from_secs(5), relay.ended()).await;
-    assert_eq!(reason.expect("the relay ends"), "the relay's output ended");
+    // Which end the relay finds gone first is a race: its output ending, or (when it was
+    // writing the new connection's frame as the agent died) its input refusing the write.
+    let reason = reason.expect("the relay ends");
+    assert!(
+        reason == "the relay's output ended"
+            || reason.starts_with("the relay's input could not be written: Broken pipe"),
+        "{reason}"
+    );
     drop(conn);
     let _ = child.wait();
     let (child, relay, _) = forward(server().await).await;

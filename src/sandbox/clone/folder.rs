@@ -13,7 +13,7 @@ use super::hostfs::{HostFolder, HostSide, aside_name};
 use super::manifest::{Change, Entry, EntryKind, Listing, check_path, compare, link_escapes};
 use super::work::CloneFile;
 use crate::sandbox::guards::DEFAULT_GUARDED_PATHS;
-use crate::sandbox::review::{ReviewChangeKind, class_of};
+use crate::sandbox::review::{ReviewChangeKind, class_of, fold};
 
 /// Files up to this size get a unified diff (larger ones: a line saying they differ).
 pub const TEXT_LIMIT: u64 = 1 << 20;
@@ -54,15 +54,18 @@ pub struct Planned {
 
 /// Whether `path` is at or under a guarded path: a default one's name at any depth (`.envrc`,
 /// `.vscode`, `.pi`...), or an entry of the configured list from the top.
+/// Names are compared folded ([`fold`]: `.Claude`, `.VSCode` are `.claude`, `.vscode` to a
+/// case-insensitive host).
 pub fn guarded(path: &str, configured: &[String]) -> bool {
+    let path = fold(path);
     let names = DEFAULT_GUARDED_PATHS.iter().filter(|g| !g.contains('/'));
-    let by_name = path.split('/').any(|p| names.clone().any(|n| *n == p));
+    let by_name = path.split('/').any(|p| names.clone().any(|n| fold(n) == p));
     by_name
         || configured.iter().any(|g| {
-            let g = g.trim_end_matches('/');
+            let g = fold(g.trim_end_matches('/'));
             path == g
                 || path
-                    .strip_prefix(g)
+                    .strip_prefix(&g)
                     .is_some_and(|rest| rest.starts_with('/'))
         })
 }

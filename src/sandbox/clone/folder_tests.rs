@@ -526,3 +526,34 @@ fn aside_names_are_recognised() {
         assert!(!super::hostfs::is_aside_name(bad), "{bad}");
     }
 }
+
+#[test]
+fn guarded_and_git_names_are_folded_as_a_case_insensitive_host_folds_them() {
+    for path in [
+        ".Claude/settings.json",
+        ".VSCode/tasks.json",
+        ".PI/extensions/x.ts",
+        "sub/.IDEA/workspace.xml",
+        ".ENVRC",
+        ".MCP.JSON",
+    ] {
+        assert!(guarded(path, &[]), "{path}");
+    }
+    assert!(guarded(
+        "Tools/Hooks/pre-commit",
+        &["tools/hooks".to_string()]
+    ));
+    assert!(!guarded("toolsx/hooks", &["tools/hooks".to_string()]));
+    assert!(!guarded("src/claude.rs", &[]));
+    for bad in [
+        ".GIT/config",
+        "x/.Git/hooks/pre-commit",
+        ".git./config",
+        ".git /x",
+        "a/.GIT",
+    ] {
+        assert!(check_path(bad).is_err(), "{bad}");
+    }
+    assert_eq!(check_path("a/.gitignore"), Ok(()));
+    assert_eq!(check_path("a/git/x"), Ok(()));
+}

@@ -136,7 +136,10 @@ pub fn check_path(path: &str) -> Result<(), &'static str> {
     for part in path.split('/') {
         match part {
             "" | "." | ".." => return Err("a path that is absolute or climbs (`.`, `..`, `//`)"),
-            ".git" => return Err("a path inside a `.git`"),
+            // As a case-insensitive host reads it (`.GIT`; Windows drops trailing dots and blanks).
+            p if crate::sandbox::review::fold(p.trim_end_matches(['.', ' '])) == ".git" => {
+                return Err("a path inside a `.git`");
+            }
             p if p.len() > 255 => return Err("a name longer than 255 bytes"),
             _ => {}
         }

@@ -86,27 +86,41 @@ impl ReviewClass {
     }
 }
 
-/// The class of a file at `parts` (its path below the workspace, one name each), if any.
-/// A `.git` entry is classed by the walk, which alone knows whether it is the top one.
+/// A name as a case-insensitive file system compares it: each character's full upper case,
+/// then its lower case (so `MAKEFILE`, `Makefile`, the Kelvin sign's `MA\u{212A}EFILE` and
+/// `ma\u{17F}e` for `mase` all meet). Names are compared folded everywhere: on a case-sensitive
+/// host a folded match only makes the check more careful, and on a case-insensitive one (macOS
+/// by default, Windows) a host tool opens `.Claude/settings.json` as `.claude/settings.json`.
+pub fn fold(name: &str) -> String {
+    name.chars()
+        .flat_map(char::to_uppercase)
+        .flat_map(char::to_lowercase)
+        .collect()
+}
+
+/// The class of a file at `parts` (its path below the workspace, one name each), if any, its
+/// names compared folded ([`fold`]). A `.git` entry is classed by the walk, which alone knows
+/// whether it is the top one.
 pub fn class_of(parts: &[&str]) -> Option<ReviewClass> {
-    let (&name, dirs) = parts.split_last()?;
+    let folded: Vec<String> = parts.iter().map(|p| fold(p)).collect();
+    let (name, dirs) = folded.split_last()?;
     let under = |a: &str, b: &str| dirs.windows(2).any(|w| w[0] == a && w[1] == b);
-    let class = match name {
+    let class = match name.as_str() {
         "package.json" => ReviewClass::PackageScripts,
-        "Makefile" | "makefile" | "GNUmakefile" => ReviewClass::Makefile,
-        "config.toml" | "config" if dirs.last() == Some(&".cargo") => ReviewClass::CargoConfig,
+        "makefile" | "gnumakefile" => ReviewClass::Makefile,
+        "config.toml" | "config" if dirs.last().map(String::as_str) == Some(".cargo") => {
+            ReviewClass::CargoConfig
+        }
         "build.rs" => ReviewClass::BuildScript,
         ".npmrc" => ReviewClass::Npmrc,
         ".yarnrc.yml" | ".yarnrc" => ReviewClass::YarnConfig,
         "mise.toml" | ".mise.toml" | ".tool-versions" => ReviewClass::ToolVersions,
-        "AGENTS.md" | "CLAUDE.md" => ReviewClass::AgentInstructions,
+        "agents.md" | "claude.md" => ReviewClass::AgentInstructions,
         ".envrc" => ReviewClass::Direnv,
-        _ if name.eq_ignore_ascii_case("justfile") || name.eq_ignore_ascii_case(".justfile") => {
+        "justfile" | ".justfile" => ReviewClass::TaskRunner,
+        "taskfile.yml" | "taskfile.yaml" | "taskfile.dist.yml" | "taskfile.dist.yaml" => {
             ReviewClass::TaskRunner
         }
-        "Taskfile.yml" | "Taskfile.yaml" | "taskfile.yml" | "taskfile.yaml"
-        | "Taskfile.dist.yml" | "Taskfile.dist.yaml" | "taskfile.dist.yml"
-        | "taskfile.dist.yaml" => ReviewClass::TaskRunner,
         _ if under(".yarn", "releases") => ReviewClass::YarnRelease,
         _ if under(".github", "workflows") => ReviewClass::Workflow,
         _ => return None,

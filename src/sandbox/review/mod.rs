@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 
 use napi_derive::napi;
 
-pub use classes::{ReviewClass, class_of};
+pub use classes::{ReviewClass, class_of, fold};
 pub use walk::{Fingerprint, snapshot};
 
 use crate::error::{Error, Result};

@@ -441,3 +441,37 @@ fn iso_times() {
     assert_eq!(iso_utc(951_782_400), "2000-02-29T00:00:00Z");
     assert_eq!(iso_utc(1_798_761_599), "2026-12-31T23:59:59Z");
 }
+
+#[test]
+fn names_are_compared_as_a_case_insensitive_host_compares_them() {
+    for (path, class) in [
+        ("MAKEFILE", ReviewClass::Makefile),
+        ("MA\u{212A}EFILE", ReviewClass::Makefile),
+        ("sub/GNUMakefile", ReviewClass::Makefile),
+        ("PACKAGE.JSON", ReviewClass::PackageScripts),
+        ("Agents.MD", ReviewClass::AgentInstructions),
+        (".ENVRC", ReviewClass::Direnv),
+        ("JUSTFILE", ReviewClass::TaskRunner),
+        (".GitHub/Workflows/ci.yml", ReviewClass::Workflow),
+        (".CARGO/CONFIG.TOML", ReviewClass::CargoConfig),
+        (".YARN/RELEASES/yarn.cjs", ReviewClass::YarnRelease),
+    ] {
+        let parts: Vec<&str> = path.split('/').collect();
+        assert_eq!(classes::class_of(&parts), Some(class), "{path}");
+    }
+    assert_eq!(fold("MA\u{212A}E"), "make");
+    assert_eq!(fold("Cla\u{17F}\u{17F}"), "class");
+    assert_eq!(classes::class_of(&["README.MD"]), None);
+    // A `.GIT` below the top is a nested repository to a case-insensitive host's git.
+    let c = Case::new();
+    assert!(c.baseline());
+    c.write("sub/.GIT/config", "[core]\n");
+    assert_eq!(
+        c.paths(),
+        vec![(
+            "sub/.GIT".into(),
+            ReviewClass::NestedGit,
+            ReviewChangeKind::Added
+        )]
+    );
+}

@@ -110,7 +110,7 @@ pub(super) fn snapshot_within(root: &Path, max_depth: usize, max_entries: usize)
             shape.note(&name, ft);
             let mut parts = rel.clone();
             parts.push(name.clone());
-            if name == ".git" {
+            if super::classes::fold(&name) == ".git" {
                 if rel.is_empty() {
                     gitlinks(&entry.path(), "", ft.is_dir(), &mut snap);
                 } else {
@@ -155,8 +155,8 @@ struct BareShape(u8);
 
 impl BareShape {
     fn note(&mut self, name: &str, ft: std::fs::FileType) {
-        match name {
-            "HEAD" if ft.is_file() => self.0 |= 1,
+        match super::classes::fold(name).as_str() {
+            "head" if ft.is_file() => self.0 |= 1,
             "objects" if ft.is_dir() => self.0 |= 2,
             "refs" if ft.is_dir() => self.0 |= 4,
             _ => {}
