@@ -347,6 +347,7 @@ pub fn aside_name() -> std::io::Result<String> {
 }
 
 /// Whether `name` is one [`aside_name`] makes.
+#[cfg_attr(not(unix), allow(dead_code))]
 pub fn is_aside_name(name: &str) -> bool {
     let Some(rest) = name.strip_prefix(".po-sandbox-") else {
         return false;
