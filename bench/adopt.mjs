@@ -82,10 +82,12 @@ function summary(ms) {
 
 execFileSync('bash', [path.join(import.meta.dirname, '../scripts/build-test-base-image.sh')], { stdio: 'ignore' })
 const poHome = mkdtempSync(path.join(os.tmpdir(), 'po-bench-home-'))
+// Beside the Po home, never inside it (a workspace may not overlap it).
+const wsRoot = mkdtempSync(path.join(os.tmpdir(), 'po-bench-ws-'))
 const owner = newOwner()
 writeBundle(poHome)
 const workspaces = Array.from({ length: N }, (_, i) => {
-  const dir = path.join(poHome, 'ws', `w${i}`)
+  const dir = path.join(wsRoot, `w${i}`)
   mkdirSync(dir, { recursive: true })
   return { id: `w${i}`, path: dir }
 })
@@ -146,4 +148,5 @@ try {
   warm.health.destroy()
   await removeOwner(owner)
   rmSync(poHome, { recursive: true, force: true })
+  rmSync(wsRoot, { recursive: true, force: true })
 }

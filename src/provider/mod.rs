@@ -191,10 +191,11 @@ impl Provider {
         let bundle = self.check_runtime()?;
         // The broker's start (TLS roots, listeners) and the list of this owner's containers
         // overlap the image check.
-        let (built, wiring, known) = tokio::join!(
+        let (built, wiring, known, git_warning) = tokio::join!(
             self.ensure_image(&docker),
             self.start_broker(&report, true),
-            self.prefetch_known(&docker, ahead, &report)
+            self.prefetch_known(&docker, ahead, &report),
+            self.git_safety()
         );
         let (built, wiring) = (built?, wiring?);
         if !built {
@@ -203,7 +204,7 @@ impl Provider {
         let config = running::service_config(&self.options, bundle, &report, wiring)?;
         let mut warnings: Vec<String> =
             config.container.mode.limits_warning().into_iter().collect();
-        warnings.extend(self.git_safety().await);
+        warnings.extend(git_warning);
         let service = ContainerService::new(docker, config, self.events.clone());
         service.sweep_files();
         *self.service.locked() = Some(Ok(service.clone()));

@@ -119,6 +119,17 @@ fn allow_when(names: &[&str], arg: serde_json::Value) -> serde_json::Value {
 
 /// The profile's text (JSON, the same bytes every time).
 pub fn profile() -> String {
+    static TEXT: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    TEXT.get_or_init(make_profile).clone()
+}
+
+/// The profile as a JSON value, parsed once (what a live container's entry is compared with).
+fn profile_value() -> &'static serde_json::Value {
+    static VALUE: std::sync::OnceLock<serde_json::Value> = std::sync::OnceLock::new();
+    VALUE.get_or_init(|| serde_json::from_str(&profile()).unwrap_or_default())
+}
+
+fn make_profile() -> String {
     use serde_json::json;
     let mut rules = vec![
         json!({"names": ALLOWED, "action": "SCMP_ACT_ALLOW"}),
@@ -149,8 +160,13 @@ pub fn profile() -> String {
 
 /// The first 16 hex digits of the profile's SHA-256: its name, and part of the spec hash.
 pub fn digest() -> String {
-    use sha2::Digest;
-    hex::encode(&sha2::Sha256::digest(profile().as_bytes())[..8])
+    static DIGEST: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    DIGEST
+        .get_or_init(|| {
+            use sha2::Digest;
+            hex::encode(&sha2::Sha256::digest(profile().as_bytes())[..8])
+        })
+        .clone()
 }
 
 /// Where the profile's file is for an engine that takes a path: `<poHome>/seccomp/<digest>.json`.
@@ -177,9 +193,13 @@ pub fn is_ours(opt: &str) -> bool {
     };
     let name = format!("{}.json", digest());
     match value.trim_start().starts_with('{') {
+        // The same bytes (Docker gives them back as given), else the same JSON.
         true => {
-            serde_json::from_str::<serde_json::Value>(value).ok()
-                == serde_json::from_str(&profile()).ok()
+            value == profile()
+                || serde_json::from_str::<serde_json::Value>(value)
+                    .ok()
+                    .as_ref()
+                    == Some(profile_value())
         }
         false => Path::new(value).file_name() == Some(std::ffi::OsStr::new(&name)),
     }
