@@ -459,7 +459,7 @@ fn make_placeholders(
 fn ignore_submodules(ws: &Path, resolved: &Resolved) -> Vec<placeholders::GitSetting> {
     let mut out = Vec::new();
     for rel in defuse::repository_configs(&resolved.guards) {
-        if refuse_links("-", ws, &rel).is_err() {
+        if first_link(ws, &rel).is_some() {
             continue;
         }
         let path = ws.join(&rel);
@@ -506,30 +506,37 @@ fn is_file_guard(rel: &str) -> bool {
 
 /// Refuses `rel` when it, or a folder between the workspace and it, is a symbolic link.
 fn refuse_links(workspace_id: &str, ws: &Path, rel: &str) -> Result<()> {
+    let Some(at) = first_link(ws, rel) else {
+        return Ok(());
+    };
+    let to = std::fs::read_link(&at)
+        .map(|t| t.display().to_string())
+        .unwrap_or_default();
+    Err(Error::WorkspaceInvalid {
+        what: format!("{workspace_id:?}"),
+        reason: format!(
+            "its guarded path {rel} goes through the symbolic link {} (to {to}), \
+             which could move the read-only mount outside the workspace: replace the \
+             link with the file or folder itself, or drop {rel} from guardedPaths \
+             ({GUARDED_PATHS_VAR}=-{rel})",
+            at.display()
+        ),
+    })
+}
+
+/// The first symbolic link on the way from `ws` to `rel` (`rel` itself included), if any; the
+/// walk ends at the first name that does not exist.
+fn first_link(ws: &Path, rel: &str) -> Option<PathBuf> {
     let mut at = ws.to_path_buf();
     for part in rel.split('/') {
         at.push(part);
         match std::fs::symlink_metadata(&at) {
-            Ok(m) if m.file_type().is_symlink() => {
-                let to = std::fs::read_link(&at)
-                    .map(|t| t.display().to_string())
-                    .unwrap_or_default();
-                return Err(Error::WorkspaceInvalid {
-                    what: format!("{workspace_id:?}"),
-                    reason: format!(
-                        "its guarded path {rel} goes through the symbolic link {} (to {to}), \
-                         which could move the read-only mount outside the workspace: replace the \
-                         link with the file or folder itself, or drop {rel} from guardedPaths \
-                         ({GUARDED_PATHS_VAR}=-{rel})",
-                        at.display()
-                    ),
-                });
-            }
+            Ok(m) if m.file_type().is_symlink() => return Some(at),
             Ok(_) => {}
-            Err(_) => return Ok(()),
+            Err(_) => return None,
         }
     }
-    Ok(())
+    None
 }
 
 /// Lists `files` in the repository's `.git/info/exclude` (best effort: a folder that is not a

@@ -121,14 +121,19 @@ fn varint(b: &[u8]) -> Option<(usize, usize)> {
 /// The index beside a repository config (`<git folder>/config` → `<git folder>/index`), and
 /// whether the repository names objects by sha-256.
 pub fn index_of(ws: &Path, config_rel: &str, config_text: &str) -> (PathBuf, bool) {
-    let dir = ws.join(config_rel);
-    let index = dir.with_file_name("index");
-    let sha256 = config_text
+    (
+        ws.join(config_rel).with_file_name("index"),
+        names_by_sha256(config_text),
+    )
+}
+
+/// Whether a repository config's `extensions.objectFormat` is `sha256`.
+pub fn names_by_sha256(config_text: &str) -> bool {
+    config_text
         .to_ascii_lowercase()
         .split_whitespace()
         .collect::<String>()
-        .contains("objectformat=sha256");
-    (index, sha256)
+        .contains("objectformat=sha256")
 }
 
 #[cfg(all(test, unix))]

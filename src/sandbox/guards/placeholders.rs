@@ -227,11 +227,7 @@ fn unchanged(ws: &Path, m: &Made) -> bool {
 
 /// Whether a folder between `ws` and `rel`, or `rel` itself, is a symbolic link.
 fn through_link(ws: &Path, rel: &str) -> bool {
-    let mut at = ws.to_path_buf();
-    rel.split('/').any(|part| {
-        at.push(part);
-        std::fs::symlink_metadata(&at).is_ok_and(|m| m.file_type().is_symlink())
-    })
+    super::first_link(ws, rel).is_some()
 }
 
 /// Takes the record's lines and the marker out of `.git/info/exclude` (written aside, renamed

@@ -175,12 +175,7 @@ fn gitlinks(dot_git: &Path, prefix: &str, dir: bool, snap: &mut Snapshot) {
         return;
     }
     let config = read_regular(&dot_git.join("config"), 1 << 20).unwrap_or_default();
-    let text = String::from_utf8_lossy(&config);
-    let sha256 = text
-        .to_ascii_lowercase()
-        .split_whitespace()
-        .collect::<String>()
-        .contains("objectformat=sha256");
+    let sha256 = crate::sandbox::guards::defuse::names_by_sha256(&String::from_utf8_lossy(&config));
     match crate::sandbox::guards::defuse::gitlinks(&dot_git.join("index"), sha256) {
         Ok(links) => {
             for link in links {
