@@ -454,8 +454,23 @@ const fetchBodies = {
   'a key nested deep': '{"a":[[[[{"b":{"c":[{"server_url":"https://evil.example"}]}}]]]]}',
 }
 const CLEAN = JSON.stringify({ model: 'm', max_tokens: 8, messages: [{ role: 'user', content: 'please read "mcp_servers": [] and "url": "https://x"' }] })
+// OpenAI chat completions (the shape OpenRouter and most providers take): what is not a plain
+// model call's field, kind or inline value.
+const chatBodies = {
+  'an OpenRouter file part with an https URL': JSON.stringify({ model: 'm', messages: [{ role: 'user', content: [{ type: 'file', file: { filename: 'a.pdf', file_data: 'https://evil.example/a.pdf' } }] }] }),
+  'an image part by an escaped URL': '{"model":"m","messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":" \\u0068ttps:\\/\\/evil.example/i.png"}}]}]}',
+  'a model that searches by itself': JSON.stringify({ model: 'openai/gpt-4o-search-preview', messages: [{ role: 'user', content: 'hi' }] }),
+  'a model that browses, in the fallback list': JSON.stringify({ model: 'm', models: ['m', 'perplexity/sonar-pro'], messages: [] }),
+  'a field no plain call has (xAI live search)': JSON.stringify({ model: 'grok-4', search_parameters: { mode: 'on' }, messages: [] }),
+  'OpenRouter\'s web plugin': JSON.stringify({ model: 'm', plugins: [{ id: 'web' }], messages: [] }),
+  'a hosted tool in tools': JSON.stringify({ model: 'm', tools: [{ type: 'web_search' }], messages: [] }),
+}
+const CLEAN_CHAT = JSON.stringify({
+  model: 'gpt-4o', stream: true, messages: [{ role: 'user', content: [{ type: 'text', text: 'fetch https://x' }, { type: 'image_url', image_url: { url: 'data:image/png;base64,AAAA' } }, { type: 'file', file: { filename: 'a.pdf', file_data: 'data:application/pdf;base64,AAAA' } }] }],
+  tools: [{ type: 'function', function: { name: 'get', parameters: { type: 'object', properties: { url: { type: 'string' }, web_search_options: {} } } } }],
+})
 
-function fetchCases({ authA }) {
+function fetchCases({ authA, authO }) {
   const refused = (what, body, pieces) => {
     const bytes = post(MESSAGES, [authA, 'Content-Type: application/json'], body)
     return { what, bytes: pieces ? chop(bytes, pieces) : bytes, status: 403, paths: [MESSAGES], gapMs: 1 }
@@ -463,6 +478,8 @@ function fetchCases({ authA }) {
   return [
     ...Object.entries(fetchBodies).map(([what, body]) => refused(what, body)),
     refused('mcp_servers written 3 bytes at a time', MCP, 3),
+    ...Object.entries(chatBodies).map(([what, body]) => ({ what, bytes: post(CHAT, [authO, 'Content-Type: application/json'], body), status: 403, paths: [CHAT], gapMs: 1 })),
+    { what: 'a body to the model list', bytes: post('/anthropic/v1/models', [authA], '{}'), status: 403, paths: ['/anthropic/v1/models'] },
     { what: 'a gzip body', bytes: head('POST', MESSAGES, [authA, 'Content-Encoding: gzip', 'Content-Length: 2']) + '{}', status: 403, paths: [MESSAGES] },
   ]
 }
@@ -476,6 +493,7 @@ for (const mode of ['none', 'allowlist']) {
     }
     wrong.push(...await runForwarded(bed, [
       { what: 'a clean body naming the words in a string', bytes: post(MESSAGES, [bed.authA], CLEAN), url: '/v1/messages', method: 'POST', auditPath: MESSAGES },
+      { what: 'a chat call with inline image and file data and a tool schema naming url', bytes: post(CHAT, [bed.authO], CLEAN_CHAT), url: '/v1/chat/completions', method: 'POST', auditPath: CHAT },
     ]))
     report(bed, wrong, texts)
   })
@@ -517,7 +535,7 @@ test('rule 10, fetch screen: past 1 MiB the body streams and a late finding cuts
   await sleep(200)
   assert.equal(bed.up.requests.length, before, 'the upstream got a complete request')
   // The same length without the key streams through whole.
-  const clean = JSON.stringify({ model: 'm', messages: [{ role: 'user', content: pad }], note: 'mcp_servers' })
+  const clean = JSON.stringify({ model: 'm', messages: [{ role: 'user', content: pad }], metadata: { user_id: 'mcp_servers' } })
   const ok = await exchange(bed.target, post(MESSAGES, [bed.authA], clean), { timeoutMs: 20000 })
   assert.equal(ok.status, 200, ok.text.slice(-300))
   assert.equal(bed.up.requests.at(-1)?.body, clean)

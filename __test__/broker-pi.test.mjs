@@ -100,7 +100,7 @@ function listening(port) {
  * Fake upstreams for anthropic, openrouter and groq, a broker whose upstreams they are, and a
  * grant for the three providers over `transport`.
  */
-async function brokered(t, transport = 'socket') {
+async function brokered(t, transport = 'socket', network = undefined) {
   const up = {
     anthropic: await startUpstream({ name: 'anthropic', t }),
     openrouter: await startUpstream({ name: 'openrouter', t }),
@@ -120,6 +120,7 @@ async function brokered(t, transport = 'socket') {
       OPENROUTER_BASE_URL: up.openrouter.origin,
       GROQ_API_KEY: keys.groq,
       GROQ_BASE_URL: up.groq.origin,
+      ...(network ? { PO_SANDBOX_NETWORK: network } : {}),
     },
     socketDir,
     tcp: transport === 'tcp',
@@ -182,9 +183,11 @@ const cases = [
   },
 ]
 
+// In the `none` mode the broker forwards only the body shapes of plain model calls: what the
+// real pi sends (its system prompt, its tools' schemas, streaming) is such a call in each API.
 for (const c of cases) {
-  test(`pi → bridge → broker: ${c.title}`, { timeout: 180000 }, async (t) => {
-    const { up, keys, tokens, grant } = await brokered(t)
+  test(`pi → bridge → broker (network none: bodies held to the allowlist of shapes): ${c.title}`, { timeout: 180000 }, async (t) => {
+    const { up, keys, tokens, grant } = await brokered(t, 'socket', 'none')
     const r = await runPi(t, { env: grant.env, provider: c.provider, model: c.model })
     assert.equal(r.code, 0, `pi failed (${r.code}).\nstdout: ${r.stdout}\nstderr: ${r.stderr}`)
     assert.equal(r.stdout.trim(), up[c.provider].reply, `stderr: ${r.stderr}`)

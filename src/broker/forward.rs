@@ -16,6 +16,7 @@ use hyper_util::rt::TokioExecutor;
 use super::policy::ForwardPolicy;
 use super::request::AUTH_HEADERS;
 use super::routes::{self, AuthScheme, ProviderRoute};
+use super::screen::shape::Grammar;
 use super::screen::{self, Stopped, Verdict};
 use super::secret::Secret;
 use super::server::{AuditEvent, Broker, IDLE_TIMEOUT};
@@ -119,7 +120,8 @@ impl Broker {
             admitted.query
         );
         let verdict = Verdict::default();
-        let body = match self.screened(route, req, &verdict).await {
+        let grammar = ForwardPolicy::grammar(route, &admitted.rest, &upstream.path_prefix);
+        let body = match self.screened(route, req, grammar, &verdict).await {
             Ok(parts) => parts,
             Err(failure) => return Err((event, failure)),
         };
@@ -147,8 +149,8 @@ impl Broker {
             }
             // The screen ended the body mid-stream: the upstream never got all of it.
             Ok(Err(_)) if verdict.get().is_some() => {
-                let found = *verdict.get().expect("checked just above");
-                return Err((event, ForwardPolicy::fetch_refused(route, found)));
+                let found = verdict.get().expect("checked just above");
+                return Err((event, ForwardPolicy::fetch_refused(route, grammar, found)));
             }
             Ok(Err(e)) => {
                 let why = format!(
@@ -171,6 +173,7 @@ impl Broker {
         &self,
         route: &'static ProviderRoute,
         req: Request<Incoming>,
+        grammar: Option<&'static Grammar>,
         verdict: &Verdict,
     ) -> std::result::Result<Request<BoxBody<Bytes, BoxError>>, Failure> {
         let (parts, body) = req.into_parts();
@@ -186,9 +189,9 @@ impl Broker {
         if encoded {
             return Err(ForwardPolicy::encoded_refused(route));
         }
-        match screen::screen(body, verdict.clone()).await {
+        match screen::screen(body, grammar, verdict.clone()).await {
             Ok(body) => Ok(Request::from_parts(parts, screen::boxed(body))),
-            Err(Stopped::Found(found)) => Err(ForwardPolicy::fetch_refused(route, found)),
+            Err(Stopped::Found(found)) => Err(ForwardPolicy::fetch_refused(route, grammar, &found)),
             Err(Stopped::Broken(e)) => {
                 let why = format!("the request body did not arrive: {e}");
                 Err(Failure(StatusCode::BAD_REQUEST, why))

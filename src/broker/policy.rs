@@ -11,7 +11,8 @@ use hyper::StatusCode;
 use super::forward::Failure;
 use super::request::{DECODE_DEPTH, decodings};
 use super::routes::{self, ProviderRoute, paths};
-use super::screen::scan::Finding;
+use super::screen::apis;
+use super::screen::shape::{Finding, Grammar};
 use crate::error::{Error, Result};
 use crate::names::vars::{ALLOW_FETCH_VAR, ALLOW_PATHS_VAR};
 
@@ -51,15 +52,42 @@ impl ForwardPolicy {
     }
 
     /// The 403 for a body the screen refused.
-    pub fn fetch_refused(route: &ProviderRoute, found: Finding) -> Failure {
+    pub fn fetch_refused(
+        route: &ProviderRoute,
+        grammar: Option<&Grammar>,
+        found: &Finding,
+    ) -> Failure {
         let id = route.id;
         Failure(
             StatusCode::FORBIDDEN,
             format!(
-                "the request body asks {id} to fetch a URL ({}), which this workspace's network mode (none or allowlist) does not allow; to allow it, add {id} to {ALLOW_FETCH_VAR} on the host (see docs/security.md, What the broker forwards)",
-                found.describe()
+                "the request body holds {}; in this workspace's network mode (none or allowlist) the broker forwards only the body shapes of plain model calls, so that no request makes {id} fetch a URL, search or browse; to allow it, add {id} to {ALLOW_FETCH_VAR} on the host (see docs/security.md, What the broker forwards)",
+                found.describe(grammar)
             ),
         )
+    }
+
+    /// The body shape of the endpoint `rest` goes to (see [`Self::check_path`] for `prefix`):
+    /// the one built-in endpoint that every percent-decoding of the path reaches; `None` when
+    /// some decoding reaches none (a path the host added) or two decodings reach different
+    /// ones, and for endpoints that take no body.
+    pub fn grammar(route: &ProviderRoute, rest: &str, prefix: &str) -> Option<&'static Grammar> {
+        let (layers, deeper) = decodings(rest.as_bytes(), DECODE_DEPTH + 1);
+        if deeper {
+            return None;
+        }
+        let mut found: Option<(paths::Api, &'static str)> = None;
+        for layer in &layers {
+            let p = std::str::from_utf8(layer).ok()?;
+            let upstream = format!("{prefix}{p}");
+            let here = paths::endpoint(route, p).or_else(|| paths::endpoint(route, &upstream))?;
+            if found.is_some_and(|f| f != here) {
+                return None;
+            }
+            found = Some(here);
+        }
+        let (api, endpoint) = found?;
+        apis::grammar(api, endpoint)
     }
 
     /// The 403 for a compressed body, which the screen cannot read.

@@ -1,6 +1,8 @@
-//! The fetch screen on request bodies (the `none` and `allowlist` modes): a body that asks the
-//! provider to fetch a URL ([`scan`]'s rules) is refused with 403, and no complete request
-//! carrying it ever reaches the upstream; memory stays bounded whatever the body's size.
+//! The body screen on request bodies (the `none` and `allowlist` modes): a body whose shape is
+//! not in the endpoint's allowlist ([`apis`], judged by [`shape`]) is refused with 403, and no
+//! complete request carrying it ever reaches the upstream; memory stays bounded whatever the
+//! body's size. The allowlist holds what a plain model call sends, so nothing forwarded can ask
+//! the provider to fetch a URL, search or browse for the caller.
 //!
 //! How: the first [`HOLD`] bytes are read and scanned before the upstream is called, so a body
 //! up to that size (nearly every model request) is refused with nothing sent at all. A longer
@@ -18,8 +20,9 @@ use hyper::body::{Body, Frame, SizeHint};
 
 use super::forward::BoxError;
 
-pub mod scan;
-use scan::{FetchScan, Finding};
+pub mod apis;
+pub mod shape;
+use shape::{Finding, Grammar, ShapeScan};
 
 /// How much of a body is read and scanned before the upstream is called.
 pub const HOLD: usize = 1 << 20;
@@ -41,17 +44,22 @@ pub enum Stopped {
 pub struct Screened<B> {
     ready: VecDeque<Bytes>,
     inner: Option<B>,
-    scan: FetchScan,
+    scan: ShapeScan,
     held: Option<Bytes>,
     verdict: Verdict,
 }
 
-/// Reads and scans up to [`HOLD`] bytes of `body`; the body to send when nothing was found.
-pub async fn screen<B>(mut body: B, verdict: Verdict) -> Result<Screened<B>, Stopped>
+/// Reads and scans up to [`HOLD`] bytes of `body` against `grammar` (`None`: the endpoint takes
+/// no body); the body to send when nothing was found.
+pub async fn screen<B>(
+    mut body: B,
+    grammar: Option<&'static Grammar>,
+    verdict: Verdict,
+) -> Result<Screened<B>, Stopped>
 where
     B: Body<Data = Bytes, Error = BoxError> + Unpin,
 {
-    let mut scan = FetchScan::default();
+    let mut scan = ShapeScan::new(grammar);
     let mut ready = VecDeque::new();
     let mut read = 0usize;
     let mut ended = false;
@@ -67,7 +75,7 @@ where
                     continue;
                 };
                 if let Some(found) = scan.feed(&data) {
-                    return Err(Stopped::Found(found));
+                    return Err(Stopped::Found(found.clone()));
                 }
                 read += data.len();
                 ready.push_back(data);
@@ -76,7 +84,7 @@ where
     }
     if ended {
         if let Some(found) = scan.finish() {
-            return Err(Stopped::Found(found));
+            return Err(Stopped::Found(found.clone()));
         }
         return Ok(Screened {
             ready,
@@ -138,7 +146,7 @@ where
                     let Ok(data) = frame.into_data() else {
                         continue;
                     };
-                    if let Some(found) = this.scan.feed(&data) {
+                    if let Some(found) = this.scan.feed(&data).cloned() {
                         return Poll::Ready(Some(Err(this.refuse(found))));
                     }
                     // The new bytes go out after the held one, their own last byte held.
@@ -148,7 +156,7 @@ where
                 }
                 Poll::Ready(None) => {
                     this.inner = None;
-                    if let Some(found) = this.scan.finish() {
+                    if let Some(found) = this.scan.finish().cloned() {
                         this.held = None;
                         return Poll::Ready(Some(Err(this.refuse(found))));
                     }
@@ -183,14 +191,11 @@ where
 impl<B> Screened<B> {
     /// Records the finding for the request path and ends the upstream body with an error.
     fn refuse(&mut self, found: Finding) -> BoxError {
+        let why = format!("the request body is refused: {}", found.describe(None));
         let _ = self.verdict.set(found);
         self.inner = None;
         self.ready.clear();
-        format!(
-            "the request body asks the provider to fetch: {}",
-            found.describe()
-        )
-        .into()
+        why.into()
     }
 }
 

@@ -138,8 +138,14 @@ fn the_screen_is_on_in_the_closed_modes_except_for_providers_allowed_to_fetch() 
         }
         other => panic!("{other:?}"),
     }
-    let Failure(status, why) =
-        ForwardPolicy::fetch_refused(route("anthropic"), Finding::Key("mcp_servers"));
+    let Failure(status, why) = ForwardPolicy::fetch_refused(
+        route("anthropic"),
+        None,
+        &Finding::Key {
+            key: "mcp_servers".into(),
+            within: "the request",
+        },
+    );
     assert_eq!(status, StatusCode::FORBIDDEN);
     assert!(
         why.contains("mcp_servers")
@@ -147,4 +153,45 @@ fn the_screen_is_on_in_the_closed_modes_except_for_providers_allowed_to_fetch() 
             && why.contains("PO_SANDBOX_BROKER_ALLOW_FETCH"),
         "{why}"
     );
+}
+
+#[test]
+fn the_body_shape_follows_the_endpoint_in_every_decoding() {
+    let name = |id: &str, rest: &str, prefix: &str| {
+        ForwardPolicy::grammar(route(id), rest, prefix).map(|g| g.name)
+    };
+    assert_eq!(
+        name("anthropic", "/v1/messages", ""),
+        Some("Anthropic Messages")
+    );
+    assert_eq!(
+        name("anthropic", "/v1/messages/count_tokens", ""),
+        Some("Anthropic Messages")
+    );
+    // An encoded model in a Gemini path reaches the same endpoint in each decoding.
+    assert_eq!(
+        name(
+            "google",
+            "/v1beta/models/gemini%2D2.5:streamGenerateContent",
+            ""
+        ),
+        Some("the Gemini API")
+    );
+    assert_eq!(
+        name("openai", "/v1/chat/completions", ""),
+        Some("OpenAI chat completions")
+    );
+    assert_eq!(
+        name("openai", "/v1/responses", ""),
+        Some("OpenAI Responses")
+    );
+    // A host base URL ending in /v1: the path below it reaches the same endpoint.
+    assert_eq!(
+        name("openai", "/responses", "/v1"),
+        Some("OpenAI Responses")
+    );
+    // No body shape: the model list, a path only the host added, a path deeper than decoded.
+    assert_eq!(name("openai", "/v1/models", ""), None);
+    assert_eq!(name("openai", "/v1/files", ""), None);
+    assert_eq!(name("openai", "/v1/%2525252572esponses", ""), None);
 }

@@ -67,6 +67,15 @@ pub fn allowed(route: &ProviderRoute, extra: &[String], path: &str) -> bool {
     built_in || extra.iter().any(|p| matches(p, path))
 }
 
+/// The built-in model endpoint `path` is for `route`: its API and the endpoint's pattern.
+pub fn endpoint(route: &ProviderRoute, path: &str) -> Option<(Api, &'static str)> {
+    route.apis.iter().find_map(|(base, api)| {
+        let below = under(path, base)?;
+        let pattern = api.endpoints().iter().find(|p| matches(p, below))?;
+        Some((*api, *pattern))
+    })
+}
+
 /// The rest of `path` below `base` (segment-aligned), starting `/`.
 fn under<'a>(path: &'a str, base: &str) -> Option<&'a str> {
     path.strip_prefix(base).filter(|r| r.starts_with('/'))

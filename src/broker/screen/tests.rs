@@ -37,6 +37,20 @@ where
     (got, None)
 }
 
+fn chat() -> Option<&'static Grammar> {
+    apis::grammar(
+        crate::broker::routes::paths::Api::OpenAi,
+        "/chat/completions",
+    )
+}
+
+fn key(key: &str) -> Finding {
+    Finding::Key {
+        key: key.into(),
+        within: "the request",
+    }
+}
+
 /// A clean JSON body of about `size` bytes whose last key is `tail_key`.
 fn big_body(size: usize, tail_key: &str) -> Vec<u8> {
     let mut body = b"{\"messages\":[{\"role\":\"user\",\"content\":\"".to_vec();
@@ -55,15 +69,17 @@ async fn a_small_body_is_judged_before_anything_is_sent() {
         .await
         .unwrap();
     drop(tx);
-    match screen(body, Verdict::default()).await {
-        Err(Stopped::Found(f)) => assert_eq!(f, Finding::Key("mcp_servers")),
+    match screen(body, chat(), Verdict::default()).await {
+        Err(Stopped::Found(f)) => assert_eq!(f, key("mcp_servers")),
         other => panic!("expected a finding, got {:?}", other.err()),
     }
     let (tx, body) = fed(4);
     let clean = br#"{"model":"m","messages":[{"role":"user","content":"mcp_servers"}]}"#;
     tx.send(Bytes::from_static(clean)).await.unwrap();
     drop(tx);
-    let screened = screen(body, Verdict::default()).await.expect("clean");
+    let screened = screen(body, chat(), Verdict::default())
+        .await
+        .expect("clean");
     assert_eq!(screened.size_hint().exact(), Some(clean.len() as u64));
     assert_eq!(drain(screened).await, (clean.to_vec(), None));
 }
@@ -85,7 +101,9 @@ async fn a_long_body_streams_with_its_last_byte_held_until_the_scan_ends() {
             }
         }
     });
-    let screened = screen(body, verdict.clone()).await.expect("clean so far");
+    let screened = screen(body, chat(), verdict.clone())
+        .await
+        .expect("clean so far");
     assert!(
         !sender.is_finished(),
         "the screen read the whole body first"
@@ -111,13 +129,13 @@ async fn a_finding_past_the_hold_ends_the_body_before_its_last_byte() {
                 let _ = tx.send(c).await;
             }
         });
-        let screened = screen(body, verdict.clone())
+        let screened = screen(body, chat(), verdict.clone())
             .await
             .expect("clean in the hold");
         let (got, error) = drain(screened).await;
         assert!(error.is_some_and(|e| e.contains(tail)), "{tail}");
         assert!(got.len() < body_bytes.len(), "the whole body went out");
-        assert_eq!(verdict.get(), Some(&Finding::Key(tail)));
+        assert_eq!(verdict.get(), Some(&key(tail)));
     }
 }
 
@@ -126,18 +144,22 @@ async fn a_gibibyte_body_streams_through_in_bounded_memory() {
     // 1 GiB in 1 MiB chunks: the screen holds at most HOLD plus a chunk, never the body.
     const CHUNK: usize = 1 << 20;
     const TOTAL: usize = 1 << 30;
+    const HEAD: &[u8] = b"{\"messages\":[{\"content\":\"";
+    const TAIL: &[u8] = b"\"}]}";
     let (tx, body) = fed(2);
     tokio::spawn(async move {
-        let _ = tx.send(Bytes::from_static(b"{\"pad\":\"")).await;
+        let _ = tx.send(Bytes::from_static(HEAD)).await;
         let chunk = Bytes::from(vec![b'a'; CHUNK]);
         for _ in 0..TOTAL / CHUNK {
             if tx.send(chunk.clone()).await.is_err() {
                 return;
             }
         }
-        let _ = tx.send(Bytes::from_static(b"\"}")).await;
+        let _ = tx.send(Bytes::from_static(TAIL)).await;
     });
-    let mut screened = screen(body, Verdict::default()).await.expect("clean");
+    let mut screened = screen(body, chat(), Verdict::default())
+        .await
+        .expect("clean");
     let mut total = 0usize;
     let mut most_queued = 0usize;
     while let Some(frame) = screened.frame().await {
@@ -145,7 +167,7 @@ async fn a_gibibyte_body_streams_through_in_bounded_memory() {
         let queued: usize = screened.ready.iter().map(Bytes::len).sum();
         most_queued = most_queued.max(queued);
     }
-    assert_eq!(total, TOTAL + 10);
+    assert_eq!(total, TOTAL + HEAD.len() + TAIL.len());
     assert!(
         most_queued <= HOLD + CHUNK,
         "{most_queued} bytes queued at once"
