@@ -184,13 +184,13 @@ export declare class WorkspaceContainers {
   review(workspaceId: string): Promise<WorkspaceReview>
   /**
    * Clone mode: the agent's commits since the copy was made and its uncommitted work, with
-   * the host-executed files among them. Rejects with `NOT_A_CLONE`, `SANDBOX_NOT_RUNNING`;
+   * the host-executed files among them. Rejects with `NOT_A_CLONE`, `SANDBOX_NOT_RUNNING`, `CHANGES_TIMEOUT`;
    * throws `WORKSPACE_INVALID` for a bad id.
    */
   diff(workspaceId: string, options?: CloneApplyOptions | undefined | null): Promise<CloneDiff>
   /**
    * Clone mode: puts the agent's work on a host branch (see docs/api.md). Rejects with
-   * `APPLY_REFUSED`, `NOT_A_CLONE`, `SANDBOX_NOT_RUNNING`, `OPTIONS_INVALID` (branch).
+   * `APPLY_REFUSED`, `NOT_A_CLONE`, `SANDBOX_NOT_RUNNING`, `CHANGES_TIMEOUT`, `OPTIONS_INVALID` (branch).
    */
   apply(workspaceId: string, options?: CloneApplyOptions | undefined | null): Promise<CloneApplied>
   /** Stops and removes every container of this hub. Resolves with the workspace ids. */

@@ -228,6 +228,20 @@ test('a git repository in clone mode: its history, the host work git sees, nothi
   assert.match(kept.stdout, /echo planted/)
   await takeTheWork(folder, home, ws, agentCommit)
 
+  // A command inside that never ends (a clean filter the agent configured, run by `git add`)
+  // does not hold diff or apply: one deadline for all their reading, and nothing on the host.
+  const slow = await po(['exec', folder, ...home, '--', 'sh', '-c', 'git config filter.slow.clean "sleep 30; cat" && echo "* filter=slow" > .gitattributes && echo more >> tracked.txt'])
+  assert.equal(slow.code, 0, slow.stderr)
+  const settled = treeHash(folder)
+  for (const verb of ['diff', 'apply']) {
+    const late = await po([verb, folder, '--json', ...home], { PO_SANDBOX_CHANGES_TIMEOUT_MS: '1500' })
+    assert.equal(late.code, 1, late.stderr)
+    const error = JSON.parse(late.stdout).error
+    assert.equal(error.code, 'CHANGES_TIMEOUT', late.stdout)
+    assert.match(error.message, /longer than 2000 ms \(PO_SANDBOX_CHANGES_TIMEOUT_MS\); nothing was changed on the host/)
+  }
+  assert.equal(treeHash(folder), settled, 'nothing of a timed-out apply reached the host')
+
   // Another mode replaces the container, never merges; the copy stays until discarded.
   const bind = await po(['up', folder, '--json', ...home, ...IMAGE])
   assert.equal(bind.code, 0, bind.stderr)

@@ -154,6 +154,13 @@ pub enum Error {
     #[error("The sandbox of workspace '{workspace}' {reason}")]
     NotAClone { workspace: String, reason: String },
 
+    /// `diff` or `apply` did not finish reading the copy inside the container within its bound
+    /// (a very large copy, or a command stuck inside); nothing on the host was changed.
+    #[error(
+        "Reading the changes of workspace '{workspace}' took longer than {bound_ms} ms (PO_SANDBOX_CHANGES_TIMEOUT_MS); nothing was changed on the host: raise the bound for a very large copy, or look inside with `po-sandbox exec` for a command that hangs"
+    )]
+    ChangesTimeout { workspace: String, bound_ms: u64 },
+
     /// `apply` would change what the person made: the host branch has diverged from the
     /// agent's work, is checked out, or the host folder cannot take the work.
     #[error("Nothing was applied to {folder}: {reason}")]
@@ -193,6 +200,7 @@ impl Error {
             Error::SandboxNotRunning { .. } => "SANDBOX_NOT_RUNNING",
             Error::ReviewUnavailable { .. } => "REVIEW_UNAVAILABLE",
             Error::NotAClone { .. } => "NOT_A_CLONE",
+            Error::ChangesTimeout { .. } => "CHANGES_TIMEOUT",
             Error::ApplyRefused { .. } => "APPLY_REFUSED",
             Error::PortInUse { .. } => "PORT_IN_USE",
             Error::NestingRefused => "NESTING_REFUSED",

@@ -27,7 +27,8 @@ pub(crate) use report::{CandidateOutcome, CandidateReport, EngineReport, remote_
 use crate::error::Result;
 use crate::host::HostEnv;
 use crate::names::vars::{
-    BUILD_IDLE_VAR, CALL_TIMEOUT_VAR, CHANGE_TIMEOUT_VAR, ENGINE_VAR, TIMEOUT_VAR,
+    BUILD_IDLE_VAR, CALL_TIMEOUT_VAR, CHANGE_TIMEOUT_VAR, CHANGES_TIMEOUT_VAR, ENGINE_VAR,
+    TIMEOUT_VAR,
 };
 
 /// Default bound on each of connect, ping, version and info.
@@ -39,6 +40,8 @@ pub const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(10);
 pub const DEFAULT_CHANGE_TIMEOUT: Duration = Duration::from_secs(30);
 /// Default longest silence of a build step (a quiet `npm install` on a slow network).
 pub const DEFAULT_BUILD_IDLE: Duration = Duration::from_secs(300);
+/// Default bound on a `diff` or `apply`'s reading of a copy.
+pub const DEFAULT_CHANGES_TIMEOUT: Duration = Duration::from_secs(600);
 /// How long a stop lets the container's process exit before the engine kills it.
 pub const STOP_GRACE: Duration = Duration::from_secs(10);
 
@@ -51,6 +54,9 @@ pub struct Bounds {
     pub change: Duration,
     /// The gap between two messages of an image build ([`BUILD_IDLE_VAR`]).
     pub build_idle: Duration,
+    /// The whole of a `diff` or `apply`'s reading of a copy, every exec it runs together
+    /// ([`CHANGES_TIMEOUT_VAR`]).
+    pub changes: Duration,
 }
 
 impl Default for Bounds {
@@ -59,6 +65,7 @@ impl Default for Bounds {
             read: DEFAULT_CALL_TIMEOUT,
             change: DEFAULT_CHANGE_TIMEOUT,
             build_idle: DEFAULT_BUILD_IDLE,
+            changes: DEFAULT_CHANGES_TIMEOUT,
         }
     }
 }
@@ -171,6 +178,7 @@ pub fn bounds(host: &HostEnv) -> Result<Bounds> {
         read: ms_var(host, CALL_TIMEOUT_VAR, 600_000, d.read)?,
         change: ms_var(host, CHANGE_TIMEOUT_VAR, 600_000, d.change)?,
         build_idle: ms_var(host, BUILD_IDLE_VAR, 3_600_000, d.build_idle)?,
+        changes: ms_var(host, CHANGES_TIMEOUT_VAR, 3_600_000, d.changes)?,
     })
 }
 
@@ -349,14 +357,17 @@ mod tests {
                 read: Duration::from_secs(10),
                 change: Duration::from_secs(30),
                 build_idle: Duration::from_secs(300),
+                changes: Duration::from_secs(600),
             }
         );
         let set = b(&[
             (CALL_TIMEOUT_VAR, "2000"),
             (CHANGE_TIMEOUT_VAR, "45000"),
             (BUILD_IDLE_VAR, "3600000"),
+            (CHANGES_TIMEOUT_VAR, "1500"),
         ])
         .unwrap();
+        assert_eq!(set.changes, Duration::from_secs(2));
         assert_eq!(set.read, Duration::from_secs(2));
         assert_eq!(set.change, Duration::from_secs(45));
         assert_eq!(set.build_idle, Duration::from_secs(3600));
@@ -365,6 +376,8 @@ mod tests {
             (CHANGE_TIMEOUT_VAR, "later"),
             (BUILD_IDLE_VAR, "3600001"),
             (BUILD_IDLE_VAR, "500"),
+            (CHANGES_TIMEOUT_VAR, "3600001"),
+            (CHANGES_TIMEOUT_VAR, "999"),
         ] {
             let e = b(&[(var, bad)]).unwrap_err();
             assert_eq!(e.code(), "OPTIONS_INVALID", "{var}={bad}");

@@ -16,6 +16,9 @@ pub const CHANGE_TIMEOUT_VAR: &str = "PO_SANDBOX_ENGINE_CHANGE_TIMEOUT_MS";
 /// The variable that bounds the gap between two progress messages of an image build, in
 /// milliseconds (a build is bounded by its progress, not by its length).
 pub const BUILD_IDLE_VAR: &str = "PO_SANDBOX_IMAGE_BUILD_IDLE_TIMEOUT_MS";
+/// The variable that bounds the whole of a `diff` or `apply`'s reading of a copy (every exec
+/// it runs inside the container, their output included), in milliseconds.
+pub const CHANGES_TIMEOUT_VAR: &str = "PO_SANDBOX_CHANGES_TIMEOUT_MS";
 /// The variable that names the docker CLI's context, over the config file's `currentContext`.
 pub const CONTEXT_VAR: &str = "DOCKER_CONTEXT";
 /// The variable that moves the docker CLI's config folder.

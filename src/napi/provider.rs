@@ -260,7 +260,7 @@ impl WorkspaceContainers {
     }
 
     /// Clone mode: the agent's commits since the copy was made and its uncommitted work, with
-    /// the host-executed files among them. Rejects with `NOT_A_CLONE`, `SANDBOX_NOT_RUNNING`;
+    /// the host-executed files among them. Rejects with `NOT_A_CLONE`, `SANDBOX_NOT_RUNNING`, `CHANGES_TIMEOUT`;
     /// throws `WORKSPACE_INVALID` for a bad id.
     #[napi(ts_args_type = "workspaceId: string, options?: CloneApplyOptions | undefined | null")]
     pub fn diff<'env>(
@@ -277,7 +277,7 @@ impl WorkspaceContainers {
     }
 
     /// Clone mode: puts the agent's work on a host branch (see docs/api.md). Rejects with
-    /// `APPLY_REFUSED`, `NOT_A_CLONE`, `SANDBOX_NOT_RUNNING`, `OPTIONS_INVALID` (branch).
+    /// `APPLY_REFUSED`, `NOT_A_CLONE`, `SANDBOX_NOT_RUNNING`, `CHANGES_TIMEOUT`, `OPTIONS_INVALID` (branch).
     #[napi(ts_args_type = "workspaceId: string, options?: CloneApplyOptions | undefined | null")]
     pub fn apply<'env>(
         &self,

@@ -12,6 +12,7 @@ use crate::sandbox::clone::{
     self, ApplyRules, CloneApplied, CloneApplyOptions, CloneChanges, CloneDiff, Entry, Listing,
     Manifest, Planned,
 };
+use crate::sandbox::exec::Deadline;
 use crate::sandbox::service::{ContainerService, WorkspaceContainer};
 
 impl Provider {
@@ -28,11 +29,12 @@ impl Provider {
         service: &ContainerService,
         c: &WorkspaceContainer,
         manifest: &Manifest,
+        deadline: Deadline,
     ) -> Result<Listing> {
         let id = &c.workspace_id;
         let rules = manifest.rules();
         let out = service
-            .capture_adopted(c, clone::list_command(&rules))
+            .capture_adopted(c, clone::list_command(&rules), deadline)
             .await?;
         let err = String::from_utf8_lossy(&out.stderr);
         if out.code != 0 {
@@ -47,11 +49,14 @@ impl Provider {
         service: &ContainerService,
         c: &WorkspaceContainer,
         paths: &[&str],
+        deadline: Deadline,
     ) -> Result<HashMap<String, (Entry, Vec<u8>)>> {
         let mut got = HashMap::new();
         for command in clone::fetch_commands(paths) {
             let batch: Vec<&str> = command[3..].iter().map(String::as_str).collect();
-            let out = service.capture_adopted(c, command.clone()).await?;
+            let out = service
+                .capture_adopted(c, command.clone(), deadline)
+                .await?;
             let files = clone::parse_fetched(&batch, &out.stdout)
                 .filter(|_| out.code == 0)
                 .ok_or_else(|| {
@@ -90,20 +95,22 @@ impl Provider {
         service: &ContainerService,
         c: &WorkspaceContainer,
         manifest: Manifest,
+        deadline: Deadline,
     ) -> Result<CloneDiff> {
         // What an interrupted apply left aside goes first (the diff compares the folder).
         let o = &self.options;
         let manifest_file = clone::manifest_path(&o.po_home, &o.owner, &manifest.workspace_id);
         let journal = clone::journal_path(&manifest_file);
         let _ = tokio::task::spawn_blocking(move || clone::sweep_asides(&journal)).await;
-        let listing = Arc::new(Self::listing(service, c, &manifest).await?);
+        let listing = Arc::new(Self::listing(service, c, &manifest, deadline).await?);
         let (id, path) = (manifest.workspace_id.clone(), manifest.path.clone());
         let rules = ApplyRules {
             guarded: self.options.guarded_paths.clone(),
             ..ApplyRules::default()
         };
         let planned = Self::folder_plan(manifest, listing.clone(), rules).await?;
-        let bytes = Self::fetch(service, c, &clone::diff_fetch(&planned, &listing)).await?;
+        let bytes =
+            Self::fetch(service, c, &clone::diff_fetch(&planned, &listing), deadline).await?;
         let (patch, stat) = clone::patch_of(&planned, &|p| bytes.get(p).map(|(_, b)| b.clone()));
         Ok(CloneDiff {
             workspace_id: id,
@@ -128,6 +135,7 @@ impl Provider {
         c: &WorkspaceContainer,
         manifest: Manifest,
         options: &CloneApplyOptions,
+        deadline: Deadline,
     ) -> Result<CloneApplied> {
         if let Some(option) = [("branch", &options.branch), ("patch", &options.patch)]
             .iter()
@@ -146,10 +154,11 @@ impl Provider {
             include_executable: options.include_executable == Some(true),
             guarded: self.options.guarded_paths.clone(),
         };
-        let listing = Arc::new(Self::listing(service, c, &manifest).await?);
+        let listing = Arc::new(Self::listing(service, c, &manifest, deadline).await?);
         let (id, path) = (manifest.workspace_id.clone(), manifest.path.clone());
         let mut planned = Self::folder_plan(manifest, listing.clone(), rules).await?;
-        let fetched = Self::fetch(service, c, &clone::apply_fetch(&mut planned, &listing)).await?;
+        let wanted = clone::apply_fetch(&mut planned, &listing);
+        let fetched = Self::fetch(service, c, &wanted, deadline).await?;
         let folder = PathBuf::from(&path);
         let manifest_file = clone::manifest_path(&self.options.po_home, &self.options.owner, &id);
         let journal = clone::journal_path(&manifest_file);

@@ -42,15 +42,25 @@ impl Provider {
         Ok((service, container))
     }
 
+    /// The one deadline of a `diff` or `apply`'s reading of the copy, from now
+    /// ([`crate::engine::Bounds::changes`]).
+    fn changes_deadline(&self) -> Result<crate::sandbox::exec::Deadline> {
+        let bound = crate::engine::bounds(&self.options.host)?.changes;
+        Ok(crate::sandbox::exec::Deadline::after(bound))
+    }
+
     /// What the agent did in the workspace's copy since it was made.
     pub async fn clone_diff(self: &Arc<Self>, id: &str, path: Option<&str>) -> Result<CloneDiff> {
         let (service, c) = self.running_clone(id, path).await?;
+        let deadline = self.changes_deadline()?;
         let folder = c.workspace_path.clone().or(path.map(String::from));
         let folder = folder.unwrap_or_default();
         if let Some(manifest) = self.copy_manifest(id, &folder) {
-            return self.folder_diff(&service, &c, manifest).await;
+            return self.folder_diff(&service, &c, manifest, deadline).await;
         }
-        let out = service.capture_adopted(&c, clone::diff_command()).await?;
+        let out = service
+            .capture_adopted(&c, clone::diff_command(), deadline)
+            .await?;
         let parts = clone::answers(id, out.code, &out.stdout, &out.stderr, clone::DIFF_ANSWERS)?;
         Ok(clone::parse_diff(id, &folder, parts))
     }
@@ -66,13 +76,16 @@ impl Provider {
         clone::check_branch(&branch)?;
         let path = options.path.as_deref();
         let (service, c) = self.running_clone(id, path).await?;
+        let deadline = self.changes_deadline()?;
         let folder = c.workspace_path.clone().or(options.path.clone());
         let folder = PathBuf::from(folder.unwrap_or_default());
         if let Some(manifest) = self.copy_manifest(id, &folder.to_string_lossy()) {
-            return self.folder_apply(&service, &c, manifest, &options).await;
+            return self
+                .folder_apply(&service, &c, manifest, &options, deadline)
+                .await;
         }
         let command = clone::apply_command(options.patch.is_some());
-        let out = service.capture_adopted(&c, command).await?;
+        let out = service.capture_adopted(&c, command, deadline).await?;
         let parts = clone::answers(id, out.code, &out.stdout, &out.stderr, clone::APPLY_ANSWERS)?;
         let work = clone::parse_work(parts);
         let (id, patch) = (id.to_string(), options.patch.map(PathBuf::from));

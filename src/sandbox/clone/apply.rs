@@ -222,7 +222,7 @@ fn unbundle(folder: &Path, bundle: &[u8]) -> std::io::Result<String> {
 }
 
 /// Writes a new file (0600), refusing one that exists and a link at its name.
-fn write_new_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+pub(super) fn write_new_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     use std::io::Write;
     let mut open = fs::OpenOptions::new();
     open.write(true).create_new(true);

@@ -295,3 +295,27 @@ fn a_commit_is_listed_whatever_its_author_and_subject_hold() {
         ]
     );
 }
+
+/// The bundle an `apply` reads is written into its private folder without following a link
+/// planted at its name, and never over an existing file.
+#[cfg(unix)]
+#[test]
+fn a_bundle_is_never_written_through_a_link() {
+    let root = tempfile::tempdir().unwrap();
+    let target = root.path().join("host-file");
+    std::fs::write(&target, "the person's").unwrap();
+    let at = root.path().join("changes.bundle");
+    std::os::unix::fs::symlink(&target, &at).unwrap();
+    assert!(apply::write_new_private(&at, b"bundle").is_err());
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), "the person's");
+    let dangling = root.path().join("dangling.bundle");
+    std::os::unix::fs::symlink(root.path().join("made-by-the-link"), &dangling).unwrap();
+    assert!(apply::write_new_private(&dangling, b"bundle").is_err());
+    assert!(!root.path().join("made-by-the-link").exists());
+    let fresh = root.path().join("fresh.bundle");
+    apply::write_new_private(&fresh, b"bundle").unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(&fresh).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600);
+    assert!(apply::write_new_private(&fresh, b"again").is_err());
+}

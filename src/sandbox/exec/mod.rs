@@ -176,11 +176,49 @@ pub struct Captured {
 pub const MAX_CAPTURED: usize = 1 << 30;
 
 /// Runs `command` in `container_id` in `working_dir`, as the container's user, with no stdin,
-/// and keeps its output (at most [`MAX_CAPTURED`] bytes).
+/// and keeps its output (at most [`MAX_CAPTURED`] bytes), all of it before `deadline` (the
+/// caller's one deadline for every command of its work: [`Error::ChangesTimeout`] past it).
 pub async fn capture(
     docker: &impl EngineApi,
-    container_id: &str,
-    workspace: &str,
+    (container_id, workspace): (&str, &str),
+    command: Vec<String>,
+    working_dir: String,
+    deadline: Deadline,
+) -> Result<Captured> {
+    match tokio::time::timeout_at(
+        deadline.at,
+        capture_now(docker, (container_id, workspace), command, working_dir),
+    )
+    .await
+    {
+        Ok(done) => done,
+        Err(_) => Err(Error::ChangesTimeout {
+            workspace: workspace.into(),
+            bound_ms: deadline.bound.as_millis() as u64,
+        }),
+    }
+}
+
+/// One deadline for every command of a piece of work, and the bound it was set from.
+#[derive(Debug, Clone, Copy)]
+pub struct Deadline {
+    pub at: tokio::time::Instant,
+    pub bound: std::time::Duration,
+}
+
+impl Deadline {
+    /// `bound` from now.
+    pub fn after(bound: std::time::Duration) -> Deadline {
+        Deadline {
+            at: tokio::time::Instant::now() + bound,
+            bound,
+        }
+    }
+}
+
+async fn capture_now(
+    docker: &impl EngineApi,
+    (container_id, workspace): (&str, &str),
     command: Vec<String>,
     working_dir: String,
 ) -> Result<Captured> {

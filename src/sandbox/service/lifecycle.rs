@@ -616,13 +616,15 @@ impl<E: EngineApi> ContainerService<E> {
         &self,
         container: &WorkspaceContainer,
         command: Vec<String>,
+        deadline: exec::Deadline,
     ) -> Result<exec::Captured> {
         let id = &container.workspace_id;
         let working_dir = container.container_path.clone().ok_or_else(|| {
             Error::container(id, "its container does not say which folder it serves")
         })?;
         let docker = &self.inner.docker;
-        exec::capture(docker, &container.container_id, id, command, working_dir).await
+        let target = (container.container_id.as_str(), id.as_str());
+        exec::capture(docker, target, command, working_dir, deadline).await
     }
 
     /// Adopts `live`, read before this call by its deterministic name, when it is this

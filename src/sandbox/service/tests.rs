@@ -90,6 +90,7 @@ fn config(home: &Path, broker: Option<BrokerWiring>) -> ServiceConfig {
             read: Duration::from_millis(200),
             change: Duration::from_millis(200),
             build_idle: Duration::from_secs(1),
+            changes: Duration::from_secs(2),
         },
         host_addresses: vec![],
         dns_servers: vec![],
