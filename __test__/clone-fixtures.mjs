@@ -3,10 +3,12 @@
 // planting routes of the guard tests, and the acceptance of diff and apply in one sandbox.
 import assert from 'node:assert/strict'
 import { createHash } from 'node:crypto'
-import { lstatSync, readdirSync, readFileSync, readlinkSync, writeFileSync } from 'node:fs'
+import { spawn } from 'node:child_process'
+import { existsSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync, writeFileSync } from 'node:fs'
+import os from 'node:os'
 import path from 'node:path'
 
-import { run } from './helpers.mjs'
+import { root, run } from './helpers.mjs'
 
 export async function git(cwd, ...args) {
   const r = await run('git', args, { cwd })
@@ -139,4 +141,46 @@ export async function plantAndApply(sandbox, folder, before, branch) {
 
 export function parseLines(text) {
   return Object.fromEntries(text.trim().split('\n').filter((l) => l.includes('=')).map((l) => [l.slice(0, l.indexOf('=')), l.slice(l.indexOf('=') + 1).trimEnd()]))
+}
+
+/**
+ * A case-insensitive folder: `casefold-fs.py` (FUSE, mfusepy on libfuse 3, in a venv under
+ * `.tmp/`) over a fresh backing folder, unmounted and removed when the test ends. The kernel here
+ * has no casefold (CONFIG_UNICODE) for an ext4 casefold folder on a loop device; this folder
+ * looks names up as such a file system does. Fails saying what to install where FUSE, venv or
+ * PyPI is missing.
+ */
+export async function casefoldFolder(t) {
+  const venv = path.join(root, '.tmp', 'casefold-venv')
+  const py = path.join(venv, 'bin', 'python')
+  const how = 'install them (Debian, as root: apt-get install python3-venv fuse3) and make sure PyPI answers'
+  if (!existsSync('/dev/fuse')) throw new Error(`the case-insensitive folder needs FUSE (/dev/fuse is missing): ${how}`)
+  const tryRun = (cmd, args) => run(cmd, args).catch((e) => ({ code: -1, stderr: e.message }))
+  if ((await tryRun(py, ['-c', 'import mfusepy'])).code !== 0) {
+    rmSync(venv, { recursive: true, force: true })
+    for (const [cmd, args] of [['python3', ['-m', 'venv', venv]], [path.join(venv, 'bin', 'pip'), ['install', '--quiet', '--disable-pip-version-check', 'mfusepy==3.1.0']]]) {
+      const r = await tryRun(cmd, args)
+      if (r.code !== 0) throw new Error(`the case-insensitive folder needs python3-venv and mfusepy (${cmd} ${args.join(' ')} failed: ${r.stderr.trim()}): ${how}`)
+    }
+  }
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'po-casefold-'))
+  const backing = path.join(dir, 'backing')
+  const folder = path.join(dir, 'folder')
+  mkdirSync(backing)
+  mkdirSync(folder)
+  const child = spawn(py, [path.join(root, '__test__', 'casefold-fs.py'), backing, folder], { stdio: ['ignore', 'ignore', 'pipe'] })
+  let stderr = ''
+  child.stderr.on('data', (d) => { stderr += d })
+  t.after(async () => {
+    await tryRun('fusermount3', ['-u', folder])
+    child.kill()
+    rmSync(dir, { recursive: true, force: true })
+  })
+  const mounted = () => readFileSync('/proc/self/mountinfo', 'utf8').split('\n').some((l) => l.split(' ')[4] === folder)
+  for (let i = 0; i < 100 && !mounted(); i++) {
+    if (child.exitCode !== null) break
+    await new Promise((resolve) => setTimeout(resolve, 50))
+  }
+  if (!mounted()) throw new Error(`the case-insensitive folder did not mount at ${folder}: ${stderr.trim() || 'no output'}; ${how}`)
+  return folder
 }

@@ -8,12 +8,12 @@
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { createHash } from 'node:crypto'
-import { mkdirSync, readdirSync, readFileSync, statSync, symlinkSync, writeFileSync } from 'node:fs'
+import { existsSync, mkdirSync, readdirSync, readFileSync, statSync, symlinkSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import path from 'node:path'
 
 import { addon, dockerCli, root, run, tempDir } from './helpers.mjs'
-import { PLANT, git, hostState, parseLines, treeHash } from './clone-fixtures.mjs'
+import { PLANT, casefoldFolder, git, hostState, parseLines, treeHash } from './clone-fixtures.mjs'
 import { baseOptions, containersWith, fakeHost, newOwner, tempHome, useTestBaseImage, volumesOf } from './provider-fixtures.mjs'
 
 const cli = path.join(root, 'bin', 'po-sandbox.js')
@@ -372,4 +372,41 @@ test('a bad workspace mode is a coded error naming the fix, and nothing is made'
     assert.equal(r.code, 2, r.stderr)
     assert.match(r.stderr, /is an option of (up|down) only/)
   }
+})
+
+test('on a case-insensitive folder (casefold, over FUSE): apply --yes holds .Claude/settings.json, .VSCode/tasks.json and MAKEFILE for --include-executable, and never writes over the person\'s file under another case', async (t) => {
+  const folder = await casefoldFolder(t)
+  const poHome = tempHome(t)
+  const ws = addon.workspaceForFolder(folder)
+  t.after(() => addon.stopSandboxContainers({ poHome, workspace: ws.id, removeVolumes: true, discard: true }))
+  mkdirSync(path.join(folder, '.claude'))
+  writeFileSync(path.join(folder, '.claude/settings.json'), 'the person\'s\n')
+  writeFileSync(path.join(folder, 'notes.txt'), 'notes\n')
+  assert.equal(readFileSync(path.join(folder, '.CLAUDE/Settings.JSON'), 'utf8'), 'the person\'s\n', 'the folder is case-insensitive')
+  const home = ['--po-home', poHome]
+  const up = await po(['up', folder, '--clone', ...home, ...IMAGE])
+  assert.equal(up.code, 0, up.stderr)
+  const work = await po(['exec', folder, ...home, '--', 'sh', '-c', 'mkdir -p .Claude .VSCode && echo agent > .Claude/settings.json && echo "{}" > .VSCode/tasks.json && printf "all:\\n\\techo planted\\n" > MAKEFILE && echo plain > plain.txt'])
+  assert.equal(work.code, 0, work.stderr)
+  const byPath = (r) => Object.fromEntries(JSON.parse(r.stdout).files.map((f) => [f.path, f]))
+
+  const a = await po(['apply', folder, '--yes', '--json', ...home])
+  assert.equal(a.code, 0, a.stderr)
+  const first = byPath(a)
+  // Guarded (.VSCode/tasks.json is .vscode's) and host-run (MAKEFILE is a Makefile) names wait.
+  for (const p of ['.VSCode/tasks.json', 'MAKEFILE']) assert.equal(first[p]?.outcome, 'held', `${p}: ${JSON.stringify(first[p])}`)
+  // The person's .claude/settings.json is the copy's new .Claude/settings.json on this folder.
+  assert.equal(first['.Claude/settings.json']?.outcome, 'conflict', JSON.stringify(first['.Claude/settings.json']))
+  assert.equal(first['plain.txt'].outcome, 'written')
+  assert.ok(!existsSync(path.join(folder, '.vscode/tasks.json')) && !existsSync(path.join(folder, 'makefile')), 'nothing host-run was written with --yes alone')
+
+  const b = await po(['apply', folder, '--yes', '--include-executable', '--json', ...home])
+  assert.equal(b.code, 0, b.stderr)
+  const second = byPath(b)
+  assert.equal(second['.VSCode/tasks.json'].outcome, 'written')
+  assert.equal(second.MAKEFILE.outcome, 'written')
+  assert.equal(readFileSync(path.join(folder, '.vscode/TASKS.json'), 'utf8'), '{}\n')
+  assert.equal(readFileSync(path.join(folder, 'Makefile'), 'utf8'), 'all:\n\techo planted\n')
+  assert.equal(second['.Claude/settings.json'].outcome, 'conflict', JSON.stringify(second['.Claude/settings.json']))
+  assert.equal(readFileSync(path.join(folder, '.claude/settings.json'), 'utf8'), 'the person\'s\n', 'the person\'s file under another case is kept')
 })

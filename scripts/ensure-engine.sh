@@ -4,7 +4,8 @@
 # their own `podman system service`, also as a normal user). When something is missing and
 # this runs as root on Debian, it installs Debian's docker.io / podman and starts dockerd;
 # otherwise it fails and says what to do. It also makes sure `openssl` (the broker TLS test
-# makes a test CA with it) is here. It never stops anything; when PO_SANDBOX_DOCKERD_PIDFILE is
+# makes a test CA with it), FUSE 3 and python3-venv (clone.test.mjs's case-insensitive folder)
+# are here. It never stops anything; when PO_SANDBOX_DOCKERD_PIDFILE is
 # set and it starts dockerd, it writes that dockerd's pid there, so the caller can stop exactly it.
 set -euo pipefail
 
@@ -34,6 +35,9 @@ command -v openssl >/dev/null 2>&1 || missing+=(openssl)
 command -v newuidmap >/dev/null 2>&1 || missing+=(uidmap)
 command -v slirp4netns >/dev/null 2>&1 || missing+=(slirp4netns)
 command -v fuse-overlayfs >/dev/null 2>&1 || missing+=(fuse-overlayfs)
+# The case-insensitive folder of clone.test.mjs: FUSE 3 and a Python venv (mfusepy from PyPI).
+command -v fusermount3 >/dev/null 2>&1 || missing+=(fuse3)
+python3 -c 'import ensurepip' >/dev/null 2>&1 || missing+=(python3-venv)
 
 if docker_answers; then
   echo "ensure-engine: Docker answers ($(docker version --format '{{.Server.Version}}' 2>/dev/null || echo '?'))"

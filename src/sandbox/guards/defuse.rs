@@ -12,29 +12,9 @@ use std::path::{Path, PathBuf};
 /// The block the layer appends to a repository's config.
 pub const BLOCK: &str = "# po-sandbox: while a sandbox runs (taken away at its stop)\n[diff]\n\tignoreSubmodules = dirty\n";
 
-/// `diff.ignoreSubmodules` as set in `config`'s text (any case; a value on the section line or
-/// a subsection does not count as the plain `[diff]` section).
+/// Whether `config`'s text sets `diff.ignoreSubmodules`, as git reads it (gix-config).
 pub fn sets_ignore_submodules(config: &str) -> bool {
-    let mut in_diff = false;
-    for line in config.lines() {
-        let line = line.trim();
-        if let Some(rest) = line.strip_prefix('[') {
-            let (header, after) = rest.split_once(']').unwrap_or((rest, ""));
-            in_diff = header.trim().eq_ignore_ascii_case("diff");
-            // `[diff] ignoreSubmodules = x` on one line.
-            if in_diff && key_is(after.trim()) {
-                return true;
-            }
-        } else if in_diff && key_is(line) {
-            return true;
-        }
-    }
-    false
-}
-
-fn key_is(line: &str) -> bool {
-    let key = line.split(['=', ' ', '\t', ';', '#']).next().unwrap_or("");
-    key.eq_ignore_ascii_case("ignoresubmodules")
+    super::git::Config::value(config, "diff.ignoreSubmodules").is_some()
 }
 
 /// The repository configs (relative to the workspace) of the work trees the guards found: the
@@ -127,13 +107,10 @@ pub fn index_of(ws: &Path, config_rel: &str, config_text: &str) -> (PathBuf, boo
     )
 }
 
-/// Whether a repository config's `extensions.objectFormat` is `sha256`.
+/// Whether a repository config's `extensions.objectFormat` is `sha256`, as git reads it.
 pub fn names_by_sha256(config_text: &str) -> bool {
-    config_text
-        .to_ascii_lowercase()
-        .split_whitespace()
-        .collect::<String>()
-        .contains("objectformat=sha256")
+    super::git::Config::value(config_text, "extensions.objectFormat")
+        .is_some_and(|v| v.eq_ignore_ascii_case("sha256"))
 }
 
 #[cfg(all(test, unix))]

@@ -190,39 +190,60 @@ fn followed_files(
     out: &mut Vec<String>,
     files: &mut Vec<String>,
 ) {
-    let local = std::fs::read_to_string(ws.join(git_dir).join("config")).unwrap_or_default();
-    let config = Config::parse(&local);
-    let hooks = config.hooks_path.or_else(|| global_config().hooks_path);
-    if let Some(hooks) = hooks {
-        out.extend(inside(ws, &ws.join(tree), &hooks));
-    }
+    let config = Config::parse(&read_config(&ws.join(git_dir).join("config")));
+    // Every hooks folder git might use, the person's own configuration's included: guarding one
+    // git would not use costs nothing.
+    let mut hooks = global_config().hooks_paths;
+    hooks.extend(config.hooks_paths);
     for include in config.includes {
         // Relative includes are relative to the config file's folder.
         if let Some(file) = inside(ws, &ws.join(git_dir), &include) {
+            // An included file inside the workspace is guarded, and read for the hooks it names.
+            hooks.extend(Config::parse(&read_config(&ws.join(&file))).hooks_paths);
             out.push(file.clone());
             files.push(file);
         }
     }
+    for hooks in hooks {
+        if let Some(p) = inside(ws, &ws.join(tree), &hooks).filter(|p| !out.contains(p)) {
+            out.push(p);
+        }
+    }
 }
 
-/// What the person's global git config says (`~/.gitconfig`, `$XDG_CONFIG_HOME/git/config`).
+/// A config file of the workspace as text: a regular file (never through a link, never a FIFO),
+/// at most 1 MiB; anything else reads as empty.
+fn read_config(path: &Path) -> String {
+    crate::sandbox::review::walk::read_regular(path, 1 << 20)
+        .map(|b| String::from_utf8_lossy(&b).into_owned())
+        .unwrap_or_default()
+}
+
+/// What the person's own git configuration says (system: `/etc/gitconfig` or
+/// `GIT_CONFIG_SYSTEM` unless `GIT_CONFIG_NOSYSTEM`; global: `GIT_CONFIG_GLOBAL`, or
+/// `$XDG_CONFIG_HOME/git/config` and `~/.gitconfig`), read by gix-config as git reads it, the
+/// files they include followed. Where an include cannot be followed (an `includeIf` these files
+/// hold needs a repository to decide), the files are read without their includes.
 fn global_config() -> Config {
-    let home = std::env::var_os("HOME").map(PathBuf::from);
-    let xdg = std::env::var_os("XDG_CONFIG_HOME")
-        .map(PathBuf::from)
-        .or_else(|| home.as_ref().map(|h| h.join(".config")));
-    let mut text = String::new();
-    for p in [
-        xdg.map(|x| x.join("git/config")),
-        home.map(|h| h.join(".gitconfig")),
-    ]
-    .into_iter()
-    .flatten()
-    {
-        text.push_str(&std::fs::read_to_string(p).unwrap_or_default());
-        text.push('\n');
-    }
-    Config::parse(&text)
+    let file = gix_config::File::from_globals().ok().or_else(|| {
+        let sources = [
+            gix_config::source::Kind::GitInstallation,
+            gix_config::source::Kind::System,
+            gix_config::source::Kind::Global,
+        ];
+        let metas = sources
+            .iter()
+            .flat_map(|kind| kind.sources())
+            .filter_map(|source| {
+                let path = source.storage_location(&mut |name| std::env::var_os(name))?;
+                path.is_file()
+                    .then(|| gix_config::file::Metadata::from(*source).at(path))
+            });
+        gix_config::File::from_paths_metadata(metas, Default::default())
+            .ok()
+            .flatten()
+    });
+    file.as_ref().map(Config::of).unwrap_or_default()
 }
 
 /// `value` (a path from a git config, relative to `base`) as a workspace-relative guard, when
@@ -255,58 +276,49 @@ fn normalise(p: &Path) -> PathBuf {
 /// What the guards need of a git config file.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct Config {
-    /// The last `core.hooksPath`.
-    pub hooks_path: Option<String>,
+    /// Every `core.hooksPath`, in order (git uses the last).
+    pub hooks_paths: Vec<String>,
     /// Every `include.path` and `includeIf.<condition>.path`.
     pub includes: Vec<String>,
 }
 
 impl Config {
-    /// Reads git's config syntax as far as these keys go: sections in brackets (names
-    /// case-insensitive), `key = value` (keys case-insensitive), values optionally quoted,
-    /// comments after `#` or `;`.
+    /// A config file's text as git reads it (gix-config: names case-insensitive, values on the
+    /// section's line, quoting, escapes, continuation lines and comments as git has them),
+    /// without following its includes. Text git would refuse gives nothing.
     pub fn parse(text: &str) -> Config {
-        let mut config = Config::default();
-        let mut section = String::new();
-        for line in text.lines() {
-            let line = line.trim();
-            if let Some(header) = line.strip_prefix('[') {
-                let name = header.split(']').next().unwrap_or_default().trim();
-                let (base, sub) = name.split_once([' ', '\t', '.']).unwrap_or((name, ""));
-                section = match (base.to_ascii_lowercase().as_str(), sub.is_empty()) {
-                    ("includeif", false) => "include".into(),
-                    (b, true) => b.to_string(),
-                    _ => String::new(),
-                };
-                continue;
-            }
-            let Some((key, value)) = line.split_once('=') else {
-                continue;
-            };
-            let key = key.trim().to_ascii_lowercase();
-            let value = unquote(value);
-            match (section.as_str(), key.as_str()) {
-                ("core", "hookspath") => config.hooks_path = Some(value),
-                ("include", "path") => config.includes.push(value),
-                _ => {}
+        gix_config::File::try_from(text)
+            .map(|f| Config::of(&f))
+            .unwrap_or_default()
+    }
+
+    fn of(file: &gix_config::File) -> Config {
+        let hooks_paths = file
+            .strings("core.hooksPath")
+            .unwrap_or_default()
+            .into_iter()
+            .map(|v| v.to_string())
+            .collect();
+        let mut includes = Vec::new();
+        for (name, conditional) in [("include", false), ("includeIf", true)] {
+            for section in file.sections_by_name(name).into_iter().flatten() {
+                // `include.path`, and `includeIf.<condition>.path`: nothing else includes.
+                if section.header().subsection_name().is_some() == conditional {
+                    includes.extend(section.values("path").into_iter().map(|v| v.to_string()));
+                }
             }
         }
-        config
+        Config {
+            hooks_paths,
+            includes,
+        }
     }
-}
 
-/// A config value without its comment and surrounding quotes.
-fn unquote(value: &str) -> String {
-    let value = value.trim();
-    if let Some(quoted) = value.strip_prefix('"') {
-        return quoted.split('"').next().unwrap_or_default().to_string();
+    /// The value of `key` git would use (the last one), when `text` sets it.
+    pub fn value(text: &str, key: &str) -> Option<String> {
+        let file = gix_config::File::try_from(text).ok()?;
+        file.string(key).map(|v| v.to_string())
     }
-    value
-        .split(['#', ';'])
-        .next()
-        .unwrap_or_default()
-        .trim()
-        .to_string()
 }
 
 /// The work trees of the workspace with a `.git` entry, relative (`""` first: the top, listed

@@ -28,9 +28,72 @@ fn config_keys_are_read_as_git_reads_them() {
 	path = not-an-include
 "#;
     let c = Config::parse(text);
-    assert_eq!(c.hooks_path.as_deref(), Some("./.husky/_"));
+    assert_eq!(c.hooks_paths, ["first", "./.husky/_"]);
     assert_eq!(c.includes, ["../shared.gitconfig", "work.gitconfig"]);
     assert_eq!(Config::parse(""), Config::default());
+    // A value on the section's own line, an escaped quote, a continued line, subsection forms.
+    let text = "[core] hooksPath = \"on the line\"\n[include] path = a.gitconfig\n[core]\n\thooksPath = con\\\ntinued\n[INCLUDEIF \"onbranch:main\"]\n\tPATH = b.gitconfig\n[include \"x\"]\n\tpath = not-an-include\n";
+    let c = Config::parse(text);
+    assert_eq!(c.hooks_paths, ["on the line", "continued"]);
+    assert_eq!(c.includes, ["a.gitconfig", "b.gitconfig"]);
+    assert_eq!(
+        Config::value("[diff] ignoreSubmodules = dirty\n", "diff.ignoreSubmodules").as_deref(),
+        Some("dirty")
+    );
+}
+
+/// The person's own configuration (system and global files, and what they include) is read as
+/// git reads it: run in a child process of the test binary with its own `GIT_CONFIG_*`, so no
+/// other test sees them.
+#[test]
+fn the_persons_system_and_global_config_and_their_includes_are_read() {
+    const CHILD: &str = "PO_SANDBOX_TEST_GLOBAL_CONFIG";
+    if std::env::var_os(CHILD).is_some() {
+        let hooks = global_config().hooks_paths;
+        assert_eq!(
+            hooks.first().map(String::as_str),
+            Some("from-system"),
+            "{hooks:?}"
+        );
+        assert!(hooks.iter().any(|h| h == "from-include"), "{hooks:?}");
+        assert_eq!(
+            hooks.last().map(String::as_str),
+            Some("from-global"),
+            "{hooks:?}"
+        );
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("system"),
+        "[core] hooksPath = from-system\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.path().join("inc.gitconfig"),
+        "[core]\n\thooksPath = from-include\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.path().join("global"),
+        "[include]\n\tpath = inc.gitconfig\n[core]\n\thooksPath = from-global\n",
+    )
+    .unwrap();
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "sandbox::guards::git::tests::the_persons_system_and_global_config_and_their_includes_are_read", "--nocapture"])
+        .env(CHILD, "1")
+        .env("GIT_CONFIG_SYSTEM", dir.path().join("system"))
+        .env("GIT_CONFIG_GLOBAL", dir.path().join("global"))
+        .env("HOME", dir.path())
+        .env_remove("GIT_CONFIG_NOSYSTEM")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && text.contains("1 passed"),
+        "{text}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 #[test]
