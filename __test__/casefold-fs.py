@@ -59,11 +59,23 @@ class CaseFold(fuse.Operations):
             st = os.lstat(self._real(path))
         except OSError as e:
             raise fuse.FuseOSError(e.errno)
-        keys = ("st_mode", "st_nlink", "st_uid", "st_gid", "st_size", "st_atime", "st_mtime", "st_ctime")
-        return {k: getattr(st, k) for k in keys}
+        keys = ("st_ino", "st_mode", "st_nlink", "st_uid", "st_gid", "st_size")
+        attrs = {k: getattr(st, k) for k in keys}
+        # use_ns: times in nanoseconds.
+        attrs.update(st_atime=st.st_atime_ns, st_mtime=st.st_mtime_ns, st_ctime=st.st_ctime_ns)
+        return attrs
 
     def readdir(self, path, fh=None):
-        return [".", ".."] + os.listdir(self._real(path))
+        # With use_ino each entry carries its inode: one of 0 is skipped by readdir(3).
+        real = self._real(path)
+        out = []
+        for name in [".", ".."] + os.listdir(real):
+            try:
+                st = os.lstat(os.path.join(real, name))
+            except OSError:
+                continue
+            out.append((name, {"st_ino": st.st_ino, "st_mode": st.st_mode}, 0))
+        return out
 
     def readlink(self, path):
         return os.readlink(self._real(path))
@@ -138,4 +150,9 @@ class CaseFold(fuse.Operations):
 
 if __name__ == "__main__":
     backing, mountpoint = sys.argv[1:3]
-    fuse.FUSE(CaseFold(backing), mountpoint, foreground=True, nothreads=True)
+    # use_ino: a name in any case is the same file (its backing inode); allow_other: a container's
+    # user reaches the folder when the engine bind-mounts it.
+    # No attribute or name caching: one file reached under two cases is two kernel inodes, and
+    # what one of them writes must show through the other at once.
+    fuse.FUSE(CaseFold(backing), mountpoint, foreground=True, nothreads=True, use_ino=True, allow_other=True,
+              attr_timeout=0, entry_timeout=0, negative_timeout=0)

@@ -228,6 +228,17 @@ test('a git repository in clone mode: its history, the host work git sees, nothi
   assert.match(kept.stdout, /echo planted/)
   await takeTheWork(folder, home, ws, agentCommit)
 
+  // Repository shapes the agent makes in its copy are classed by diff: a nested repository (a
+  // gitlink once added) and a folder shaped like a bare repository.
+  const shapes = 'mkdir -p shapes/bare/objects/info shapes/bare/refs/heads && echo "ref: refs/heads/main" > shapes/bare/HEAD && : > shapes/bare/objects/info/packs && : > shapes/bare/refs/heads/x && git init -q shapes/sub && git -C shapes/sub -c user.name=a -c user.email=a@b.invalid commit -q --allow-empty -m x'
+  const made = await po(['exec', folder, ...home, '--', 'sh', '-c', shapes])
+  assert.equal(made.code, 0, made.stderr)
+  const shaped = await po(['diff', folder, '--json', ...home])
+  assert.equal(shaped.code, 0, shaped.stderr)
+  const shapeClasses = Object.fromEntries(JSON.parse(shaped.stdout).uncommitted.files.filter((f) => f.path.startsWith('shapes/')).map((f) => [f.path, f.class ?? null]))
+  assert.equal(shapeClasses['shapes/sub'], 'gitlink', JSON.stringify(shapeClasses))
+  assert.equal(shapeClasses['shapes/bare/HEAD'], 'bare-repository', JSON.stringify(shapeClasses))
+
   // A command inside that never ends (a clean filter the agent configured, run by `git add`)
   // does not hold diff or apply: one deadline for all their reading, and nothing on the host.
   const slow = await po(['exec', folder, ...home, '--', 'sh', '-c', 'git config filter.slow.clean "sleep 30; cat" && echo "* filter=slow" > .gitattributes && echo more >> tracked.txt'])
@@ -409,4 +420,33 @@ test('on a case-insensitive folder (casefold, over FUSE): apply --yes holds .Cla
   assert.equal(readFileSync(path.join(folder, 'Makefile'), 'utf8'), 'all:\n\techo planted\n')
   assert.equal(second['.Claude/settings.json'].outcome, 'conflict', JSON.stringify(second['.Claude/settings.json']))
   assert.equal(readFileSync(path.join(folder, '.claude/settings.json'), 'utf8'), 'the person\'s\n', 'the person\'s file under another case is kept')
+})
+
+test('bind mode on a case-insensitive folder is refused with the fix and nothing is made; accepted, the guards hold for their own case only', async (t) => {
+  const folder = await casefoldFolder(t)
+  const poHome = tempHome(t)
+  const ws = addon.workspaceForFolder(folder)
+  t.after(() => addon.stopSandboxContainers({ poHome, workspace: ws.id, removeVolumes: true }))
+  writeFileSync(path.join(folder, 'notes.txt'), 'notes\n')
+  mkdirSync(path.join(folder, '.claude'))
+  writeFileSync(path.join(folder, '.claude/settings.json'), '{}\n')
+  const home = ['--po-home', poHome]
+  const refused = await po(['up', folder, '--json', ...home, ...IMAGE])
+  assert.equal(refused.code, 1, refused.stderr)
+  const error = JSON.parse(refused.stdout).error
+  assert.equal(error.code, 'WORKSPACE_INVALID', refused.stdout)
+  assert.match(error.message, /case-insensitive file system.*up --clone.*PO_SANDBOX_CASE_INSENSITIVE_BIND=accept/)
+  assert.deepEqual(readdirSync(folder).sort(), ['.claude', 'notes.txt'], 'no placeholder, no probe left')
+  assert.deepEqual(containersWith({ 'po.workspace': ws.id }), [])
+
+  // Accepted: the container comes up, and a guarded folder is writable under another case.
+  const accepted = await po(['up', folder, ...home, ...IMAGE], { PO_SANDBOX_CASE_INSENSITIVE_BIND: 'accept' })
+  assert.equal(accepted.code, 0, accepted.stderr)
+  const write = await po(['exec', folder, ...home, '--', 'sh', '-c', 'echo x > .claude/settings.json 2>/dev/null && echo guarded-open || echo guarded-held; echo planted > .CLAUDE/settings.json 2>/dev/null && echo variant-open || echo variant-held'])
+  assert.equal(write.code, 0, write.stderr)
+  assert.match(write.stdout, /guarded-held/)
+  assert.match(write.stdout, /variant-open/, 'the reason bind mode is refused here: another case passes the guard')
+  assert.equal(readFileSync(path.join(folder, '.claude/settings.json'), 'utf8'), 'planted\n')
+  const down = await po(['down', folder, ...home])
+  assert.equal(down.code, 0, down.stderr)
 })

@@ -16,6 +16,9 @@ pub const CHANGE_TIMEOUT_VAR: &str = "PO_SANDBOX_ENGINE_CHANGE_TIMEOUT_MS";
 /// The variable that bounds the gap between two progress messages of an image build, in
 /// milliseconds (a build is bounded by its progress, not by its length).
 pub const BUILD_IDLE_VAR: &str = "PO_SANDBOX_IMAGE_BUILD_IDLE_TIMEOUT_MS";
+/// `accept`: bind mode shares a folder on a case-insensitive file system anyway (its read-only
+/// guards hold only for the case they name); unset, such a folder is refused in bind mode.
+pub const CASE_INSENSITIVE_BIND_VAR: &str = "PO_SANDBOX_CASE_INSENSITIVE_BIND";
 /// The variable that bounds the whole of a `diff` or `apply`'s reading of a copy (every exec
 /// it runs inside the container, their output included), in milliseconds.
 pub const CHANGES_TIMEOUT_VAR: &str = "PO_SANDBOX_CHANGES_TIMEOUT_MS";

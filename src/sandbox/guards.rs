@@ -17,6 +17,7 @@ use std::path::{Component, Path, PathBuf};
 use super::spec::Bind;
 use crate::error::{Error, Result};
 
+pub mod case;
 pub mod defuse;
 mod git;
 pub mod git_safety;

@@ -189,7 +189,9 @@ fn script_answers_are_unframed_by_length_and_files_get_their_class() {
         [b"a\nb".to_vec(), vec![], b"\x001\n2\n"[..5].to_vec()]
     );
     assert!(unframe(b"9\nshort").is_none());
-    let files = files_of(b"A\0package.json\0M\0src/x.rs\0D\0.github/workflows/ci.yml\0");
+    let files = files_of(
+        b":000000 100644 0000000 1111111 A\0package.json\0:100644 100644 2222222 3333333 M\0src/x.rs\0:100644 000000 4444444 0000000 D\0.github/workflows/ci.yml\0",
+    );
     let seen: Vec<_> = files
         .iter()
         .map(|f| (f.path.as_str(), f.change, f.class))
@@ -207,6 +209,40 @@ fn script_answers_are_unframed_by_length_and_files_get_their_class() {
     assert_eq!(e.code(), "NOT_A_CLONE");
     let e = answers("w", 128, b"", b"fatal: bad", DIFF_ANSWERS).unwrap_err();
     assert!(e.to_string().contains("fatal: bad"), "{e}");
+}
+
+#[test]
+fn repository_shapes_in_a_copys_changes_are_classed() {
+    use crate::sandbox::review::ReviewClass as C;
+    let raw = [
+        ":000000 160000 0000000 5555555 A\0vendor/lib\0",
+        ":160000 000000 5555555 0000000 D\0old/lib\0",
+        ":000000 100644 0000000 1111111 A\0deep/Bare/HEAD\0",
+        ":000000 100644 0000000 1111111 A\0deep/Bare/config\0",
+        ":000000 100644 0000000 1111111 A\0deep/Bare/Objects/info/packs\0",
+        ":000000 100644 0000000 1111111 A\0deep/Bare/refs/heads/x\0",
+        // A HEAD without both folders is an ordinary file.
+        ":000000 100644 0000000 1111111 A\0notes/HEAD\0",
+        ":000000 100644 0000000 1111111 A\0notes/objects/a\0",
+    ]
+    .concat();
+    let files = files_of(raw.as_bytes());
+    let class = |p: &str| files.iter().find(|f| f.path == p).and_then(|f| f.class);
+    assert_eq!(class("vendor/lib"), Some(C::Gitlink));
+    assert_eq!(
+        class("old/lib"),
+        None,
+        "a gitlink the change removes is no longer there"
+    );
+    assert_eq!(class("deep/Bare/HEAD"), Some(C::BareRepository));
+    assert_eq!(class("deep/Bare/config"), None);
+    assert_eq!(class("notes/HEAD"), None);
+    assert!(
+        files
+            .iter()
+            .filter(|f| f.class.is_some())
+            .all(|f| f.reason.is_some())
+    );
 }
 
 #[test]

@@ -38,17 +38,17 @@ DIFF="--no-ext-diff --no-textconv --no-renames --no-color"
 "#;
 
 /// The diff script's answers: base, HEAD, the commits since the base, then the committed and
-/// the uncommitted changes, each as names (`-z --name-status`), a stat and a patch.
+/// the uncommitted changes, each as names with modes (`-z --raw`), a stat and a patch.
 const DIFF_SCRIPT: &str = r#"
 sec printf '%s' "$B"
 sec printf '%s' "$H"
 if [ -z "$H" ]; then sec true
 elif [ -n "$B" ]; then sec g log -z --format='%H%x1f%an <%ae>%x1f%aI%x1f%s' "$B..$H"
 else sec g log -z --format='%H%x1f%an <%ae>%x1f%aI%x1f%s' "$H"; fi
-sec g diff $DIFF -z --name-status "$FROM" "$HT"
+sec g diff $DIFF -z --raw "$FROM" "$HT"
 sec g diff $DIFF --stat=100 "$FROM" "$HT"
 sec g diff $DIFF "$FROM" "$HT"
-sec g diff $DIFF -z --name-status "$HT" "$W"
+sec g diff $DIFF -z --raw "$HT" "$W"
 sec g diff $DIFF --stat=100 "$HT" "$W"
 sec g diff $DIFF "$HT" "$W"
 "#;
@@ -218,19 +218,30 @@ fn some(b: &[u8]) -> Option<String> {
     Some(text(b)).filter(|s| !s.is_empty())
 }
 
-/// The files of `git diff -z --name-status`, each with its class.
-pub fn files_of(names: &[u8]) -> Vec<CloneFile> {
-    let mut fields = names.split(|&b| b == 0).filter(|f| !f.is_empty());
+/// The files of `git diff -z --raw` (`:<old mode> <new mode> <old id> <new id> <status>`, then
+/// the path), each with its class: a gitlink the change leaves (mode 160000: a folder host git
+/// enters as a submodule) is [`ReviewClass::Gitlink`], a folder's `HEAD` is
+/// [`ReviewClass::BareRepository`] when the change also leaves files under its `objects/` and
+/// `refs/` (a bare repository's shape once checked out), other files as [`class_of`] says.
+pub fn files_of(raw: &[u8]) -> Vec<CloneFile> {
+    let mut fields = raw.split(|&b| b == 0).filter(|f| !f.is_empty());
     let mut out = Vec::new();
-    while let (Some(status), Some(path)) = (fields.next(), fields.next()) {
-        let change = match status.first() {
-            Some(b'A') => ReviewChangeKind::Added,
-            Some(b'D') => ReviewChangeKind::Removed,
+    while let (Some(header), Some(path)) = (fields.next(), fields.next()) {
+        let header = text(header);
+        let new_mode = header.trim_start_matches(':').split(' ').nth(1);
+        let change = match header.trim_end().chars().last() {
+            Some('A') => ReviewChangeKind::Added,
+            Some('D') => ReviewChangeKind::Removed,
             _ => ReviewChangeKind::Modified,
         };
         let path = text(path);
         let parts: Vec<&str> = path.split('/').collect();
-        let class = class_of(&parts);
+        let class = match (new_mode, change) {
+            (Some("160000"), ReviewChangeKind::Added | ReviewChangeKind::Modified) => {
+                Some(ReviewClass::Gitlink)
+            }
+            _ => class_of(&parts),
+        };
         out.push(CloneFile {
             reason: class.map(|c| c.reason().to_string()),
             path,
@@ -240,7 +251,44 @@ pub fn files_of(names: &[u8]) -> Vec<CloneFile> {
             note: None,
         });
     }
+    mark_bare_shapes(&mut out);
     out
+}
+
+/// Classes as [`ReviewClass::BareRepository`] each `HEAD` (any case) the change leaves beside
+/// files under `objects/` and `refs/` of the same folder.
+fn mark_bare_shapes(files: &mut [CloneFile]) {
+    use crate::sandbox::review::fold;
+    let left: Vec<String> = files
+        .iter()
+        .filter(|f| f.change != ReviewChangeKind::Removed)
+        .map(|f| fold(&f.path))
+        .collect();
+    let bare: Vec<bool> = left
+        .iter()
+        .map(|p| {
+            let (prefix, name) = p.rsplit_once('/').map_or(("", p.as_str()), |(d, n)| (d, n));
+            let prefix = if prefix.is_empty() {
+                String::new()
+            } else {
+                format!("{prefix}/")
+            };
+            let has = |sub: &str| {
+                left.iter().any(|q| {
+                    q.strip_prefix(prefix.as_str())
+                        .is_some_and(|r| r.starts_with(sub))
+                })
+            };
+            name == "head" && has("objects/") && has("refs/")
+        })
+        .collect();
+    let kept = files
+        .iter_mut()
+        .filter(|f| f.change != ReviewChangeKind::Removed);
+    for (f, _) in kept.zip(bare).filter(|(_, bare)| *bare) {
+        f.class = Some(ReviewClass::BareRepository);
+        f.reason = Some(ReviewClass::BareRepository.reason().to_string());
+    }
 }
 
 /// The commits of `git log -z --format=%H%x1f%an <%ae>%x1f%aI%x1f%s`. Every record is a

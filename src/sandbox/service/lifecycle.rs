@@ -286,8 +286,11 @@ impl<E: EngineApi> ContainerService<E> {
             // Nothing is written into the host folder: it is copied, not mounted.
             return Ok(());
         }
-        let guards = guards::resolve(&ws.path, &self.inner.config.container.guarded_paths);
         let c = &self.inner.config.container;
+        // Before anything is made in the folder: a case-insensitive one is refused (the guards
+        // would hold for one case only).
+        guards::case::check_bind(&ws.path, &c.host_env)?;
+        let guards = guards::resolve(&ws.path, &c.guarded_paths);
         let copies = spec::guard_copies(&c.po_home, &c.owner, &ws.id);
         let made = guards::prepare(&ws.id, &ws.path, &guards, &copies)?;
         guards::write_copies(&ws.id, &ws.path, &guards, &copies)?;
