@@ -204,3 +204,33 @@ test('a container whose server dies is restarted by the engine: died and restart
   await new Promise((resolve) => setTimeout(resolve, 1500))
   assert.equal(events.filter((e) => e.type === 'workspace' && e.state === 'died').length, 1)
 })
+
+test('a workspace container left down by a start that failed while its holder was down (as an engine restart leaves it) is started once the holder runs, with the reason; status() shows it running', async (t) => {
+  const poHome = tempHome(t)
+  const owner = newOwner()
+  cleanupOwner(t, owner)
+  writeBundle(poHome)
+  const ws = tempWorkspace(t)
+  const { layer, events } = openLayer(baseOptions(poHome, owner, { workspaces: [{ id: 'order', path: ws }] }))
+  const status = await layer.provider.ready()
+  assert.equal(status.workspaces[0].state, 'running', JSON.stringify(status.workspaces))
+  const c = status.workspaces[0].container
+  const holderId = inspect(c.containerId).HostConfig.NetworkMode.replace(/^container:/, '')
+  // The engine restart's race, made on purpose: the workspace starts while its holder is down.
+  for (const id of [c.containerId, holderId]) assert.equal((await run('docker', ['stop', '-t', '1', id])).code, 0)
+  const failed = await run('docker', ['start', c.containerId])
+  assert.notEqual(failed.code, 0, 'a start without the holder fails')
+  assert.notEqual(inspect(c.containerId).State.Error, '')
+  assert.equal((await run('docker', ['start', holderId])).code, 0)
+  await waitFor(() => inspect(c.containerId).State.Running, 'the hub to start the container left down', 20000)
+  const again = (e) => e.type === 'workspace' && e.workspaceId === 'order' && e.state === 'restarted' && /start failed while its network namespace holder was down/.test(e.reason ?? '')
+  await waitFor(() => events.some(again), 'a restarted event naming the failed start', 10000)
+  await waitFor(() => layer.provider.status().workspaces[0].container?.state === 'running', 'status() to show it running', 10000)
+  // The holder's restart may publish another port: status() says which.
+  await waitFor(async () => (await fetch(`${layer.provider.status().workspaces[0].container.url}/api/health`).catch(() => null))?.ok, 'its server to answer behind the holder\'s port', 20000)
+  // Stopped by someone with the holder running: left as it is.
+  assert.equal((await run('docker', ['stop', '-t', '1', c.containerId])).code, 0)
+  await new Promise((resolve) => setTimeout(resolve, 1500))
+  assert.equal(inspect(c.containerId).State.Running, false)
+  assert.equal(events.filter(again).length, 1)
+})

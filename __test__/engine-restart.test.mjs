@@ -31,11 +31,14 @@ test('an engine restart: the container comes back on another port and status() s
   t.after(() => removeOwner(owner))
   writeBundle(poHome)
   const ws = tempWorkspace(t)
+  const ws2 = tempWorkspace(t)
   const env = hostEnv({ DOCKER_HOST: engine.host })
-  const { layer, events } = openLayer(baseOptions(poHome, owner, { engine: 'docker', env, workspaces: [{ id: 'rs', path: ws }] }))
+  // Two workspaces: the engine starts holders and workspace containers at once, and a workspace
+  // started before its holder is left down by its failed start until the hub starts it.
+  const { layer, events } = openLayer(baseOptions(poHome, owner, { engine: 'docker', env, workspaces: [{ id: 'rs', path: ws }, { id: 'rs2', path: ws2 }] }))
   t.after(() => layer.containers.stopAll().catch(() => {}))
   const status = await layer.provider.ready()
-  assert.equal(status.workspaces[0].state, 'running', JSON.stringify(status.workspaces))
+  assert.deepEqual(status.workspaces.map((w) => [w.id, w.state]), [['rs', 'running'], ['rs2', 'running']], JSON.stringify(status.workspaces))
   const before = status.workspaces[0].container
   assert.equal(typeof (await getJson(before.url)).uid, 'number', 'the server answers before the restart')
 
@@ -87,6 +90,12 @@ test('an engine restart: the container comes back on another port and status() s
     }
   }, 'the restarted server to answer on its new port', 20000)
   t.diagnostic(`status() showed the new port ${seen} ms after the engine answered again`)
+  // Every workspace comes back, whatever order the engine started them in.
+  await waitFor(() => layer.provider.status().workspaces.every((w) => w.container?.state === 'running'), 'both workspaces running again', 20000).catch(() => {
+    assert.fail(`not every workspace came back: ${JSON.stringify(layer.provider.status().workspaces.map((w) => [w.id, w.container?.state]))}`)
+  })
+  const other = layer.provider.status().workspaces.find((w) => w.id === 'rs2').container
+  assert.equal((await engine.docker('inspect', '-f', '{{.State.Running}}', other.containerId)).stdout.trim(), 'true')
   // The holder came back with a fresh namespace and no rules; the event of its start had a
   // rules helper load them (the workspace's process waited at its start gate meanwhile): the
   // host's root lists them there, and from inside the gateway is refused at once.

@@ -11,17 +11,18 @@ use std::time::Duration;
 use bollard::errors::Error as BollardError;
 use bollard::exec::{StartExecOptions, StartExecResults};
 use bollard::models::{
-    BuildInfo, ContainerConfig, ContainerCreateBody, ContainerInspectResponse, ContainerState,
-    ContainerStateStatusEnum, ContainerSummary, ContainerSummaryStateEnum, EndpointResource,
-    EndpointSettings, EventActor, EventMessage, EventMessageTypeEnum, ExecConfig,
-    ExecInspectResponse, Ipam, IpamConfig, MountPoint, Network, NetworkCreateRequest,
-    NetworkInspect, NetworkSettings, PortBinding, PortSummary, VolumeCreateRequest,
+    BuildInfo, ContainerCreateBody, ContainerInspectResponse, ContainerSummary, EndpointResource,
+    EventActor, EventMessage, EventMessageTypeEnum, ExecConfig, ExecInspectResponse, Ipam,
+    IpamConfig, Network, NetworkCreateRequest, NetworkInspect, VolumeCreateRequest,
 };
 use futures_util::StreamExt;
 use futures_util::stream::BoxStream;
 
 use super::api::{EngineApi, EngineResult, Filters};
 use crate::lock::Locked;
+
+mod answers;
+use answers::{inspect_of, summary_of};
 
 /// What a faulty call does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -48,6 +49,8 @@ pub(crate) struct FakeContainer {
     pub started_at: String,
     /// The exit code a wait reports once it ran.
     pub exit_code: i64,
+    /// Why its last start failed (`State.Error`); empty when it did not.
+    pub error: String,
 }
 
 /// A look at every call as it is made (`call subject`), under the state's lock.
@@ -282,10 +285,9 @@ impl State {
             match self.find(joined) {
                 Some(h) if h.status == "running" => {}
                 Some(_) => {
-                    return Err(status(
-                        409,
-                        "cannot join network of a non running container",
-                    ));
+                    return Err(
+                        self.failed_start(&id, "cannot join network of a non running container")
+                    );
                 }
                 None => return Err(status(404, format!("No such container: {joined}"))),
             }
@@ -302,8 +304,15 @@ impl State {
         c.status = "running";
         c.started_at = at;
         c.exit_code = exit;
+        c.error.clear();
         self.emit("start", &id);
         Ok(())
+    }
+
+    /// A start that failed with 409 `why`, recorded as the container's `State.Error`.
+    fn failed_start(&mut self, id: &str, why: &str) -> BollardError {
+        self.containers.get_mut(id).expect("found above").error = why.into();
+        status(409, why)
     }
 
     /// Stops a running container (304 otherwise), with its `die` and `stop` events.
@@ -368,6 +377,7 @@ impl State {
             status: "created",
             started_at: "0001-01-01T00:00:00Z".into(),
             exit_code: 0,
+            error: String::new(),
         };
         self.containers.insert(id.clone(), c);
         self.emit("create", &id);
@@ -380,148 +390,6 @@ impl State {
             Some((k, v)) => labels.get(k).map(String::as_str) == Some(v),
             None => labels.contains_key(f.as_str()),
         })
-    }
-}
-
-/// The mounts as the engine reports them, from the create body.
-fn mount_points(body: &ContainerCreateBody) -> Vec<MountPoint> {
-    let mounts = body
-        .host_config
-        .as_ref()
-        .and_then(|h| h.mounts.clone())
-        .unwrap_or_default();
-    mounts
-        .into_iter()
-        .map(|m| {
-            let volume = m.typ == Some(bollard::models::MountType::VOLUME);
-            MountPoint {
-                typ: Some(match volume {
-                    true => "volume".to_string(),
-                    false => "bind".to_string(),
-                }),
-                name: volume.then(|| m.source.clone().unwrap_or_default()),
-                source: m.source,
-                destination: m.target,
-                rw: Some(!m.read_only.unwrap_or(false)),
-                ..Default::default()
-            }
-        })
-        .collect()
-}
-
-/// The published ports: every binding of the body gets the fake's host port.
-fn published(body: &ContainerCreateBody, host_port: u16) -> HashMap<String, Vec<PortBinding>> {
-    let bindings = body
-        .host_config
-        .as_ref()
-        .and_then(|h| h.port_bindings.clone())
-        .unwrap_or_default();
-    bindings
-        .into_iter()
-        .map(|(port, b)| {
-            let b = b
-                .unwrap_or_default()
-                .into_iter()
-                .map(|b| PortBinding {
-                    host_ip: b.host_ip,
-                    host_port: Some(host_port.to_string()),
-                })
-                .collect();
-            (port, b)
-        })
-        .collect()
-}
-
-/// The inspect answer of a container.
-fn inspect_of(c: &FakeContainer, s: &State) -> ContainerInspectResponse {
-    let b = &c.body;
-    let running = c.status == "running";
-    let mode = State::network_mode_of(c);
-    let networks = (!mode.starts_with("container:") && !mode.is_empty()).then(|| {
-        let name = s
-            .network_id(&mode)
-            .and_then(|id| s.networks[&id].name.clone())
-            .unwrap_or(mode.clone());
-        HashMap::from([(name, EndpointSettings::default())])
-    });
-    let ports = (running && !mode.starts_with("container:")).then(|| {
-        published(b, s.host_port)
-            .into_iter()
-            .map(|(k, v)| (k, Some(v)))
-            .collect()
-    });
-    ContainerInspectResponse {
-        id: Some(c.id.clone()),
-        name: Some(format!("/{}", c.name)),
-        created: Some("2026-01-01T00:00:00Z".into()),
-        state: Some(ContainerState {
-            status: Some(match c.status {
-                "running" => ContainerStateStatusEnum::RUNNING,
-                "exited" => ContainerStateStatusEnum::EXITED,
-                _ => ContainerStateStatusEnum::CREATED,
-            }),
-            running: Some(running),
-            started_at: Some(c.started_at.clone()),
-            exit_code: Some(c.exit_code),
-            ..Default::default()
-        }),
-        config: Some(ContainerConfig {
-            image: b.image.clone(),
-            user: b.user.clone(),
-            env: b.env.clone(),
-            labels: b.labels.clone(),
-            healthcheck: b.healthcheck.clone(),
-            ..Default::default()
-        }),
-        host_config: b.host_config.clone(),
-        mounts: Some(mount_points(b)),
-        network_settings: Some(NetworkSettings {
-            ports,
-            networks,
-            ..Default::default()
-        }),
-        ..Default::default()
-    }
-}
-
-/// A container's line in a list answer.
-fn summary_of(c: &FakeContainer, s: &State) -> ContainerSummary {
-    let running = c.status == "running";
-    let ports = published(&c.body, s.host_port)
-        .into_iter()
-        .filter(|_| running)
-        .flat_map(|(port, bindings)| {
-            let private: u16 = port
-                .split('/')
-                .next()
-                .and_then(|p| p.parse().ok())
-                .unwrap_or(0);
-            bindings.into_iter().map(move |b| PortSummary {
-                ip: b.host_ip,
-                private_port: private,
-                public_port: b.host_port.and_then(|p| p.parse().ok()),
-                typ: None,
-            })
-        })
-        .collect();
-    ContainerSummary {
-        id: Some(c.id.clone()),
-        names: Some(vec![format!("/{}", c.name)]),
-        image: c.body.image.clone(),
-        labels: c.body.labels.clone(),
-        state: Some(match c.status {
-            "running" => ContainerSummaryStateEnum::RUNNING,
-            "exited" => ContainerSummaryStateEnum::EXITED,
-            _ => ContainerSummaryStateEnum::CREATED,
-        }),
-        ports: Some(ports),
-        mounts: Some(mount_points(&c.body)),
-        // As Docker lists it: the network mode the container was made with.
-        host_config: Some(bollard::models::ContainerSummaryHostConfig {
-            network_mode: Some(State::network_mode_of(c)),
-            ..Default::default()
-        }),
-        ..Default::default()
     }
 }
 

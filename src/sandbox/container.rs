@@ -38,6 +38,8 @@ pub struct LiveContainer {
     pub created: Option<String>,
     /// When it last started (RFC 3339), as the engine says; empty when never.
     pub started_at: String,
+    /// Why its last start failed (`State.Error`), as the engine says; empty when it did not.
+    pub start_error: String,
     /// `State.Health.Status` (`starting`, `healthy`, `unhealthy`); `None` without a health
     /// check. The engine sets it back to `starting` at every start of the container.
     pub health: Option<String>,
@@ -179,6 +181,11 @@ pub(crate) fn live_from(
             .state
             .as_ref()
             .and_then(|s| s.started_at.clone())
+            .unwrap_or_default(),
+        start_error: info
+            .state
+            .as_ref()
+            .and_then(|s| s.error.clone())
             .unwrap_or_default(),
         health: info
             .state

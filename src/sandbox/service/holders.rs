@@ -97,8 +97,10 @@ impl<E: EngineApi> ContainerService<E> {
     }
 
     /// A holder of this owner started (its own restart, or the engine's): loads its rules (its
-    /// workspace's process waits at its start gate until then), and restarts its workspace's
-    /// container when that one still runs in the namespace of the holder's previous start.
+    /// workspace's process waits at its start gate until then), restarts its workspace's
+    /// container when that one still runs in the namespace of the holder's previous start, and
+    /// starts it when a start that failed while the holder was down left it stopped (an engine
+    /// restart starts holders and workspaces at once, and its restart policy does not retry).
     pub async fn holder_started(&self, workspace_id: &str, holder_id: &str) -> Result<()> {
         if self.readying(holder_id) {
             return Ok(());
@@ -128,6 +130,32 @@ impl<E: EngineApi> ContainerService<E> {
             let in_old = c.network_mode() == Some(joined.as_str())
                 && c.running()
                 && container::rfc3339(&c.started_at) < container::rfc3339(&h.started_at);
+            // Left down by a start that failed while the holder was not running (an engine
+            // restart starts holders and workspaces at once; a workspace started first cannot
+            // join the namespace, and the restart policy does not try again).
+            let left_down = c.network_mode() == Some(joined.as_str())
+                && !c.running()
+                && !c.start_error.is_empty()
+                && !self.stop_requested(&c.id);
+            if left_down {
+                tracing::info!(workspace = workspace_id, container = %c.id, error = %c.start_error, "starting a workspace container its failed start left down");
+                EngineApi::start_container(docker, &c.id)
+                    .await
+                    .map_err(container::engine_err(
+                        docker,
+                        Operation::Start(c.id.clone()),
+                    ))?;
+                self.inner.events.workspace(
+                    workspace_id,
+                    WorkspaceChange::Restarted,
+                    Some(&c.id),
+                    Some(format!(
+                        "its start failed while its network namespace holder was down ({}): started again now that the holder runs",
+                        c.start_error
+                    )),
+                );
+                continue;
+            }
             if in_old {
                 EngineApi::restart_container(docker, &c.id).await.map_err(
                     container::engine_err(docker, Operation::Restart(c.id.clone())),

@@ -567,6 +567,53 @@ async fn a_restarted_holder_gets_its_rules_again_and_its_container_is_restarted_
     );
 }
 
+/// An engine restart starts holders and workspaces at once: a workspace container started before
+/// its holder fails to join and stays down. The holder's start (its event, or the feed's
+/// resynchronising list) starts it; one stopped on request stays stopped.
+#[tokio::test]
+async fn a_workspace_container_left_down_by_a_failed_start_is_started_once_its_holder_runs() {
+    let hub = Hub::new().await;
+    let got = hub.service.start(hub.ws("acme")).await.unwrap();
+    let holder = crate::sandbox::holder::holder_name("hub1", "acme");
+    let holder_id = {
+        let mut s = hub.engine.state();
+        let id = s.find(&holder).unwrap().id.clone();
+        s.stop(&got.container_id).unwrap();
+        s.stop(&id).unwrap();
+        let failed = s.start(&got.container_id).unwrap_err();
+        assert!(failed.to_string().contains("non running"), "{failed}");
+        s.start(&id).unwrap();
+        id
+    };
+    hub.service
+        .holder_started("acme", &holder_id)
+        .await
+        .unwrap();
+    assert_eq!(
+        hub.engine.state().find(&got.container_id).unwrap().status,
+        "running"
+    );
+    assert_eq!(hub.changes().last(), Some(&WorkspaceChange::Restarted));
+
+    // Down without a failed start (stopped by someone): left as it is.
+    {
+        let mut s = hub.engine.state();
+        s.stop(&got.container_id).unwrap();
+        s.stop(&holder_id).unwrap();
+        s.start(&holder_id).unwrap();
+    }
+    let said = hub.changes().len();
+    hub.service
+        .holder_started("acme", &holder_id)
+        .await
+        .unwrap();
+    assert_eq!(hub.changes().len(), said, "nothing said, nothing started");
+    assert_eq!(
+        hub.engine.state().find(&got.container_id).unwrap().status,
+        "exited"
+    );
+}
+
 #[tokio::test]
 async fn the_feed_reports_a_death_and_the_engines_restart_but_not_a_stop_on_request() {
     let hub = Hub::new().await;
