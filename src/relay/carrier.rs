@@ -20,6 +20,7 @@ use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::{Semaphore, watch};
 
 use super::frame::{self, Frame, HANDSHAKE_LEN, SECRET_LEN, SocketSecret};
+use crate::lock::Locked;
 
 /// How long a connection to the socket may take to present its secret and stream.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
@@ -196,7 +197,7 @@ impl SocketSide {
     /// Holds `conn` for the agent's connection that claims `stream`, for [`DIAL_TIMEOUT`] at
     /// most.
     pub(super) fn dial(self: &Arc<Self>, stream: u32, conn: TcpStream) {
-        self.pending.lock().expect("pending").insert(stream, conn);
+        self.pending.locked().insert(stream, conn);
         let side = Arc::downgrade(self);
         tokio::spawn(async move {
             tokio::time::sleep(DIAL_TIMEOUT).await;
@@ -214,7 +215,7 @@ impl SocketSide {
                 .send_if_modified(|p| p.is_none() && p.replace(Err(reason.into())).is_none());
             return;
         }
-        if let Some(conn) = self.pending.lock().expect("pending").remove(&stream) {
+        if let Some(conn) = self.pending.locked().remove(&stream) {
             tracing::debug!(stream, %reason, "forwarded connection closed in the sandbox");
             tokio::spawn(end_unpaired(conn));
         }
@@ -222,8 +223,8 @@ impl SocketSide {
 
     /// Ends it: the socket's file goes, waiting connections drop.
     pub(super) fn shutdown(&self) {
-        drop(self.file.lock().expect("socket file").take());
-        self.pending.lock().expect("pending").clear();
+        drop(self.file.locked().take());
+        self.pending.locked().clear();
         self.probed.send_if_modified(|p| {
             p.is_none() && p.replace(Err("the relay ended".into())).is_none()
         });
@@ -314,7 +315,7 @@ async fn handshake(
                 .send_if_modified(|p| p.is_none() && p.replace(Ok(())).is_none());
             return;
         }
-        Some(id) => side.pending.lock().expect("pending").remove(&id),
+        Some(id) => side.pending.locked().remove(&id),
     };
     let Some(tcp) = waiting else {
         return side.refuse("a stream nobody waits for");

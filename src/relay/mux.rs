@@ -16,6 +16,7 @@ use tokio::sync::{mpsc, watch};
 use super::carrier::{SocketCarrier, SocketSide};
 use super::frame::{Decoder, Frame, MAX_PAYLOAD, VERSION};
 use super::netns::Namespace;
+use crate::lock::Locked;
 
 /// Each direction of a stream may have this many bytes sent and not yet drained.
 pub const WINDOW: u32 = 256 * 1024;
@@ -63,19 +64,19 @@ impl Shared {
     /// Ends the relay with `reason` (the first reason stays) and drops every stream.
     /// Whoever learns the reason finds the socket's file gone.
     fn end(&self, reason: String) {
-        if let Some(side) = self.socket.lock().expect("relay socket").take() {
+        if let Some(side) = self.socket.locked().take() {
             side.shutdown();
         }
         // The namespace is let go: a stopped container's namespace is not kept alive by a forward.
-        drop(self.namespace.lock().expect("relay namespace").take());
+        drop(self.namespace.locked().take());
         self.ended
             .send_if_modified(|r| r.is_none() && r.replace(reason).is_none());
-        self.streams.lock().expect("relay streams").clear();
+        self.streams.locked().clear();
     }
 
     /// The socket, once the agent proved it reaches it.
     fn live_socket(&self) -> Option<Arc<SocketSide>> {
-        let socket = self.socket.lock().expect("relay socket");
+        let socket = self.socket.locked();
         socket.as_ref().filter(|s| s.live()).cloned()
     }
 }
@@ -126,7 +127,7 @@ impl Relay {
     /// removed, and connections stay on the stream pair.
     pub async fn use_socket(&self, carrier: SocketCarrier) -> Result<(), String> {
         let (side, offer) = SocketSide::start(carrier, self.shared.ended.subscribe());
-        *self.shared.socket.lock().expect("relay socket") = Some(side.clone());
+        *self.shared.socket.locked() = Some(side.clone());
         self.shared.send(offer);
         let outcome = match tokio::time::timeout(PROBE_TIMEOUT, side.probe()).await {
             Ok(outcome) => outcome,
@@ -134,7 +135,7 @@ impl Relay {
         };
         if outcome.is_err() {
             side.shutdown();
-            let mut socket = self.shared.socket.lock().expect("relay socket");
+            let mut socket = self.shared.socket.locked();
             if socket.as_ref().is_some_and(|s| Arc::ptr_eq(s, &side)) {
                 *socket = None;
             }
@@ -145,7 +146,7 @@ impl Relay {
     /// From now on dials each connection from the hub inside `namespace` (see [`Namespace`]);
     /// the stream pair stays the control channel.
     pub fn use_namespace(&self, namespace: Namespace) {
-        *self.shared.namespace.lock().expect("relay namespace") = Some(namespace);
+        *self.shared.namespace.locked() = Some(namespace);
     }
 
     /// Carries one accepted connection over the relay (its bytes over the namespace's own
@@ -154,12 +155,7 @@ impl Relay {
         if self.shared.ended.borrow().is_some() {
             return;
         }
-        let namespace = self
-            .shared
-            .namespace
-            .lock()
-            .expect("relay namespace")
-            .clone();
+        let namespace = self.shared.namespace.locked().clone();
         if let Some(ns) = namespace {
             ns.carry(conn, self.shared.ended.subscribe());
             return;
@@ -179,16 +175,12 @@ impl Relay {
             allowed: allowed.clone(),
             received: 0,
         };
-        self.shared
-            .streams
-            .lock()
-            .expect("relay streams")
-            .insert(id, slot);
+        self.shared.streams.locked().insert(id, slot);
         self.shared.send(Frame::Open { stream: id });
         let shared = self.shared.clone();
         tokio::spawn(async move {
             let failed = pump(&shared, id, conn, granted_rx, inbound_rx, allowed).await;
-            shared.streams.lock().expect("relay streams").remove(&id);
+            shared.streams.locked().remove(&id);
             if let Some(reason) = failed {
                 shared.send(Frame::Close { stream: id, reason });
             }
@@ -214,15 +206,15 @@ impl Relay {
     /// Connections carried now.
     #[cfg(test)]
     pub fn connections(&self) -> usize {
-        let socket = self.shared.socket.lock().expect("relay socket");
+        let socket = self.shared.socket.locked();
         let paired = socket.as_ref().map_or(0, |s| s.paired());
-        self.shared.streams.lock().expect("relay streams").len() + paired
+        self.shared.streams.locked().len() + paired
     }
 
     /// Connections to the socket refused so far (a wrong secret or stream, and the like).
     #[cfg(test)]
     pub fn refused(&self) -> u64 {
-        let socket = self.shared.socket.lock().expect("relay socket");
+        let socket = self.shared.socket.locked();
         socket.as_ref().map_or(0, |s| s.refused())
     }
 }
@@ -321,12 +313,12 @@ async fn read_frames<R: AsyncRead + Unpin>(shared: Arc<Shared>, mut from: R, mut
 /// One frame from the agent, to its stream (frames of streams already gone are dropped; a
 /// CLOSE of a stream it was to DIAL drops the waiting connection).
 fn dispatch(shared: &Shared, frame: Frame) {
-    let mut streams = shared.streams.lock().expect("relay streams");
+    let mut streams = shared.streams.locked();
     let id = frame.stream();
     let Some(slot) = streams.get_mut(&id) else {
         drop(streams);
         if let Frame::Close { stream, reason } = &frame
-            && let Some(side) = shared.socket.lock().expect("relay socket").as_ref()
+            && let Some(side) = shared.socket.locked().as_ref()
         {
             side.closed(*stream, reason);
         }

@@ -24,6 +24,7 @@ use tokio::sync::watch;
 
 use crate::engine::api::EngineApi;
 use crate::error::{Error, Result};
+use crate::lock::Locked;
 use crate::relay::{self, carrier::SocketCarrier, mux::Relay, netns::Namespace};
 
 /// What [`PortForward::close`] ends a forward with.
@@ -101,14 +102,14 @@ pub struct Forwards(Arc<Mutex<Vec<PortForward>>>);
 impl Forwards {
     /// Keeps `forward` listed while it is live.
     pub fn add(&self, forward: &PortForward) {
-        let mut all = self.0.lock().expect("forwards");
+        let mut all = self.0.locked();
         all.retain(PortForward::live);
         all.push(forward.clone());
     }
 
     /// The forwards live now.
     pub fn list(&self) -> Vec<ForwardInfo> {
-        let mut all = self.0.lock().expect("forwards");
+        let mut all = self.0.locked();
         all.retain(PortForward::live);
         all.iter().map(|f| f.info.clone()).collect()
     }
@@ -224,7 +225,7 @@ pub async fn open<E: EngineApi>(
     let (output, input) = start_agent(docker, &target, port, host_port).await?;
     let stderr = output.stderr.clone();
     let relay = Relay::start(output, input).await.map_err(|why| {
-        let said = stderr.lock().expect("agent stderr").trim().to_string();
+        let said = stderr.locked().trim().to_string();
         let said = if said.is_empty() {
             String::new()
         } else {
@@ -461,7 +462,7 @@ impl AsyncRead for ExecOutput {
                     self.pending = message;
                 }
                 Some(Ok(LogOutput::StdErr { message })) => {
-                    let mut tail = self.stderr.lock().expect("agent stderr");
+                    let mut tail = self.stderr.locked();
                     tail.push_str(&String::from_utf8_lossy(&message));
                     let cut = tail.len().saturating_sub(STDERR_TAIL);
                     let cut = (cut..tail.len())

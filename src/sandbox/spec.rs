@@ -9,10 +9,24 @@ mod posture;
 mod proxy;
 pub mod seccomp;
 
-pub use build::*;
-pub use names::*;
-pub use posture::*;
-pub use proxy::*;
+pub use build::{
+    ContainerSettings, ContainerSpec, DEFAULT_HEALTH_INTERVAL_MS, DEFAULT_PIDS_LIMIT, Limits,
+    SpecInput, build, exec_gated,
+};
+#[cfg(test)]
+pub use build::{DEFAULT_CPU_SHARES, EXEC_GATE, FALLBACK_MEMORY, GATE, HealthProbe, health_probe};
+pub use names::{
+    Bind, LABEL_HOLDER_OF, LABEL_IMAGE_BASE, LABEL_IMAGE_VARIANT, LABEL_NET_MODE, LABEL_NET_RULES,
+    LABEL_NET_SHAPE, LABEL_NETWORK, LABEL_OWNER, LABEL_RUN_FLAGS, LABEL_SANDBOX, LABEL_SPEC_HASH,
+    LABEL_WORKSPACE, LABEL_WORKSPACE_PATH, SEED_FILES, container_name, guard_copies, network_name,
+    token_file,
+};
+#[cfg(test)]
+pub use names::{LABEL_IMAGE_DIGEST, VolumeMount, WRITABLE_TMPFS};
+#[cfg(test)]
+pub use posture::PostureCheckKind;
+pub use posture::{ContainerPosture, HolderPosture, LivePosture, check_posture};
+pub use proxy::proxy_notes;
 
 #[cfg(test)]
 mod tests;

@@ -161,7 +161,7 @@ mod unix {
             create: bool,
         ) -> io::Result<Option<(OwnedFd, &'p str)>> {
             // The caller checked it already; checked again here, where it matters.
-            crate::sandbox::clone::check_path(path).map_err(io::Error::other)?;
+            crate::sandbox::clone::manifest::check_path(path).map_err(io::Error::other)?;
             let (dirs, leaf) = path.rsplit_once('/').unwrap_or(("", path));
             let mut at = self.root.try_clone()?;
             for d in dirs.split('/').filter(|d| !d.is_empty()) {

@@ -14,12 +14,31 @@ mod manifest;
 mod source;
 mod work;
 
-pub use apply::*;
-pub use fill::*;
-pub use folder::*;
-pub use manifest::*;
-pub use source::*;
-pub use work::*;
+pub use apply::{CloneApplied, CloneApplyOptions, apply_work, check_branch, default_branch};
+pub use fill::{copy_exists, prepare_copy, record_copy, upload_copy};
+#[cfg(all(test, unix))]
+pub use folder::Journal;
+#[cfg(test)]
+pub use folder::decide;
+pub use folder::{
+    ApplyRules, CloneOutcome, Planned, apply_fetch, diff_fetch, file_of, guarded, journal_path,
+    message, patch_of, plan, sweep_asides, write,
+};
+#[cfg(test)]
+pub use manifest::{Change, check_path, compare, ignored_path, link_escapes};
+pub use manifest::{
+    Entry, Listing, Manifest, fetch_commands, list_command, manifest_path, parse_fetched,
+    parse_listing, read_manifest, remove_manifests, write_manifest,
+};
+#[cfg(test)]
+pub use source::NO_REMOTE;
+pub use source::{PreparedCopy, prepare};
+#[cfg(test)]
+pub use work::files_of;
+pub use work::{
+    APPLY_ANSWERS, BASE_REF, CloneChanges, CloneDiff, CloneFile, DIFF_ANSWERS, answers,
+    apply_command, diff_command, parse_diff, parse_work, unframe,
+};
 
 use crate::error::{Error, Result};
 use crate::names::vars::WORKSPACE_MODE_VAR;
