@@ -152,6 +152,9 @@ pub async fn run_or_spawn(
         });
     }
     req.command = gate(req.command);
+    if let spawner::Found::Unusable(why) = &found {
+        tracing::debug!(workspace, %why, "the engine's exec: no spawner can run here");
+    }
     if !matches!(found, spawner::Found::Absent) {
         return run(docker, container_id, workspace, req).await;
     }

@@ -64,7 +64,12 @@ function moreFifos(sync) {
 }
 process.on('exit', () => fs.rmSync(fifoDir, { recursive: true, force: true }))
 moreFifos(true)
-if (anchors.length === 0) process.exit(1)
+if (anchors.length === 0) {
+  // It cannot run in this container (no mkfifo, or a temporary folder that takes no FIFO): it
+  // says so beside its socket, and the host stops launching it for this container.
+  try { fs.writeFileSync(`${where}.failed`, `mkfifo could not make a FIFO in ${os.tmpdir()}`, { flag: 'wx', mode: 0o600 }) } catch {}
+  process.exit(1)
+}
 /** Three pipes: [the command's end, ours] for stdin, stdout and stderr. */
 function pipes() {
   if (anchors.length < 3) moreFifos(true)

@@ -56,6 +56,10 @@ pub struct Record {
     pub start_time: u64,
     /// Its socket's file name in the broker's folder.
     pub socket: String,
+    /// Why a spawner cannot run in this container, once one said so (`<socket>.failed`): every
+    /// later exec into it takes the engine's exec and launches none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failed: Option<String>,
 }
 
 /// Where a workspace's spawner is found: its record, and the broker's folder as the host and
@@ -130,6 +134,8 @@ pub enum Found {
     Starting,
     /// None usable: the engine's exec, and a new spawner.
     Absent,
+    /// A spawner cannot run in this container (the reason): the engine's exec, and no spawner.
+    Unusable(String),
 }
 
 /// How long an exec waits for a recorded spawner that runs to listen.
@@ -144,11 +150,17 @@ pub async fn connect(place: &Place, container_id: &str) -> Found {
     if rec.container_id != container_id || !is_socket_name(&rec.socket) {
         return Found::Absent;
     }
+    if let Some(why) = rec.failed {
+        return Found::Unusable(why);
+    }
     let deadline = tokio::time::Instant::now() + LISTEN_WAIT;
     loop {
         if start_time(rec.pid) != Some(rec.start_time) {
             tracing::debug!(pid = rec.pid, "the spawner recorded no longer runs");
-            return Found::Absent;
+            return match said_failed(place, &rec) {
+                Some(why) => Found::Unusable(why),
+                None => Found::Absent,
+            };
         }
         match connect_checked(&place.host_dir.join(&rec.socket), rec.pid).await {
             Ok(stream) => return Found::Connected(stream),
@@ -164,6 +176,33 @@ pub async fn connect(place: &Place, container_id: &str) -> Found {
         }
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
+}
+
+/// The reason the recorded spawner left in `<socket>.failed` before it exited, when it could not
+/// run in its container: recorded (so no later exec launches another) and said once, its file
+/// removed. The container can write the folder: a forged marker only costs its own execs the
+/// spawner.
+#[cfg(target_os = "linux")]
+fn said_failed(place: &Place, rec: &Record) -> Option<String> {
+    let marker = place.host_dir.join(format!("{}.failed", rec.socket));
+    let bytes = crate::sandbox::review::walk::read_regular(&marker, 512)?;
+    let _ = std::fs::remove_file(&marker);
+    let said: String = String::from_utf8_lossy(&bytes)
+        .chars()
+        .filter(|c| !c.is_control())
+        .collect();
+    let why = format!(
+        "its exec spawner cannot run in this container ({said}): every exec takes the engine's exec"
+    );
+    tracing::warn!(container = %rec.container_id, "{why}");
+    let failed = Record {
+        failed: Some(why.clone()),
+        ..rec.clone()
+    };
+    if let Ok(bytes) = serde_json::to_vec(&failed) {
+        let _ = crate::write_aside::write_whole(&place.record, &bytes, true);
+    }
+    Some(why)
 }
 
 /// Connects to the socket at `path` (the folder is the container's to write: opened without
@@ -264,6 +303,7 @@ pub async fn launch(
             pid,
             start_time,
             socket,
+            failed: None,
         };
         let bytes = serde_json::to_vec(&record).map_err(|e| e.to_string())?;
         crate::write_aside::write_whole(&place.record, &bytes, true).map_err(|e| e.to_string())?;
@@ -410,6 +450,7 @@ mod tests {
             pid: 7,
             start_time: 9,
             socket: "exec-0123456789abcdef.sock".into(),
+            failed: None,
         };
         std::fs::write(&path, serde_json::to_vec(&rec).unwrap()).unwrap();
         assert_eq!(read_record(&path), Some(rec));

@@ -18,6 +18,7 @@ fn place_for(pid: u32, start_time: u64) -> (tempfile::TempDir, Place) {
         pid,
         start_time,
         socket: NAME.into(),
+        failed: None,
     };
     std::fs::write(&place.record, serde_json::to_vec(&rec).unwrap()).unwrap();
     (dir, place)
@@ -42,6 +43,33 @@ async fn the_recorded_process_listening_is_connected_to_and_nothing_else() {
     // A record of a process that is gone.
     let (_d, gone) = place_for(u32::MAX - 7, start);
     assert!(matches!(connect(&gone, "c1").await, Found::Absent));
+}
+
+/// A spawner that cannot run in its container (no mkfifo) says why beside its socket and exits:
+/// the host records it once, and no later exec launches another for that container.
+#[tokio::test]
+async fn a_spawner_that_said_it_cannot_run_is_recorded_and_never_launched_again() {
+    let (_, start) = ours();
+    let (dir, place) = place_for(u32::MAX - 7, start);
+    std::fs::write(
+        dir.path().join(format!("{NAME}.failed")),
+        "mkfifo could not make a FIFO in /tmp\x1b]0;x",
+    )
+    .unwrap();
+    let Found::Unusable(why) = connect(&place, "c1").await else {
+        panic!("not unusable");
+    };
+    assert!(why.contains("mkfifo could not make a FIFO"), "{why}");
+    assert!(!why.chars().any(char::is_control), "{why:?}");
+    assert!(!dir.path().join(format!("{NAME}.failed")).exists());
+    let rec = read_record(&place.record).unwrap();
+    assert_eq!(rec.failed.as_deref(), Some(why.as_str()));
+    // Said once: the record answers from now on, for this container only.
+    assert!(matches!(connect(&place, "c1").await, Found::Unusable(w) if w == why));
+    assert!(matches!(connect(&place, "c2").await, Found::Absent));
+    // A spawner that is gone without a word (killed) is launched again.
+    let (_d, killed) = place_for(u32::MAX - 7, start);
+    assert!(matches!(connect(&killed, "c1").await, Found::Absent));
 }
 
 #[tokio::test]
