@@ -275,29 +275,7 @@ pub async fn doctor(
         networks = network_check(&docker, &mut warnings).await;
     }
     let ok = node.ok && engine.available && !engine.remote && runtime.ok;
-    if engine.available
-        && !crate::sandbox::engine_mode::limits_enforceable(
-            engine.rootless,
-            engine.cgroup_version.as_deref().unwrap_or_default(),
-        )
-    {
-        warnings.push(crate::sandbox::engine_mode::UNENFORCED_LIMITS.to_string());
-    }
-    warnings.extend(lan_exposure_warning(&engine));
-    warnings.extend(crate::sandbox::spec::proxy_notes(host.vars()));
-    let vars = host.vars().clone();
-    let bare =
-        tokio::task::spawn_blocking(move || crate::sandbox::guards::git_safety::check(&vars))
-            .await
-            .unwrap_or(crate::sandbox::guards::git_safety::Bare::NoGit);
-    warnings.extend(crate::sandbox::guards::git_safety::warning(&bare));
-    if options.guarded_paths.is_empty() {
-        warnings.push(format!(
-            "no guarded paths: a contained agent can write git hooks, .git/config, editor tasks \
-             and .envrc that this host runs later; unset {} (or guardedPaths) for the defaults",
-            crate::names::vars::GUARDED_PATHS_VAR
-        ));
-    }
+    warnings.extend(host_warnings(&engine, host, &options.guarded_paths).await);
     let mut report = DoctorReport {
         ok,
         node,
@@ -313,6 +291,37 @@ pub async fn doctor(
     };
     report.text = render(&report);
     Ok(report)
+}
+
+/// What the engine, the host's variables and git configuration, and the guarded paths say that
+/// the person should know: limits the engine does not enforce, a LAN-reachable engine, proxy
+/// variables, `safe.bareRepository`, no guarded paths.
+async fn host_warnings(engine: &EngineReport, host: &HostEnv, guarded: &[String]) -> Vec<String> {
+    let mut warnings = Vec::new();
+    if engine.available
+        && !crate::sandbox::engine_mode::limits_enforceable(
+            engine.rootless,
+            engine.cgroup_version.as_deref().unwrap_or_default(),
+        )
+    {
+        warnings.push(crate::sandbox::engine_mode::UNENFORCED_LIMITS.to_string());
+    }
+    warnings.extend(lan_exposure_warning(engine));
+    warnings.extend(crate::sandbox::spec::proxy_notes(host.vars()));
+    let vars = host.vars().clone();
+    let bare =
+        tokio::task::spawn_blocking(move || crate::sandbox::guards::git_safety::check(&vars))
+            .await
+            .unwrap_or(crate::sandbox::guards::git_safety::Bare::NoGit);
+    warnings.extend(crate::sandbox::guards::git_safety::warning(&bare));
+    if guarded.is_empty() {
+        warnings.push(format!(
+            "no guarded paths: a contained agent can write git hooks, .git/config, editor tasks \
+             and .envrc that this host runs later; unset {} (or guardedPaths) for the defaults",
+            crate::names::vars::GUARDED_PATHS_VAR
+        ));
+    }
+    warnings
 }
 
 /// The person-readable report.
