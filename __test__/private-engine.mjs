@@ -72,6 +72,9 @@ export async function privateEngine(t, { args: extra = [], load = TEST_BASE, res
     if (pid !== null && alive(pid)) {
       const ids = (await docker('ps', '-aq')).stdout.split(/\s+/).filter(Boolean)
       if (ids.length) await docker('rm', '-f', ...ids)
+      // Its networks' bridges outlive a stopped dockerd (it keeps them for its next start):
+      // removed with the networks, or every run would leave its br-… interfaces on the host.
+      await docker('network', 'prune', '-f')
       await stop()
     }
     rmSync(dir, { recursive: true, force: true })

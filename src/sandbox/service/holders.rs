@@ -145,12 +145,16 @@ impl<E: EngineApi> ContainerService<E> {
                         docker,
                         Operation::Start(c.id.clone()),
                     ))?;
+                // Where it answers now: the holder's port (another one after an engine restart).
+                let port = (self.current(&c.id).await.ok().flatten())
+                    .and_then(|now| now.host_port)
+                    .map_or_else(String::new, |p| format!(", now on 127.0.0.1:{p}"));
                 self.inner.events.workspace(
                     workspace_id,
                     WorkspaceChange::Restarted,
                     Some(&c.id),
                     Some(format!(
-                        "its start failed while its network namespace holder was down ({}): started again now that the holder runs",
+                        "its start failed while its network namespace holder was down ({}): started again now that the holder runs{port}",
                         c.start_error
                     )),
                 );
