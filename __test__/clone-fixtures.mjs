@@ -144,8 +144,8 @@ export function parseLines(text) {
 }
 
 /**
- * A case-insensitive folder: `casefold-fs.py` (FUSE, mfusepy on libfuse 3, in a venv under
- * `.tmp/`) over a fresh backing folder, unmounted and removed when the test ends. The kernel here
+ * A case-insensitive folder: `casefold-fs.py` (FUSE, mfusepy on libfuse 3, in the venv
+ * `scripts/casefold-venv.sh` makes under `.tmp/`) over a fresh backing folder, unmounted and removed when the test ends. The kernel here
  * has no casefold (CONFIG_UNICODE) for an ext4 casefold folder on a loop device; this folder
  * looks names up as such a file system does. Fails saying what to install where FUSE, venv or
  * PyPI is missing.
@@ -157,11 +157,7 @@ export async function casefoldFolder(t) {
   if (!existsSync('/dev/fuse')) throw new Error(`the case-insensitive folder needs FUSE (/dev/fuse is missing): ${how}`)
   const tryRun = (cmd, args) => run(cmd, args).catch((e) => ({ code: -1, stderr: e.message }))
   if ((await tryRun(py, ['-c', 'import mfusepy'])).code !== 0) {
-    rmSync(venv, { recursive: true, force: true })
-    for (const [cmd, args] of [['python3', ['-m', 'venv', venv]], [path.join(venv, 'bin', 'pip'), ['install', '--quiet', '--disable-pip-version-check', 'mfusepy==3.1.0']]]) {
-      const r = await tryRun(cmd, args)
-      if (r.code !== 0) throw new Error(`the case-insensitive folder needs python3-venv and mfusepy (${cmd} ${args.join(' ')} failed: ${r.stderr.trim()}): ${how}`)
-    }
+    throw new Error(`the case-insensitive folder needs mfusepy in ${venv}: run 'bash scripts/casefold-venv.sh' (npm test runs it with the engine set-up); ${how}`)
   }
   const dir = mkdtempSync(path.join(os.tmpdir(), 'po-casefold-'))
   const backing = path.join(dir, 'backing')

@@ -51,7 +51,7 @@ collect() {
   cat "$2"
   return "$rc"
 }
-setsid bash -c 'bash scripts/ensure-engine.sh && bash scripts/build-test-base-image.sh' >"$engine_log" 2>&1 &
+setsid bash -c 'bash scripts/ensure-engine.sh && bash scripts/casefold-venv.sh && bash scripts/build-test-base-image.sh' >"$engine_log" 2>&1 &
 engine_pid=$!
 
 # One cargo profile for the addon, clippy and the unit tests, so they share every dependency (the

@@ -100,7 +100,7 @@ impl Broker {
     pub(super) async fn forward(
         &self,
         req: Request<Incoming>,
-        admitted: Admitted,
+        (admitted, grammar): (Admitted, Option<&'static Grammar>),
         mut event: AuditEvent,
         started: Instant,
     ) -> std::result::Result<Response<ResponseBody>, (AuditEvent, Failure)> {
@@ -120,7 +120,6 @@ impl Broker {
             admitted.query
         );
         let verdict = Verdict::default();
-        let grammar = ForwardPolicy::grammar(route, &admitted.rest, &upstream.path_prefix);
         let body = match self.screened(route, req, grammar, &verdict).await {
             Ok(parts) => parts,
             Err(failure) => return Err((event, failure)),

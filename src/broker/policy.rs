@@ -70,24 +70,15 @@ impl ForwardPolicy {
     /// The body shape of the endpoint `rest` goes to (see [`Self::check_path`] for `prefix`):
     /// the one built-in endpoint that every percent-decoding of the path reaches; `None` when
     /// some decoding reaches none (a path the host added) or two decodings reach different
-    /// ones, and for endpoints that take no body.
+    /// ones, and for endpoints that take no body. (The request path gets it from
+    /// [`Self::check_path`].)
+    #[cfg(test)]
     pub fn grammar(route: &ProviderRoute, rest: &str, prefix: &str) -> Option<&'static Grammar> {
         let (layers, deeper) = decodings(rest.as_bytes(), DECODE_DEPTH + 1);
         if deeper {
             return None;
         }
-        let mut found: Option<(paths::Api, &'static str)> = None;
-        for layer in &layers {
-            let p = std::str::from_utf8(layer).ok()?;
-            let upstream = format!("{prefix}{p}");
-            let here = paths::endpoint(route, p).or_else(|| paths::endpoint(route, &upstream))?;
-            if found.is_some_and(|f| f != here) {
-                return None;
-            }
-            found = Some(here);
-        }
-        let (api, endpoint) = found?;
-        apis::grammar(api, endpoint)
+        grammar_of(route, &layers, prefix)
     }
 
     /// The 403 for a compressed body, which the screen cannot read.
@@ -105,12 +96,13 @@ impl ForwardPolicy {
     /// as sent and in every percent-decoding of it, it (or `prefix`, the upstream's base path,
     /// followed by it) is one of the route's model endpoints or of the host's additions. The 403 otherwise names the path, the provider and the way to
     /// allow it; call it only once the path passed the token check (it may then be shown).
+    /// Forwarded, the body shape of its endpoint, from the same decodings ([`grammar_of`]).
     pub fn check_path(
         &self,
         route: &ProviderRoute,
         rest: &str,
         prefix: &str,
-    ) -> std::result::Result<(), Failure> {
+    ) -> std::result::Result<Option<&'static Grammar>, Failure> {
         let extra = self
             .extra_paths
             .get(route.id)
@@ -126,7 +118,7 @@ impl ForwardPolicy {
                 })
             });
         if every {
-            return Ok(());
+            return Ok(grammar_of(route, &layers, prefix));
         }
         let id = route.id;
         Err(Failure(
@@ -136,6 +128,28 @@ impl ForwardPolicy {
             ),
         ))
     }
+}
+
+/// The body shape of the one built-in endpoint every decoding in `layers` reaches (see
+/// [`ForwardPolicy::check_path`], which decoded them); `None` when some decoding reaches none (a
+/// path the host added), two reach different ones, or the endpoint takes no body.
+fn grammar_of(
+    route: &ProviderRoute,
+    layers: &[impl AsRef<[u8]>],
+    prefix: &str,
+) -> Option<&'static Grammar> {
+    let mut found: Option<(paths::Api, &'static str)> = None;
+    for layer in layers {
+        let p = std::str::from_utf8(layer.as_ref()).ok()?;
+        let upstream = format!("{prefix}{p}");
+        let here = paths::endpoint(route, p).or_else(|| paths::endpoint(route, &upstream))?;
+        if found.is_some_and(|f| f != here) {
+            return None;
+        }
+        found = Some(here);
+    }
+    let (api, endpoint) = found?;
+    apis::grammar(api, endpoint)
 }
 
 /// `PO_SANDBOX_BROKER_ALLOW_PATHS`: comma-separated `<provider>:<path>` entries (blank ones

@@ -562,10 +562,11 @@ impl Broker {
         let upstream = super::routes::upstream(admitted.route, &self.inner.host_env);
         let prefix = upstream.map(|u| u.path_prefix).unwrap_or_default();
         let policy = &self.inner.policy;
-        if let Err(failure) = policy.check_path(admitted.route, &admitted.rest, &prefix) {
-            return self.refuse(event, started, failure);
-        }
-        match self.forward(req, admitted, event, started).await {
+        let grammar = match policy.check_path(admitted.route, &admitted.rest, &prefix) {
+            Ok(grammar) => grammar,
+            Err(failure) => return self.refuse(event, started, failure),
+        };
+        match self.forward(req, (admitted, grammar), event, started).await {
             Ok(response) => response,
             Err((event, failure)) => self.refuse(event, started, failure),
         }

@@ -61,13 +61,15 @@ pub fn guards(ws: &Path, rests: &[&str]) -> GitGuards {
         files,
         copies,
     } = &mut found;
+    // The person's own configuration, read once for every repository of the workspace.
+    let mut global = None;
     for tree in work_trees(ws) {
         let dot_git = join(&tree, ".git");
         let meta = std::fs::symlink_metadata(ws.join(&dot_git)).ok();
         match meta {
             Some(m) if m.is_dir() && ws.join(&dot_git).join("HEAD").exists() => {
                 git_dir(ws, &dot_git, rests, 0, out, copies);
-                followed_files(ws, &tree, &dot_git, out, files);
+                followed_files(ws, (&tree, &dot_git), &mut global, out, files);
             }
             Some(m) if m.is_file() => {
                 out.push(dot_git.clone());
@@ -79,7 +81,8 @@ pub fn guards(ws: &Path, rests: &[&str]) -> GitGuards {
                 if let Some(common) = &common {
                     git_dir(ws, common, rests, 0, out, copies);
                 }
-                followed_files(ws, &tree, common.as_deref().unwrap_or(&dir), out, files);
+                let git_dir = common.as_deref().unwrap_or(&dir);
+                followed_files(ws, (&tree, git_dir), &mut global, out, files);
             }
             // No repository at the top (or a link, or an empty placeholder): `.git` as it is
             // (prepare refuses a link). Below the top, only real repositories count.
@@ -180,20 +183,24 @@ fn sub_folders(dir: &Path) -> Vec<String> {
     names
 }
 
-/// The folder `core.hooksPath` names and the files `include.path` names, from the repository's
-/// config (in its common git folder `git_dir`) or, for the hooks, the person's global config,
-/// when they are inside the workspace: git runs those hooks, and reads those files as config.
+/// The folders `core.hooksPath` names and the files `include.path` names, from the repository's
+/// config (in its common git folder `git_dir`), the files it includes from inside the
+/// workspace, and (for the hooks) the person's own configuration (`global`, read once for all
+/// repositories), when they are inside the workspace: git runs those hooks, and reads those
+/// files as config.
 fn followed_files(
     ws: &Path,
-    tree: &str,
-    git_dir: &str,
+    (tree, git_dir): (&str, &str),
+    global: &mut Option<Vec<String>>,
     out: &mut Vec<String>,
     files: &mut Vec<String>,
 ) {
     let config = Config::parse(&read_config(&ws.join(git_dir).join("config")));
     // Every hooks folder git might use, the person's own configuration's included: guarding one
     // git would not use costs nothing.
-    let mut hooks = global_config().hooks_paths;
+    let mut hooks = global
+        .get_or_insert_with(|| global_config().hooks_paths)
+        .clone();
     hooks.extend(config.hooks_paths);
     for include in config.includes {
         // Relative includes are relative to the config file's folder.
