@@ -115,10 +115,10 @@ const MANY_NETWORKS: u32 = 20;
 
 /// Counts the per-hub networks; a warning when there are many.
 async fn network_check(
-    docker: &impl crate::engine::api::EngineApi,
+    engine: &impl crate::engine::api::EngineApi,
     warnings: &mut Vec<String>,
 ) -> Option<NetworkCheck> {
-    let found = crate::sandbox::network::per_hub(docker, None).await.ok()?;
+    let found = crate::sandbox::network::per_hub(engine, None).await.ok()?;
     let check = NetworkCheck {
         per_hub: found.len() as u32,
         unused: found.iter().filter(|n| !n.in_use).count() as u32,
@@ -235,7 +235,7 @@ pub async fn doctor(
     node_version: &str,
     options: DoctorOptions,
 ) -> Result<DoctorReport> {
-    let engine = engine::detect(
+    let found = engine::detect(
         host,
         &DetectOptions {
             probe_all: true,
@@ -261,25 +261,25 @@ pub async fn doctor(
     };
     let mut warnings = Vec::new();
     let mut networks = None;
-    if engine.available
-        && let Ok(docker) = engine::connect_reported(
-            &engine,
+    if found.available
+        && let Ok(engine) = engine::connect_reported(
+            &found,
             engine::call_timeout(host).unwrap_or(engine::DEFAULT_CALL_TIMEOUT),
         )
     {
-        image.present = Some(docker.inspect_image(&image.tag).await.is_ok());
-        image.base_present = Some(docker.inspect_image(&recipe.base).await.is_ok());
-        if let Some(w) = runtime_warning(&docker, &engine, &options.run_flags).await {
+        image.present = Some(engine.inspect_image(&image.tag).await.is_ok());
+        image.base_present = Some(engine.inspect_image(&recipe.base).await.is_ok());
+        if let Some(w) = runtime_warning(&engine, &found, &options.run_flags).await {
             warnings.push(w);
         }
-        networks = network_check(&docker, &mut warnings).await;
+        networks = network_check(&engine, &mut warnings).await;
     }
-    let ok = node.ok && engine.available && !engine.remote && runtime.ok;
-    warnings.extend(host_warnings(&engine, host, &options.guarded_paths).await);
+    let ok = node.ok && found.available && !found.remote && runtime.ok;
+    warnings.extend(host_warnings(&found, host, &options.guarded_paths).await);
     let mut report = DoctorReport {
         ok,
         node,
-        engine,
+        engine: found,
         runtime,
         image,
         guarded_paths: options.guarded_paths,
@@ -296,17 +296,17 @@ pub async fn doctor(
 /// What the engine, the host's variables and git configuration, and the guarded paths say that
 /// the person should know: limits the engine does not enforce, a LAN-reachable engine, proxy
 /// variables, `safe.bareRepository`, no guarded paths.
-async fn host_warnings(engine: &EngineReport, host: &HostEnv, guarded: &[String]) -> Vec<String> {
+async fn host_warnings(report: &EngineReport, host: &HostEnv, guarded: &[String]) -> Vec<String> {
     let mut warnings = Vec::new();
-    if engine.available
+    if report.available
         && !crate::sandbox::engine_mode::limits_enforceable(
-            engine.rootless,
-            engine.cgroup_version.as_deref().unwrap_or_default(),
+            report.rootless,
+            report.cgroup_version.as_deref().unwrap_or_default(),
         )
     {
         warnings.push(crate::sandbox::engine_mode::UNENFORCED_LIMITS.to_string());
     }
-    warnings.extend(lan_exposure_warning(engine));
+    warnings.extend(lan_exposure_warning(report));
     warnings.extend(crate::sandbox::spec::proxy_notes(host.vars()));
     let vars = host.vars().clone();
     let bare =
@@ -477,23 +477,21 @@ fn run_flags_section(flags: &[String]) -> String {
 /// A `--runtime` run flag the engine cannot honour: Podman ignores it (and the provider
 /// refuses it there), and Docker must list the runtime (daemon.json `runtimes`).
 async fn runtime_warning(
-    docker: &bollard::Docker,
-    engine: &EngineReport,
+    engine: &impl crate::engine::EngineApi,
+    report: &EngineReport,
     flags: &crate::sandbox::run_flags::RunFlags,
 ) -> Option<String> {
     let runtime = flags.runtime.as_deref()?;
-    if engine.engine.as_deref() == Some("podman") {
+    if report.engine.as_deref() == Some("podman") {
         return Some(format!(
             "--runtime={runtime}: Podman's Docker API ignores the runtime, so the provider \
              refuses this flag on Podman (RUN_FLAGS_INVALID); set it in containers.conf instead"
         ));
     }
-    let info = docker.info().await.ok()?;
-    let listed = info.runtimes.unwrap_or_default();
-    if listed.contains_key(runtime) {
+    let mut names = engine.runtimes().await.ok()?;
+    if names.iter().any(|n| n == runtime) {
         return None;
     }
-    let mut names: Vec<String> = listed.into_keys().collect();
     names.sort();
     Some(format!(
         "--runtime={runtime}: the engine lists no such runtime (it has {}); register it in \

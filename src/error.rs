@@ -4,6 +4,9 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use crate::engine::fault::EngineError;
+use crate::engine::operation::Operation;
+
 /// An underlying failure kept as an error's `source()`.
 pub type Cause = Box<dyn std::error::Error + Send + Sync>;
 
@@ -41,7 +44,7 @@ pub enum Error {
     EngineRequest {
         operation: String,
         #[source]
-        source: bollard::errors::Error,
+        source: EngineError,
     },
 
     /// The engine accepted a request but did not answer it within the call bound: it is hung.
@@ -65,7 +68,7 @@ pub enum Error {
         per_hub: usize,
         unused: usize,
         #[source]
-        source: bollard::errors::Error,
+        source: EngineError,
     },
 
     /// No `container-runtime.json` where it must be.
@@ -254,13 +257,9 @@ impl Error {
 
     /// An engine request that failed: `ENGINE_TIMEOUT` when the client's bound fired (`bound`:
     /// the client's per-call timeout), else `ENGINE_REQUEST_FAILED`.
-    pub fn engine(
-        bound: std::time::Duration,
-        operation: crate::engine::Operation,
-        source: bollard::errors::Error,
-    ) -> Error {
+    pub fn engine(bound: std::time::Duration, operation: Operation, source: EngineError) -> Error {
         match source {
-            bollard::errors::Error::RequestTimeoutError => Error::EngineTimeout {
+            EngineError::Timeout => Error::EngineTimeout {
                 variable: operation.bound_variable(),
                 operation: operation.to_string(),
                 waited_ms: bound.as_millis() as u64,
@@ -269,6 +268,19 @@ impl Error {
                 operation: operation.to_string(),
                 source,
             },
+        }
+    }
+
+    /// How the engine failed, when this is a failed engine request (or a container failure
+    /// the engine caused).
+    pub(crate) fn engine_fault(&self) -> Option<&EngineError> {
+        match self.unshared() {
+            Error::EngineRequest { source, .. } => Some(source),
+            Error::ContainerFailed {
+                source: Some(cause),
+                ..
+            } => cause.downcast_ref::<EngineError>(),
+            _ => None,
         }
     }
 
@@ -324,18 +336,12 @@ mod tests {
 
     #[test]
     fn an_engine_call_that_timed_out_is_engine_timeout_naming_the_operation_and_bound() {
-        // A client that never connects: only its bound is read.
-        let docker = bollard::Docker::connect_with_http(
-            "tcp://127.0.0.1:1",
-            7,
-            bollard::API_DEFAULT_VERSION,
-        )
-        .unwrap();
-        use crate::engine::{Operation, Resource};
+        use crate::engine::Resource;
+        let bound = std::time::Duration::from_secs(7);
         let e = Error::engine(
-            docker.timeout(),
+            bound,
             Operation::List(Resource::Container),
-            bollard::errors::Error::RequestTimeoutError,
+            EngineError::Timeout,
         );
         assert_eq!(e.code(), "ENGINE_TIMEOUT");
         assert!(
@@ -345,9 +351,9 @@ mod tests {
             "{e}"
         );
         let change = Error::engine(
-            docker.timeout(),
+            bound,
             Operation::Create(Resource::Container, "x".into()),
-            bollard::errors::Error::RequestTimeoutError,
+            EngineError::Timeout,
         );
         assert!(
             change
@@ -356,11 +362,9 @@ mod tests {
             "{change}"
         );
         let other = Error::engine(
-            docker.timeout(),
+            bound,
             Operation::Start("x".into()),
-            bollard::errors::Error::IOError {
-                err: std::io::Error::other("gone"),
-            },
+            EngineError::Unavailable(Box::new(std::io::Error::other("gone"))),
         );
         assert_eq!(other.code(), "ENGINE_REQUEST_FAILED");
     }
@@ -370,7 +374,7 @@ mod tests {
         let io = std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "refused");
         let e = Error::EngineRequest {
             operation: "list containers".into(),
-            source: bollard::errors::Error::IOError { err: io },
+            source: EngineError::Unavailable(Box::new(io)),
         };
         let source = e.source().expect("a source");
         assert!(e.to_string().ends_with(&source.to_string()));
@@ -379,8 +383,8 @@ mod tests {
                 .starts_with("The container engine failed to list containers: ")
         );
         assert!(matches!(
-            source.downcast_ref::<bollard::errors::Error>(),
-            Some(bollard::errors::Error::IOError { .. })
+            source.downcast_ref::<EngineError>(),
+            Some(EngineError::Unavailable(_))
         ));
     }
 

@@ -2,38 +2,52 @@
 //! volumes, exec, events and image builds. Bollard's [`Docker`] is the one production implementation; the
 //! orchestration is generic over it so unit tests drive it with an in-memory engine.
 //!
-//! Answers keep the engine's own shapes (bollard's models) and errors (its HTTP status codes),
-//! so the callers' decisions (409: the name is taken, 404: gone) are the same for every
-//! implementation.
+//! Answers keep the Engine API's data shapes ([`model`](super::model)); failures are the
+//! layer's own [`EngineError`], classified once here, so the callers' decisions (the name is
+//! taken, gone, already so) are the same for every implementation.
 
 use std::collections::HashMap;
 use std::future::Future;
 use std::time::Duration;
 
 use bollard::Docker;
-use bollard::exec::{ResizeExecOptions, StartExecOptions, StartExecResults};
-use bollard::models::{
-    BuildInfo, ContainerCreateBody, ContainerInspectResponse, ContainerSummary, EventMessage,
-    ExecInspectResponse, Network, NetworkCreateRequest, NetworkInspect, VolumeCreateRequest,
-};
+use bollard::exec::ResizeExecOptions;
 use bollard::query_parameters::{
-    BuildImageOptions, CreateContainerOptionsBuilder, EventsOptionsBuilder,
+    BuildImageOptionsBuilder, CreateContainerOptionsBuilder, EventsOptionsBuilder,
     InspectContainerOptions, InspectNetworkOptions, ListContainersOptionsBuilder,
     ListNetworksOptionsBuilder, ListVolumesOptionsBuilder, LogsOptionsBuilder,
     RemoveContainerOptionsBuilder, RemoveVolumeOptions, RestartContainerOptions,
     StartContainerOptions, StopContainerOptionsBuilder, WaitContainerOptions,
 };
-use futures_util::StreamExt;
 use futures_util::stream::BoxStream;
+use futures_util::{StreamExt, TryStreamExt};
 
-/// An engine call's outcome: the engine client's error keeps its HTTP status.
-pub(crate) type EngineResult<T> = std::result::Result<T, bollard::errors::Error>;
+use super::fault::{EngineError, EngineResult};
+use super::model::{
+    BuildInfo, ContainerCreateBody, ContainerInspectResponse, ContainerSummary, EventMessage,
+    ExecConfig, ExecInspectResponse, ExecStarted, Network, NetworkCreateRequest, NetworkInspect,
+    StartExecOptions, VolumeCreateRequest,
+};
+
+/// The production client: the Engine API over a local socket (or a named pipe, or TCP).
+pub(crate) type Client = Docker;
+
+/// An image build as the layer asks for it: the tag and the labels that say what the image
+/// was built from. The context's `Dockerfile` is built; intermediate containers are always
+/// removed.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct BuildOptions {
+    /// The tag the image gets.
+    pub tag: String,
+    /// The image's labels.
+    pub labels: HashMap<String, String>,
+}
 
 /// Label filters as the engine takes them: `{"label": ["k=v", "k"]}` and the like.
 pub(crate) type Filters = HashMap<String, Vec<String>>;
 
 /// What the core asks of a container engine. Every call is bounded by [`timeout`]
-/// (a hung engine answers `RequestTimeoutError`); [`with_timeout`] gives a client with
+/// (a hung engine answers [`EngineError::Timeout`]); [`with_timeout`] gives a client with
 /// another bound.
 ///
 /// [`timeout`]: EngineApi::timeout
@@ -50,27 +64,27 @@ pub(crate) trait EngineApi: Clone + Send + Sync + 'static {
         &self,
         labels: Vec<String>,
     ) -> impl Future<Output = EngineResult<Vec<ContainerSummary>>> + Send;
-    /// One container by id or name (404 when there is none).
+    /// One container by id or name (not found when there is none).
     fn inspect_container(
         &self,
         id: &str,
     ) -> impl Future<Output = EngineResult<ContainerInspectResponse>> + Send;
-    /// Creates (does not start) a container, named or not; returns its id (409: the name is
-    /// taken).
+    /// Creates (does not start) a container, named or not; returns its id (a conflict: the name
+    /// is taken; network gone: its network is).
     fn create_container(
         &self,
         name: Option<&str>,
         body: ContainerCreateBody,
     ) -> impl Future<Output = EngineResult<String>> + Send;
-    /// Starts a container (304: it runs already).
+    /// Starts a container (not modified: it runs already; network gone: its network is).
     fn start_container(&self, id: &str) -> impl Future<Output = EngineResult<()>> + Send;
-    /// Stops a container, `grace` seconds after its stop signal (304: it was stopped).
+    /// Stops a container, `grace` seconds after its stop signal (not modified: it was stopped).
     fn stop_container(&self, id: &str, grace: i32)
     -> impl Future<Output = EngineResult<()>> + Send;
     /// Restarts a container.
     fn restart_container(&self, id: &str) -> impl Future<Output = EngineResult<()>> + Send;
-    /// Removes a container, running or not; its volumes stay (409: another removal is under
-    /// way).
+    /// Removes a container, running or not; its volumes stay (a conflict: another removal is
+    /// under way).
     fn remove_container(&self, id: &str) -> impl Future<Output = EngineResult<()>> + Send;
     /// Waits until a started container exits; its exit code.
     fn wait_container(&self, id: &str) -> impl Future<Output = EngineResult<i64>> + Send;
@@ -86,7 +100,7 @@ pub(crate) trait EngineApi: Clone + Send + Sync + 'static {
         &self,
         filters: Filters,
     ) -> impl Future<Output = EngineResult<Vec<(String, HashMap<String, String>)>>> + Send;
-    /// Removes a volume (404: gone).
+    /// Removes a volume (not found: gone).
     fn remove_volume(&self, name: &str) -> impl Future<Output = EngineResult<()>> + Send;
     /// Extracts the tar file `tar` (a host file, streamed) into `path` of a container, created
     /// or running (the engine's archive upload).
@@ -101,7 +115,8 @@ pub(crate) trait EngineApi: Clone + Send + Sync + 'static {
         &self,
         filters: Filters,
     ) -> impl Future<Output = EngineResult<Vec<Network>>> + Send;
-    /// Creates a network; returns its id (409: an engine that refuses a second of one name).
+    /// Creates a network; returns its id (a conflict: an engine that refuses a second of one
+    /// name).
     fn create_network(
         &self,
         request: NetworkCreateRequest,
@@ -115,26 +130,26 @@ pub(crate) trait EngineApi: Clone + Send + Sync + 'static {
     fn remove_network(&self, id: &str) -> impl Future<Output = EngineResult<()>> + Send;
     /// The engine's events matching `filters`, from now on, until the stream breaks.
     fn events(&self, filters: Filters) -> BoxStream<'static, EngineResult<EventMessage>>;
-    /// Whether an image exists (404: it does not).
+    /// Whether an image exists (not found: it does not).
     fn inspect_image(&self, tag: &str) -> impl Future<Output = EngineResult<()>> + Send;
     /// Builds an image from an in-memory tar context; the engine's progress messages.
     fn build_image(
         &self,
-        options: BuildImageOptions,
+        options: BuildOptions,
         context: Vec<u8>,
     ) -> BoxStream<'_, EngineResult<BuildInfo>>;
     /// Creates a command run in a running container; returns the exec's id.
     fn create_exec(
         &self,
         container: &str,
-        config: bollard::models::ExecConfig,
+        config: ExecConfig,
     ) -> impl Future<Output = EngineResult<String>> + Send;
     /// Starts an exec, attached to its streams.
     fn start_exec(
         &self,
         id: &str,
         options: StartExecOptions,
-    ) -> impl Future<Output = EngineResult<StartExecResults>> + Send;
+    ) -> impl Future<Output = EngineResult<ExecStarted>> + Send;
     /// An exec's state (running, exit code).
     fn inspect_exec(
         &self,
@@ -147,6 +162,11 @@ pub(crate) trait EngineApi: Clone + Send + Sync + 'static {
         height: u16,
         width: u16,
     ) -> impl Future<Output = EngineResult<()>> + Send;
+    /// The names of the container runtimes the engine lists (`runc`, `runsc`, …).
+    fn runtimes(&self) -> impl Future<Output = EngineResult<Vec<String>>> + Send {
+        // An engine with no runtime list (the unit tests' fake) lists none.
+        async { Ok(Vec::new()) }
+    }
     /// The command lines of a running container's processes (the engine's `top`, its last
     /// column: Docker's `CMD`, Podman's `COMMAND`).
     fn top_commands(&self, id: &str) -> impl Future<Output = EngineResult<Vec<String>>> + Send {
@@ -166,7 +186,7 @@ impl EngineApi for Docker {
     }
 
     async fn ping(&self) -> EngineResult<()> {
-        Docker::ping(self).await.map(|_| ())
+        Ok(Docker::ping(self).await.map(|_| ())?)
     }
 
     async fn list_containers(&self, labels: Vec<String>) -> EngineResult<Vec<ContainerSummary>> {
@@ -175,11 +195,11 @@ impl EngineApi for Docker {
             .all(true)
             .filters(&filters)
             .build();
-        Docker::list_containers(self, Some(options)).await
+        Ok(Docker::list_containers(self, Some(options)).await?)
     }
 
     async fn inspect_container(&self, id: &str) -> EngineResult<ContainerInspectResponse> {
-        Docker::inspect_container(self, id, None::<InspectContainerOptions>).await
+        Ok(Docker::inspect_container(self, id, None::<InspectContainerOptions>).await?)
     }
 
     async fn create_container(
@@ -188,20 +208,25 @@ impl EngineApi for Docker {
         body: ContainerCreateBody,
     ) -> EngineResult<String> {
         let options = name.map(|n| CreateContainerOptionsBuilder::new().name(n).build());
-        Ok(Docker::create_container(self, options, body).await?.id)
+        match Docker::create_container(self, options, body).await {
+            Ok(created) => Ok(created.id),
+            Err(e) => Err(EngineError::from(e).of_container()),
+        }
     }
 
     async fn start_container(&self, id: &str) -> EngineResult<()> {
-        Docker::start_container(self, id, None::<StartContainerOptions>).await
+        Docker::start_container(self, id, None::<StartContainerOptions>)
+            .await
+            .map_err(|e| EngineError::from(e).of_container())
     }
 
     async fn stop_container(&self, id: &str, grace: i32) -> EngineResult<()> {
         let options = StopContainerOptionsBuilder::new().t(grace).build();
-        Docker::stop_container(self, id, Some(options)).await
+        Ok(Docker::stop_container(self, id, Some(options)).await?)
     }
 
     async fn restart_container(&self, id: &str) -> EngineResult<()> {
-        Docker::restart_container(self, id, None::<RestartContainerOptions>).await
+        Ok(Docker::restart_container(self, id, None::<RestartContainerOptions>).await?)
     }
 
     async fn remove_container(&self, id: &str) -> EngineResult<()> {
@@ -209,7 +234,7 @@ impl EngineApi for Docker {
             .force(true)
             .v(false)
             .build();
-        Docker::remove_container(self, id, Some(options)).await
+        Ok(Docker::remove_container(self, id, Some(options)).await?)
     }
 
     async fn wait_container(&self, id: &str) -> EngineResult<i64> {
@@ -218,7 +243,7 @@ impl EngineApi for Docker {
             Some(Ok(r)) => Ok(r.status_code),
             // A non-zero exit comes as an error carrying the code.
             Some(Err(bollard::errors::Error::DockerContainerWaitError { code, .. })) => Ok(code),
-            Some(Err(e)) => Err(e),
+            Some(Err(e)) => Err(e.into()),
             None => Ok(-1),
         }
     }
@@ -238,7 +263,7 @@ impl EngineApi for Docker {
     }
 
     async fn create_volume(&self, request: VolumeCreateRequest) -> EngineResult<()> {
-        Docker::create_volume(self, request).await.map(|_| ())
+        Ok(Docker::create_volume(self, request).await.map(|_| ())?)
     }
 
     async fn list_volumes(
@@ -260,7 +285,7 @@ impl EngineApi for Docker {
     }
 
     async fn remove_volume(&self, name: &str) -> EngineResult<()> {
-        Docker::remove_volume(self, name, None::<RemoveVolumeOptions>).await
+        Ok(Docker::remove_volume(self, name, None::<RemoveVolumeOptions>).await?)
     }
 
     async fn upload_archive(
@@ -287,12 +312,15 @@ impl EngineApi for Docker {
             path: path.to_string(),
             ..Default::default()
         };
-        Docker::upload_to_container(self, id, Some(options), bollard::body_stream(chunks)).await
+        Ok(
+            Docker::upload_to_container(self, id, Some(options), bollard::body_stream(chunks))
+                .await?,
+        )
     }
 
     async fn list_networks(&self, filters: Filters) -> EngineResult<Vec<Network>> {
         let options = ListNetworksOptionsBuilder::new().filters(&filters).build();
-        Docker::list_networks(self, Some(options)).await
+        Ok(Docker::list_networks(self, Some(options)).await?)
     }
 
     async fn create_network(&self, request: NetworkCreateRequest) -> EngineResult<String> {
@@ -300,53 +328,67 @@ impl EngineApi for Docker {
     }
 
     async fn inspect_network(&self, id: &str) -> EngineResult<NetworkInspect> {
-        Docker::inspect_network(self, id, None::<InspectNetworkOptions>).await
+        Ok(Docker::inspect_network(self, id, None::<InspectNetworkOptions>).await?)
     }
 
     async fn remove_network(&self, id: &str) -> EngineResult<()> {
-        Docker::remove_network(self, id).await
+        Ok(Docker::remove_network(self, id).await?)
     }
 
     fn events(&self, filters: Filters) -> BoxStream<'static, EngineResult<EventMessage>> {
         let options = EventsOptionsBuilder::new().filters(&filters).build();
-        Docker::events(self, Some(options)).boxed()
+        Docker::events(self, Some(options))
+            .map_err(EngineError::from)
+            .boxed()
     }
 
     async fn inspect_image(&self, tag: &str) -> EngineResult<()> {
-        Docker::inspect_image(self, tag).await.map(|_| ())
+        Ok(Docker::inspect_image(self, tag).await.map(|_| ())?)
     }
 
     fn build_image(
         &self,
-        options: BuildImageOptions,
+        options: BuildOptions,
         context: Vec<u8>,
     ) -> BoxStream<'_, EngineResult<BuildInfo>> {
         let body = bollard::body_full(bytes::Bytes::from(context));
-        Docker::build_image(self, options, None, Some(body)).boxed()
+        let options = BuildImageOptionsBuilder::default()
+            .dockerfile("Dockerfile")
+            .t(&options.tag)
+            .rm(true)
+            .forcerm(true)
+            .labels(&options.labels)
+            .build();
+        Docker::build_image(self, options, None, Some(body))
+            .map_err(EngineError::from)
+            .boxed()
     }
 
-    async fn create_exec(
-        &self,
-        container: &str,
-        config: bollard::models::ExecConfig,
-    ) -> EngineResult<String> {
+    async fn create_exec(&self, container: &str, config: ExecConfig) -> EngineResult<String> {
         Ok(Docker::create_exec(self, container, config).await?.id)
     }
 
-    async fn start_exec(
-        &self,
-        id: &str,
-        options: StartExecOptions,
-    ) -> EngineResult<StartExecResults> {
-        Docker::start_exec(self, id, Some(options)).await
+    async fn start_exec(&self, id: &str, options: StartExecOptions) -> EngineResult<ExecStarted> {
+        Ok(match Docker::start_exec(self, id, Some(options)).await? {
+            bollard::exec::StartExecResults::Attached { output, input } => ExecStarted::Attached {
+                output: output.map_err(EngineError::from).boxed(),
+                input,
+            },
+            bollard::exec::StartExecResults::Detached => ExecStarted::Detached,
+        })
     }
 
     async fn inspect_exec(&self, id: &str) -> EngineResult<ExecInspectResponse> {
-        Docker::inspect_exec(self, id).await
+        Ok(Docker::inspect_exec(self, id).await?)
     }
 
     async fn resize_exec(&self, id: &str, height: u16, width: u16) -> EngineResult<()> {
-        Docker::resize_exec(self, id, ResizeExecOptions { height, width }).await
+        Ok(Docker::resize_exec(self, id, ResizeExecOptions { height, width }).await?)
+    }
+
+    async fn runtimes(&self) -> EngineResult<Vec<String>> {
+        let info = Docker::info(self).await?;
+        Ok(info.runtimes.unwrap_or_default().into_keys().collect())
     }
 
     async fn top_commands(&self, id: &str) -> EngineResult<Vec<String>> {

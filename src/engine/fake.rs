@@ -8,17 +8,17 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use bollard::errors::Error as BollardError;
-use bollard::exec::{StartExecOptions, StartExecResults};
-use bollard::models::{
-    BuildInfo, ContainerCreateBody, ContainerInspectResponse, ContainerSummary, EndpointResource,
-    EventActor, EventMessage, EventMessageTypeEnum, ExecConfig, ExecInspectResponse, Ipam,
-    IpamConfig, Network, NetworkCreateRequest, NetworkInspect, VolumeCreateRequest,
-};
+use bollard::models::{EndpointResource, EventMessageTypeEnum, Ipam};
 use futures_util::StreamExt;
 use futures_util::stream::BoxStream;
 
-use super::api::{EngineApi, EngineResult, Filters};
+use super::api::{BuildOptions, EngineApi, Filters};
+use super::fault::{EngineError, EngineResult};
+use super::model::{
+    BuildInfo, ContainerCreateBody, ContainerInspectResponse, ContainerSummary, EventActor,
+    EventMessage, ExecConfig, ExecInspectResponse, ExecStarted, IpamConfig, Network,
+    NetworkCreateRequest, NetworkInspect, StartExecOptions, VolumeCreateRequest,
+};
 use crate::lock::Locked;
 
 mod answers;
@@ -105,11 +105,8 @@ impl Default for FakeEngine {
 }
 
 /// An engine answer with an HTTP status.
-fn status(code: u16, message: impl Into<String>) -> BollardError {
-    BollardError::DockerResponseServerError {
-        status_code: code,
-        message: message.into(),
-    }
+fn status(code: u16, message: impl Into<String>) -> EngineError {
+    EngineError::answered(code, message)
 }
 
 impl FakeEngine {
@@ -161,7 +158,7 @@ impl FakeEngine {
             Some(Fault::FailSaying(code, message)) => Err(status(code, message.to_string())),
             Some(Fault::Hang) => {
                 tokio::time::sleep(self.timeout).await;
-                Err(BollardError::RequestTimeoutError)
+                Err(EngineError::Timeout)
             }
         }
     }
@@ -310,7 +307,7 @@ impl State {
     }
 
     /// A start that failed with 409 `why`, recorded as the container's `State.Error`.
-    fn failed_start(&mut self, id: &str, why: &str) -> BollardError {
+    fn failed_start(&mut self, id: &str, why: &str) -> EngineError {
         self.containers.get_mut(id).expect("found above").error = why.into();
         status(409, why)
     }
@@ -434,12 +431,14 @@ impl EngineApi for FakeEngine {
         body: ContainerCreateBody,
     ) -> EngineResult<String> {
         self.enter("create_container", name.unwrap_or("")).await?;
-        self.state().create(name, body)
+        self.state()
+            .create(name, body)
+            .map_err(EngineError::of_container)
     }
 
     async fn start_container(&self, id: &str) -> EngineResult<()> {
         self.enter("start_container", id).await?;
-        self.state().start(id)
+        self.state().start(id).map_err(EngineError::of_container)
     }
 
     async fn stop_container(&self, id: &str, _grace: i32) -> EngineResult<()> {
@@ -627,10 +626,10 @@ impl EngineApi for FakeEngine {
     /// A build of one step that tags the image, or fails as told.
     fn build_image(
         &self,
-        options: bollard::query_parameters::BuildImageOptions,
+        options: BuildOptions,
         _context: Vec<u8>,
     ) -> BoxStream<'_, EngineResult<BuildInfo>> {
-        let tag = options.t.unwrap_or_default();
+        let tag = options.tag;
         futures_util::stream::once(async move {
             self.enter("build_image", &tag).await?;
             self.state().images.push(tag.clone());
@@ -647,11 +646,7 @@ impl EngineApi for FakeEngine {
         Err(status(501, "exec is not faked"))
     }
 
-    async fn start_exec(
-        &self,
-        id: &str,
-        _options: StartExecOptions,
-    ) -> EngineResult<StartExecResults> {
+    async fn start_exec(&self, id: &str, _options: StartExecOptions) -> EngineResult<ExecStarted> {
         self.enter("start_exec", id).await?;
         Err(status(501, "exec is not faked"))
     }

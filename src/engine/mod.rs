@@ -3,6 +3,11 @@
 //! Detection is split in two: [`candidates`] is a pure function of the host's environment that
 //! lists every place an engine may answer, in order; [`probe`] visits one candidate and
 //! classifies what it found. [`detect`] walks the list and reports.
+//!
+//! The seam the rest of the layer talks through is [`EngineApi`]: its data shapes are in
+//! [`model`], its failures are [`EngineError`] (classified once, here), and [`Client`] is its
+//! production implementation. A new transport (SSH, TLS, another API) is another
+//! implementation of it, in this folder; nothing outside it names the client library.
 
 pub(crate) mod api;
 pub(crate) mod candidates;
@@ -11,15 +16,19 @@ pub(crate) mod endpoint;
 pub(crate) mod facts_cache;
 #[cfg(test)]
 pub(crate) mod fake;
+pub(crate) mod fault;
 pub(crate) mod libpod;
+pub(crate) mod model;
 pub(crate) mod operation;
 pub(crate) mod probe;
 pub(crate) mod report;
 
 use std::time::Duration;
 
+pub(crate) use api::{BuildOptions, Client, EngineApi};
 pub(crate) use candidates::candidates;
 pub(crate) use endpoint::Endpoint;
+pub(crate) use fault::EngineError;
 pub(crate) use operation::{Operation, Resource};
 pub(crate) use probe::Outcome;
 pub(crate) use report::{CandidateOutcome, CandidateReport, EngineReport, remote_reason};
@@ -198,14 +207,14 @@ fn ms_var(host: &HostEnv, var: &str, max: u64, default: Duration) -> Result<Dura
     }
 }
 
-/// The client for changing calls: `docker` with the [`Bounds::change`] bound.
-pub fn for_changes<E: api::EngineApi>(docker: &E, bounds: &Bounds) -> E {
-    docker.with_timeout(bounds.change)
+/// The client for changing calls: `engine` with the [`Bounds::change`] bound.
+pub fn for_changes<E: api::EngineApi>(engine: &E, bounds: &Bounds) -> E {
+    engine.with_timeout(bounds.change)
 }
 
 /// A client for the engine a report found, speaking its negotiated API, each call bounded by
 /// `call_timeout` (see [`call_timeout`]).
-pub fn connect_reported(report: &EngineReport, call_timeout: Duration) -> Result<bollard::Docker> {
+pub fn connect_reported(report: &EngineReport, call_timeout: Duration) -> Result<Client> {
     let unavailable = |reason: String| crate::error::Error::EngineUnavailable {
         reason,
         reason_code: None,
@@ -229,6 +238,20 @@ pub fn connect_reported(report: &EngineReport, call_timeout: Duration) -> Result
         .map_err(|e| unavailable(e.to_string()))
 }
 
+/// A client of `endpoint` speaking the oldest API this layer accepts, with no version
+/// negotiation: enough for reads of ids, labels, states, ports and postures, which need not
+/// wait for the engine check.
+pub fn connect_oldest(endpoint: &Endpoint, timeout: Duration) -> Result<Client> {
+    let oldest = bollard::ClientVersion {
+        major_version: MIN_API_VERSION.0 as usize,
+        minor_version: MIN_API_VERSION.1 as usize,
+    };
+    probe::connect(endpoint, timeout, &oldest).map_err(|e| crate::error::Error::EngineUnavailable {
+        reason: e.to_string(),
+        reason_code: None,
+    })
+}
+
 /// `ENGINE_UNAVAILABLE` for a report that found no usable engine: its reason and reason code.
 pub fn unavailable(report: &EngineReport) -> crate::error::Error {
     crate::error::Error::EngineUnavailable {
@@ -239,17 +262,14 @@ pub fn unavailable(report: &EngineReport) -> crate::error::Error {
 
 /// Detects the engine and connects to it; `ENGINE_UNAVAILABLE` (with the reason) when none is
 /// usable.
-pub async fn connect(
-    host: &HostEnv,
-    options: &DetectOptions,
-) -> Result<(bollard::Docker, EngineReport)> {
+pub async fn connect(host: &HostEnv, options: &DetectOptions) -> Result<(Client, EngineReport)> {
     let call_timeout = call_timeout(host)?;
     let report = detect(host, options).await?;
     if !report.available {
         return Err(unavailable(&report));
     }
-    let docker = connect_reported(&report, call_timeout)?;
-    Ok((docker, report))
+    let engine = connect_reported(&report, call_timeout)?;
+    Ok((engine, report))
 }
 
 #[cfg(test)]

@@ -3,7 +3,7 @@
 
 use std::fmt;
 
-use super::{CALL_TIMEOUT_VAR, CHANGE_TIMEOUT_VAR};
+use crate::names::vars::{CALL_TIMEOUT_VAR, CHANGE_TIMEOUT_VAR};
 
 /// The kind of thing an engine call is about.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

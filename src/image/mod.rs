@@ -4,10 +4,10 @@
 use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
 
-use crate::engine::api::EngineApi;
 use futures_util::StreamExt;
 use sha2::{Digest, Sha256};
 
+use crate::engine::{BuildOptions, EngineApi, EngineError};
 use crate::error::{Error, Result};
 use crate::events::{EventBus, ImagePhase};
 use crate::names::vars::{BASE_VAR, VARIANT_VAR};
@@ -201,19 +201,19 @@ fn builds() -> &'static SingleFlight<String, SharedBuild, EventBus> {
 /// for the same tag share one build, and each gets its progress on its own `events` (a caller
 /// that joins late is first replayed what it missed).
 pub async fn ensure(
-    docker: &impl EngineApi,
+    engine: &impl EngineApi,
     recipe: &ImageRecipe,
     events: &EventBus,
     bounds: &crate::engine::Bounds,
 ) -> Result<Provenance> {
     let build = builds().join(recipe.tag(), || {
-        let docker = docker.clone();
+        let engine = engine.clone();
         let bounds = *bounds;
         let recipe = recipe.clone();
         let progress = EventBus::default();
         let bus = progress.clone();
         let build = async move {
-            ensure_uncached(&docker, &recipe, &bus, &bounds)
+            ensure_uncached(&engine, &recipe, &bus, &bounds)
                 .await
                 .map_err(Arc::new)
         };
@@ -229,14 +229,14 @@ pub async fn ensure(
 }
 
 async fn ensure_uncached(
-    docker: &impl EngineApi,
+    engine: &impl EngineApi,
     recipe: &ImageRecipe,
     events: &EventBus,
     bounds: &crate::engine::Bounds,
 ) -> Result<Provenance> {
     let tag = recipe.tag();
     events.image(ImagePhase::Checking, &tag, None);
-    if is_cached(docker, &tag).await? {
+    if is_cached(engine, &tag).await? {
         events.image(ImagePhase::Cached, &tag, None);
         return Ok(Provenance::Cached);
     }
@@ -249,7 +249,7 @@ async fn ensure_uncached(
             recipe.base
         )),
     );
-    match build(docker, recipe, &tag, events, bounds).await {
+    match build(engine, recipe, &tag, events, bounds).await {
         Ok(()) => {
             events.image(ImagePhase::Built, &tag, None);
             Ok(Provenance::Built)
@@ -266,14 +266,12 @@ async fn ensure_uncached(
 }
 
 /// Whether the engine has the tag already.
-async fn is_cached(docker: &impl EngineApi, tag: &str) -> Result<bool> {
-    match docker.inspect_image(tag).await {
+async fn is_cached(engine: &impl EngineApi, tag: &str) -> Result<bool> {
+    match engine.inspect_image(tag).await {
         Ok(_) => Ok(true),
-        Err(bollard::errors::Error::DockerResponseServerError {
-            status_code: 404, ..
-        }) => Ok(false),
+        Err(EngineError::NotFound(_)) => Ok(false),
         Err(source) => Err(Error::engine(
-            docker.timeout(),
+            engine.timeout(),
             crate::engine::Operation::Inspect(crate::engine::Resource::Image, tag.to_string()),
             source,
         )),
@@ -282,7 +280,7 @@ async fn is_cached(docker: &impl EngineApi, tag: &str) -> Result<bool> {
 
 /// The build's options: the tag, intermediate containers always removed, and the labels that
 /// say what the image was built from.
-fn build_options(recipe: &ImageRecipe, tag: &str) -> bollard::query_parameters::BuildImageOptions {
+fn build_options(recipe: &ImageRecipe, tag: &str) -> BuildOptions {
     let labels = HashMap::from([
         ("po.sandbox".to_string(), "1".to_string()),
         ("po.image-digest".to_string(), recipe.digest()),
@@ -292,13 +290,10 @@ fn build_options(recipe: &ImageRecipe, tag: &str) -> bollard::query_parameters::
         ),
         ("po.image-base".to_string(), recipe.base.clone()),
     ]);
-    bollard::query_parameters::BuildImageOptionsBuilder::default()
-        .dockerfile("Dockerfile")
-        .t(tag)
-        .rm(true)
-        .forcerm(true)
-        .labels(&labels)
-        .build()
+    BuildOptions {
+        tag: tag.to_string(),
+        labels,
+    }
 }
 
 /// Where a build is: the current step and the last lines of its output.
@@ -353,13 +348,13 @@ impl BuildLog {
 /// exists at the end. Its start gets the change bound; then each message must follow the one
 /// before within the build's idle bound, however long the build takes in all.
 async fn build(
-    docker: &impl EngineApi,
+    engine: &impl EngineApi,
     recipe: &ImageRecipe,
     tag: &str,
     events: &EventBus,
     bounds: &crate::engine::Bounds,
 ) -> Result<()> {
-    let builder = crate::engine::for_changes(docker, bounds);
+    let builder = crate::engine::for_changes(engine, bounds);
     let mut stream = builder.build_image(build_options(recipe, tag), recipe.context());
     let mut log = BuildLog::new();
     loop {
@@ -374,10 +369,13 @@ async fn build(
         let Some(item) = next else { break };
         let info = match item {
             Ok(info) => info,
-            Err(bollard::errors::Error::DockerStreamError { error }) => {
-                return Err(log.failed(recipe, tag, error));
+            Err(e) => {
+                let said = match e.answer() {
+                    Some(answer) if answer.status == 0 => answer.message.clone(),
+                    _ => e.to_string(),
+                };
+                return Err(log.failed(recipe, tag, said));
             }
-            Err(e) => return Err(log.failed(recipe, tag, e.to_string())),
         };
         if let Some(err) = info.error_detail.and_then(|d| d.message) {
             return Err(log.failed(recipe, tag, err));
@@ -390,7 +388,7 @@ async fn build(
             }
         }
     }
-    match docker.inspect_image(tag).await {
+    match engine.inspect_image(tag).await {
         Ok(_) => Ok(()),
         Err(e) => Err(log.failed(
             recipe,

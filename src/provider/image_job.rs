@@ -40,9 +40,9 @@ impl ImageJob {
     /// Connects and makes sure of the image, progress to `events`.
     pub async fn run(self, events: EventBus) -> Result<ImageResult> {
         let recipe = &self.options.recipe;
-        let (docker, _) = engine::connect(&self.host, &self.options.detect).await?;
+        let (engine, _) = engine::connect(&self.host, &self.options.detect).await?;
         let bounds = engine::bounds(&self.host)?;
-        let built = image::ensure(&docker, recipe, &events, &bounds).await? == Provenance::Built;
+        let built = image::ensure(&engine, recipe, &events, &bounds).await? == Provenance::Built;
         Ok(ImageResult {
             tag: recipe.tag(),
             digest: recipe.digest(),

@@ -94,11 +94,11 @@ impl Query {
 
     /// The containers, any state: this owner's, or every owner's.
     pub async fn list(self) -> Result<Vec<SandboxRow>> {
-        let (docker, _) = engine::connect(&self.host, &self.options.detect).await?;
+        let (engine, _) = engine::connect(&self.host, &self.options.detect).await?;
         let owner = (!self.all_owners).then_some(self.options.owner.as_str());
-        let mut rows = inventory::list(&docker, owner).await?;
+        let mut rows = inventory::list(&engine, owner).await?;
         if self.forwards {
-            inventory::add_forwards(&docker, &mut rows).await;
+            inventory::add_forwards(&engine, &mut rows).await;
         }
         Ok(rows)
     }
@@ -115,9 +115,9 @@ impl Query {
     /// ids stopped.
     pub async fn stop(self) -> Result<Vec<String>> {
         self.check_stop()?;
-        let (docker, _) = engine::connect(&self.host, &self.options.detect).await?;
+        let (engine, _) = engine::connect(&self.host, &self.options.detect).await?;
         inventory::stop(
-            &engine::for_changes(&docker, &engine::bounds(&self.host)?),
+            &engine::for_changes(&engine, &engine::bounds(&self.host)?),
             self.host.vars(),
             &self.options.po_home,
             &self.options.owner,
@@ -134,7 +134,7 @@ impl Query {
     /// `dry_run`, only lists them.
     pub async fn prune(self) -> Result<PruneReport> {
         let grace = prune::grace(self.host.var(crate::names::vars::PRUNE_GRACE_VAR))?;
-        let (docker, _) = engine::connect(&self.host, &self.options.detect).await?;
+        let (engine, _) = engine::connect(&self.host, &self.options.detect).await?;
         let ask = PruneAsk {
             owner: self.given_owner.as_deref(),
             volumes: self.remove_volumes,
@@ -142,7 +142,7 @@ impl Query {
             grace,
         };
         prune::prune(
-            &engine::for_changes(&docker, &engine::bounds(&self.host)?),
+            &engine::for_changes(&engine, &engine::bounds(&self.host)?),
             ask,
         )
         .await

@@ -184,7 +184,7 @@ impl Provider {
     async fn setup(&self) -> Result<ContainerService> {
         self.begin_attempt();
         let ahead = read_ahead::known(&self.options);
-        let (report, docker) = self.check_engine().await?;
+        let (report, engine) = self.check_engine().await?;
         if report.engine.as_deref() == Some("podman") {
             crate::sandbox::run_flags::refuse_on_podman(&self.options.run_flags)?;
         }
@@ -192,9 +192,9 @@ impl Provider {
         // The broker's start (TLS roots, listeners) and the list of this owner's containers
         // overlap the image check.
         let (built, wiring, known, git_warning) = tokio::join!(
-            self.ensure_image(&docker),
+            self.ensure_image(&engine),
             self.start_broker(&report, true),
-            self.prefetch_known(&docker, ahead, &report),
+            self.prefetch_known(&engine, ahead, &report),
             self.git_safety()
         );
         let (built, wiring) = (built?, wiring?);
@@ -205,7 +205,7 @@ impl Provider {
         let mut warnings: Vec<String> =
             config.container.mode.limits_warning().into_iter().collect();
         warnings.extend(git_warning);
-        let service = ContainerService::new(docker, config, self.events.clone());
+        let service = ContainerService::new(engine, config, self.events.clone());
         service.sweep_files();
         *self.service.locked() = Some(Ok(service.clone()));
         self.follow_engine(&service);
@@ -263,7 +263,7 @@ impl Provider {
     }
 
     /// 1. Engine: detected, usable and local, connected.
-    async fn check_engine(&self) -> Result<(engine::EngineReport, bollard::Docker)> {
+    async fn check_engine(&self) -> Result<(engine::EngineReport, engine::Client)> {
         let o = &self.options;
         let report = engine::detect(&o.host, &o.detect).await?;
         self.events.emit(Event::Engine {
@@ -286,8 +286,8 @@ impl Provider {
             s.engine = report.engine.clone();
             s.endpoint = report.endpoint.clone();
         });
-        let docker = engine::connect_reported(&report, engine::call_timeout(&o.host)?)?;
-        Ok((report, docker))
+        let engine = engine::connect_reported(&report, engine::call_timeout(&o.host)?)?;
+        Ok((report, engine))
     }
 
     /// 2. Runtime bundle: located and valid.
@@ -320,11 +320,11 @@ impl Provider {
     }
 
     /// 3. Image: there, or built now (`true`).
-    async fn ensure_image(&self, docker: &bollard::Docker) -> Result<bool> {
+    async fn ensure_image(&self, engine: &impl engine::EngineApi) -> Result<bool> {
         let recipe = &self.options.recipe;
         self.update(|s| s.image = Some(recipe.tag()));
         let bounds = engine::bounds(&self.options.host)?;
-        let provenance = image::ensure(docker, recipe, &self.events, &bounds).await?;
+        let provenance = image::ensure(engine, recipe, &self.events, &bounds).await?;
         Ok(provenance == image::Provenance::Built)
     }
 
@@ -333,7 +333,7 @@ impl Provider {
     /// wanted or the list failed (start-up lists again).
     async fn prefetch_known(
         &self,
-        docker: &bollard::Docker,
+        engine: &impl engine::EngineApi,
         ahead: Option<read_ahead::ReadAhead<KnownContainers>>,
         report: &engine::EngineReport,
     ) -> Option<KnownContainers> {
@@ -347,7 +347,7 @@ impl Provider {
             tracing::debug!(asked, "read-ahead of the owner's containers used");
             return Some(known);
         }
-        known_containers(docker, &self.options.owner).await.ok()
+        known_containers(engine, &self.options.owner).await.ok()
     }
 
     /// The credential broker, unless it is off: a socket per container on a native engine,
@@ -712,12 +712,7 @@ fn mark_stopped(w: &mut WorkspaceStatus) {
 fn engine_not_answering(e: &Error) -> bool {
     match e.unshared() {
         Error::EngineTimeout { .. } | Error::EngineUnavailable { .. } => true,
-        Error::EngineRequest { source, .. } => !matches!(
-            source,
-            bollard::errors::Error::DockerResponseServerError { .. }
-                | bollard::errors::Error::JsonDataError { .. }
-                | bollard::errors::Error::JsonSerdeError { .. }
-        ),
+        Error::EngineRequest { source, .. } => source.not_answering(),
         _ => false,
     }
 }

@@ -7,8 +7,6 @@
 
 use std::future::Future;
 
-use bollard::ClientVersion;
-
 use super::options::ProviderOptions;
 use crate::engine::{self, Endpoint};
 use crate::runtime_bundle as runtime;
@@ -31,7 +29,7 @@ impl<T: Send + 'static> ReadAhead<T> {
     /// socket, bounded by the call timeout; `None` when it is not.
     pub fn on_first_candidate<F, Fut>(o: &ProviderOptions, read: F) -> Option<ReadAhead<T>>
     where
-        F: FnOnce(bollard::Docker) -> Fut,
+        F: FnOnce(engine::Client) -> Fut,
         Fut: Future<Output = Option<T>> + Send + 'static,
     {
         let first = engine::candidates(&o.host, o.detect.engine.as_deref())
@@ -41,15 +39,9 @@ impl<T: Send + 'static> ReadAhead<T> {
         if !matches!(first.endpoint, Endpoint::Unix(_)) {
             return None;
         }
-        // These reads take ids, labels, states, ports and postures: the oldest API this layer
-        // accepts serves them, so they need not wait for the version negotiation.
-        let oldest = ClientVersion {
-            major_version: engine::MIN_API_VERSION.0 as usize,
-            minor_version: engine::MIN_API_VERSION.1 as usize,
-        };
         let timeout = engine::call_timeout(&o.host).ok()?;
-        let docker = engine::probe::connect(&first.endpoint, timeout, &oldest).ok()?;
-        let read = read(docker);
+        let engine = engine::connect_oldest(&first.endpoint, timeout).ok()?;
+        let read = read(engine);
         let task = tokio::spawn(async move { tokio::time::timeout(timeout, read).await.ok()? });
         Some(ReadAhead {
             endpoint: first.endpoint.to_string(),
@@ -76,7 +68,7 @@ pub fn known(o: &ProviderOptions) -> Option<ReadAhead<KnownContainers>> {
     let bundle = runtime::locate(&o.po_home, o.runtime_version.as_deref()).ok()?;
     let owner = o.owner.clone();
     let (port, path) = (bundle.server.port, bundle.server.health_path.clone());
-    ReadAhead::on_first_candidate(o, move |docker| async move {
-        read_ahead(&docker, &owner, port, &path).await.ok()
+    ReadAhead::on_first_candidate(o, move |engine| async move {
+        read_ahead(&engine, &owner, port, &path).await.ok()
     })
 }

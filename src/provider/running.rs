@@ -154,11 +154,11 @@ impl Provider {
         );
         let ahead = port.and_then(|port| {
             let name = name.clone();
-            ReadAhead::on_first_candidate(o, move |docker| async move {
-                inspect_workspace(&docker, &name, port).await.ok()
+            ReadAhead::on_first_candidate(o, move |engine| async move {
+                inspect_workspace(&engine, &name, port).await.ok()
             })
         });
-        let (report, docker) = self.check_engine().await?;
+        let (report, engine) = self.check_engine().await?;
         let bundle = self.check_runtime()?;
         let read = match ahead {
             Some(ahead) if port == Some(bundle.server.port) => ahead.take(&report).await,
@@ -166,7 +166,7 @@ impl Provider {
         };
         let live = match read {
             Some(live) => live,
-            None => inspect_workspace(&docker, &name, bundle.server.port).await?,
+            None => inspect_workspace(&engine, &name, bundle.server.port).await?,
         };
         let options = match &live {
             Some(l) if recipe_of_container => self.options.with_recipe_of(&l.labels)?,
@@ -178,7 +178,7 @@ impl Provider {
         // Its TLS roots load at the first request that needs them: an exec may make none.
         let wiring = self.start_broker(&report, false).await?;
         let config = service_config(&options, bundle, &report, wiring)?;
-        let service = ContainerService::new(docker, config, self.events.clone());
+        let service = ContainerService::new(engine, config, self.events.clone());
         Ok((service, live))
     }
 }

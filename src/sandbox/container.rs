@@ -5,7 +5,8 @@
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use bollard::models::{
+use crate::engine::EngineError;
+use crate::engine::model::{
     ContainerConfig, ContainerCreateBody, ContainerInspectResponse, DeviceRequest, HealthConfig,
     HostConfig, Mount, MountType, ResourcesUlimits, RestartPolicy, RestartPolicyNameEnum,
     VolumeCreateRequest,
@@ -95,15 +96,11 @@ pub fn rfc3339(t: &str) -> Option<(i64, u32)> {
 }
 
 pub(crate) fn engine_err(
-    docker: &impl EngineApi,
+    engine: &impl EngineApi,
     operation: Operation,
-) -> impl FnOnce(bollard::errors::Error) -> Error {
-    let bound = docker.timeout();
+) -> impl FnOnce(EngineError) -> Error {
+    let bound = engine.timeout();
     move |source| Error::engine(bound, operation, source)
-}
-
-pub(crate) fn is_status(e: &bollard::errors::Error, code: u16) -> bool {
-    matches!(e, bollard::errors::Error::DockerResponseServerError { status_code, .. } if *status_code == code)
 }
 
 /// An engine enum (`running`, `exited`…) as the engine spells it.
@@ -116,34 +113,34 @@ pub fn enum_str<T: serde::Serialize>(v: &T) -> String {
 
 /// Lists containers (any state) carrying every `label=value`.
 pub async fn list_labelled(
-    docker: &impl EngineApi,
+    engine: &impl EngineApi,
     labels: Vec<String>,
-) -> Result<Vec<bollard::models::ContainerSummary>> {
-    docker
+) -> Result<Vec<crate::engine::model::ContainerSummary>> {
+    engine
         .list_containers(labels)
         .await
-        .map_err(engine_err(docker, Operation::List(Resource::Container)))
+        .map_err(engine_err(engine, Operation::List(Resource::Container)))
 }
 
 /// Lists the ids of containers (any state) carrying every `label=value`.
-pub async fn list_ids(docker: &impl EngineApi, labels: &[(&str, &str)]) -> Result<Vec<String>> {
+pub async fn list_ids(engine: &impl EngineApi, labels: &[(&str, &str)]) -> Result<Vec<String>> {
     let labels = labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
-    let list = list_labelled(docker, labels).await?;
+    let list = list_labelled(engine, labels).await?;
     Ok(list.into_iter().filter_map(|c| c.id).collect())
 }
 
 /// Inspects a container by id or name; `None` when there is none.
 pub async fn inspect(
-    docker: &impl EngineApi,
+    engine: &impl EngineApi,
     id_or_name: &str,
     container_port: Option<u16>,
 ) -> Result<Option<LiveContainer>> {
-    let info = match docker.inspect_container(id_or_name).await {
+    let info = match engine.inspect_container(id_or_name).await {
         Ok(i) => i,
-        Err(e) if is_status(&e, 404) => return Ok(None),
+        Err(EngineError::NotFound(_)) => return Ok(None),
         Err(e) => {
             let op = Operation::Inspect(Resource::Container, id_or_name.into());
-            return Err(engine_err(docker, op)(e));
+            return Err(engine_err(engine, op)(e));
         }
     };
     Ok(Some(live_from(info, container_port)))
@@ -323,7 +320,7 @@ fn live_mounts(info: &ContainerInspectResponse) -> Vec<(String, String, String, 
 }
 
 /// Creates the named volumes of a spec, labelled; existing ones are kept as they are.
-pub async fn ensure_volumes(docker: &impl EngineApi, spec: &ContainerSpec) -> Result<()> {
+pub async fn ensure_volumes(engine: &impl EngineApi, spec: &ContainerSpec) -> Result<()> {
     let labels: HashMap<String, String> = spec
         .labels
         .iter()
@@ -350,8 +347,8 @@ pub async fn ensure_volumes(docker: &impl EngineApi, spec: &ContainerSpec) -> Re
             labels: Some(labels),
             ..Default::default()
         };
-        docker.create_volume(request).await.map_err(engine_err(
-            docker,
+        engine.create_volume(request).await.map_err(engine_err(
+            engine,
             Operation::Create(Resource::Volume, v.name.clone()),
         ))?;
     }
@@ -362,7 +359,7 @@ pub async fn ensure_volumes(docker: &impl EngineApi, spec: &ContainerSpec) -> Re
 /// fine. A workspace's copy volume (clone mode) goes only with `copies`, and then only it.
 /// Returns their names.
 pub async fn remove_volumes(
-    docker: &impl EngineApi,
+    engine: &impl EngineApi,
     owner: &str,
     workspace: Option<&str>,
     copies: bool,
@@ -372,19 +369,19 @@ pub async fn remove_volumes(
         labels.push(format!("po.workspace={w}"));
     }
     let filters: Filters = HashMap::from([("label".to_string(), labels)]);
-    let listed = docker
+    let listed = engine
         .list_volumes(filters)
         .await
-        .map_err(engine_err(docker, Operation::List(Resource::Volume)))?;
+        .map_err(engine_err(engine, Operation::List(Resource::Volume)))?;
     let mut removed = Vec::new();
     let is_copy = |l: &HashMap<String, String>| l.contains_key(crate::sandbox::clone::LABEL_COPY);
     for (name, _) in listed.into_iter().filter(|(_, l)| is_copy(l) == copies) {
-        match docker.remove_volume(&name).await {
+        match engine.remove_volume(&name).await {
             Ok(()) => removed.push(name),
-            Err(e) if is_status(&e, 404) => {}
+            Err(EngineError::NotFound(_)) => {}
             Err(e) => {
                 return Err(engine_err(
-                    docker,
+                    engine,
                     Operation::Remove(Resource::Volume, name),
                 )(e));
             }
@@ -590,7 +587,7 @@ pub fn apply_run_flags(hc: &mut HostConfig, f: &RunFlags) {
 /// Creates (does not start) the container of a spec, on the network with id `network` (its
 /// name could be ambiguous while two hubs race to create it).
 pub async fn create(
-    docker: &impl EngineApi,
+    engine: &impl EngineApi,
     spec: &ContainerSpec,
     podman: bool,
     network: &str,
@@ -614,58 +611,58 @@ pub async fn create(
             hc.userns_mode = Some(network.to_string());
         }
     }
-    match docker.create_container(Some(&spec.name), body).await {
+    match engine.create_container(Some(&spec.name), body).await {
         Ok(id) => Ok(Created::New(id)),
-        Err(e) if is_status(&e, 409) => Ok(Created::NameTaken),
-        Err(e) if is_status(&e, 404) && e.to_string().contains("network") => {
-            Ok(Created::NetworkGone)
-        }
+        Err(EngineError::Conflict(_)) => Ok(Created::NameTaken),
+        Err(EngineError::NetworkGone(_)) => Ok(Created::NetworkGone),
         Err(e) => {
             let op = Operation::Create(Resource::Container, spec.name.clone());
-            Err(engine_err(docker, op)(e))
+            Err(engine_err(engine, op)(e))
         }
     }
 }
 
 /// Starts a container; already running is fine.
-pub async fn start(docker: &impl EngineApi, id: &str) -> Result<()> {
-    match docker.start_container(id).await {
+pub async fn start(engine: &impl EngineApi, id: &str) -> Result<()> {
+    match engine.start_container(id).await {
         Ok(()) => Ok(()),
-        Err(e) if is_status(&e, 304) => Ok(()),
-        Err(e) => Err(engine_err(docker, Operation::Start(id.into()))(e)),
+        Err(EngineError::NotModified(_)) => Ok(()),
+        Err(e) => Err(engine_err(engine, Operation::Start(id.into()))(e)),
     }
 }
 
 /// Stops ([`STOP_GRACE`] for the process to exit) and removes a container, keeping its
-/// volumes. Gone already is fine. `docker` is the client for changing calls: the stop may take
+/// volumes. Gone already is fine. `engine` is the client for changing calls: the stop may take
 /// its bound plus the grace.
-pub async fn stop_and_remove(docker: &impl EngineApi, id: &str) -> Result<()> {
+pub async fn stop_and_remove(engine: &impl EngineApi, id: &str) -> Result<()> {
     let grace = STOP_GRACE.as_secs() as i32;
-    let stopper = docker.with_timeout(docker.timeout() + STOP_GRACE);
+    let stopper = engine.with_timeout(engine.timeout() + STOP_GRACE);
     match stopper.stop_container(id, grace).await {
         Ok(()) => {}
-        Err(e) if is_status(&e, 304) || is_status(&e, 404) => {}
+        Err(e)
+            if matches!(e, EngineError::NotModified(_))
+                || matches!(e, EngineError::NotFound(_)) => {}
         Err(e) => return Err(engine_err(&stopper, Operation::Stop(id.into()))(e)),
     }
-    match docker.remove_container(id).await {
+    match engine.remove_container(id).await {
         Ok(()) => Ok(()),
-        Err(e) if is_status(&e, 404) => Ok(()),
+        Err(EngineError::NotFound(_)) => Ok(()),
         // Another stop is already removing it.
-        Err(e) if is_status(&e, 409) => Ok(()),
+        Err(EngineError::Conflict(_)) => Ok(()),
         Err(e) => Err(engine_err(
-            docker,
+            engine,
             Operation::Remove(Resource::Container, id.into()),
         )(e)),
     }
 }
 
 /// The last `lines` lines of a container's output.
-pub async fn logs_tail(docker: &impl EngineApi, id: &str, lines: usize) -> String {
+pub async fn logs_tail(engine: &impl EngineApi, id: &str, lines: usize) -> String {
     // A tail, not a follow: the whole read gets the client's (reading) bound.
-    let Ok(out) = tokio::time::timeout(docker.timeout(), docker.logs_tail(id, lines)).await else {
+    let Ok(out) = tokio::time::timeout(engine.timeout(), engine.logs_tail(id, lines)).await else {
         return format!(
             "(the engine did not send the logs within {} ms)",
-            docker.timeout().as_millis()
+            engine.timeout().as_millis()
         );
     };
     if out.trim().is_empty() {
@@ -720,7 +717,7 @@ pub enum Unhealthy {
 /// Waits until the server answers `path` on `port`, checking every second that the container
 /// still runs. `Err` holds why it gave up.
 pub async fn wait_healthy(
-    docker: &impl EngineApi,
+    engine: &impl EngineApi,
     id: &str,
     port: u16,
     path: &str,
@@ -739,7 +736,7 @@ pub async fn wait_healthy(
         }
         if last_check.elapsed() >= Duration::from_secs(1) {
             last_check = Instant::now();
-            match inspect(docker, id, None).await {
+            match inspect(engine, id, None).await {
                 Ok(Some(c)) if !c.running() => {
                     return Err(Unhealthy::NotRunning { state: c.state });
                 }

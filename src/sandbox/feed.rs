@@ -7,7 +7,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use bollard::models::EventMessage;
+use crate::engine::model::EventMessage;
 use futures_util::StreamExt;
 
 use super::service::{ContainerService, WorkspaceContainer};
@@ -108,7 +108,7 @@ pub async fn follow<E: EngineApi>(service: ContainerService<E>, on_change: OnCha
                 continue;
             }
         }
-        let mut stream = service.docker().events(owner_filters(service.owner()));
+        let mut stream = service.engine().events(owner_filters(service.owner()));
         while let Some(item) = stream.next().await {
             let msg = match item {
                 Ok(m) => m,
@@ -252,7 +252,7 @@ fn spawn_holder_started<E: EngineApi>(service: &ContainerService<E>, ws: String,
 
 #[cfg(test)]
 mod tests {
-    use bollard::models::EventActor;
+    use crate::engine::model::EventActor;
 
     use super::*;
 

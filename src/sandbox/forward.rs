@@ -13,9 +13,10 @@ use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 
-use bollard::container::LogOutput;
-use bollard::exec::{StartExecOptions, StartExecResults};
-use bollard::models::ExecConfig;
+use crate::engine::EngineError;
+use crate::engine::model::ExecConfig;
+use crate::engine::model::LogOutput;
+use crate::engine::model::{ExecStarted, StartExecOptions};
 use bytes::{Buf, Bytes};
 use futures_util::{Stream, StreamExt};
 use tokio::io::{AsyncRead, ReadBuf};
@@ -199,7 +200,7 @@ pub struct SocketRoute {
 /// Opens a forward of `port` in the target's container on the host's `127.0.0.1:<host_port>`
 /// (0: a free port). Nothing is left on failure: no listener, no exec (its input closes).
 pub async fn open<E: EngineApi>(
-    docker: &E,
+    engine: &E,
     target: Target<'_>,
     port: u16,
     host_port: u16,
@@ -211,7 +212,7 @@ pub async fn open<E: EngineApi>(
     )?;
     let listener = listen(host_port).await?;
     // When it started: a different start later means it restarted.
-    let started = match docker.inspect_container(target.container_id).await {
+    let started = match engine.inspect_container(target.container_id).await {
         Ok(c) => c.state.and_then(|s| s.started_at).unwrap_or_default(),
         Err(e) => {
             return Err(Error::container_caused(
@@ -222,7 +223,7 @@ pub async fn open<E: EngineApi>(
         }
     };
     let host_port = listener.local_addr().map_or(host_port, |a| a.port());
-    let (output, input) = start_agent(docker, &target, port, host_port).await?;
+    let (output, input) = start_agent(engine, &target, port, host_port).await?;
     let stderr = output.stderr.clone();
     let relay = Relay::start(output, input).await.map_err(|why| {
         let said = stderr.locked().trim().to_string();
@@ -236,7 +237,7 @@ pub async fn open<E: EngineApi>(
             format!("the port relay did not start: {why}{said}"),
         )
     })?;
-    let carrier = choose_carrier(docker, &relay, &target, port, choice).await;
+    let carrier = choose_carrier(engine, &relay, &target, port, choice).await;
     let info = ForwardInfo {
         workspace_id: target.workspace.to_string(),
         port,
@@ -248,7 +249,7 @@ pub async fn open<E: EngineApi>(
     let (end_tx, end) = watch::channel(None);
     let container = (target.container_id.to_string(), started);
     tokio::spawn(serve(
-        docker.clone(),
+        engine.clone(),
         listener,
         relay.clone(),
         container,
@@ -260,14 +261,14 @@ pub async fn open<E: EngineApi>(
 /// Puts the first carrier `choice` allows that works on `relay`, and names it: the namespace
 /// when the hub can enter it, else the socket when the agent reaches it, else the exec stream.
 async fn choose_carrier<E: EngineApi>(
-    docker: &E,
+    engine: &E,
     relay: &Relay,
     target: &Target<'_>,
     port: u16,
     choice: CarrierChoice,
 ) -> &'static str {
     if choice == CarrierChoice::Namespace
-        && let Some(ns) = namespace(docker, target, port).await
+        && let Some(ns) = namespace(engine, target, port).await
     {
         relay.use_namespace(ns);
         return "namespace";
@@ -281,10 +282,10 @@ async fn choose_carrier<E: EngineApi>(
 /// The holder's network namespace, when the engine shares this host's files (it has the
 /// socket route: its `SandboxKey` is a path here), that file is the namespace of the holder's
 /// process as this host sees it, and the hub may enter it.
-async fn namespace<E: EngineApi>(docker: &E, target: &Target<'_>, port: u16) -> Option<Namespace> {
+async fn namespace<E: EngineApi>(engine: &E, target: &Target<'_>, port: u16) -> Option<Namespace> {
     target.socket.as_ref()?;
     let holder = target.holder?;
-    let inspected = docker.inspect_container(holder).await.ok()?;
+    let inspected = engine.inspect_container(holder).await.ok()?;
     let pid = (inspected.state?.pid).and_then(|p| u32::try_from(p).ok())?;
     let key = inspected
         .network_settings?
@@ -329,13 +330,13 @@ async fn listen(host_port: u16) -> Result<TcpListener> {
 
 /// Runs the agent in the container, attached to its stdin and stdout.
 async fn start_agent<E: EngineApi>(
-    docker: &E,
+    engine: &E,
     target: &Target<'_>,
     port: u16,
     host_port: u16,
 ) -> Result<(ExecOutput, Pin<Box<dyn tokio::io::AsyncWrite + Send>>)> {
     let failed = |doing: &'static str| {
-        move |e: bollard::errors::Error| Error::container_caused(target.workspace, doing, e)
+        move |e: EngineError| Error::container_caused(target.workspace, doing, e)
     };
     let config = ExecConfig {
         attach_stdin: Some(true),
@@ -346,7 +347,7 @@ async fn start_agent<E: EngineApi>(
         env: Some(relay::agent_env()),
         ..Default::default()
     };
-    let exec = docker
+    let exec = engine
         .create_exec(target.container_id, config)
         .await
         .map_err(failed("create the port relay's exec"))?;
@@ -355,11 +356,11 @@ async fn start_agent<E: EngineApi>(
         tty: false,
         output_capacity: None,
     };
-    let started = docker
+    let started = engine
         .start_exec(&exec, options)
         .await
         .map_err(failed("start the port relay's exec"))?;
-    let StartExecResults::Attached { output, input } = started else {
+    let ExecStarted::Attached { output, input } = started else {
         return Err(Error::container(
             target.workspace,
             "the port relay started detached",
@@ -370,7 +371,7 @@ async fn start_agent<E: EngineApi>(
 
 /// Carries every accepted connection until the relay ends, then says why the forward ended.
 async fn serve<E: EngineApi>(
-    docker: E,
+    engine: E,
     listener: TcpListener,
     relay: Relay,
     (container, started): (String, String),
@@ -392,7 +393,7 @@ async fn serve<E: EngineApi>(
     drop(listener);
     let reason = match why.as_str() {
         CLOSED => why,
-        _ => end_reason(&docker, &container, &started, &why).await,
+        _ => end_reason(&engine, &container, &started, &why).await,
     };
     tracing::debug!(container = %container, %reason, "port forward ended");
     let _ = end.send(Some(reason));
@@ -400,12 +401,12 @@ async fn serve<E: EngineApi>(
 
 /// Why a relay ended on its own, in the words of the container's state: the relay ends as the
 /// container's processes get the stop signal, a moment before the engine reports it stopped.
-async fn end_reason<E: EngineApi>(docker: &E, container: &str, started: &str, why: &str) -> String {
+async fn end_reason<E: EngineApi>(engine: &E, container: &str, started: &str, why: &str) -> String {
     let again = "run `po-sandbox port …` again when it is back";
     let settle = crate::engine::STOP_GRACE + std::time::Duration::from_secs(2);
     let deadline = tokio::time::Instant::now() + settle;
     while tokio::time::Instant::now() < deadline {
-        let Ok(c) = docker.inspect_container(container).await else {
+        let Ok(c) = engine.inspect_container(container).await else {
             return format!("the sandbox container is gone; {again}");
         };
         let state = c.state.unwrap_or_default();
@@ -422,8 +423,7 @@ async fn end_reason<E: EngineApi>(docker: &E, container: &str, started: &str, wh
     )
 }
 
-type OutputStream =
-    Pin<Box<dyn Stream<Item = std::result::Result<LogOutput, bollard::errors::Error>> + Send>>;
+type OutputStream = Pin<Box<dyn Stream<Item = std::result::Result<LogOutput, EngineError>> + Send>>;
 
 /// The exec's stdout as bytes to read; its stderr kept (the tail) for a failure's message.
 struct ExecOutput {

@@ -13,12 +13,13 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use bollard::models::{ContainerCreateBody, HostConfig, PortBinding, RestartPolicy};
+use crate::engine::EngineError;
+use crate::engine::model::{ContainerCreateBody, HostConfig, PortBinding, RestartPolicy};
 
 use crate::engine::api::EngineApi;
 use crate::engine::{Operation, Resource};
 use crate::error::{Error, Result};
-use crate::sandbox::container::{self, engine_err, is_status};
+use crate::sandbox::container::{self, engine_err};
 use crate::sandbox::firewall::{self, NetworkMode};
 use crate::sandbox::spec::{
     ContainerSpec, HolderPosture, LABEL_HOLDER_OF, LABEL_NET_MODE, LABEL_NET_RULES,
@@ -29,9 +30,6 @@ use crate::sandbox::spec::{
 pub const LABEL_RULES_FOR: &str = "po.rules-for";
 /// The one capability the rules helper has.
 pub const HELPER_CAPS: [&str; 1] = ["NET_ADMIN"];
-/// What Podman 4.3 says when a start of a container joining another's namespaces fails for a
-/// moment (see `started_exit`).
-const LIBPOD_INTERNAL: &str = "internal libpod error";
 /// How long the rules helper may take, start to exit.
 const HELPER_WITHIN: Duration = Duration::from_secs(30);
 
@@ -175,7 +173,7 @@ pub fn create_body(
             // `--network=host`) then uses for the workspace's traffic.
             runtime: None,
             restart_policy: Some(RestartPolicy {
-                name: Some(bollard::models::RestartPolicyNameEnum::UNLESS_STOPPED),
+                name: Some(crate::engine::model::RestartPolicyNameEnum::UNLESS_STOPPED),
                 maximum_retry_count: None,
             }),
             ..Default::default()
@@ -206,8 +204,8 @@ fn labels(spec: &ContainerSpec, rules_hash: &str) -> HashMap<String, String> {
 
 /// Healthy while its rules are loaded (CIS 5.27): the bundle's interpreter sees the rules'
 /// marker refused, with no capability.
-fn health(spec: &ContainerSpec) -> bollard::models::HealthConfig {
-    bollard::models::HealthConfig {
+fn health(spec: &ContainerSpec) -> crate::engine::model::HealthConfig {
+    crate::engine::model::HealthConfig {
         test: Some(vec![
             "CMD".into(),
             spec.interpreter.clone(),
@@ -225,7 +223,7 @@ fn health(spec: &ContainerSpec) -> bollard::models::HealthConfig {
 /// Makes (does not start) the workspace's holder on the network with id `network`; returns its
 /// id. A stale holder of the same name is replaced.
 pub async fn create(
-    docker: &impl EngineApi,
+    engine: &impl EngineApi,
     spec: &ContainerSpec,
     rules: &Rules,
     podman: bool,
@@ -233,15 +231,15 @@ pub async fn create(
 ) -> Result<String> {
     let name = name_of(spec);
     let body = create_body(spec, rules, podman, network);
-    let created = match docker.create_container(Some(&name), body.clone()).await {
-        Err(e) if is_status(&e, 409) => {
-            remove(docker, &name).await?;
-            docker.create_container(Some(&name), body).await
+    let created = match engine.create_container(Some(&name), body.clone()).await {
+        Err(EngineError::Conflict(_)) => {
+            remove(engine, &name).await?;
+            engine.create_container(Some(&name), body).await
         }
         other => other,
     };
     created.map_err(engine_err(
-        docker,
+        engine,
         Operation::Create(Resource::Container, name),
     ))
 }
@@ -277,70 +275,70 @@ pub struct Helper<'a> {
 /// it: no record then, and the next adoption runs a helper). Any failure removes the holder
 /// (nothing half-done) and names the helper's output.
 pub async fn ready(
-    docker: &impl EngineApi,
+    engine: &impl EngineApi,
     helper: Helper<'_>,
     id: &str,
     rules: &Rules,
     ports: &[u16],
 ) -> Result<Option<String>> {
     let (started, made) = tokio::join!(
-        container::start(docker, id),
-        create_helper(docker, helper, id, rules, ports)
+        container::start(engine, id),
+        create_helper(engine, helper, id, rules, ports)
     );
     let loaded = match (started, made) {
         (Ok(()), Ok(helper_id)) => {
             let (ran, at) = tokio::join!(
-                run_helper(docker, helper, id, &helper_id),
-                started_at(docker, id)
+                run_helper(engine, helper, id, &helper_id),
+                started_at(engine, id)
             );
             ran.map(|()| at)
         }
         (started, made) => {
             if let Ok(helper_id) = &made {
-                let _ = remove(docker, helper_id).await;
+                let _ = remove(engine, helper_id).await;
             }
             started.and(made.map(|_| None))
         }
     };
     if loaded.is_err() {
-        let _ = remove(docker, id).await;
+        let _ = remove(engine, id).await;
     }
     loaded
 }
 
 /// A container's `State.StartedAt`; `None` when the engine does not give it.
-async fn started_at(docker: &impl EngineApi, id: &str) -> Option<String> {
-    let info = docker.inspect_container(id).await.ok()?;
+async fn started_at(engine: &impl EngineApi, id: &str) -> Option<String> {
+    let info = engine.inspect_container(id).await.ok()?;
     info.state?.started_at
 }
 
 /// Runs a rules helper in a running holder's namespace: loads `rules` unless loaded, lets
 /// `ports` through on the broker's address. The helper is removed whatever happens.
 pub async fn load_rules(
-    docker: &impl EngineApi,
+    engine: &impl EngineApi,
     helper: Helper<'_>,
     holder_id: &str,
     rules: &Rules,
     ports: &[u16],
 ) -> Result<()> {
-    let helper_id = create_helper(docker, helper, holder_id, rules, ports).await?;
-    run_helper(docker, helper, holder_id, &helper_id).await
+    let helper_id = create_helper(engine, helper, holder_id, rules, ports).await?;
+    run_helper(engine, helper, holder_id, &helper_id).await
 }
 
 /// Creates (does not start) a rules helper for a holder; returns its id.
 async fn create_helper(
-    docker: &impl EngineApi,
+    engine: &impl EngineApi,
     helper: Helper<'_>,
     holder_id: &str,
     rules: &Rules,
     ports: &[u16],
 ) -> Result<String> {
     let body = helper_body(helper, holder_id, rules, ports);
-    docker
+    engine
         .create_container(None, body)
         .await
         .map_err(engine_err(
-            docker,
+            engine,
             Operation::CreateHelper(helper.workspace.into()),
         ))
 }
@@ -348,18 +346,18 @@ async fn create_helper(
 /// Starts a created helper, waits for its exit and removes it. Exit 0 means the rules are
 /// loaded (its script stops at the first failure); otherwise the error names its output.
 async fn run_helper(
-    docker: &impl EngineApi,
+    engine: &impl EngineApi,
     helper: Helper<'_>,
     holder_id: &str,
     helper_id: &str,
 ) -> Result<()> {
-    let outcome = tokio::time::timeout(HELPER_WITHIN, started_exit(docker, helper_id)).await;
+    let outcome = tokio::time::timeout(HELPER_WITHIN, started_exit(engine, helper_id)).await;
     if let Ok(Ok(0)) = outcome {
-        remove(docker, helper_id).await?;
+        remove(engine, helper_id).await?;
         return Ok(());
     }
-    let logs = container::logs_tail(docker, helper_id, 20).await;
-    let _ = remove(docker, helper_id).await;
+    let logs = container::logs_tail(engine, helper_id, 20).await;
+    let _ = remove(engine, helper_id).await;
     let why = match outcome {
         Ok(Ok(code)) => format!("it exited with code {code}"),
         Ok(Err(e)) => e.to_string(),
@@ -431,31 +429,35 @@ fn helper_body(
 /// a container that joins another's namespaces with a 500 ("starting some containers: internal
 /// libpod error") while other containers start on the same storage; the helper is ours and has
 /// done nothing yet, so a start refused that way is tried once more.
-async fn started_exit(docker: &impl EngineApi, id: &str) -> Result<i64> {
-    match docker.start_container(id).await {
+async fn started_exit(engine: &impl EngineApi, id: &str) -> Result<i64> {
+    match engine.start_container(id).await {
         Ok(()) => {}
-        Err(e) if container::is_status(&e, 304) => {}
-        Err(e) if container::is_status(&e, 500) && e.to_string().contains(LIBPOD_INTERNAL) => {
+        Err(EngineError::NotModified(_)) => {}
+        Err(e @ EngineError::Passing(_)) => {
             tracing::debug!(helper = id, error = %e, "rules helper start refused; once more");
             tokio::time::sleep(Duration::from_millis(250)).await;
-            container::start(docker, id).await?;
+            container::start(engine, id).await?;
         }
-        Err(e) => return Err(engine_err(docker, Operation::Start(id.into()))(e)),
+        Err(e) => return Err(engine_err(engine, Operation::Start(id.into()))(e)),
     }
-    docker
+    engine
         .wait_container(id)
         .await
-        .map_err(engine_err(docker, Operation::Wait(id.into())))
+        .map_err(engine_err(engine, Operation::Wait(id.into())))
 }
 
 /// Removes a holder or helper (by id or name) at once: it holds no state. Gone already is
 /// fine.
-pub async fn remove(docker: &impl EngineApi, id: &str) -> Result<()> {
-    match docker.remove_container(id).await {
+pub async fn remove(engine: &impl EngineApi, id: &str) -> Result<()> {
+    match engine.remove_container(id).await {
         Ok(()) => Ok(()),
-        Err(e) if is_status(&e, 404) || is_status(&e, 409) => Ok(()),
+        Err(e)
+            if matches!(e, EngineError::NotFound(_)) || matches!(e, EngineError::Conflict(_)) =>
+        {
+            Ok(())
+        }
         Err(e) => Err(engine_err(
-            docker,
+            engine,
             Operation::Remove(Resource::Container, id.into()),
         )(e)),
     }
@@ -464,7 +466,7 @@ pub async fn remove(docker: &impl EngineApi, id: &str) -> Result<()> {
 /// Removes the holders of an owner (one workspace's, or all) and any rules helper a killed hub
 /// left. Returns how many holders.
 pub async fn remove_of(
-    docker: &impl EngineApi,
+    engine: &impl EngineApi,
     owner: &str,
     workspace: Option<&str>,
 ) -> Result<usize> {
@@ -475,10 +477,10 @@ pub async fn remove_of(
             Some(w) => format!("{label}={w}"),
             None => label.to_string(),
         });
-        let list = container::list_labelled(docker, labels).await?;
+        let list = container::list_labelled(engine, labels).await?;
         for c in &list {
             if let Some(id) = &c.id {
-                remove(docker, id).await?;
+                remove(engine, id).await?;
             }
         }
         if label == LABEL_HOLDER_OF {
@@ -491,19 +493,19 @@ pub async fn remove_of(
 /// The holder a workspace container joined (`container:<id>` network mode), as adoption reads
 /// it: one inspect, no call into it. `None` when the container joined none or it is gone.
 pub async fn posture(
-    docker: &impl EngineApi,
+    engine: &impl EngineApi,
     network_mode: &str,
     container_port: u16,
 ) -> Result<Option<HolderPosture>> {
     let Some(id) = network_mode.strip_prefix("container:") else {
         return Ok(None);
     };
-    let info = match docker.inspect_container(id).await {
+    let info = match engine.inspect_container(id).await {
         Ok(i) => i,
-        Err(e) if is_status(&e, 404) => return Ok(None),
+        Err(EngineError::NotFound(_)) => return Ok(None),
         Err(e) => {
             return Err(engine_err(
-                docker,
+                engine,
                 Operation::Inspect(Resource::Container, id.into()),
             )(e));
         }
@@ -586,7 +588,7 @@ pub fn record_with(record: &str, holder_id: &str, started_at: &str, ports: &[u16
 /// the record says so for its current start and its health check does not say otherwise;
 /// otherwise its rules helper runs and the record is written. Says whether the helper ran.
 pub async fn ensure_rules(
-    docker: &impl EngineApi,
+    engine: &impl EngineApi,
     helper: Helper<'_>,
     holder: &HolderPosture,
     record: &Path,
@@ -603,7 +605,7 @@ pub async fn ensure_rules(
             format!("its network holder {} carries no rules", holder.id),
         ));
     };
-    load_rules(docker, helper, &holder.id, &rules, ports).await?;
+    load_rules(engine, helper, &holder.id, &rules, ports).await?;
     write_record(
         record,
         &record_with(&known, &holder.id, &holder.started_at, ports),

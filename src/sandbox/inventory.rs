@@ -62,10 +62,10 @@ pub struct ForwardedPort {
 
 /// Fills the running rows' `forwards` from their process lists, concurrently (one `top` each:
 /// a forward's relay runs as `… po-sandbox-forward <port> <hostPort>`).
-pub async fn add_forwards(docker: &impl EngineApi, rows: &mut [SandboxRow]) {
+pub async fn add_forwards(engine: &impl EngineApi, rows: &mut [SandboxRow]) {
     let running = rows.iter_mut().filter(|r| r.state == "running");
     let found = running.map(|row| async move {
-        let commands = docker
+        let commands = engine
             .top_commands(&row.container_id)
             .await
             .unwrap_or_default();
@@ -82,12 +82,12 @@ pub async fn add_forwards(docker: &impl EngineApi, rows: &mut [SandboxRow]) {
 }
 
 /// Lists sandbox containers: this owner's, or every owner's when `owner` is `None`.
-pub async fn list(docker: &impl EngineApi, owner: Option<&str>) -> Result<Vec<SandboxRow>> {
+pub async fn list(engine: &impl EngineApi, owner: Option<&str>) -> Result<Vec<SandboxRow>> {
     let mut labels = vec![format!("{LABEL_SANDBOX}=1")];
     if let Some(o) = owner {
         labels.push(format!("{LABEL_OWNER}={o}"));
     }
-    let list = container::list_labelled(docker, labels).await?;
+    let list = container::list_labelled(engine, labels).await?;
     // Namespace holders publish the ports of their workspaces and are never rows of their own.
     let (holders, list): (Vec<_>, Vec<_>) = list.into_iter().partition(|c| {
         c.labels
@@ -166,7 +166,7 @@ pub async fn list(docker: &impl EngineApi, owner: Option<&str>) -> Result<Vec<Sa
 /// their copy volumes (clone mode) only with `discard`; the owner's network too when no
 /// container uses it any more. Returns the workspace ids stopped.
 pub async fn stop(
-    docker: &impl EngineApi,
+    engine: &impl EngineApi,
     vars: &std::collections::HashMap<String, String>,
     po_home: &Path,
     owner: &str,
@@ -177,13 +177,13 @@ pub async fn stop(
     if let Some(w) = workspace {
         crate::names::ids::check_id(w)?;
     }
-    let rows = list(docker, Some(owner)).await?;
+    let rows = list(engine, Some(owner)).await?;
     let mut stopped = Vec::new();
     for row in rows
         .into_iter()
         .filter(|r| workspace.is_none_or(|w| r.workspace_id == w))
     {
-        container::stop_and_remove(docker, &row.container_id).await?;
+        container::stop_and_remove(engine, &row.container_id).await?;
         remove_token_files(po_home, owner, &row.workspace_id);
         // Its broker socket folder too, so a hub that still runs (and granted that socket) no
         // longer serves a container that is gone.
@@ -196,26 +196,26 @@ pub async fn stop(
     }
     stopped.dedup();
     // Their namespace holders (and any a failed start left behind).
-    crate::sandbox::holder::remove_of(docker, owner, workspace).await?;
+    crate::sandbox::holder::remove_of(engine, owner, workspace).await?;
     if remove_volumes {
-        container::remove_volumes(docker, owner, workspace, false).await?;
+        container::remove_volumes(engine, owner, workspace, false).await?;
     }
     if discard {
-        container::remove_volumes(docker, owner, workspace, true).await?;
+        container::remove_volumes(engine, owner, workspace, true).await?;
         crate::sandbox::clone::remove_manifests(po_home, owner, workspace);
     }
     if !stopped.is_empty() {
         // The owner's per-hub network, when no container uses it any more.
-        crate::sandbox::network::remove_unused(docker, owner).await?;
+        crate::sandbox::network::remove_unused(engine, owner).await?;
     }
-    undo_git_safety_when_last(docker, vars, po_home, owner).await;
+    undo_git_safety_when_last(engine, vars, po_home, owner).await;
     Ok(stopped)
 }
 
 /// Puts the person's `safe.bareRepository` back as it was when the layer set it for `owner`
 /// ([`crate::sandbox::guards::git_safety`]) and no container of the owner is left.
 pub(crate) async fn undo_git_safety_when_last(
-    docker: &impl EngineApi,
+    engine: &impl EngineApi,
     vars: &std::collections::HashMap<String, String>,
     po_home: &Path,
     owner: &str,
@@ -224,7 +224,7 @@ pub(crate) async fn undo_git_safety_when_last(
     if !git_safety::recorded(po_home, owner) {
         return;
     }
-    if !list(docker, Some(owner))
+    if !list(engine, Some(owner))
         .await
         .is_ok_and(|rows| rows.is_empty())
     {
@@ -295,7 +295,7 @@ mod tests {
     /// folder and broker lock go; a lock a running hub holds stays (that hub removes it).
     #[tokio::test]
     async fn a_stop_without_a_hub_leaves_nothing_of_the_workspace_but_a_held_lock() {
-        use bollard::models::{ContainerCreateBody, HostConfig, Mount};
+        use crate::engine::model::{ContainerCreateBody, HostConfig, Mount};
         let engine = crate::engine::fake::FakeEngine::default();
         let home = tempfile::tempdir().unwrap();
         let sockets = home.path().join("s");
@@ -369,7 +369,7 @@ mod tests {
     #[tokio::test]
     async fn volumes_go_with_remove_volumes_and_the_copy_only_with_a_discard() {
         use crate::engine::fake::FakeEngine;
-        use bollard::models::VolumeCreateRequest;
+        use crate::engine::model::VolumeCreateRequest;
         let engine = FakeEngine::default();
         let home = tempfile::tempdir().unwrap();
         for (name, copy) in [("po-o1-w-home", false), ("po-o1-w-copy", true)] {

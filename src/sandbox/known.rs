@@ -10,7 +10,7 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 
 use crate::engine::api::EngineApi;
-use bollard::models::ContainerSummary;
+use crate::engine::model::ContainerSummary;
 use futures_util::FutureExt;
 use futures_util::future::{BoxFuture, Shared};
 
@@ -99,7 +99,7 @@ impl KnownContainers {
                 continue;
             };
             let Some(id) = c.id else { continue };
-            if c.state == Some(bollard::models::ContainerSummaryStateEnum::RUNNING)
+            if c.state == Some(crate::engine::model::ContainerSummaryStateEnum::RUNNING)
                 && !running.insert(ws.clone())
             {
                 several.insert(ws.clone());
@@ -126,9 +126,9 @@ impl KnownContainers {
 }
 
 /// One list call for `owner`'s containers.
-pub async fn known_containers(docker: &impl EngineApi, owner: &str) -> Result<KnownContainers> {
+pub async fn known_containers(engine: &impl EngineApi, owner: &str) -> Result<KnownContainers> {
     let owner = format!("{LABEL_OWNER}={owner}");
-    let list = container::list_labelled(docker, vec![owner]).await?;
+    let list = container::list_labelled(engine, vec![owner]).await?;
     Ok(KnownContainers::from_list(list))
 }
 
@@ -137,13 +137,13 @@ pub async fn known_containers(docker: &impl EngineApi, owner: &str) -> Result<Kn
 /// asks are started, not awaited (see [`Asked`]). Reads only; used while the engine check runs,
 /// so a hub restart's adoptions need no wait of their own.
 pub async fn read_ahead(
-    docker: &impl EngineApi,
+    engine: &impl EngineApi,
     owner: &str,
     container_port: u16,
     health_path: &str,
 ) -> Result<KnownContainers> {
     let label = format!("{LABEL_OWNER}={owner}");
-    let list = container::list_labelled(docker, vec![label]).await?;
+    let list = container::list_labelled(engine, vec![label]).await?;
     // The port is published by the workspace's namespace holder.
     let ports: HashMap<String, u16> = list
         .iter()
@@ -175,7 +175,7 @@ fn loopback_port(c: &ContainerSummary, container_port: u16) -> Option<u16> {
 mod tests {
     use std::collections::HashMap;
 
-    use bollard::models::{ContainerSummaryStateEnum as S, PortSummary};
+    use crate::engine::model::{ContainerSummaryStateEnum as S, PortSummary};
 
     use super::*;
 

@@ -5,21 +5,17 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use bollard::models::{ContainerSummary, Network, NetworkCreateRequest};
+use crate::engine::EngineError;
+use crate::engine::model::{ContainerSummary, Network, NetworkCreateRequest};
 
 use crate::engine::api::EngineApi;
 use crate::engine::{Operation, Resource};
 use crate::error::{Error, Result};
-use crate::sandbox::container::{self, engine_err, is_status};
+use crate::sandbox::container::{self, engine_err};
 use crate::sandbox::spec::{LABEL_NETWORK, LABEL_OWNER, LABEL_SANDBOX, network_name};
 
 /// The `po.network` label's value on a per-hub network.
 const NETWORK_KIND: &str = "workspaces";
-/// What Podman 4.3 answers (a 500) when a network create reads the host's interfaces to pick a
-/// free subnet while one of them goes away (another engine's container stopping, say): it
-/// lists them, then reads each one's addresses (see [`create`]).
-const INTERFACE_GONE: &str = "no such network interface";
-
 /// The labels of an owner's network (also how it is found).
 fn labels(owner: &str) -> HashMap<String, String> {
     HashMap::from([
@@ -31,7 +27,7 @@ fn labels(owner: &str) -> HashMap<String, String> {
 
 /// The owner's networks with its exact name, oldest first (ties by id): the first is the one
 /// every hub uses.
-async fn listed(docker: &impl EngineApi, owner: &str) -> Result<Vec<Network>> {
+async fn listed(engine: &impl EngineApi, owner: &str) -> Result<Vec<Network>> {
     let filters = HashMap::from([(
         "label".to_string(),
         vec![
@@ -40,10 +36,10 @@ async fn listed(docker: &impl EngineApi, owner: &str) -> Result<Vec<Network>> {
         ],
     )]);
     let name = network_name(owner);
-    let mut found: Vec<Network> = docker
+    let mut found: Vec<Network> = engine
         .list_networks(filters)
         .await
-        .map_err(engine_err(docker, Operation::List(Resource::Network)))?
+        .map_err(engine_err(engine, Operation::List(Resource::Network)))?
         .into_iter()
         .filter(|n| n.name.as_deref() == Some(name.as_str()))
         .collect();
@@ -62,8 +58,8 @@ async fn listed(docker: &impl EngineApi, owner: &str) -> Result<Vec<Network>> {
 /// The id of the owner's network, made when there is none. Hubs racing to make it all end on
 /// the oldest one: a creator that finds an older one removes its own (an engine that refuses a
 /// second network of one name answers 409, and the existing one is used).
-pub async fn ensure(docker: &impl EngineApi, owner: &str) -> Result<String> {
-    if let Some(id) = adoptable(docker, owner).await? {
+pub async fn ensure(engine: &impl EngineApi, owner: &str) -> Result<String> {
+    if let Some(id) = adoptable(engine, owner).await? {
         return Ok(id);
     }
     let name = network_name(owner);
@@ -76,25 +72,25 @@ pub async fn ensure(docker: &impl EngineApi, owner: &str) -> Result<String> {
         enable_ipv6: Some(false),
         ..Default::default()
     };
-    let made = match create(docker, request).await {
+    let made = match create(engine, request).await {
         Ok(id) => Some(id),
-        Err(e) if is_status(&e, 409) => None,
-        Err(e) if pool_exhausted(&e) => return Err(exhausted(docker, name, e).await),
+        Err(EngineError::Conflict(_)) => None,
+        Err(e @ EngineError::PoolExhausted(_)) => return Err(exhausted(engine, name, e).await),
         Err(e) => {
             return Err(engine_err(
-                docker,
+                engine,
                 Operation::Create(Resource::Network, name),
             )(e));
         }
     };
-    let found = listed(docker, owner).await?;
+    let found = listed(engine, owner).await?;
     let winner = found.first().and_then(|n| n.id.clone()).or(made.clone());
     // Another hub made one first: ours goes (only ours: another hub's may already be named
     // by a container it created and has not started, which the engine does not count as use).
     if let (Some(mine), Some(w)) = (&made, &winner)
         && mine != w
     {
-        let _ = docker.remove_network(mine).await;
+        let _ = engine.remove_network(mine).await;
     }
     winner.ok_or_else(|| {
         crate::error::Error::container(
@@ -105,16 +101,16 @@ pub async fn ensure(docker: &impl EngineApi, owner: &str) -> Result<String> {
 }
 
 /// Creates a network; one that Podman refused because a host interface went away while it
-/// read them ([`INTERFACE_GONE`]) is tried once more: nothing was made.
+/// read them is tried once more: nothing was made.
 async fn create(
-    docker: &impl EngineApi,
+    engine: &impl EngineApi,
     request: NetworkCreateRequest,
-) -> std::result::Result<String, bollard::errors::Error> {
-    match docker.create_network(request.clone()).await {
-        Err(e) if is_status(&e, 500) && e.to_string().contains(INTERFACE_GONE) => {
+) -> std::result::Result<String, EngineError> {
+    match engine.create_network(request.clone()).await {
+        Err(e @ EngineError::Passing(_)) => {
             tracing::debug!(network = %request.name, error = %e, "network create refused; once more");
             tokio::time::sleep(Duration::from_millis(250)).await;
-            docker.create_network(request).await
+            engine.create_network(request).await
         }
         done => done,
     }
@@ -123,37 +119,29 @@ async fn create(
 /// The owner's network to use as it is, if any. One with IPv6 on (made by another version, or
 /// by hand) is removed when no container uses it, so that a new one is made without; one in
 /// use is kept, and the rules of its containers refuse its IPv6 ranges ([`addresses`]).
-async fn adoptable(docker: &impl EngineApi, owner: &str) -> Result<Option<String>> {
-    let found = listed(docker, owner).await?;
+async fn adoptable(engine: &impl EngineApi, owner: &str) -> Result<Option<String>> {
+    let found = listed(engine, owner).await?;
     let Some((id, ipv6)) = found
         .first()
         .and_then(|n| Some((n.id.clone()?, n.enable_ipv6 == Some(true))))
     else {
         return Ok(None);
     };
-    if !ipv6 || joined(docker, &id).await? == Some(true) {
+    if !ipv6 || joined(engine, &id).await? == Some(true) {
         return Ok(Some(id));
     }
-    match docker.remove_network(&id).await {
+    match engine.remove_network(&id).await {
         Ok(()) => Ok(None),
         // Joined meanwhile: kept, its IPv6 ranges refused.
-        Err(e) if !is_status(&e, 404) => Ok(Some(id)),
+        Err(e) if !matches!(e, EngineError::NotFound(_)) => Ok(Some(id)),
         Err(_) => Ok(None),
     }
 }
 
-/// Whether the engine refused a network for want of an address pool (Docker: "could not find
-/// an available, non-overlapping IPv4 address pool"; Podman: "could not find free subnet").
-fn pool_exhausted(e: &bollard::errors::Error) -> bool {
-    let text = e.to_string();
-    text.contains("non-overlapping IPv4 address pool")
-        || text.contains("could not find free subnet")
-}
-
 /// `ENGINE_NETWORK_POOL_EXHAUSTED` for the network `name`, counting the per-hub networks there
 /// are (and how many no container uses) when the engine still answers a list.
-async fn exhausted(docker: &impl EngineApi, name: String, source: bollard::errors::Error) -> Error {
-    let found = per_hub(docker, None).await.unwrap_or_default();
+async fn exhausted(engine: &impl EngineApi, name: String, source: EngineError) -> Error {
+    let found = per_hub(engine, None).await.unwrap_or_default();
     Error::EngineNetworkPoolExhausted {
         network: name,
         per_hub: found.len(),
@@ -163,12 +151,12 @@ async fn exhausted(docker: &impl EngineApi, name: String, source: bollard::error
 }
 
 /// Whether any container is joined to the network `id`; `None` when it is gone.
-async fn joined(docker: &impl EngineApi, id: &str) -> Result<Option<bool>> {
-    match docker.inspect_network(id).await {
+async fn joined(engine: &impl EngineApi, id: &str) -> Result<Option<bool>> {
+    match engine.inspect_network(id).await {
         Ok(i) => Ok(Some(i.containers.is_some_and(|c| !c.is_empty()))),
-        Err(e) if is_status(&e, 404) => Ok(None),
+        Err(EngineError::NotFound(_)) => Ok(None),
         Err(e) => Err(engine_err(
-            docker,
+            engine,
             Operation::Inspect(Resource::Network, id.to_string()),
         )(e)),
     }
@@ -176,17 +164,17 @@ async fn joined(docker: &impl EngineApi, id: &str) -> Result<Option<bool>> {
 
 /// Removes the owner's networks that no container uses (the engine also refuses to remove a
 /// network in use, so one joined meanwhile stays). Returns the names removed.
-pub async fn remove_unused(docker: &impl EngineApi, owner: &str) -> Result<Vec<String>> {
+pub async fn remove_unused(engine: &impl EngineApi, owner: &str) -> Result<Vec<String>> {
     let mut removed = Vec::new();
-    for n in listed(docker, owner).await? {
+    for n in listed(engine, owner).await? {
         let Some(id) = n.id else { continue };
-        let Some(in_use) = joined(docker, &id).await? else {
+        let Some(in_use) = joined(engine, &id).await? else {
             continue;
         };
         if in_use {
             continue;
         }
-        match docker.remove_network(&id).await {
+        match engine.remove_network(&id).await {
             Ok(()) => removed.push(n.name.unwrap_or(id)),
             // Gone already, or joined meanwhile: either way not this call's to remove.
             Err(e) => tracing::debug!(network = %id, error = %e, "network kept"),
@@ -208,9 +196,9 @@ pub struct NetworkAddresses {
 }
 
 /// The gateway, directed broadcast and IPv6 ranges of a network.
-pub async fn addresses(docker: &impl EngineApi, id: &str) -> Result<NetworkAddresses> {
-    let inspected = docker.inspect_network(id).await.map_err(engine_err(
-        docker,
+pub async fn addresses(engine: &impl EngineApi, id: &str) -> Result<NetworkAddresses> {
+    let inspected = engine.inspect_network(id).await.map_err(engine_err(
+        engine,
         Operation::Inspect(Resource::Network, id.into()),
     ))?;
     let config = inspected.ipam.and_then(|i| i.config).unwrap_or_default();
@@ -273,24 +261,24 @@ pub struct PerHubNetwork {
 /// Every per-hub network (of `owner`, or of every owner), with whether a container uses it:
 /// one the engine lists as joined (any container), or a sandbox container in any state whose
 /// network it is (a stopped one would need it to start again).
-pub async fn per_hub(docker: &impl EngineApi, owner: Option<&str>) -> Result<Vec<PerHubNetwork>> {
+pub async fn per_hub(engine: &impl EngineApi, owner: Option<&str>) -> Result<Vec<PerHubNetwork>> {
     let mut labels = vec![
         format!("{LABEL_SANDBOX}=1"),
         format!("{LABEL_NETWORK}={NETWORK_KIND}"),
     ];
     labels.extend(owner.map(|o| format!("{LABEL_OWNER}={o}")));
     let filters = HashMap::from([("label".to_string(), labels)]);
-    let networks = docker
+    let networks = engine
         .list_networks(filters)
         .await
-        .map_err(engine_err(docker, Operation::List(Resource::Network)))?;
-    let sandboxes = container::list_labelled(docker, vec![format!("{LABEL_SANDBOX}=1")]).await?;
+        .map_err(engine_err(engine, Operation::List(Resource::Network)))?;
+    let sandboxes = container::list_labelled(engine, vec![format!("{LABEL_SANDBOX}=1")]).await?;
     let mut found = Vec::new();
     for n in networks {
         let (Some(id), Some(name)) = (n.id, n.name) else {
             continue;
         };
-        let Some(joined) = joined(docker, &id).await? else {
+        let Some(joined) = joined(engine, &id).await? else {
             continue;
         };
         let in_use = joined || sandboxes.iter().any(|c| on_network(c, &id, &name));
@@ -343,12 +331,12 @@ pub fn prunable(found: &[PerHubNetwork], now: i64, grace: Duration) -> Vec<&PerH
 /// are older than `grace`; with `dry_run`, only lists them. Returns their names. One the engine
 /// refuses to remove (joined meanwhile) or that is gone already is not listed.
 pub async fn prune(
-    docker: &impl EngineApi,
+    engine: &impl EngineApi,
     owner: Option<&str>,
     grace: Duration,
     dry_run: bool,
 ) -> Result<Vec<String>> {
-    let found = per_hub(docker, owner).await?;
+    let found = per_hub(engine, owner).await?;
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs() as i64);
@@ -358,7 +346,7 @@ pub async fn prune(
             removed.push(n.name.clone());
             continue;
         }
-        match docker.remove_network(&n.id).await {
+        match engine.remove_network(&n.id).await {
             Ok(()) => removed.push(n.name.clone()),
             Err(e) => tracing::debug!(network = %n.name, error = %e, "network kept"),
         }
@@ -370,7 +358,7 @@ pub async fn prune(
 mod tests {
     use super::*;
     use crate::engine::fake::{FakeEngine, Fault};
-    use bollard::models::{ContainerCreateBody, HostConfig};
+    use crate::engine::model::{ContainerCreateBody, HostConfig};
 
     fn found(name: &str, created: Option<i64>, in_use: bool) -> PerHubNetwork {
         PerHubNetwork {
@@ -522,7 +510,7 @@ mod tests {
         let mut s = engine.state();
         let n = s.networks.get_mut(&id).unwrap();
         let config = n.ipam.as_mut().unwrap().config.as_mut().unwrap();
-        config.push(bollard::models::IpamConfig {
+        config.push(crate::engine::model::IpamConfig {
             subnet: Some("fd00:5eed:1::/64".into()),
             gateway: Some("fd00:5eed:1::1".into()),
             ..Default::default()

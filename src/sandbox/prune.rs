@@ -4,10 +4,11 @@
 use std::collections::HashSet;
 use std::time::Duration;
 
+use crate::engine::EngineError;
 use crate::engine::api::EngineApi;
 use crate::engine::{Operation, Resource};
 use crate::error::Result;
-use crate::sandbox::container::{self, engine_err, is_status};
+use crate::sandbox::container::{self, engine_err};
 use crate::sandbox::network;
 use crate::sandbox::spec::{LABEL_OWNER, LABEL_SANDBOX, LABEL_WORKSPACE, LABEL_WORKSPACE_PATH};
 
@@ -38,10 +39,10 @@ pub struct PruneReport {
 }
 
 /// Prunes as `ask` says (networks first, then volumes).
-pub async fn prune(docker: &impl EngineApi, ask: PruneAsk<'_>) -> Result<PruneReport> {
-    let networks = network::prune(docker, ask.owner, ask.grace, ask.dry_run).await?;
+pub async fn prune(engine: &impl EngineApi, ask: PruneAsk<'_>) -> Result<PruneReport> {
+    let networks = network::prune(engine, ask.owner, ask.grace, ask.dry_run).await?;
     let volumes = match ask.volumes {
-        true => orphan_volumes(docker, ask.owner, ask.dry_run).await?,
+        true => orphan_volumes(engine, ask.owner, ask.dry_run).await?,
         false => vec![],
     };
     Ok(PruneReport {
@@ -56,13 +57,13 @@ pub async fn prune(docker: &impl EngineApi, ask: PruneAsk<'_>) -> Result<PruneRe
 /// `dry_run`; never a copy volume. A volume without that label (made before it was added) is kept: its folder is
 /// unknown. Returns their names, sorted.
 async fn orphan_volumes(
-    docker: &impl EngineApi,
+    engine: &impl EngineApi,
     owner: Option<&str>,
     dry_run: bool,
 ) -> Result<Vec<String>> {
     let mut labels = vec![format!("{LABEL_SANDBOX}=1")];
     labels.extend(owner.map(|o| format!("{LABEL_OWNER}={o}")));
-    let containers = container::list_labelled(docker, labels.clone()).await?;
+    let containers = container::list_labelled(engine, labels.clone()).await?;
     let with_container: HashSet<(String, String)> = containers
         .iter()
         .filter_map(|c| {
@@ -71,10 +72,10 @@ async fn orphan_volumes(
         })
         .collect();
     let filters = std::collections::HashMap::from([("label".to_string(), labels)]);
-    let listed = docker
+    let listed = engine
         .list_volumes(filters)
         .await
-        .map_err(engine_err(docker, Operation::List(Resource::Volume)))?;
+        .map_err(engine_err(engine, Operation::List(Resource::Volume)))?;
     let mut orphans = Vec::new();
     for (name, l) in listed {
         let (Some(o), Some(w), Some(path)) = (
@@ -94,9 +95,9 @@ async fn orphan_volumes(
             continue;
         }
         if !dry_run {
-            match docker.remove_volume(&name).await {
+            match engine.remove_volume(&name).await {
                 Ok(()) => {}
-                Err(e) if is_status(&e, 404) => continue,
+                Err(EngineError::NotFound(_)) => continue,
                 // In use by a container made meanwhile, or refused: kept.
                 Err(e) => {
                     tracing::debug!(volume = %name, error = %e, "volume kept");
@@ -132,7 +133,7 @@ pub fn grace(value: Option<&str>) -> Result<Duration> {
 mod tests {
     use super::*;
     use crate::engine::fake::FakeEngine;
-    use bollard::models::{ContainerCreateBody, VolumeCreateRequest};
+    use crate::engine::model::{ContainerCreateBody, VolumeCreateRequest};
     use std::collections::HashMap;
 
     async fn volume(engine: &FakeEngine, name: &str, owner: &str, ws: &str, path: Option<&str>) {

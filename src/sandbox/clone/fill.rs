@@ -15,7 +15,7 @@ use crate::sandbox::spec::{LABEL_OWNER, LABEL_WORKSPACE};
 /// Whether the workspace's copy volume exists already (then it holds the agent's work and is
 /// never filled again).
 pub async fn copy_exists(
-    docker: &impl EngineApi,
+    engine: &impl EngineApi,
     owner: &str,
     workspace_id: &str,
     name: &str,
@@ -26,10 +26,10 @@ pub async fn copy_exists(
         format!("{LABEL_COPY}=1"),
     ];
     let filters = HashMap::from([("label".to_string(), labels)]);
-    let listed = docker
+    let listed = engine
         .list_volumes(filters)
         .await
-        .map_err(engine_err(docker, Operation::List(Resource::Volume)))?;
+        .map_err(engine_err(engine, Operation::List(Resource::Volume)))?;
     Ok(listed.iter().any(|(n, _)| n == name))
 }
 
@@ -56,13 +56,13 @@ pub async fn prepare_copy(
 
 /// Uploads the prepared copy into `target` of the created container `container`.
 pub async fn upload_copy(
-    docker: &impl EngineApi,
+    engine: &impl EngineApi,
     workspace_id: &str,
     container: &str,
     target: &str,
     copy: &PreparedCopy,
 ) -> Result<()> {
-    docker
+    engine
         .upload_archive(container, target, copy.tar.clone())
         .await
         .map_err(|e| Error::container_caused(workspace_id, "cannot fill its copy volume", e))

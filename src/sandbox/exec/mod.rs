@@ -6,9 +6,10 @@
 
 use std::time::Duration;
 
-use bollard::container::LogOutput;
-use bollard::exec::{StartExecOptions, StartExecResults};
-use bollard::models::ExecConfig;
+use crate::engine::EngineError;
+use crate::engine::model::ExecConfig;
+use crate::engine::model::LogOutput;
+use crate::engine::model::{ExecStarted, StartExecOptions};
 use futures_util::StreamExt;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 
@@ -63,7 +64,7 @@ pub fn check_command(command: &[String]) -> Result<()> {
 /// Runs the request in `container_id` attached to this process's stdin, stdout and stderr, and
 /// returns the command's exit code.
 pub async fn run(
-    docker: &impl EngineApi,
+    engine: &impl EngineApi,
     container_id: &str,
     workspace: &str,
     req: ExecRequest,
@@ -73,7 +74,7 @@ pub async fn run(
             "{doing} in container {}",
             &container_id[..container_id.len().min(12)]
         );
-        move |e: bollard::errors::Error| Error::container_caused(workspace, doing, e)
+        move |e: EngineError| Error::container_caused(workspace, doing, e)
     };
     let config = ExecConfig {
         attach_stdin: Some(true),
@@ -85,11 +86,11 @@ pub async fn run(
         env: (!req.env.is_empty()).then(|| req.env.clone()),
         ..Default::default()
     };
-    let exec_id = docker
+    let exec_id = engine
         .create_exec(container_id, config)
         .await
         .map_err(failed("create the exec"))?;
-    let started = docker
+    let started = engine
         .start_exec(
             &exec_id,
             StartExecOptions {
@@ -100,17 +101,17 @@ pub async fn run(
         )
         .await
         .map_err(failed("start the exec"))?;
-    let StartExecResults::Attached { output, input } = started else {
+    let ExecStarted::Attached { output, input } = started else {
         return Err(Error::container(workspace, "the exec started detached"));
     };
     let _raw = req.tty.then(terminal::RawMode::enter).flatten();
     if req.tty {
         // Before any input is passed on, so what the command reads comes after its size is set.
-        terminal::resize(docker, &exec_id).await;
+        terminal::resize(engine, &exec_id).await;
     }
     let resizer = req
         .tty
-        .then(|| tokio::spawn(terminal::follow_size(docker.clone(), exec_id.clone())));
+        .then(|| tokio::spawn(terminal::follow_size(engine.clone(), exec_id.clone())));
     let feeder = tokio::spawn(feed_stdin(tokio::io::stdin(), input));
     let copied = copy_output(output).await;
     feeder.abort();
@@ -118,7 +119,7 @@ pub async fn run(
         r.abort();
     }
     copied.map_err(|e| Error::container_caused(workspace, "copy the command's output", e))?;
-    exit_code(docker, &exec_id)
+    exit_code(engine, &exec_id)
         .await
         .map_err(failed("inspect the exec"))
 }
@@ -129,7 +130,7 @@ pub async fn run(
 /// [`spawner`]: one that runs has passed the gate); otherwise by the engine's exec, starting a
 /// spawner alongside for the next command (a failure to is only logged).
 pub async fn run_or_spawn(
-    docker: &impl EngineApi,
+    engine: &impl EngineApi,
     (container_id, workspace): (&str, &str),
     mut req: ExecRequest,
     (health, interpreter): (Option<&str>, &str),
@@ -138,7 +139,7 @@ pub async fn run_or_spawn(
     let gate = |command| crate::sandbox::spec::exec_gated(health, interpreter, command);
     let Some(place) = spawner.filter(|_| !req.tty) else {
         req.command = gate(req.command);
-        return run(docker, container_id, workspace, req).await;
+        return run(engine, container_id, workspace, req).await;
     };
     let found = spawner::connect(place, container_id).await;
     #[cfg(target_os = "linux")]
@@ -156,11 +157,11 @@ pub async fn run_or_spawn(
         tracing::debug!(workspace, %why, "the engine's exec: no spawner can run here");
     }
     if !matches!(found, spawner::Found::Absent) {
-        return run(docker, container_id, workspace, req).await;
+        return run(engine, container_id, workspace, req).await;
     }
     let probe = (health != Some("healthy")).then(|| crate::sandbox::firewall::mark_probe(true));
-    let launch = spawner::launch(docker, container_id, place, interpreter, probe);
-    let (ran, launched) = tokio::join!(run(docker, container_id, workspace, req), launch);
+    let launch = spawner::launch(engine, container_id, place, interpreter, probe);
+    let (ran, launched) = tokio::join!(run(engine, container_id, workspace, req), launch);
     if let Err(why) = launched {
         tracing::debug!(workspace, %why, "no spawner started: later execs take the engine's exec");
     }
@@ -182,7 +183,7 @@ pub const MAX_CAPTURED: usize = 1 << 30;
 /// and keeps its output (at most [`MAX_CAPTURED`] bytes), all of it before `deadline` (the
 /// caller's one deadline for every command of its work: [`Error::ChangesTimeout`] past it).
 pub async fn capture(
-    docker: &impl EngineApi,
+    engine: &impl EngineApi,
     (container_id, workspace): (&str, &str),
     command: Vec<String>,
     working_dir: String,
@@ -190,7 +191,7 @@ pub async fn capture(
 ) -> Result<Captured> {
     match tokio::time::timeout_at(
         deadline.at,
-        capture_now(docker, (container_id, workspace), command, working_dir),
+        capture_now(engine, (container_id, workspace), command, working_dir),
     )
     .await
     {
@@ -220,14 +221,13 @@ impl Deadline {
 }
 
 async fn capture_now(
-    docker: &impl EngineApi,
+    engine: &impl EngineApi,
     (container_id, workspace): (&str, &str),
     command: Vec<String>,
     working_dir: String,
 ) -> Result<Captured> {
-    let failed = |doing: &'static str| {
-        move |e: bollard::errors::Error| Error::container_caused(workspace, doing, e)
-    };
+    let failed =
+        |doing: &'static str| move |e: EngineError| Error::container_caused(workspace, doing, e);
     let config = ExecConfig {
         attach_stdout: Some(true),
         attach_stderr: Some(true),
@@ -235,7 +235,7 @@ async fn capture_now(
         working_dir: Some(working_dir),
         ..Default::default()
     };
-    let exec_id = docker
+    let exec_id = engine
         .create_exec(container_id, config)
         .await
         .map_err(failed("cannot create an exec"))?;
@@ -244,11 +244,11 @@ async fn capture_now(
         tty: false,
         output_capacity: None,
     };
-    let started = docker
+    let started = engine
         .start_exec(&exec_id, options)
         .await
         .map_err(failed("cannot start an exec"))?;
-    let StartExecResults::Attached { mut output, .. } = started else {
+    let ExecStarted::Attached { mut output, .. } = started else {
         return Err(Error::container(workspace, "the exec started detached"));
     };
     let mut got = Captured::default();
@@ -267,7 +267,7 @@ async fn capture_now(
             ));
         }
     }
-    got.code = exit_code(docker, &exec_id)
+    got.code = exit_code(engine, &exec_id)
         .await
         .map_err(failed("cannot inspect an exec"))?;
     Ok(got)
@@ -295,12 +295,9 @@ async fn feed_stdin(
 /// Writes the exec's output to this process's stdout and stderr as it arrives.
 async fn copy_output(
     mut output: std::pin::Pin<
-        Box<
-            dyn futures_util::Stream<Item = std::result::Result<LogOutput, bollard::errors::Error>>
-                + Send,
-        >,
+        Box<dyn futures_util::Stream<Item = std::result::Result<LogOutput, EngineError>> + Send>,
     >,
-) -> std::result::Result<(), bollard::errors::Error> {
+) -> std::result::Result<(), EngineError> {
     let mut stdout = tokio::io::stdout();
     let mut stderr = tokio::io::stderr();
     while let Some(chunk) = output.next().await {
@@ -326,12 +323,12 @@ async fn write_now(to: &mut (impl AsyncWrite + Unpin), bytes: &[u8]) -> std::io:
 
 /// The exit code once the engine has recorded it (the output can end a moment before).
 async fn exit_code(
-    docker: &impl EngineApi,
+    engine: &impl EngineApi,
     exec_id: &str,
-) -> std::result::Result<i64, bollard::errors::Error> {
+) -> std::result::Result<i64, EngineError> {
     let mut pause = Duration::from_millis(5);
     for _ in 0..40 {
-        let info = docker.inspect_exec(exec_id).await?;
+        let info = engine.inspect_exec(exec_id).await?;
         if info.running != Some(true)
             && let Some(code) = info.exit_code
         {
@@ -411,28 +408,28 @@ mod terminal {
     }
 
     /// Gives the exec this terminal's size (best effort: a failed resize leaves the old size).
-    pub async fn resize(docker: &impl EngineApi, exec_id: &str) {
+    pub async fn resize(engine: &impl EngineApi, exec_id: &str) {
         if let Some((height, width)) = size() {
-            let _ = docker.resize_exec(exec_id, height, width).await;
+            let _ = engine.resize_exec(exec_id, height, width).await;
         }
     }
 
     /// Gives the exec this terminal's size after every SIGWINCH (Unix only).
     #[cfg(not(unix))]
-    pub async fn follow_size(docker: impl EngineApi, exec_id: String) {
+    pub async fn follow_size(engine: impl EngineApi, exec_id: String) {
         // No SIGWINCH on Windows: the size set at the start stays.
-        let _ = (docker, exec_id);
+        let _ = (engine, exec_id);
     }
 
     /// Gives the exec this terminal's size after every SIGWINCH.
     #[cfg(unix)]
-    pub async fn follow_size(docker: impl EngineApi, exec_id: String) {
+    pub async fn follow_size(engine: impl EngineApi, exec_id: String) {
         use tokio::signal::unix::{SignalKind, signal};
         let Ok(mut changes) = signal(SignalKind::window_change()) else {
             return;
         };
         while changes.recv().await.is_some() {
-            resize(&docker, &exec_id).await;
+            resize(&engine, &exec_id).await;
         }
     }
 }

@@ -24,8 +24,9 @@
 
 use std::path::{Path, PathBuf};
 
-use bollard::exec::StartExecOptions;
-use bollard::models::ExecConfig;
+use crate::engine::EngineError;
+use crate::engine::model::ExecConfig;
+use crate::engine::model::StartExecOptions;
 use serde::{Deserialize, Serialize};
 
 use super::wire;
@@ -247,7 +248,7 @@ pub fn launch_lock_path(record: &Path) -> PathBuf {
 /// it runs starts in a namespace that has its rules. One launch at a time per workspace, under
 /// [`launch_lock_path`]: another under way is a reason not to. Why not, when it cannot.
 pub async fn launch(
-    docker: &impl EngineApi,
+    engine: &impl EngineApi,
     container_id: &str,
     place: &Place,
     interpreter: &str,
@@ -278,15 +279,15 @@ pub async fn launch(
             working_dir: Some("/".into()),
             ..Default::default()
         };
-        let failed = |doing: &'static str| move |e: bollard::errors::Error| format!("{doing}: {e}");
-        let exec_id = (docker.create_exec(container_id, config).await).map_err(failed("create"))?;
+        let failed = |doing: &'static str| move |e: EngineError| format!("{doing}: {e}");
+        let exec_id = (engine.create_exec(container_id, config).await).map_err(failed("create"))?;
         let detached = StartExecOptions {
             detach: true,
             tty: false,
             output_capacity: None,
         };
-        (docker.start_exec(&exec_id, detached).await).map_err(failed("start"))?;
-        let info = (docker.inspect_exec(&exec_id).await).map_err(failed("inspect"))?;
+        (engine.start_exec(&exec_id, detached).await).map_err(failed("start"))?;
+        let info = (engine.inspect_exec(&exec_id).await).map_err(failed("inspect"))?;
         let pid = info
             .pid
             .and_then(|p| u32::try_from(p).ok())

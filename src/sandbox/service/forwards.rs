@@ -84,7 +84,7 @@ impl<E: EngineApi> ContainerService<E> {
                 .network_mode()
                 .and_then(|m| m.strip_prefix("container:")),
         };
-        let fwd = forward::open(&self.inner.docker, target, port, host_port).await?;
+        let fwd = forward::open(&self.inner.engine, target, port, host_port).await?;
         self.inner.forwards.add(&fwd);
         Ok(fwd)
     }

@@ -7,6 +7,7 @@ use std::sync::Mutex;
 
 use super::ContainerService;
 use crate::broker::server::RouteKind;
+use crate::engine::EngineError;
 use crate::engine::Operation;
 use crate::engine::api::EngineApi;
 use crate::error::Result;
@@ -105,17 +106,17 @@ impl<E: EngineApi> ContainerService<E> {
         if self.readying(holder_id) {
             return Ok(());
         }
-        let docker = &self.changes();
+        let engine = &self.changes();
         let port = self.inner.config.container.bundle.server.port;
         let joined = format!("container:{holder_id}");
-        let Some(h) = holder::posture(docker, &joined, port).await? else {
+        let Some(h) = holder::posture(engine, &joined, port).await? else {
             return Ok(());
         };
         if !h.running {
             return Ok(());
         }
         holder::ensure_rules(
-            docker,
+            engine,
             self.helper(workspace_id),
             &h,
             &self.rules_record(workspace_id),
@@ -123,7 +124,7 @@ impl<E: EngineApi> ContainerService<E> {
         )
         .await?;
         for cid in self.ids_of(workspace_id).await? {
-            let Some(c) = container::inspect(docker, &cid, None).await? else {
+            let Some(c) = container::inspect(engine, &cid, None).await? else {
                 continue;
             };
             // Started before the holder's current start: in the namespace of its previous one.
@@ -139,10 +140,10 @@ impl<E: EngineApi> ContainerService<E> {
                 && !self.stop_requested(&c.id);
             if left_down {
                 tracing::info!(workspace = workspace_id, container = %c.id, error = %c.start_error, "starting a workspace container its failed start left down");
-                EngineApi::start_container(docker, &c.id)
+                EngineApi::start_container(engine, &c.id)
                     .await
                     .map_err(container::engine_err(
-                        docker,
+                        engine,
                         Operation::Start(c.id.clone()),
                     ))?;
                 // Where it answers now: the holder's port (another one after an engine restart).
@@ -161,8 +162,8 @@ impl<E: EngineApi> ContainerService<E> {
                 continue;
             }
             if in_old {
-                EngineApi::restart_container(docker, &c.id).await.map_err(
-                    container::engine_err(docker, Operation::Restart(c.id.clone())),
+                EngineApi::restart_container(engine, &c.id).await.map_err(
+                    container::engine_err(engine, Operation::Restart(c.id.clone())),
                 )?;
                 self.inner.events.workspace(
                     workspace_id,
@@ -188,7 +189,7 @@ impl<E: EngineApi> ContainerService<E> {
             ),
             spec::LABEL_HOLDER_OF.to_string(),
         ];
-        let list = container::list_labelled(&self.inner.docker, labels).await?;
+        let list = container::list_labelled(&self.inner.engine, labels).await?;
         Ok(list
             .into_iter()
             .filter(|c| c.state.as_ref().map(|s| s.to_string()).as_deref() == Some("running"))
@@ -221,11 +222,11 @@ impl<E: EngineApi> ContainerService<E> {
         network: &str,
     ) -> Result<(String, holder::Rules)> {
         let c = &self.inner.config;
-        let docker = &self.changes();
+        let engine = &self.changes();
         // An engine network mode (slirp4netns) has no network to inspect: its host side is
         // reached only as host.docker.internal, allowed below for the broker alone.
         let own = match spec.per_hub_network {
-            true => network::addresses(docker, network).await?,
+            true => network::addresses(engine, network).await?,
             false => network::NetworkAddresses::default(),
         };
         let gateway = own.gateway;
@@ -250,7 +251,7 @@ impl<E: EngineApi> ContainerService<E> {
         };
         let broker_host = broker_port.map(|_| crate::broker::server::CONTAINER_HOST);
         let rules = holder::Rules::of(&input, broker_host);
-        let id = holder::create(docker, spec, &rules, c.podman, network).await?;
+        let id = holder::create(engine, spec, &rules, c.podman, network).await?;
         Ok((id, rules))
     }
 
@@ -281,7 +282,7 @@ impl<E: EngineApi> ContainerService<E> {
     /// Creates the container on the per-hub network; when another hub of the owner removed
     /// the network meanwhile, makes it again and tries once more.
     pub(super) async fn create_on_network(&self, spec: &ContainerSpec) -> Result<Created> {
-        let docker = &self.changes();
+        let engine = &self.changes();
         let podman = self.inner.config.podman;
         // Looked up afresh for every create: another hub of the owner may have removed it, and
         // the engine only notices a missing network at start. An engine network mode
@@ -290,7 +291,7 @@ impl<E: EngineApi> ContainerService<E> {
             true => self.network(true).await?,
             false => spec.network.clone(),
         };
-        if container::inspect(&self.inner.docker, &spec.name, None)
+        if container::inspect(&self.inner.engine, &spec.name, None)
             .await?
             .is_some()
         {
@@ -298,7 +299,7 @@ impl<E: EngineApi> ContainerService<E> {
         }
         let (holder, rules) = match self.create_holder(spec, &network).await {
             // The network went meanwhile (another hub of the owner removed it): made again.
-            Err(e) if e.to_string().contains("network") && e.to_string().contains("not found") => {
+            Err(e) if matches!(e.engine_fault(), Some(EngineError::NetworkGone(_))) => {
                 let network = self.network(true).await?;
                 self.create_holder(spec, &network).await?
             }
@@ -316,8 +317,8 @@ impl<E: EngineApi> ContainerService<E> {
         let ports = self.route_ports();
         self.set_readying(&holder, true);
         let (ready, created) = tokio::join!(
-            holder::ready(docker, self.helper(&workspace), &holder, &rules, &ports),
-            container::create(docker, spec, podman, &joined)
+            holder::ready(engine, self.helper(&workspace), &holder, &rules, &ports),
+            container::create(engine, spec, podman, &joined)
         );
         if let Ok(Some(started_at)) = &ready {
             holder::write_record(
@@ -330,9 +331,9 @@ impl<E: EngineApi> ContainerService<E> {
             (Ok(_), Ok(Created::New(id))) => Ok(Created::New(id)),
             (ready, created) => {
                 if let Ok(Created::New(id)) = &created {
-                    let _ = container::stop_and_remove(docker, id).await;
+                    let _ = container::stop_and_remove(engine, id).await;
                 }
-                let _ = holder::remove(docker, &holder).await;
+                let _ = holder::remove(engine, &holder).await;
                 ready?;
                 created
             }

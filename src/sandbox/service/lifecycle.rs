@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use super::grants::write_token_file;
 use super::{Asked, ContainerService, WorkspaceContainer, short_id};
+use crate::engine::EngineError;
 use crate::engine::api::EngineApi;
 use crate::error::{Error, Result};
 use crate::events::WorkspaceChange;
@@ -193,7 +194,7 @@ impl<E: EngineApi> ContainerService<E> {
             ));
         };
         if let Err(why) = container::wait_healthy(
-            &self.inner.docker,
+            &self.inner.engine,
             &live.id,
             port,
             &c.container.bundle.server.health_path,
@@ -201,7 +202,7 @@ impl<E: EngineApi> ContainerService<E> {
         )
         .await
         {
-            let logs = container::logs_tail(&self.inner.docker, &live.id, 30).await;
+            let logs = container::logs_tail(&self.inner.engine, &live.id, 30).await;
             tracing::debug!(workspace = id, %why, "container unhealthy");
             return Err(Error::ContainerUnhealthy {
                 workspace: id.into(),
@@ -255,7 +256,7 @@ impl<E: EngineApi> ContainerService<E> {
             return Ok(None);
         };
         let c = &self.inner.config.container;
-        if clone::copy_exists(&self.inner.docker, &c.owner, &ws.id, &volume.name).await? {
+        if clone::copy_exists(&self.inner.engine, &c.owner, &ws.id, &volume.name).await? {
             return Ok(None);
         }
         let copy = clone::prepare_copy(&ws.id, ws.path.clone(), c.user).await?;
@@ -351,8 +352,8 @@ impl<E: EngineApi> ContainerService<E> {
         made.container = Some(id.clone());
         if let (Some(copy), Some(target)) = (copy, spec.copy_volume()) {
             // Into the created container, before it starts: the engine writes the volume.
-            let docker = self.changes();
-            clone::upload_copy(&docker, &ws.id, &id, &target.target, &copy).await?;
+            let engine = self.changes();
+            clone::upload_copy(&engine, &ws.id, &id, &target.target, &copy).await?;
             clone::record_copy(&c.po_home, &c.owner, &ws.id, &copy)?;
         }
         self.start_and_wait(ws, spec, &id, replaced_reason).await
@@ -431,7 +432,10 @@ impl<E: EngineApi> ContainerService<E> {
         let mut tries = 0;
         loop {
             match container::start(&self.changes(), id).await {
-                Err(e) if tries < 5 && e.to_string().contains("is ambiguous") => {
+                Err(e)
+                    if tries < 5
+                        && matches!(e.engine_fault(), Some(EngineError::NetworkAmbiguous(_))) =>
+                {
                     tries += 1;
                     tokio::time::sleep(Duration::from_millis(100 * tries)).await;
                     self.network(true).await?;
@@ -568,7 +572,7 @@ impl<E: EngineApi> ContainerService<E> {
         };
         let container = self.adopt(id, path).await?.ok_or_else(not_running)?;
         // Its health as it is now (adoption does not keep it): whether its start passed the gate.
-        let health = container::inspect(&self.inner.docker, &container.container_id, None)
+        let health = container::inspect(&self.inner.engine, &container.container_id, None)
             .await?
             .and_then(|live| live.health);
         self.exec_adopted(&container, health.as_deref(), command, tty)
@@ -602,9 +606,9 @@ impl<E: EngineApi> ContainerService<E> {
         };
         let target = (container.container_id.as_str(), id.as_str());
         let place = self.spawner_place(id);
-        let docker = &self.inner.docker;
+        let engine = &self.inner.engine;
         exec::run_or_spawn(
-            docker,
+            engine,
             target,
             request,
             (health, interpreter),
@@ -625,9 +629,9 @@ impl<E: EngineApi> ContainerService<E> {
         let working_dir = container.container_path.clone().ok_or_else(|| {
             Error::container(id, "its container does not say which folder it serves")
         })?;
-        let docker = &self.inner.docker;
+        let engine = &self.inner.engine;
         let target = (container.container_id.as_str(), id.as_str());
-        exec::capture(docker, target, command, working_dir, deadline).await
+        exec::capture(engine, target, command, working_dir, deadline).await
     }
 
     /// Adopts `live`, read before this call by its deterministic name, when it is this

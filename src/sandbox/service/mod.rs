@@ -23,8 +23,6 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use bollard::Docker;
-
 use crate::broker::server::{Broker, RouteKind};
 use crate::engine::api::EngineApi;
 use crate::error::{Error, Result};
@@ -129,7 +127,7 @@ pub struct WorkspaceContainer {
 }
 
 struct Inner<E> {
-    docker: E,
+    engine: E,
     config: ServiceConfig,
     events: EventBus,
     /// Start operations in flight, by workspace id.
@@ -147,7 +145,7 @@ struct Inner<E> {
 }
 
 /// The workspace containers of one hub (owner). Cheap to clone.
-pub struct ContainerService<E = Docker> {
+pub struct ContainerService<E = crate::engine::Client> {
     inner: Arc<Inner<E>>,
 }
 
@@ -162,14 +160,14 @@ impl<E> Clone for ContainerService<E> {
 impl<E: EngineApi> ContainerService<E> {
     /// The client for calls that change something: the service's, with the change bound.
     pub(super) fn changes(&self) -> E {
-        crate::engine::for_changes(&self.inner.docker, &self.inner.config.bounds)
+        crate::engine::for_changes(&self.inner.engine, &self.inner.config.bounds)
     }
 
     /// A service over one engine and configuration.
-    pub fn new(docker: E, config: ServiceConfig, events: EventBus) -> Self {
+    pub fn new(engine: E, config: ServiceConfig, events: EventBus) -> Self {
         ContainerService {
             inner: Arc::new(Inner {
-                docker,
+                engine,
                 config,
                 events,
                 inflight: SingleFlight::default(),
@@ -289,8 +287,8 @@ impl<E: EngineApi> ContainerService<E> {
     }
 
     /// The engine client.
-    pub fn docker(&self) -> &E {
-        &self.inner.docker
+    pub fn engine(&self) -> &E {
+        &self.inner.engine
     }
 
     /// The event bus.
@@ -300,7 +298,7 @@ impl<E: EngineApi> ContainerService<E> {
 
     /// Whether the engine answers a ping (within the call bound).
     pub async fn ping(&self) -> bool {
-        self.inner.docker.ping().await.is_ok()
+        self.inner.engine.ping().await.is_ok()
     }
 }
 

@@ -14,13 +14,13 @@ impl<E: EngineApi> ContainerService<E> {
     /// [`inspect_workspace`]).
     pub(super) async fn inspect_ws(&self, id: &str) -> Result<Option<LiveContainer>> {
         let port = self.inner.config.container.bundle.server.port;
-        inspect_workspace(&self.inner.docker, id, port).await
+        inspect_workspace(&self.inner.engine, id, port).await
     }
 
     /// Ids of this owner's containers for one workspace (any state).
     pub(super) async fn ids_of(&self, id: &str) -> Result<Vec<String>> {
         container::list_ids(
-            &self.inner.docker,
+            &self.inner.engine,
             &[
                 (LABEL_OWNER, &self.inner.config.container.owner),
                 (LABEL_WORKSPACE, id),
@@ -65,18 +65,18 @@ impl<E: EngineApi> ContainerService<E> {
     /// One list call for this owner: the container ids of each workspace, and which
     /// workspaces have exactly one container and it runs (likely adopted, not created).
     pub async fn known_containers(&self) -> Result<KnownContainers> {
-        known_containers(&self.inner.docker, &self.inner.config.container.owner).await
+        known_containers(&self.inner.engine, &self.inner.config.container.owner).await
     }
 }
 
 /// Inspects a workspace container (by id or name) and the namespace holder it joined: its
 /// published port is the holder's. `port` is the server's port in the container.
 pub async fn inspect_workspace(
-    docker: &impl EngineApi,
+    engine: &impl EngineApi,
     id: &str,
     port: u16,
 ) -> Result<Option<LiveContainer>> {
-    let Some(mut live) = container::inspect(docker, id, Some(port)).await? else {
+    let Some(mut live) = container::inspect(engine, id, Some(port)).await? else {
         return Ok(None);
     };
     let mode = live
@@ -86,7 +86,7 @@ pub async fn inspect_workspace(
         .find(|(k, _)| k == "network")
         .map(|(_, v)| v.clone())
         .unwrap_or_default();
-    if let Some(h) = holder::posture(docker, &mode, port).await? {
+    if let Some(h) = holder::posture(engine, &mode, port).await? {
         live.host_port = h.host_port;
         live.posture.holder = Some(h);
     }

@@ -512,7 +512,7 @@ async fn stop_all_stops_every_workspace_of_this_owner_only() {
         .state()
         .create(
             Some("other"),
-            bollard::models::ContainerCreateBody {
+            crate::engine::model::ContainerCreateBody {
                 labels: Some(HashMap::from([(
                     LABEL_OWNER.to_string(),
                     "hub2".to_string(),
