@@ -36,9 +36,13 @@ use tokio::net::TcpStream;
 use tokio::sync::Semaphore;
 
 use self::rules::{AllowEntry, Target, Verdict};
-use super::forward::{HOP_BY_HOP, ResponseBody};
+use super::audit::Audit;
+pub use super::audit::{EgressDecision, EgressEvent};
 use super::framing::MAX_HEAD_BYTES;
-use super::server::{Broker, HEAD_TIMEOUT, IDLE_TIMEOUT};
+use super::headers::HOP_BY_HOP;
+use super::limits::{HEAD_TIMEOUT, IDLE_TIMEOUT};
+use super::reply::ResponseBody;
+use super::socket::SocketListener;
 
 /// The egress socket's file name in a grant's route folder.
 pub const EGRESS_SOCKET: &str = "egress.sock";
@@ -67,46 +71,12 @@ pub struct EgressPolicy {
     pub host_addresses: Vec<IpAddr>,
 }
 
-/// How a destination was decided.
-#[napi_derive::napi(string_enum = "lowercase")]
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum EgressDecision {
-    /// Let through (the event comes when the connection closes).
-    Allowed,
-    /// Refused by the policy (403, or a refused tunnel).
-    Denied,
-    /// Allowed, but the upstream could not be reached.
-    Failed,
-}
-
-/// One tunnel or plain-HTTP request, for audit.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct EgressEvent {
-    pub grant: String,
-    pub workspace: String,
-    /// The destination's host in canonical form, or the authority as sent when unreadable.
-    pub host: String,
-    /// 0 when unreadable.
-    pub port: u16,
-    pub decision: EgressDecision,
-    /// Why it was denied or failed.
-    pub reason: Option<String>,
-    /// Bytes sent to the upstream (the TLS stream, or the request as sent).
-    pub bytes_up: u64,
-    /// Bytes received from the upstream.
-    pub bytes_down: u64,
-    pub duration_ms: u64,
-}
-
-/// An egress audit listener.
-pub type EgressListener = Arc<dyn Fn(&EgressEvent) + Send + Sync>;
-
 /// A connection's share of its grant's [`EGRESS_CONNECTIONS`].
 type Permit = Arc<tokio::sync::OwnedSemaphorePermit>;
 
 /// One grant's egress connections share this.
 pub(super) struct Scope {
-    broker: Broker,
+    audit: Arc<Audit>,
     policy: Arc<EgressPolicy>,
     grant: String,
     workspace: String,
@@ -114,13 +84,13 @@ pub(super) struct Scope {
 
 impl Scope {
     pub(super) fn new(
-        broker: Broker,
+        audit: Arc<Audit>,
         policy: Arc<EgressPolicy>,
         grant: &str,
         workspace: &str,
     ) -> Scope {
         Scope {
-            broker,
+            audit,
             policy,
             grant: grant.to_string(),
             workspace: workspace.to_string(),
@@ -148,7 +118,7 @@ impl Scope {
     fn emit(&self, mut event: EgressEvent, reason: Option<String>, started: Instant) {
         event.reason = reason;
         event.duration_ms = started.elapsed().as_millis() as u64;
-        self.broker.egress_audit(event);
+        self.audit.egress(event);
     }
 
     /// Audits a denial and answers it.
@@ -539,46 +509,37 @@ impl Scope {
     }
 }
 
-impl Broker {
-    /// Serves one grant's egress socket: at most [`EGRESS_CONNECTIONS`] at once (a connection
-    /// over that is closed unanswered).
-    pub(super) async fn serve_egress(
-        self,
-        listener: super::socket::SocketListener,
-        grant: String,
-        workspace: String,
-        policy: Arc<EgressPolicy>,
-    ) {
-        #[cfg(not(unix))]
-        {
-            let _ = (grant, workspace, policy);
-            match listener {}
-        }
-        #[cfg(unix)]
-        {
-            let connections = Arc::new(Semaphore::new(EGRESS_CONNECTIONS));
-            let scope = Arc::new(Scope::new(self, policy, &grant, &workspace));
-            loop {
-                let Ok((stream, _)) = listener.accept().await else {
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    continue;
-                };
-                let Ok(permit) = connections.clone().try_acquire_owned() else {
-                    tracing::debug!(grant = %scope.grant, "egress connection refused: {EGRESS_CONNECTIONS} open");
-                    continue;
-                };
-                let scope = scope.clone();
-                // A tunnel outlives the HTTP connection it came from: it holds the permit too.
-                let permit = Arc::new(permit);
-                tokio::spawn(async move {
-                    let service = hyper::service::service_fn(move |req| {
-                        let scope = scope.clone();
-                        let permit = permit.clone();
-                        async move { Ok::<_, std::convert::Infallible>(scope.handle(req, permit).await) }
-                    });
-                    serve_connection(stream, service).await;
+/// Serves one grant's egress socket: at most [`EGRESS_CONNECTIONS`] at once (a connection over
+/// that is closed unanswered).
+pub(super) async fn serve_egress(listener: SocketListener, scope: Arc<Scope>) {
+    #[cfg(not(unix))]
+    {
+        let _ = scope;
+        match listener {}
+    }
+    #[cfg(unix)]
+    {
+        let connections = Arc::new(Semaphore::new(EGRESS_CONNECTIONS));
+        loop {
+            let Ok((stream, _)) = listener.accept().await else {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            };
+            let Ok(permit) = connections.clone().try_acquire_owned() else {
+                tracing::debug!(grant = %scope.grant, "egress connection refused: {EGRESS_CONNECTIONS} open");
+                continue;
+            };
+            let scope = scope.clone();
+            // A tunnel outlives the HTTP connection it came from: it holds the permit too.
+            let permit = Arc::new(permit);
+            tokio::spawn(async move {
+                let service = hyper::service::service_fn(move |req| {
+                    let scope = scope.clone();
+                    let permit = permit.clone();
+                    async move { Ok::<_, std::convert::Infallible>(scope.handle(req, permit).await) }
                 });
-            }
+                serve_connection(stream, service).await;
+            });
         }
     }
 }
@@ -627,55 +588,55 @@ pub fn basic_credentials(token: &str) -> String {
     out
 }
 
-impl Broker {
-    /// Serves the shared egress port of the TCP route: each request names its grant with
-    /// `Proxy-Authorization` (checked on every request of a kept-alive connection); without a
-    /// live grant's credentials it is answered `407`. At most [`super::server::MAX_TCP_CONNECTIONS`]
-    /// connections at once.
-    pub(super) async fn serve_egress_tcp(
-        self,
-        listener: tokio::net::TcpListener,
-        connections: Arc<Semaphore>,
-    ) {
-        loop {
-            let Ok((stream, _)) = listener.accept().await else {
-                tokio::time::sleep(Duration::from_millis(50)).await;
-                continue;
-            };
-            let Ok(permit) = connections.clone().try_acquire_owned() else {
-                continue;
-            };
-            let _ = stream.set_nodelay(true);
-            let permit = Arc::new(permit);
-            let this = self.clone();
-            tokio::spawn(async move {
-                let service = hyper::service::service_fn(move |req: Request<Incoming>| {
-                    let this = this.clone();
-                    let permit = permit.clone();
-                    async move {
-                        let scope = req
-                            .headers()
-                            .get(hyper::header::PROXY_AUTHORIZATION)
-                            .and_then(|v| this.egress_scope(v.as_bytes()));
-                        Ok::<_, std::convert::Infallible>(match scope {
-                            Some(scope) => scope.handle(req, permit).await,
-                            None => {
-                                let mut r = text(
-                                    StatusCode::PROXY_AUTHENTICATION_REQUIRED,
-                                    "egress denied: the request carries no live grant's proxy credentials",
-                                );
-                                r.headers_mut().insert(
-                                    hyper::header::PROXY_AUTHENTICATE,
-                                    HeaderValue::from_static("Basic realm=\"po-egress\""),
-                                );
-                                r
-                            }
-                        })
-                    }
-                });
-                serve_connection(stream, service).await;
+/// Serves the shared egress port of the TCP route: each request names its grant with
+/// `Proxy-Authorization` (checked on every request of a kept-alive connection), which
+/// `scope_of` looks up; without a live grant's credentials it is answered `407`. At most
+/// `connections` (the broker's [`super::limits::MAX_TCP_CONNECTIONS`]) at once.
+pub(super) async fn serve_egress_tcp<F>(
+    listener: tokio::net::TcpListener,
+    connections: Arc<Semaphore>,
+    scope_of: F,
+) where
+    F: Fn(&[u8]) -> Option<Arc<Scope>> + Clone + Send + Sync + 'static,
+{
+    loop {
+        let Ok((stream, _)) = listener.accept().await else {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            continue;
+        };
+        let Ok(permit) = connections.clone().try_acquire_owned() else {
+            continue;
+        };
+        let _ = stream.set_nodelay(true);
+        let permit = Arc::new(permit);
+        let scope_of = scope_of.clone();
+        tokio::spawn(async move {
+            let service = hyper::service::service_fn(move |req: Request<Incoming>| {
+                let scope_of = scope_of.clone();
+                let permit = permit.clone();
+                async move {
+                    let scope = req
+                        .headers()
+                        .get(hyper::header::PROXY_AUTHORIZATION)
+                        .and_then(|v| scope_of(v.as_bytes()));
+                    Ok::<_, std::convert::Infallible>(match scope {
+                        Some(scope) => scope.handle(req, permit).await,
+                        None => {
+                            let mut r = text(
+                                StatusCode::PROXY_AUTHENTICATION_REQUIRED,
+                                "egress denied: the request carries no live grant's proxy credentials",
+                            );
+                            r.headers_mut().insert(
+                                hyper::header::PROXY_AUTHENTICATE,
+                                HeaderValue::from_static("Basic realm=\"po-egress\""),
+                            );
+                            r
+                        }
+                    })
+                }
             });
-        }
+            serve_connection(stream, service).await;
+        });
     }
 }
 

@@ -1,46 +1,54 @@
 //! Forwarding an admitted request: the real key in place of the token, the provider's fixed
 //! upstream, and the answer streamed back frame by frame with no header carrying the key.
+//! [`Forwarder`] holds what it needs of the broker.
 
+use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
+use http_body_util::BodyExt;
 use http_body_util::combinators::BoxBody;
-use http_body_util::{BodyExt, Full};
 use hyper::body::{Body, Frame, Incoming};
 use hyper::header::{HeaderName, HeaderValue};
 use hyper::{HeaderMap, Request, Response, StatusCode};
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
+use tokio::sync::OnceCell;
 
+use super::audit::{Audit, AuditEvent};
+use super::headers::{AUTH_HEADERS, HOP_BY_HOP};
+use super::limits::IDLE_TIMEOUT;
 use super::policy::ForwardPolicy;
-use super::request::AUTH_HEADERS;
+use super::reply::{BoxError, Failure, ResponseBody, plain};
 use super::routes::{self, AuthScheme, ProviderRoute};
 use super::screen::shape::Grammar;
 use super::screen::{self, Stopped, Verdict};
 use super::secret::Secret;
-use super::server::{AuditEvent, Broker, IDLE_TIMEOUT};
 use crate::error::{Error, Result};
-
-/// Never forwarded either way.
-pub(super) const HOP_BY_HOP: [&str; 9] = [
-    "connection",
-    "keep-alive",
-    "proxy-authenticate",
-    "proxy-authorization",
-    "proxy-connection",
-    "te",
-    "trailer",
-    "transfer-encoding",
-    "upgrade",
-];
 
 pub type HttpsClient =
     Client<hyper_rustls::HttpsConnector<HttpConnector>, BoxBody<Bytes, BoxError>>;
-pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
-pub type ResponseBody = BoxBody<Bytes, BoxError>;
 
-pub fn https_client() -> Result<HttpsClient> {
+/// The upstream client, built on first use (once; concurrent callers wait for the one build),
+/// off the async threads.
+#[derive(Default)]
+pub struct UpstreamClient(OnceCell<HttpsClient>);
+
+impl UpstreamClient {
+    pub async fn get(&self) -> Result<&HttpsClient> {
+        self.0
+            .get_or_try_init(|| async {
+                tokio::task::spawn_blocking(https_client)
+                    .await
+                    .map_err(|e| Error::broker_caused("the TLS set-up did not finish", e))?
+            })
+            .await
+    }
+}
+
+fn https_client() -> Result<HttpsClient> {
     let mut http = HttpConnector::new();
     http.enforce_http(false);
     http.set_nodelay(true);
@@ -91,13 +99,19 @@ pub struct Admitted {
     pub token: Secret,
 }
 
-/// Why forwarding failed: the status and the message (no key, no token).
-pub struct Failure(pub StatusCode, pub String);
+/// What forwarding takes from the broker: the host environment (its keys and base URLs), the
+/// policy (whose bodies are screened), the upstream client, and the audit each answer goes to.
+pub struct Forwarder<'a> {
+    pub host_env: &'a HashMap<String, String>,
+    pub policy: &'a ForwardPolicy,
+    pub client: &'a UpstreamClient,
+    pub audit: &'a Arc<Audit>,
+}
 
-impl Broker {
+impl Forwarder<'_> {
     /// Sends the request upstream with the real key and streams the answer back; audits it
     /// when the answer ends.
-    pub(super) async fn forward(
+    pub async fn forward(
         &self,
         req: Request<Incoming>,
         (admitted, grammar): (Admitted, Option<&'static Grammar>),
@@ -105,7 +119,7 @@ impl Broker {
         started: Instant,
     ) -> std::result::Result<Response<ResponseBody>, (AuditEvent, Failure)> {
         let route = admitted.route;
-        let env = &self.inner.host_env;
+        let env = self.host_env;
         let (Some((_, key)), Ok(upstream)) =
             (routes::host_key(route, env), routes::upstream(route, env))
         else {
@@ -128,7 +142,7 @@ impl Broker {
             Ok(out) => out,
             Err(failure) => return Err((event, failure)),
         };
-        let client = match self.inner.https().await {
+        let client = match self.client.get().await {
             Ok(c) => c,
             Err(e) => {
                 let why = format!("the broker has no TLS set-up for {}: {e}", route.id);
@@ -177,7 +191,7 @@ impl Broker {
     ) -> std::result::Result<Request<BoxBody<Bytes, BoxError>>, Failure> {
         let (parts, body) = req.into_parts();
         let body = Idle::new(body, IDLE_TIMEOUT).without_trailers();
-        if !self.inner.policy.screens(route) {
+        if !self.policy.screens(route) {
             return Ok(Request::from_parts(parts, body.boxed()));
         }
         let encoded = parts
@@ -216,7 +230,7 @@ impl Broker {
             // An upstream that goes quiet mid-stream for longer than the idle bound ends it.
             inner: Idle::new(body, IDLE_TIMEOUT),
             bytes: 0,
-            broker: self.clone(),
+            audit: self.audit.clone(),
             event: Some(event),
             started,
         };
@@ -226,7 +240,7 @@ impl Broker {
 }
 
 /// The request for the upstream: end-to-end headers only, its `Host`, the real key in the
-/// token's header (marked sensitive), the body as [`Broker::screened`] made it.
+/// token's header (marked sensitive), the body as [`Forwarder::screened`] made it.
 fn outgoing(
     req: Request<BoxBody<Bytes, BoxError>>,
     uri: String,
@@ -306,25 +320,6 @@ fn redact(text: &str, key: &Secret, token: &Secret) -> String {
         .replace(token.expose(), "***")
 }
 
-/// The broker's own answer: JSON `{"error":{"type":"po_broker","message":…}}`.
-pub fn plain(status: StatusCode, message: &str) -> Response<ResponseBody> {
-    let body = format!(
-        "{{\"error\":{{\"type\":\"po_broker\",\"message\":{}}}}}\n",
-        serde_json::Value::String(message.to_string())
-    );
-    let mut r = Response::new(
-        Full::new(Bytes::from(body))
-            .map_err(|never| match never {})
-            .boxed(),
-    );
-    *r.status_mut() = status;
-    r.headers_mut().insert(
-        hyper::header::CONTENT_TYPE,
-        HeaderValue::from_static("application/json"),
-    );
-    r
-}
-
 /// A body that fails when its source sends nothing for `limit`: a stalled upload or a stream
 /// gone quiet must not hold one of the broker's connections for ever.
 pub struct Idle<B> {
@@ -399,7 +394,7 @@ where
 struct AuditedBody {
     inner: Idle<Incoming>,
     bytes: u64,
-    broker: Broker,
+    audit: Arc<Audit>,
     event: Option<AuditEvent>,
     started: Instant,
 }
@@ -410,7 +405,7 @@ impl AuditedBody {
             e.bytes = self.bytes;
             e.duration_ms = self.started.elapsed().as_millis() as u64;
             e.error = error;
-            self.broker.audit(e);
+            self.audit.request(e);
         }
     }
 }

@@ -11,11 +11,12 @@ use hmac::{Hmac, Mac};
 use sha2::Sha256;
 use tokio::sync::Semaphore;
 
-use super::egress::{EGRESS_SOCKET, EgressSocket, Scope, basic_credentials};
+use super::egress::{EGRESS_SOCKET, EgressSocket, Scope, basic_credentials, serve_egress};
+use super::limits::PER_GRANT_CONNECTIONS;
 use super::request::TokenIndex;
 use super::routes::{self, ProviderRoute};
 use super::secret::Secret;
-use super::server::{Broker, GrantState, PER_GRANT_CONNECTIONS, TokenEntry, hash};
+use super::server::{Broker, GrantState, TokenEntry, hash};
 use super::socket::{bind_socket, file_identity};
 use crate::error::{Error, Result};
 use crate::host::UserIds;
@@ -545,12 +546,9 @@ impl Broker {
             Some((folder, _)) => format!("{folder}/{EGRESS_SOCKET}"),
             None => socket.display().to_string(),
         };
-        let this = self.clone();
-        let (grant, workspace) = (id.to_string(), request.workspace.clone());
-        let task =
-            tokio::spawn(
-                async move { this.serve_egress(listener, grant, workspace, policy).await },
-            );
+        let audit = self.inner.audit.clone();
+        let scope = Arc::new(Scope::new(audit, policy, id, &request.workspace));
+        let task = tokio::spawn(serve_egress(listener, scope));
         Ok(Some(EgressSocket {
             container,
             task,
@@ -581,7 +579,7 @@ impl Broker {
             None => hex::encode(super::server::random_bytes()?),
         };
         let h = hash(&basic_credentials(&token));
-        let scope = Scope::new(self.clone(), policy, id, &request.workspace);
+        let scope = Scope::new(self.inner.audit.clone(), policy, id, &request.workspace);
         self.inner
             .egress_auth
             .write_locked()

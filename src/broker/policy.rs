@@ -8,8 +8,8 @@ use std::collections::HashMap;
 
 use hyper::StatusCode;
 
-use super::forward::Failure;
-use super::request::{DECODE_DEPTH, decodings};
+use super::decode::{DECODE_DEPTH, decodings};
+use super::reply::Failure;
 use super::routes::{self, ProviderRoute, paths};
 use super::screen::apis;
 use super::screen::shape::{Finding, Grammar};

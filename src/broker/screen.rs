@@ -18,7 +18,7 @@ use bytes::Bytes;
 use http_body_util::BodyExt;
 use hyper::body::{Body, Frame, SizeHint};
 
-use super::forward::BoxError;
+use super::reply::BoxError;
 
 pub mod apis;
 pub mod shape;

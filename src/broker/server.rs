@@ -1,7 +1,7 @@
 //! The broker itself: its state (live tokens, grants, listeners), the connections it serves
 //! (each grant's socket, the shared TCP port; bounded per grant) and the request path, which
-//! runs the rules of [`super::request`] in order, then [`Broker::forward`]s. Keys and tokens
-//! live only in [`Secret`]s.
+//! runs the rules of [`super::request`] in order, then has a [`Forwarder`] forward it. Keys
+//! and tokens live only in [`Secret`]s.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -18,12 +18,13 @@ use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-use super::egress::{
-    EGRESS_SOCKET, EgressEvent, EgressListener, EgressPolicy, EgressSocket, Scope,
-};
-use super::forward::{Admitted, Failure, HttpsClient, ResponseBody, https_client, plain};
+use super::audit::{Audit, AuditListener, EgressListener};
+use super::egress::{EGRESS_SOCKET, EgressPolicy, EgressSocket, Scope, serve_egress_tcp};
+use super::forward::{Admitted, Forwarder, UpstreamClient};
 use super::framing::{FaultFlag, MAX_HEAD_BYTES, Watched};
+use super::limits::{HEAD_TIMEOUT, MAX_TCP_CONNECTIONS, PER_GRANT_CONNECTIONS};
 use super::policy::ForwardPolicy;
+use super::reply::{Failure, ResponseBody, plain};
 use super::request::{self, Refusal, TokenIndex};
 use super::routes::{self, ProviderRoute};
 use super::secret::Secret;
@@ -33,18 +34,8 @@ use crate::host::HostEnv;
 use crate::lock::{Locked, ReadWriteLocked};
 use crate::names::vars::DISABLE_VAR;
 
+pub use super::audit::AuditEvent;
 pub use super::grant::{CONTAINER_HOST, Grant, GrantRequest, RouteKind};
-
-/// Longer than pi's 300 s request timeout, so a slow stream is never cut by the broker.
-pub const IDLE_TIMEOUT: Duration = Duration::from_secs(330);
-/// How long a request head may take to arrive, counted from when the broker waits for one (a
-/// new connection, or an idle keep-alive one): a head trickled in byte by byte is cut here.
-pub const HEAD_TIMEOUT: Duration = Duration::from_secs(10);
-/// Connections one grant may have open at once (its socket; on the TCP port, those its tokens
-/// authenticated): one container cannot starve another.
-pub const PER_GRANT_CONNECTIONS: usize = 64;
-/// Connections the shared TCP port serves at once before a request authenticates them.
-pub const MAX_TCP_CONNECTIONS: usize = 512;
 
 /// How the broker starts.
 #[derive(Debug, Clone)]
@@ -85,29 +76,6 @@ impl BrokerOptions {
         })
     }
 }
-
-/// One request, for audit: never a key, a token or a query string; a refused request's method
-/// and path only as far as the rules vouched for them.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct AuditEvent {
-    pub grant: Option<String>,
-    pub workspace: Option<String>,
-    pub provider: Option<String>,
-    /// The method, or `(other)` for one the broker does not forward.
-    pub method: String,
-    /// The path without its query; for a request refused before the token check only
-    /// `/<provider>/…` (or `/…`).
-    pub path: String,
-    pub status: u16,
-    /// Response body bytes sent to the client.
-    pub bytes: u64,
-    pub duration_ms: u64,
-    /// Why the broker refused or failed, when it did.
-    pub error: Option<String>,
-}
-
-/// An audit listener.
-pub type AuditListener = Arc<dyn Fn(&AuditEvent) + Send + Sync>;
 
 /// A live token: its grant and the providers it is good for (more than one where providers
 /// share a key variable).
@@ -151,11 +119,11 @@ pub struct Inner {
     tcp: Mutex<Option<(SocketAddr, tokio::task::JoinHandle<()>)>>,
     /// The upstream client: its TLS roots load in the background from the start, so the
     /// broker is up at once and the first forwarded request waits for them if need be.
-    pub client: tokio::sync::OnceCell<HttpsClient>,
-    listeners: Mutex<Vec<AuditListener>>,
+    pub client: UpstreamClient,
+    /// The listeners of requests and of egress connections.
+    pub audit: Arc<Audit>,
     /// The egress proxy's policy (`None`: no egress socket).
     pub egress: Option<Arc<EgressPolicy>>,
-    egress_listeners: Mutex<Vec<EgressListener>>,
     /// The TCP route's egress port and its listener.
     egress_tcp: Mutex<Option<(SocketAddr, tokio::task::JoinHandle<()>)>>,
     /// The TCP route's grants by the hash of their `Proxy-Authorization` value.
@@ -165,16 +133,14 @@ pub struct Inner {
 }
 
 impl Inner {
-    /// The upstream client, built on first use (once; concurrent callers wait for the one
-    /// build), off the async threads.
-    pub async fn https(&self) -> Result<&HttpsClient> {
-        self.client
-            .get_or_try_init(|| async {
-                tokio::task::spawn_blocking(https_client)
-                    .await
-                    .map_err(|e| Error::broker_caused("the TLS set-up did not finish", e))?
-            })
-            .await
+    /// What forwarding a request takes from the broker.
+    fn forwarder(&self) -> Forwarder<'_> {
+        Forwarder {
+            host_env: &self.host_env,
+            policy: &self.policy,
+            client: &self.client,
+            audit: &self.audit,
+        }
     }
 }
 
@@ -227,10 +193,9 @@ impl Broker {
             tokens: RwLock::new(Tokens::default()),
             grants: Mutex::new(HashMap::new()),
             tcp: Mutex::new(None),
-            client: tokio::sync::OnceCell::new(),
-            listeners: Mutex::new(Vec::new()),
+            client: UpstreamClient::default(),
+            audit: Arc::new(Audit::default()),
             egress: options.egress.map(Arc::new),
-            egress_listeners: Mutex::new(Vec::new()),
             egress_tcp: Mutex::new(None),
             egress_auth: RwLock::new(HashMap::new()),
             tcp_connections: Arc::new(Semaphore::new(MAX_TCP_CONNECTIONS)),
@@ -242,7 +207,7 @@ impl Broker {
             // threads and off the start-up's path (adoption does not wait for it).
             let inner = broker.inner.clone();
             tokio::spawn(async move {
-                if let Err(e) = inner.https().await {
+                if let Err(e) = inner.client.get().await {
                     tracing::warn!(error = %e, "the broker's TLS set-up failed");
                 }
             });
@@ -284,7 +249,8 @@ impl Broker {
             .map_err(|e| Error::broker_caused("cannot read the egress listener's address", e))?;
         let this = self.clone();
         let connections = Arc::new(Semaphore::new(MAX_TCP_CONNECTIONS));
-        let task = tokio::spawn(async move { this.serve_egress_tcp(listener, connections).await });
+        let scope_of = move |value: &[u8]| this.egress_scope(value);
+        let task = tokio::spawn(serve_egress_tcp(listener, connections, scope_of));
         *self.inner.egress_tcp.locked() = Some((addr, task));
         Ok(())
     }
@@ -295,7 +261,7 @@ impl Broker {
     }
 
     /// The grant a `Proxy-Authorization` value names on the TCP route's egress port.
-    pub(super) fn egress_scope(&self, value: &[u8]) -> Option<Arc<Scope>> {
+    fn egress_scope(&self, value: &[u8]) -> Option<Arc<Scope>> {
         let h: [u8; 32] = Sha256::digest(value).into();
         self.inner.egress_auth.read_locked().get(&h).cloned()
     }
@@ -307,49 +273,12 @@ impl Broker {
 
     /// Adds an audit listener.
     pub fn on_audit(&self, listener: AuditListener) {
-        self.inner.listeners.locked().push(listener);
-    }
-
-    pub(super) fn audit(&self, event: AuditEvent) {
-        tracing::info!(
-            grant = event.grant.as_deref().unwrap_or("-"),
-            provider = event.provider.as_deref().unwrap_or("-"),
-            method = %event.method,
-            path = %event.path,
-            status = event.status,
-            bytes = event.bytes,
-            duration_ms = event.duration_ms,
-            error = event.error.as_deref().unwrap_or(""),
-            "broker request"
-        );
-        let listeners = self.inner.listeners.locked().clone();
-        for l in listeners {
-            l(&event);
-        }
+        self.inner.audit.on_request(listener);
     }
 
     /// Adds an egress audit listener.
     pub fn on_egress(&self, listener: EgressListener) {
-        self.inner.egress_listeners.locked().push(listener);
-    }
-
-    pub(super) fn egress_audit(&self, event: EgressEvent) {
-        tracing::info!(
-            grant = %event.grant,
-            workspace = %event.workspace,
-            host = %event.host,
-            port = event.port,
-            decision = ?event.decision,
-            reason = event.reason.as_deref().unwrap_or(""),
-            bytes_up = event.bytes_up,
-            bytes_down = event.bytes_down,
-            duration_ms = event.duration_ms,
-            "egress connection"
-        );
-        let listeners = self.inner.egress_listeners.locked().clone();
-        for l in listeners {
-            l(&event);
-        }
+        self.inner.audit.on_egress(listener);
     }
 
     /// Ends a grant at once: its tokens stop working (also on open keep-alive connections)
@@ -566,7 +495,11 @@ impl Broker {
             Ok(grammar) => grammar,
             Err(failure) => return self.refuse(event, started, failure),
         };
-        match self.forward(req, (admitted, grammar), event, started).await {
+        let forwarder = self.inner.forwarder();
+        match forwarder
+            .forward(req, (admitted, grammar), event, started)
+            .await
+        {
             Ok(response) => response,
             Err((event, failure)) => self.refuse(event, started, failure),
         }
@@ -583,7 +516,7 @@ impl Broker {
         event.status = status.as_u16();
         event.duration_ms = started.elapsed().as_millis() as u64;
         event.error = Some(why.clone());
-        self.audit(event);
+        self.inner.audit.request(event);
         plain(status, &why)
     }
 

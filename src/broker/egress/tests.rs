@@ -6,7 +6,7 @@ use tokio::net::{TcpListener, UnixStream};
 
 use super::*;
 use crate::broker::grant::{GrantRequest, GrantRoute, RouteKind};
-use crate::broker::server::BrokerOptions;
+use crate::broker::server::{Broker, BrokerOptions};
 use crate::names::vars::{EGRESS_PROXY_VAR, EGRESS_SOCKET_VAR};
 
 /// An upstream on 127.0.0.1 that records each connection's first bytes and answers `hi`.

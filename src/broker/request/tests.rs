@@ -2,6 +2,7 @@ use hyper::header::{HeaderName, HeaderValue};
 use proptest::prelude::*;
 
 use super::*;
+use crate::broker::decode::percent_decode;
 
 type Pairs<'a> = &'a [(&'a str, &'a str)];
 

@@ -1,0 +1,34 @@
+//! What the broker sends back: the boxed body every answer has ([`ResponseBody`], failing with
+//! a [`BoxError`], as request bodies on their way upstream do), why a request was refused or
+//! failed ([`Failure`]), and the broker's own answer for it ([`plain`]).
+
+use bytes::Bytes;
+use http_body_util::combinators::BoxBody;
+use http_body_util::{BodyExt, Full};
+use hyper::header::HeaderValue;
+use hyper::{Response, StatusCode};
+
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+pub type ResponseBody = BoxBody<Bytes, BoxError>;
+
+/// Why a request is refused or failed: the status and the message (no key, no token).
+pub struct Failure(pub StatusCode, pub String);
+
+/// The broker's own answer: JSON `{"error":{"type":"po_broker","message":…}}`.
+pub fn plain(status: StatusCode, message: &str) -> Response<ResponseBody> {
+    let body = format!(
+        "{{\"error\":{{\"type\":\"po_broker\",\"message\":{}}}}}\n",
+        serde_json::Value::String(message.to_string())
+    );
+    let mut r = Response::new(
+        Full::new(Bytes::from(body))
+            .map_err(|never| match never {})
+            .boxed(),
+    );
+    *r.status_mut() = status;
+    r.headers_mut().insert(
+        hyper::header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    r
+}
