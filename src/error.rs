@@ -4,9 +4,6 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use crate::engine::fault::EngineError;
-use crate::engine::operation::Operation;
-
 /// An underlying failure kept as an error's `source()`.
 pub type Cause = Box<dyn std::error::Error + Send + Sync>;
 
@@ -44,7 +41,7 @@ pub enum Error {
     EngineRequest {
         operation: String,
         #[source]
-        source: EngineError,
+        source: Cause,
     },
 
     /// The engine accepted a request but did not answer it within the call bound: it is hung.
@@ -68,7 +65,7 @@ pub enum Error {
         per_hub: usize,
         unused: usize,
         #[source]
-        source: EngineError,
+        source: Cause,
     },
 
     /// No `container-runtime.json` where it must be.
@@ -255,35 +252,6 @@ impl Error {
         Arc::try_unwrap(shared).unwrap_or_else(Error::Shared)
     }
 
-    /// An engine request that failed: `ENGINE_TIMEOUT` when the client's bound fired (`bound`:
-    /// the client's per-call timeout), else `ENGINE_REQUEST_FAILED`.
-    pub fn engine(bound: std::time::Duration, operation: Operation, source: EngineError) -> Error {
-        match source {
-            EngineError::Timeout => Error::EngineTimeout {
-                variable: operation.bound_variable(),
-                operation: operation.to_string(),
-                waited_ms: bound.as_millis() as u64,
-            },
-            source => Error::EngineRequest {
-                operation: operation.to_string(),
-                source,
-            },
-        }
-    }
-
-    /// How the engine failed, when this is a failed engine request (or a container failure
-    /// the engine caused).
-    pub(crate) fn engine_fault(&self) -> Option<&EngineError> {
-        match self.unshared() {
-            Error::EngineRequest { source, .. } => Some(source),
-            Error::ContainerFailed {
-                source: Some(cause),
-                ..
-            } => cause.downcast_ref::<EngineError>(),
-            _ => None,
-        }
-    }
-
     /// `CONTAINER_FAILED` without an underlying error.
     pub fn container(workspace: impl Into<String>, reason: impl Into<String>) -> Error {
         Error::ContainerFailed {
@@ -333,60 +301,6 @@ mod tests {
     use std::error::Error as _;
 
     use super::*;
-
-    #[test]
-    fn an_engine_call_that_timed_out_is_engine_timeout_naming_the_operation_and_bound() {
-        use crate::engine::Resource;
-        let bound = std::time::Duration::from_secs(7);
-        let e = Error::engine(
-            bound,
-            Operation::List(Resource::Container),
-            EngineError::Timeout,
-        );
-        assert_eq!(e.code(), "ENGINE_TIMEOUT");
-        assert!(
-            e.to_string().starts_with(
-                "The container engine did not answer in time to list containers (bound: 7000 ms, PO_SANDBOX_ENGINE_CALL_TIMEOUT_MS)"
-            ),
-            "{e}"
-        );
-        let change = Error::engine(
-            bound,
-            Operation::Create(Resource::Container, "x".into()),
-            EngineError::Timeout,
-        );
-        assert!(
-            change
-                .to_string()
-                .contains("(bound: 7000 ms, PO_SANDBOX_ENGINE_CHANGE_TIMEOUT_MS)"),
-            "{change}"
-        );
-        let other = Error::engine(
-            bound,
-            Operation::Start("x".into()),
-            EngineError::Unavailable(Box::new(std::io::Error::other("gone"))),
-        );
-        assert_eq!(other.code(), "ENGINE_REQUEST_FAILED");
-    }
-
-    #[test]
-    fn an_engine_request_keeps_the_engine_error_as_its_source() {
-        let io = std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "refused");
-        let e = Error::EngineRequest {
-            operation: "list containers".into(),
-            source: EngineError::Unavailable(Box::new(io)),
-        };
-        let source = e.source().expect("a source");
-        assert!(e.to_string().ends_with(&source.to_string()));
-        assert!(
-            e.to_string()
-                .starts_with("The container engine failed to list containers: ")
-        );
-        assert!(matches!(
-            source.downcast_ref::<EngineError>(),
-            Some(EngineError::Unavailable(_))
-        ));
-    }
 
     #[test]
     fn caused_constructors_keep_the_words_and_the_source() {

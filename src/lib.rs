@@ -19,6 +19,7 @@ mod platform;
 mod provider;
 mod relay;
 mod runtime_bundle;
+mod safe_read;
 mod sandbox;
 mod single_flight;
 mod write_aside;

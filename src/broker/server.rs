@@ -22,7 +22,7 @@ use super::audit::{Audit, AuditListener, EgressListener};
 use super::egress::{EGRESS_SOCKET, EgressPolicy, EgressSocket, Scope, serve_egress_tcp};
 use super::forward::{Admitted, Forwarder, UpstreamClient};
 use super::framing::{FaultFlag, MAX_HEAD_BYTES, Watched};
-use super::limits::{HEAD_TIMEOUT, MAX_TCP_CONNECTIONS, PER_GRANT_CONNECTIONS};
+use super::limits::{HEAD_TIMEOUT, MAX_TCP_CONNECTIONS};
 use super::policy::ForwardPolicy;
 use super::reply::{Failure, ResponseBody, plain};
 use super::request::{self, Refusal, TokenIndex};
@@ -414,7 +414,8 @@ impl Broker {
             let Ok(permit) = connections.clone().try_acquire_owned() else {
                 tracing::debug!(
                     grant = %grant,
-                    "broker connection refused: {PER_GRANT_CONNECTIONS} open on this grant"
+                    "broker connection refused: {} open on this grant",
+                    super::limits::PER_GRANT_CONNECTIONS
                 );
                 continue;
             };

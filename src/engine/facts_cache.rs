@@ -14,7 +14,36 @@ use serde::{Deserialize, Serialize};
 
 use super::candidates::{Candidate, EngineKind};
 use super::endpoint::Endpoint;
-use super::probe::EngineFacts;
+
+/// What a usable engine said about itself (kept between commands by `facts_cache`).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct EngineFacts {
+    /// The engine that answered (a Podman socket behind a Docker path reports Podman).
+    #[serde(with = "engine_name")]
+    pub engine: EngineKind,
+    /// The engine's own version.
+    pub engine_version: String,
+    /// The Engine API version it serves (negotiated down to ours when newer).
+    pub api_version: String,
+    /// The engine host's operating system, as the engine reports it.
+    pub os: String,
+    /// `linux` or `windows`: the kind of containers it runs.
+    pub os_type: String,
+    /// The engine host's architecture.
+    pub arch: String,
+    /// Its containers run in a VM (Docker Desktop, Podman machine, Colima...).
+    pub vm: bool,
+    /// The engine runs rootless.
+    pub rootless: bool,
+    /// The cgroup version of the engine's host (`1`, `2`; empty when it does not say).
+    pub cgroup_version: String,
+    /// The name of the machine the engine runs on (`Name` in its info).
+    pub host_name: String,
+    /// The memory the engine's machine has, in bytes (`MemTotal`), when it says.
+    pub mem_total: Option<i64>,
+    /// The CPUs the engine's machine has (`NCPU`), when it says.
+    pub ncpu: Option<i64>,
+}
 
 /// The file in the Po home.
 pub const FILE: &str = "engine-facts.json";

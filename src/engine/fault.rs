@@ -4,6 +4,10 @@
 //! SSH, TLS) and the in-memory engine fail alike.
 
 use std::fmt;
+use std::time::Duration;
+
+use super::operation::Operation;
+use crate::error::Error;
 
 /// An underlying failure kept as the error's `source()`.
 type Cause = Box<dyn std::error::Error + Send + Sync>;
@@ -144,6 +148,37 @@ fn mentions_network(answer: &Answer) -> bool {
     text.contains("network") && text.contains("not found")
 }
 
+impl Error {
+    /// An engine request that failed: `ENGINE_TIMEOUT` when the client's bound fired (`bound`:
+    /// the client's per-call timeout), else `ENGINE_REQUEST_FAILED`.
+    pub fn engine(bound: Duration, operation: Operation, source: EngineError) -> Error {
+        match source {
+            EngineError::Timeout => Error::EngineTimeout {
+                variable: operation.bound_variable(),
+                operation: operation.to_string(),
+                waited_ms: bound.as_millis() as u64,
+            },
+            source => Error::EngineRequest {
+                operation: operation.to_string(),
+                source: Box::new(source),
+            },
+        }
+    }
+
+    /// How the engine failed, when this is a failed engine request (or a container failure
+    /// the engine caused).
+    pub(crate) fn engine_fault(&self) -> Option<&EngineError> {
+        match self.unshared() {
+            Error::EngineRequest { source, .. } => source.downcast_ref::<EngineError>(),
+            Error::ContainerFailed {
+                source: Some(cause),
+                ..
+            } => cause.downcast_ref::<EngineError>(),
+            _ => None,
+        }
+    }
+}
+
 /// What engines say when no address pool is left (Docker; Podman).
 const POOL_EXHAUSTED: [&str; 2] = [
     "non-overlapping ipv4 address pool",
@@ -191,6 +226,84 @@ impl From<bollard::errors::Error> for EngineError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_engine_call_that_timed_out_is_engine_timeout_naming_the_operation_and_bound() {
+        use crate::engine::Resource;
+        let bound = std::time::Duration::from_secs(7);
+        let e = Error::engine(
+            bound,
+            Operation::List(Resource::Container),
+            EngineError::Timeout,
+        );
+        assert_eq!(e.code(), "ENGINE_TIMEOUT");
+        assert!(
+            e.to_string().starts_with(
+                "The container engine did not answer in time to list containers (bound: 7000 ms, PO_SANDBOX_ENGINE_CALL_TIMEOUT_MS)"
+            ),
+            "{e}"
+        );
+        let change = Error::engine(
+            bound,
+            Operation::Create(Resource::Container, "x".into()),
+            EngineError::Timeout,
+        );
+        assert!(
+            change
+                .to_string()
+                .contains("(bound: 7000 ms, PO_SANDBOX_ENGINE_CHANGE_TIMEOUT_MS)"),
+            "{change}"
+        );
+        let other = Error::engine(
+            bound,
+            Operation::Start("x".into()),
+            EngineError::Unavailable(Box::new(std::io::Error::other("gone"))),
+        );
+        assert_eq!(other.code(), "ENGINE_REQUEST_FAILED");
+    }
+
+    #[test]
+    fn an_engine_request_keeps_the_engine_error_as_its_source() {
+        let io = std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "refused");
+        let e = Error::EngineRequest {
+            operation: "list containers".into(),
+            source: Box::new(EngineError::Unavailable(Box::new(io))),
+        };
+        let source = std::error::Error::source(&e).expect("a source");
+        assert!(e.to_string().ends_with(&source.to_string()));
+        assert!(
+            e.to_string()
+                .starts_with("The container engine failed to list containers: ")
+        );
+        assert!(matches!(
+            source.downcast_ref::<EngineError>(),
+            Some(EngineError::Unavailable(_))
+        ));
+    }
+
+    #[test]
+    fn engine_fault_reads_through_shared_and_container_failures() {
+        let e = Error::engine(
+            Duration::from_secs(1),
+            Operation::Start("x".into()),
+            EngineError::answered(404, "network n not found").of_container(),
+        );
+        assert!(matches!(
+            e.engine_fault(),
+            Some(EngineError::NetworkGone(_))
+        ));
+        let shared = Error::Shared(std::sync::Arc::new(e));
+        assert!(matches!(
+            shared.engine_fault(),
+            Some(EngineError::NetworkGone(_))
+        ));
+        let caused = Error::container_caused("w", "start", EngineError::answered(409, "taken"));
+        assert!(matches!(
+            caused.engine_fault(),
+            Some(EngineError::Conflict(_))
+        ));
+        assert!(Error::container("w", "no").engine_fault().is_none());
+    }
 
     #[test]
     fn answers_are_classified_once_by_status_and_text() {

@@ -712,7 +712,7 @@ fn mark_stopped(w: &mut WorkspaceStatus) {
 fn engine_not_answering(e: &Error) -> bool {
     match e.unshared() {
         Error::EngineTimeout { .. } | Error::EngineUnavailable { .. } => true,
-        Error::EngineRequest { source, .. } => source.not_answering(),
+        Error::EngineRequest { .. } => e.engine_fault().is_some_and(|f| f.not_answering()),
         _ => false,
     }
 }

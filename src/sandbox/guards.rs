@@ -464,8 +464,8 @@ fn ignore_submodules(ws: &Path, resolved: &Resolved) -> Vec<placeholders::GitSet
             continue;
         }
         let path = ws.join(&rel);
-        let Some(text) = crate::sandbox::review::walk::read_regular(&path, 8 << 20)
-            .and_then(|b| String::from_utf8(b).ok())
+        let Some(text) =
+            crate::safe_read::read_regular(&path, 8 << 20).and_then(|b| String::from_utf8(b).ok())
         else {
             continue;
         };

@@ -146,7 +146,7 @@ async fn exhausted(engine: &impl EngineApi, name: String, source: EngineError) -
         network: name,
         per_hub: found.len(),
         unused: found.iter().filter(|n| !n.in_use).count(),
-        source,
+        source: Box::new(source),
     }
 }
 

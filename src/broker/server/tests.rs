@@ -5,6 +5,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use super::*;
 use crate::broker::grant::{GrantRequest, GrantRoute, RouteKind};
+use crate::broker::limits::PER_GRANT_CONNECTIONS;
 
 /// A broker for a test: `env` as the host's, sockets under `dir`.
 async fn broker_in(dir: &Path, env: HashMap<String, String>, tcp: bool) -> Broker {

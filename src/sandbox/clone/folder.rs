@@ -409,7 +409,7 @@ pub fn journal_path(manifest: &Path) -> std::path::PathBuf {
 /// that is still a file or link of that name, reached through no link), then its journal. A
 /// journal of a process that still runs is left to it. Returns the names removed.
 pub fn sweep_asides(journal: &Path) -> Vec<String> {
-    let Some(record) = crate::sandbox::review::walk::read_regular(journal, 16 << 20)
+    let Some(record) = crate::safe_read::read_regular(journal, 16 << 20)
         .and_then(|b| serde_json::from_slice::<Journal>(&b).ok())
     else {
         return vec![];

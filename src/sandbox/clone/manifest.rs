@@ -5,7 +5,7 @@
 //! Here also: the copy's listing as the container reports it, and how the two compare.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::{Component, Path, PathBuf};
 
 use sha2::{Digest, Sha256};
 
@@ -105,7 +105,7 @@ pub fn write_manifest(path: &Path, manifest: &Manifest) -> std::io::Result<()> {
 
 /// The manifest at `path`, when there is a readable one (a regular file, not a link).
 pub fn read_manifest(path: &Path) -> Option<Manifest> {
-    let bytes = crate::sandbox::review::walk::read_regular(path, MAX_MANIFEST)?;
+    let bytes = crate::safe_read::read_regular(path, MAX_MANIFEST)?;
     serde_json::from_slice::<Manifest>(&bytes)
         .ok()
         .filter(|m| m.version == MANIFEST_VERSION)
@@ -162,9 +162,7 @@ pub fn ignored_path(rules: &IgnoreRules, path: &str) -> bool {
 /// A link whose target is absolute or climbs out of the folder.
 pub fn link_escapes(path: &str, target: &str) -> bool {
     let target = Path::new(target);
-    target.is_absolute()
-        || target.as_os_str().is_empty()
-        || super::source::escapes(Path::new(path), target)
+    target.is_absolute() || target.as_os_str().is_empty() || escapes(Path::new(path), target)
 }
 
 /// The copy's listing as the container reported it.
@@ -364,4 +362,23 @@ pub fn parse_fetched(paths: &[&str], out: &[u8]) -> Option<Vec<(String, Option<F
         })
         .collect();
     Some(got)
+}
+
+/// A relative link whose target climbs out of the copy (the engine refuses such an archive).
+pub(super) fn escapes(rel: &Path, target: &Path) -> bool {
+    if target.is_absolute() {
+        return false;
+    }
+    let mut depth: i64 = rel.components().count() as i64 - 1;
+    for c in target.components() {
+        match c {
+            Component::ParentDir => depth -= 1,
+            Component::Normal(_) => depth += 1,
+            _ => {}
+        }
+        if depth < 0 {
+            return true;
+        }
+    }
+    false
 }

@@ -12,7 +12,7 @@ use std::path::{Component, Path, PathBuf};
 use std::process::Command;
 
 use super::ignore::IgnoreRules;
-use super::manifest::{Entry, Manifest};
+use super::manifest::{Entry, Manifest, escapes};
 use crate::host::UserIds;
 
 /// Where the copy's `origin` points: a path that can never be a repository (`/dev/null` is
@@ -440,23 +440,4 @@ impl<R: io::Read> io::Read for Hashing<R> {
 fn slashed(rel: &Path) -> String {
     let parts: Vec<_> = rel.iter().map(|p| p.to_string_lossy()).collect();
     parts.join("/")
-}
-
-/// A relative link whose target climbs out of the copy (the engine refuses such an archive).
-pub(super) fn escapes(rel: &Path, target: &Path) -> bool {
-    if target.is_absolute() {
-        return false;
-    }
-    let mut depth: i64 = rel.components().count() as i64 - 1;
-    for c in target.components() {
-        match c {
-            Component::ParentDir => depth -= 1,
-            Component::Normal(_) => depth += 1,
-            _ => {}
-        }
-        if depth < 0 {
-            return true;
-        }
-    }
-    false
 }

@@ -31,12 +31,12 @@ fn the_mode_comes_from_the_option_then_the_variable() {
 
 #[test]
 fn links_that_climb_out_are_found() {
-    assert!(!source::escapes(Path::new("a/l"), Path::new("b")));
-    assert!(!source::escapes(Path::new("a/l"), Path::new("../b")));
-    assert!(source::escapes(Path::new("a/l"), Path::new("../../b")));
-    assert!(source::escapes(Path::new("l"), Path::new("../x")));
-    assert!(!source::escapes(Path::new("l"), Path::new("/etc/x")));
-    assert!(source::escapes(Path::new("l"), Path::new("a/../../x")));
+    assert!(!manifest::escapes(Path::new("a/l"), Path::new("b")));
+    assert!(!manifest::escapes(Path::new("a/l"), Path::new("../b")));
+    assert!(manifest::escapes(Path::new("a/l"), Path::new("../../b")));
+    assert!(manifest::escapes(Path::new("l"), Path::new("../x")));
+    assert!(!manifest::escapes(Path::new("l"), Path::new("/etc/x")));
+    assert!(manifest::escapes(Path::new("l"), Path::new("a/../../x")));
 }
 
 /// Every entry of a tar: name, uid, gid, content.

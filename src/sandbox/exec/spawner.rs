@@ -121,7 +121,7 @@ fn start_time(pid: u32) -> Option<u64> {
 
 /// The record at `path`: a regular file (not a link), small, that parses.
 pub fn read_record(path: &Path) -> Option<Record> {
-    let bytes = crate::sandbox::review::walk::read_regular(path, MAX_RECORD)?;
+    let bytes = crate::safe_read::read_regular(path, MAX_RECORD)?;
     serde_json::from_slice(&bytes).ok()
 }
 
@@ -186,7 +186,7 @@ pub async fn connect(place: &Place, container_id: &str) -> Found {
 #[cfg(target_os = "linux")]
 fn said_failed(place: &Place, rec: &Record) -> Option<String> {
     let marker = place.host_dir.join(format!("{}.failed", rec.socket));
-    let bytes = crate::sandbox::review::walk::read_regular(&marker, 512)?;
+    let bytes = crate::safe_read::read_regular(&marker, 512)?;
     let _ = std::fs::remove_file(&marker);
     let said: String = String::from_utf8_lossy(&bytes)
         .chars()

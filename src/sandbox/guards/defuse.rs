@@ -30,7 +30,7 @@ pub fn repository_configs(guards: &[String]) -> Vec<String> {
 /// The paths of the gitlinks (mode 160000) in the git index at `index` (versions 2 to 4; sha-1
 /// or, with `sha256`, sha-256 object names). A missing index has none.
 pub fn gitlinks(index: &Path, sha256: bool) -> std::io::Result<Vec<String>> {
-    let bytes = match crate::sandbox::review::walk::read_regular(index, 512 << 20) {
+    let bytes = match crate::safe_read::read_regular(index, 512 << 20) {
         Some(b) => b,
         None if !index.exists() => return Ok(vec![]),
         None => return Err(std::io::Error::other("the index cannot be read")),

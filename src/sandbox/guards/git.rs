@@ -221,7 +221,7 @@ fn followed_files(
 /// A config file of the workspace as text: a regular file (never through a link, never a FIFO),
 /// at most 1 MiB; anything else reads as empty.
 fn read_config(path: &Path) -> String {
-    crate::sandbox::review::walk::read_regular(path, 1 << 20)
+    crate::safe_read::read_regular(path, 1 << 20)
         .map(|b| String::from_utf8_lossy(&b).into_owned())
         .unwrap_or_default()
 }

@@ -171,7 +171,7 @@ pub fn recorded(po_home: &Path, owner: &str) -> bool {
 /// set since stays). Returns whether it undid anything.
 pub fn undo(vars: &HashMap<String, String>, po_home: &Path, owner: &str) -> bool {
     let record = record_path(po_home, owner);
-    let Some(change) = crate::sandbox::review::walk::read_regular(&record, 4096)
+    let Some(change) = crate::safe_read::read_regular(&record, 4096)
         .and_then(|b| serde_json::from_slice::<Change>(&b).ok())
     else {
         return false;

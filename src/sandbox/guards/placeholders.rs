@@ -63,7 +63,7 @@ fn record_path(guard_dir: &Path) -> PathBuf {
 /// The record in `guard_dir`, when there is one for `folder` (`None` for another folder's, or
 /// none, or one that does not parse).
 pub fn read(guard_dir: &Path) -> Option<Record> {
-    let bytes = crate::sandbox::review::walk::read_regular(&record_path(guard_dir), 1 << 20)?;
+    let bytes = crate::safe_read::read_regular(&record_path(guard_dir), 1 << 20)?;
     serde_json::from_slice(&bytes).ok()
 }
 
@@ -220,7 +220,7 @@ fn unchanged(ws: &Path, m: &Made) -> bool {
             let text = super::placeholder_text(&m.path);
             meta.is_file()
                 && meta.len() == text.len() as u64
-                && crate::sandbox::review::walk::read_regular(&path, 4096).as_deref() == Some(text)
+                && crate::safe_read::read_regular(&path, 4096).as_deref() == Some(text)
         }
     }
 }
@@ -238,7 +238,7 @@ fn unexclude(ws: &Path, record: &Record) -> std::io::Result<bool> {
         return Ok(false);
     }
     let path = ws.join(".git/info/exclude");
-    let Some(bytes) = crate::sandbox::review::walk::read_regular(&path, 8 << 20) else {
+    let Some(bytes) = crate::safe_read::read_regular(&path, 8 << 20) else {
         return Ok(false);
     };
     let text = String::from_utf8_lossy(&bytes);
@@ -295,8 +295,8 @@ fn take_setting_away(ws: &Path, g: &GitSetting) -> Taken {
         return Taken::No;
     }
     let path = ws.join(&g.config);
-    let Some(text) = crate::sandbox::review::walk::read_regular(&path, 8 << 20)
-        .and_then(|b| String::from_utf8(b).ok())
+    let Some(text) =
+        crate::safe_read::read_regular(&path, 8 << 20).and_then(|b| String::from_utf8(b).ok())
     else {
         return Taken::No;
     };

@@ -88,7 +88,7 @@ pub fn baseline_path(po_home: &Path, owner: &str, workspace_id: &str) -> PathBuf
 /// without a stop keeps the older one, so what its agent wrote still shows). Says whether it
 /// wrote one.
 pub fn ensure_baseline(path: &Path, ws: &Workspace, now_secs: i64) -> std::io::Result<bool> {
-    let kept = walk::read_regular(path, MAX_BASELINE)
+    let kept = crate::safe_read::read_regular(path, MAX_BASELINE)
         .and_then(|bytes| serde_json::from_slice::<Baseline>(&bytes).ok())
         .is_some_and(|b| Path::new(&b.path) == ws.path);
     if kept {
@@ -150,7 +150,7 @@ pub fn review(po_home: &Path, owner: &str, workspace_id: &str) -> Result<Workspa
         workspace: workspace_id.to_string(),
         reason,
     };
-    let bytes = walk::read_regular(&path, MAX_BASELINE).ok_or_else(|| {
+    let bytes = crate::safe_read::read_regular(&path, MAX_BASELINE).ok_or_else(|| {
         unavailable(format!(
             "it has no baseline ({} is missing)",
             path.display()

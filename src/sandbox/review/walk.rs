@@ -8,6 +8,7 @@ use std::path::Path;
 use sha2::{Digest, Sha256};
 
 use super::classes::{ReviewClass, class_of};
+use crate::safe_read::{open_regular, read_regular};
 
 /// Folders never entered: dependencies, build output, caches (their files are not the
 /// project's own, and walking them would spend the entry budget).
@@ -239,18 +240,6 @@ pub fn scripts_of(bytes: &[u8]) -> Option<BTreeMap<String, String>> {
     Some(scripts.iter().map(|(k, v)| (k.clone(), text(v))).collect())
 }
 
-/// A file's bytes when it is a regular file (opened without following a link or blocking on
-/// a pipe) of at most `max` bytes.
-pub(crate) fn read_regular(path: &Path, max: u64) -> Option<Vec<u8>> {
-    let file = open_regular(path)?;
-    if file.metadata().ok()?.len() > max {
-        return None;
-    }
-    let mut bytes = Vec::new();
-    file.take(max + 1).read_to_end(&mut bytes).ok()?;
-    Some(bytes)
-}
-
 /// sha256 of a regular file's size and first [`MAX_HASHED`] bytes, streamed (a file planted
 /// to be huge cannot stall the walk); a fixed marker for anything else.
 fn file_hash(path: &Path) -> String {
@@ -277,24 +266,6 @@ pub(super) fn hash_within(path: &Path, max: u64) -> String {
         }
     }
     hex::encode(hasher.finalize())
-}
-
-/// Opens `path` for reading only when its last component is no link and it is a regular file.
-fn open_regular(path: &Path) -> Option<std::fs::File> {
-    let mut open = std::fs::OpenOptions::new();
-    open.read(true);
-    #[cfg(unix)]
-    std::os::unix::fs::OpenOptionsExt::custom_flags(&mut open, libc::O_NOFOLLOW | libc::O_NONBLOCK);
-    #[cfg(not(unix))]
-    if std::fs::symlink_metadata(path)
-        .ok()?
-        .file_type()
-        .is_symlink()
-    {
-        return None;
-    }
-    let file = open.open(path).ok()?;
-    file.metadata().ok()?.is_file().then_some(file)
 }
 
 /// A nested repository's fingerprint: a `.git` file (a pointer) by its bytes, a `.git` folder
