@@ -1,4 +1,4 @@
-// `po-sandbox exec` through the container's spawner (src/sandbox/exec/spawner.rs), against the
+// `po-sandbox exec` through the container's spawner (src/sandbox/on_engine/exec/spawner.rs), against the
 // real Docker engine and the local test base image: the first exec takes the engine's exec and
 // starts a spawner; later ones run as its children, exactly as the engine's exec would run them
 // (environment, user, folder, confinement), with stdin, stdout and stderr apart and in volume,

@@ -76,9 +76,9 @@ pub struct DoctorOptions {
     /// The embedded demo bundle stands in when Po's is not installed.
     pub demo_runtime: bool,
     /// The run flags containers get (checked).
-    pub run_flags: crate::sandbox::run_flags::RunFlags,
+    pub run_flags: crate::sandbox::blueprint::RunFlags,
     /// The egress mode containers get.
-    pub network_mode: crate::sandbox::firewall::NetworkMode,
+    pub network_mode: crate::sandbox::blueprint::NetworkMode,
 }
 
 impl DoctorOptions {
@@ -118,7 +118,9 @@ async fn network_check(
     engine: &impl crate::engine::api::EngineApi,
     warnings: &mut Vec<String>,
 ) -> Option<NetworkCheck> {
-    let found = crate::sandbox::network::per_hub(engine, None).await.ok()?;
+    let found = crate::sandbox::on_engine::per_hub_networks(engine, None)
+        .await
+        .ok()?;
     let check = NetworkCheck {
         per_hub: found.len() as u32,
         unused: found.iter().filter(|n| !n.in_use).count() as u32,
@@ -299,21 +301,20 @@ pub async fn doctor(
 async fn host_warnings(report: &EngineReport, host: &HostEnv, guarded: &[String]) -> Vec<String> {
     let mut warnings = Vec::new();
     if report.available
-        && !crate::sandbox::engine_mode::limits_enforceable(
+        && !crate::sandbox::blueprint::limits_enforceable(
             report.rootless,
             report.cgroup_version.as_deref().unwrap_or_default(),
         )
     {
-        warnings.push(crate::sandbox::engine_mode::UNENFORCED_LIMITS.to_string());
+        warnings.push(crate::sandbox::blueprint::UNENFORCED_LIMITS.to_string());
     }
     warnings.extend(lan_exposure_warning(report));
-    warnings.extend(crate::sandbox::spec::proxy_notes(host.vars()));
+    warnings.extend(crate::sandbox::blueprint::proxy_notes(host.vars()));
     let vars = host.vars().clone();
-    let bare =
-        tokio::task::spawn_blocking(move || crate::sandbox::guards::git_safety::check(&vars))
-            .await
-            .unwrap_or(crate::sandbox::guards::git_safety::Bare::NoGit);
-    warnings.extend(crate::sandbox::guards::git_safety::warning(&bare));
+    let bare = tokio::task::spawn_blocking(move || crate::sandbox::folder::check_safe_bare(&vars))
+        .await
+        .unwrap_or(crate::sandbox::folder::SafeBare::NoGit);
+    warnings.extend(crate::sandbox::folder::safe_bare_warning(&bare));
     if guarded.is_empty() {
         warnings.push(format!(
             "no guarded paths: a contained agent can write git hooks, .git/config, editor tasks \
@@ -479,7 +480,7 @@ fn run_flags_section(flags: &[String]) -> String {
 async fn runtime_warning(
     engine: &impl crate::engine::EngineApi,
     report: &EngineReport,
-    flags: &crate::sandbox::run_flags::RunFlags,
+    flags: &crate::sandbox::blueprint::RunFlags,
 ) -> Option<String> {
     let runtime = flags.runtime.as_deref()?;
     if report.engine.as_deref() == Some("podman") {

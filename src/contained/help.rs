@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use super::identity::{BrokerRoute, CLONE_LINE, REVIEW_LINE, RouteKind, SandboxState};
 use crate::names::paths::{BROKER_MOUNT, GIT_DIR, HOME_DIR, RUNTIME_DIR, TOKEN_PATH};
 use crate::runtime_bundle::MOUNT_POINT as BUNDLE_DIR;
-use crate::sandbox::spec::SEED_FILES;
+use crate::sandbox::blueprint::SEED_FILES;
 
 /// The skill's name: pi offers it as `/skill:po-sandbox`.
 pub const SKILL_NAME: &str = "po-sandbox";

@@ -93,7 +93,7 @@ fn valid_address(addr: &str) -> bool {
 
 /// The egress mode a container lists (`PO_SANDBOX_NETWORK`); an unknown one is a problem.
 fn network(env: &HashMap<String, String>, problems: &mut Vec<String>) -> Option<String> {
-    use crate::sandbox::firewall::{MODES, NetworkMode};
+    use crate::sandbox::blueprint::{MODES, NetworkMode};
     let value = get(env, NETWORK_VAR)?.trim();
     match NetworkMode::parse(value) {
         Some(m) => Some(m.as_str().to_string()),

@@ -56,7 +56,7 @@ fn report(engine_ok: bool, runtime_ok: bool) -> DoctorReport {
 async fn the_per_hub_networks_are_counted_and_many_are_a_warning() {
     let engine = crate::engine::fake::FakeEngine::default();
     for i in 0..3 {
-        crate::sandbox::network::ensure(&engine, &format!("o{i}"))
+        crate::sandbox::on_engine::ensure_network(&engine, &format!("o{i}"))
             .await
             .unwrap();
     }
@@ -71,7 +71,7 @@ async fn the_per_hub_networks_are_counted_and_many_are_a_warning() {
     );
     assert!(warnings.is_empty());
     for i in 3..MANY_NETWORKS {
-        crate::sandbox::network::ensure(&engine, &format!("o{i}"))
+        crate::sandbox::on_engine::ensure_network(&engine, &format!("o{i}"))
             .await
             .unwrap();
     }

@@ -1,4 +1,4 @@
-//! Where the layer puts things inside a container.
+//! Where the layer puts things inside a container, and what a command run there may be.
 
 /// Where the container's home volume is mounted (world-writable in the image).
 pub const HOME_DIR: &str = "/po-home";
@@ -10,3 +10,7 @@ pub const GIT_DIR: &str = "/po-git";
 pub const TOKEN_PATH: &str = "/run/po-sandbox/token";
 /// Where a container's broker socket is mounted.
 pub const BROKER_MOUNT: &str = "/run/po-broker";
+
+/// The longest command line an exec in a container accepts (arguments and separators, in
+/// bytes): the engine's exec takes it whole.
+pub const MAX_COMMAND_BYTES: usize = 128 * 1024;

@@ -6,8 +6,9 @@ use napi_derive::napi;
 
 use super::errors::{coded, promise};
 use super::provider::WorkspaceContainers;
-use crate::sandbox::forward::{self as core, ForwardEnd, ForwardInfo, check_ports};
-use crate::sandbox::workspace::check_id;
+use crate::sandbox::folder::check_workspace_id;
+use crate::sandbox::on_engine;
+use crate::sandbox::on_engine::{ForwardEnd, ForwardInfo, check_ports};
 
 /// How `WorkspaceContainers.forwardPort` forwards a port.
 #[napi(object, js_name = "ForwardOptions")]
@@ -22,7 +23,7 @@ pub struct JsForwardOptions {
 /// the sandbox's broker folder, else the engine's exec stream: nothing published or loosened).
 #[napi]
 pub struct PortForward {
-    inner: core::PortForward,
+    inner: on_engine::PortForward,
 }
 
 #[napi]
@@ -81,7 +82,7 @@ impl WorkspaceContainers {
         port: u32,
         options: Option<JsForwardOptions>,
     ) -> napi::Result<PromiseRaw<'env, PortForward>> {
-        check_id(&workspace_id).map_err(|e| coded(env, &e))?;
+        check_workspace_id(&workspace_id).map_err(|e| coded(env, &e))?;
         let (host_port, path) = options.map_or((None, None), |o| (o.host_port, o.path));
         let (port, host_port) = check_ports(port, host_port).map_err(|e| coded(env, &e))?;
         let provider = self.provider.clone();

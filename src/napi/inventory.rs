@@ -10,9 +10,9 @@ use napi_derive::napi;
 use super::errors::{coded, object_arg, promise};
 use crate::host::HostEnv;
 use crate::provider::inventory::{Query, QueryOptions};
-use crate::sandbox::inventory::SandboxRow;
-use crate::sandbox::prune::PruneReport;
-use crate::sandbox::review::WorkspaceReview;
+use crate::sandbox::folder::WorkspaceReview;
+use crate::sandbox::on_engine::PruneReport;
+use crate::sandbox::on_engine::SandboxRow;
 
 /// Which sandbox containers.
 #[napi(object, js_name = "SandboxQuery")]

@@ -15,10 +15,10 @@ use crate::events::Event;
 use crate::host::HostEnv;
 use crate::provider::image_job::{ImageJob, ImageResult};
 use crate::provider::{self as core, GivenOptions, Provider, ProviderOptions, ProviderStatus};
-use crate::sandbox::clone::{CloneApplied, CloneApplyOptions, CloneDiff};
-use crate::sandbox::review::WorkspaceReview;
+use crate::sandbox::folder::WorkspaceReview;
+use crate::sandbox::folder::check_workspace_id;
+use crate::sandbox::folder::{CloneApplied, CloneApplyOptions, CloneDiff};
 use crate::sandbox::service::WorkspaceContainer;
-use crate::sandbox::workspace::check_id;
 
 /// A workspace to start: its id and folder.
 #[napi(object, js_name = "WorkspaceRef")]
@@ -55,7 +55,7 @@ pub struct JsFolderWorkspace {
 /// Throws `WORKSPACE_INVALID` when the folder does not exist or is not a folder.
 #[napi]
 pub fn workspace_for_folder(env: &Env, folder: String) -> napi::Result<JsFolderWorkspace> {
-    let ws = crate::sandbox::workspace::for_folder(&folder).map_err(|e| coded(env, &e))?;
+    let ws = crate::sandbox::folder::workspace_for_folder(&folder).map_err(|e| coded(env, &e))?;
     Ok(JsFolderWorkspace {
         id: ws.id,
         path: ws.path.to_string_lossy().into_owned(),
@@ -176,7 +176,7 @@ impl WorkspaceContainers {
     ) -> napi::Result<PromiseRaw<'env, WorkspaceContainer>> {
         let arg: JsWorkspaceRef =
             required_arg(env, Some(workspace), "workspace", "expected { id, path }")?;
-        let ws = crate::sandbox::workspace::resolve_with_mode(&arg.id, &arg.path, arg.mode)
+        let ws = crate::sandbox::folder::resolve_workspace_with_mode(&arg.id, &arg.path, arg.mode)
             .map_err(|e| coded(env, &e))?;
         let provider = self.provider.clone();
         promise(env, async move { provider.start_workspace(ws).await })
@@ -191,7 +191,7 @@ impl WorkspaceContainers {
         workspace_id: String,
         path: Option<String>,
     ) -> napi::Result<PromiseRaw<'env, Option<WorkspaceContainer>>> {
-        check_id(&workspace_id).map_err(|e| coded(env, &e))?;
+        check_workspace_id(&workspace_id).map_err(|e| coded(env, &e))?;
         let provider = self.provider.clone();
         promise(env, async move {
             provider
@@ -208,7 +208,7 @@ impl WorkspaceContainers {
         env: &'env Env,
         workspace_id: String,
     ) -> napi::Result<PromiseRaw<'env, bool>> {
-        check_id(&workspace_id).map_err(|e| coded(env, &e))?;
+        check_workspace_id(&workspace_id).map_err(|e| coded(env, &e))?;
         let provider = self.provider.clone();
         promise(
             env,
@@ -232,8 +232,8 @@ impl WorkspaceContainers {
         command: Vec<String>,
         options: Option<JsExecOptions>,
     ) -> napi::Result<PromiseRaw<'env, i64>> {
-        check_id(&workspace_id).map_err(|e| coded(env, &e))?;
-        crate::sandbox::exec::check_command(&command).map_err(|e| coded(env, &e))?;
+        check_workspace_id(&workspace_id).map_err(|e| coded(env, &e))?;
+        crate::sandbox::on_engine::check_exec_command(&command).map_err(|e| coded(env, &e))?;
         let (path, tty) = options.map_or((None, false), |o| (o.path, o.tty.unwrap_or(false)));
         let provider = self.provider.clone();
         promise(env, async move {
@@ -252,7 +252,7 @@ impl WorkspaceContainers {
         env: &'env Env,
         workspace_id: String,
     ) -> napi::Result<PromiseRaw<'env, WorkspaceReview>> {
-        check_id(&workspace_id).map_err(|e| coded(env, &e))?;
+        check_workspace_id(&workspace_id).map_err(|e| coded(env, &e))?;
         let provider = self.provider.clone();
         promise(env, async move {
             provider.review_workspace(&workspace_id).await
@@ -269,7 +269,7 @@ impl WorkspaceContainers {
         workspace_id: String,
         options: Option<CloneApplyOptions>,
     ) -> napi::Result<PromiseRaw<'env, CloneDiff>> {
-        check_id(&workspace_id).map_err(|e| coded(env, &e))?;
+        check_workspace_id(&workspace_id).map_err(|e| coded(env, &e))?;
         let (provider, path) = (self.provider.clone(), options.and_then(|o| o.path));
         promise(env, async move {
             provider.clone_diff(&workspace_id, path.as_deref()).await
@@ -285,7 +285,7 @@ impl WorkspaceContainers {
         workspace_id: String,
         options: Option<CloneApplyOptions>,
     ) -> napi::Result<PromiseRaw<'env, CloneApplied>> {
-        check_id(&workspace_id).map_err(|e| coded(env, &e))?;
+        check_workspace_id(&workspace_id).map_err(|e| coded(env, &e))?;
         let provider = self.provider.clone();
         promise(env, async move {
             provider

@@ -5,10 +5,11 @@ use std::sync::Arc;
 
 use super::Provider;
 use crate::error::Result;
-use crate::sandbox::forward::{ForwardInfo, PortForward};
-use crate::sandbox::review::{self, WorkspaceReview};
+use crate::sandbox::folder;
+use crate::sandbox::folder::Workspace;
+use crate::sandbox::folder::WorkspaceReview;
+use crate::sandbox::on_engine::{ForwardInfo, PortForward};
 use crate::sandbox::service::WorkspaceContainer;
-use crate::sandbox::workspace::Workspace;
 
 impl Provider {
     /// Adopts the workspace's running container or creates one (see `ContainerService::start`).
@@ -55,7 +56,7 @@ impl Provider {
         if self.options.one_shot
             && let Some(path) = path
         {
-            let ws = crate::sandbox::workspace::resolve(id, path)?;
+            let ws = crate::sandbox::folder::resolve_workspace(id, path)?;
             return self.watched(self.exec_running(ws, command, tty)).await;
         }
         let service = self.service_for_start().await?;
@@ -74,7 +75,7 @@ impl Provider {
         if self.options.one_shot
             && let Some(path) = path
         {
-            let ws = crate::sandbox::workspace::resolve(id, path)?;
+            let ws = crate::sandbox::folder::resolve_workspace(id, path)?;
             return self
                 .watched(self.forward_running(ws, port, host_port))
                 .await;
@@ -96,7 +97,7 @@ impl Provider {
     /// needed: the baseline is on this host).
     pub async fn review_workspace(&self, id: &str) -> Result<WorkspaceReview> {
         let (home, owner) = (self.options.po_home.clone(), self.options.owner.clone());
-        review::review_off_thread(home, owner, id.to_string()).await
+        folder::review_off_thread(home, owner, id.to_string()).await
     }
 
     /// This hub's containers, any state.

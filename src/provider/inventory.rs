@@ -4,10 +4,11 @@
 use crate::engine;
 use crate::error::{Error, Result};
 use crate::host::HostEnv;
-use crate::sandbox::inventory::{self, SandboxRow};
-use crate::sandbox::prune::{self, PruneAsk, PruneReport};
-use crate::sandbox::review::{self, WorkspaceReview};
-use crate::sandbox::workspace;
+use crate::sandbox::folder;
+use crate::sandbox::folder::WorkspaceReview;
+use crate::sandbox::on_engine;
+use crate::sandbox::on_engine::SandboxRow;
+use crate::sandbox::on_engine::{PruneAsk, PruneReport};
 
 use super::{GivenOptions, ProviderOptions, refuse_nesting};
 
@@ -64,7 +65,7 @@ impl Query {
         };
         let options = ProviderOptions::resolve(raw, host.clone())?;
         if let Some(w) = &q.workspace {
-            workspace::check_id(w)?;
+            folder::check_workspace_id(w)?;
         }
         Ok(Query {
             host,
@@ -96,9 +97,9 @@ impl Query {
     pub async fn list(self) -> Result<Vec<SandboxRow>> {
         let (engine, _) = engine::connect(&self.host, &self.options.detect).await?;
         let owner = (!self.all_owners).then_some(self.options.owner.as_str());
-        let mut rows = inventory::list(&engine, owner).await?;
+        let mut rows = on_engine::list_sandboxes(&engine, owner).await?;
         if self.forwards {
-            inventory::add_forwards(&engine, &mut rows).await;
+            on_engine::add_forwards(&engine, &mut rows).await;
         }
         Ok(rows)
     }
@@ -107,7 +108,7 @@ impl Query {
     /// baseline is on this host: no engine is asked).
     pub async fn review(self, workspace_id: String) -> Result<WorkspaceReview> {
         let (home, owner) = (self.options.po_home, self.options.owner);
-        review::review_off_thread(home, owner, workspace_id).await
+        folder::review_off_thread(home, owner, workspace_id).await
     }
 
     /// Stops and removes the workspace's container, or every container of this owner;
@@ -116,7 +117,7 @@ impl Query {
     pub async fn stop(self) -> Result<Vec<String>> {
         self.check_stop()?;
         let (engine, _) = engine::connect(&self.host, &self.options.detect).await?;
-        inventory::stop(
+        on_engine::stop_sandboxes(
             &engine::for_changes(&engine, &engine::bounds(&self.host)?),
             self.host.vars(),
             &self.options.po_home,
@@ -133,7 +134,7 @@ impl Query {
     /// container and folder are both gone: every owner's, or the given owner's only. With
     /// `dry_run`, only lists them.
     pub async fn prune(self) -> Result<PruneReport> {
-        let grace = prune::grace(self.host.var(crate::names::vars::PRUNE_GRACE_VAR))?;
+        let grace = on_engine::prune_grace(self.host.var(crate::names::vars::PRUNE_GRACE_VAR))?;
         let (engine, _) = engine::connect(&self.host, &self.options.detect).await?;
         let ask = PruneAsk {
             owner: self.given_owner.as_deref(),
@@ -141,7 +142,7 @@ impl Query {
             dry_run: self.dry_run,
             grace,
         };
-        prune::prune(
+        on_engine::prune(
             &engine::for_changes(&engine, &engine::bounds(&self.host)?),
             ask,
         )

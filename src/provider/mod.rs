@@ -16,11 +16,10 @@ use crate::events::{Event, EventBus};
 use crate::image::{self};
 use crate::lock::Locked;
 use crate::runtime_bundle as runtime;
+use crate::sandbox::folder;
 use crate::sandbox::service::{BrokerWiring, ContainerService, KnownContainers, known_containers};
-use crate::sandbox::workspace;
 
 mod calls;
-mod clone_folder;
 mod clone_work;
 pub(crate) mod image_job;
 pub(crate) mod inventory;
@@ -39,7 +38,7 @@ pub struct Provider {
     options: ProviderOptions,
     events: EventBus,
     status: Arc<watch::Sender<ProviderStatus>>,
-    /// The engine event feed of the current service (see [`crate::sandbox::feed`]).
+    /// The engine event feed of the current service (see [`crate::sandbox::service::feed`]).
     feed: Mutex<Option<tokio::task::JoinHandle<()>>>,
     /// The start-up's outcome; a failure is shared by every caller that asks.
     service: Mutex<Option<std::result::Result<ContainerService, Arc<Error>>>>,
@@ -186,7 +185,7 @@ impl Provider {
         let ahead = read_ahead::known(&self.options);
         let (report, engine) = self.check_engine().await?;
         if report.engine.as_deref() == Some("podman") {
-            crate::sandbox::run_flags::refuse_on_podman(&self.options.run_flags)?;
+            crate::sandbox::blueprint::refuse_run_flags_on_podman(&self.options.run_flags)?;
         }
         let bundle = self.check_runtime()?;
         // The broker's start (TLS roots, listeners) and the list of this owner's containers
@@ -223,16 +222,15 @@ impl Provider {
     }
 
     /// Bind-mode workspaces: the person's `safe.bareRepository`, set with the opt-in, else the
-    /// warning when it is open ([`crate::sandbox::guards::git_safety`]).
+    /// warning when it is open ([`crate::sandbox::folder::guards::git_safety`]).
     async fn git_safety(&self) -> Option<String> {
-        use crate::sandbox::guards::git_safety;
         let o = &self.options;
-        if o.workspace_mode != crate::sandbox::clone::WorkspaceMode::Bind && !o.set_git_safe_bare {
+        if o.workspace_mode != crate::sandbox::folder::WorkspaceMode::Bind && !o.set_git_safe_bare {
             return None;
         }
         let (vars, opt_in) = (o.host.vars().clone(), o.set_git_safe_bare);
         let (home, owner) = (o.po_home.clone(), o.owner.clone());
-        tokio::task::spawn_blocking(move || git_safety::ensure(&vars, opt_in, &home, &owner))
+        tokio::task::spawn_blocking(move || folder::ensure_safe_bare(&vars, opt_in, &home, &owner))
             .await
             .ok()
             .flatten()
@@ -369,7 +367,7 @@ impl Provider {
                 socket_dir: o.broker_socket_dir.clone(),
                 tcp: transport == RouteKind::Tcp,
                 egress: o.egress_policy(),
-                fetch_screen: o.network_mode != crate::sandbox::firewall::NetworkMode::Open,
+                fetch_screen: o.network_mode != crate::sandbox::blueprint::NetworkMode::Open,
             },
             warm,
         )
@@ -475,7 +473,7 @@ impl Provider {
             return;
         }
         self.set_workspace(&w.id, |s| s.state = WorkspacePhase::Starting);
-        let result = match workspace::resolve(&w.id, &w.path) {
+        let result = match folder::resolve_workspace(&w.id, &w.path) {
             Ok(mut ws) => {
                 ws.mode = w.mode;
                 let ids = known
@@ -589,7 +587,7 @@ impl Provider {
     /// (ports, state) without calls; died / restarted / OOM / unhealthy become workspace events.
     fn follow_engine(&self, service: &ContainerService) {
         let status = self.status.clone();
-        let on_change: crate::sandbox::feed::OnChange = Arc::new(move |id, now| {
+        let on_change: crate::sandbox::service::OnChange = Arc::new(move |id, now| {
             status.send_if_modified(|s| {
                 let Some(w) = s.workspaces.iter_mut().find(|w| w.id == id) else {
                     return false;
@@ -605,7 +603,10 @@ impl Provider {
                 before != (c.container_id.clone(), c.host_port, c.state.clone())
             })
         });
-        let task = tokio::spawn(crate::sandbox::feed::follow(service.clone(), on_change));
+        let task = tokio::spawn(crate::sandbox::service::follow_feed(
+            service.clone(),
+            on_change,
+        ));
         let previous = self.feed.locked().replace(task);
         if let Some(p) = previous {
             p.abort();

@@ -17,12 +17,13 @@ use crate::image::ImageRecipe;
 use crate::names::vars::WORKSPACE_MODE_VAR;
 use crate::names::vars::{CPUS_VAR, MEMORY_VAR, NETWORK_ALLOW_VAR, NETWORK_RESOLVE_VAR};
 use crate::runtime_bundle::{self, RuntimeBundle};
-use crate::sandbox::clone::WorkspaceMode;
-use crate::sandbox::engine_mode::{EngineMode, ROUTE_VAR, RouteChoice};
-use crate::sandbox::firewall::NetworkMode;
-use crate::sandbox::run_flags::{self, RUN_FLAGS_VAR, RunFlags};
-use crate::sandbox::spec::{self, ContainerSettings, DEFAULT_PIDS_LIMIT, Limits};
-use crate::sandbox::workspace;
+use crate::sandbox::blueprint;
+use crate::sandbox::blueprint::NetworkMode;
+use crate::sandbox::blueprint::{ContainerSettings, DEFAULT_PIDS_LIMIT, Limits};
+use crate::sandbox::blueprint::{EngineMode, ROUTE_VAR, RouteChoice};
+use crate::sandbox::blueprint::{RUN_FLAGS_VAR, RunFlags};
+use crate::sandbox::folder;
+use crate::sandbox::folder::WorkspaceMode;
 
 /// Default bound on the server's health answer.
 pub const DEFAULT_HEALTH_TIMEOUT: Duration = Duration::from_secs(60);
@@ -313,17 +314,17 @@ impl ProviderOptions {
         if !self.image_given {
             let label = |k: &str| labels.get(k).map(String::as_str);
             let (base, variant) = (
-                label(spec::LABEL_IMAGE_BASE),
-                label(spec::LABEL_IMAGE_VARIANT),
+                label(blueprint::LABEL_IMAGE_BASE),
+                label(blueprint::LABEL_IMAGE_VARIANT),
             );
             o.recipe = ImageRecipe::resolve(base, variant, o.host.vars())?;
         }
         let flags: Vec<String> = labels
-            .get(spec::LABEL_RUN_FLAGS)
+            .get(blueprint::LABEL_RUN_FLAGS)
             .map(|l| l.split_whitespace().map(str::to_string).collect())
             .unwrap_or_default();
         let var = o.host.vars().get(RUN_FLAGS_VAR).map(String::as_str);
-        o.run_flags = run_flags::resolve(Some(&flags), var, o.pids_limit)?;
+        o.run_flags = blueprint::resolve_run_flags(Some(&flags), var, o.pids_limit)?;
         Ok(o)
     }
 
@@ -407,7 +408,7 @@ fn po_home(value: Option<String>, host: &HostEnv) -> Result<PathBuf> {
             )
         })?,
     };
-    workspace::check_po_home(&po_home)?;
+    folder::check_po_home(&po_home)?;
     Ok(po_home)
 }
 
@@ -441,7 +442,7 @@ fn workspaces(list: Vec<GivenWorkspace>) -> Result<Vec<WorkspaceRequest>> {
         mode,
     } in list
     {
-        workspace::check_id(&id)?;
+        folder::check_workspace_id(&id)?;
         if out.iter().any(|w| w.id == id) {
             return Err(Error::WorkspaceInvalid {
                 what: format!("id {id:?}"),
@@ -530,11 +531,10 @@ fn broker_route(option: Option<String>, host: &HostEnv) -> Result<RouteChoice> {
 
 /// `guardedPaths` (the complete list), else `PO_SANDBOX_GUARDED_PATHS`, else the defaults.
 fn guarded_paths(option: Option<Vec<String>>, host: &HostEnv) -> Result<Vec<String>> {
-    use crate::sandbox::guards;
-    match (option, host.vars().get(guards::GUARDED_PATHS_VAR)) {
-        (Some(list), _) => guards::from_option(&list),
-        (None, Some(value)) => guards::from_var(value),
-        (None, None) => Ok(guards::DEFAULT_GUARDED_PATHS
+    match (option, host.vars().get(folder::GUARDED_PATHS_VAR)) {
+        (Some(list), _) => folder::guarded_from_option(&list),
+        (None, Some(value)) => folder::guarded_from_var(value),
+        (None, None) => Ok(folder::DEFAULT_GUARDED_PATHS
             .iter()
             .map(|p| p.to_string())
             .collect()),
@@ -549,7 +549,7 @@ fn memory(option: Option<String>, host: &HostEnv) -> Result<Option<i64>> {
         (None, Some(v)) if !v.trim().is_empty() => (MEMORY_VAR, v.trim().to_string()),
         _ => return Ok(None),
     };
-    match run_flags::bytes(&value) {
+    match blueprint::decode_bytes(&value) {
         Ok(b) if b >= 6 << 20 => Ok(Some(b)),
         Ok(_) => Err(invalid(
             name,
@@ -567,7 +567,7 @@ fn cpus(option: Option<f64>, host: &HostEnv) -> Result<Option<i64>> {
         (None, Some(v)) if !v.trim().is_empty() => (CPUS_VAR, v.trim().to_string()),
         _ => return Ok(None),
     };
-    run_flags::nano_cpus(&value)
+    blueprint::decode_nano_cpus(&value)
         .map(Some)
         .map_err(|why| invalid(name, why.to_string()))
 }
@@ -601,14 +601,14 @@ fn concurrency(value: Option<f64>) -> Result<usize> {
 
 /// `healthIntervalMs`: a second to an hour; default 15 s.
 fn health_interval(value: Option<f64>) -> Result<Duration> {
-    let default = crate::sandbox::spec::DEFAULT_HEALTH_INTERVAL_MS as f64;
+    let default = crate::sandbox::blueprint::DEFAULT_HEALTH_INTERVAL_MS as f64;
     let ms = whole(value, "healthIntervalMs", 1000.0..=3_600_000.0, default)?;
     Ok(Duration::from_millis(ms as u64))
 }
 
 /// `network`, else `PO_SANDBOX_NETWORK`: `open` (default), `none` or `allowlist`.
 fn network_mode(value: Option<&str>, host: &HostEnv) -> Result<NetworkMode> {
-    let var = host.vars().get(crate::sandbox::firewall::NETWORK_VAR);
+    let var = host.vars().get(crate::sandbox::blueprint::NETWORK_VAR);
     NetworkMode::resolve(value, var.map(String::as_str))
 }
 
@@ -626,7 +626,8 @@ impl ProviderOptions {
         let user = user(g.user, &host)?;
         let pids_limit = pids_limit(g.pids_limit)?;
         let flags_var = host.vars().get(RUN_FLAGS_VAR).map(String::as_str);
-        let run_flags = run_flags::resolve(g.run_flags.as_deref(), flags_var, pids_limit)?;
+        let run_flags =
+            blueprint::resolve_run_flags(g.run_flags.as_deref(), flags_var, pids_limit)?;
         let health_timeout = health_timeout(g.health_timeout_ms)?;
         let concurrency = concurrency(g.concurrency)?;
         let mut detect = detect(g.engine, g.engine_timeout_ms, &host)?;
@@ -642,7 +643,7 @@ impl ProviderOptions {
         let network_mode = network_mode(g.network.as_deref(), &host)?;
         let mode_var = host.vars().get(WORKSPACE_MODE_VAR).map(String::as_str);
         let workspace_mode = WorkspaceMode::resolve(g.workspace_mode.as_deref(), mode_var)?;
-        let set_git_safe_bare = crate::sandbox::guards::git_safety::opted_in(
+        let set_git_safe_bare = crate::sandbox::folder::safe_bare_opted_in(
             g.set_git_safe_bare_repository,
             host.vars(),
         )?;

@@ -10,7 +10,7 @@ use std::future::Future;
 use super::options::ProviderOptions;
 use crate::engine::{self, Endpoint};
 use crate::runtime_bundle as runtime;
-use crate::sandbox::known::{KnownContainers, read_ahead};
+use crate::sandbox::on_engine::{KnownContainers, read_ahead};
 
 /// A read under way; aborted when dropped (a failed start-up leaves nothing running).
 pub struct ReadAhead<T> {

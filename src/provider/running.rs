@@ -10,15 +10,16 @@ use super::{Provider, ProviderOptions};
 use crate::engine::{self, EngineReport};
 use crate::error::Result;
 use crate::runtime_bundle::RuntimeBundle;
-use crate::sandbox::container::LiveContainer;
-use crate::sandbox::engine_mode::EngineMode;
-use crate::sandbox::forward::PortForward;
+use crate::sandbox::blueprint;
+use crate::sandbox::blueprint::EngineMode;
+use crate::sandbox::on_engine::LiveContainer;
+use crate::sandbox::on_engine::PortForward;
 use crate::sandbox::service::{
     BrokerWiring, ContainerService, ServiceConfig, WorkspaceContainer, inspect_workspace,
     is_workspace_container,
 };
-use crate::sandbox::spec;
-use crate::sandbox::workspace::Workspace;
+
+use crate::sandbox::folder::Workspace;
 
 /// The service's configuration from the options `o`, the runtime `bundle`, the engine's
 /// `report` and the broker's `wiring`.
@@ -143,7 +144,7 @@ impl Provider {
     ) -> Result<(ContainerService, Option<LiveContainer>)> {
         let (o, name) = (
             &self.options,
-            spec::container_name(&self.options.owner, &ws.id),
+            blueprint::container_name(&self.options.owner, &ws.id),
         );
         // Nothing is written before the engine answers (the demo bundle is materialised by the
         // runtime check after it, as at start-up): the read ahead takes the port as it is.
@@ -173,7 +174,7 @@ impl Provider {
             _ => self.options.clone(),
         };
         if report.engine.as_deref() == Some("podman") {
-            crate::sandbox::run_flags::refuse_on_podman(&options.run_flags)?;
+            crate::sandbox::blueprint::refuse_run_flags_on_podman(&options.run_flags)?;
         }
         // Its TLS roots load at the first request that needs them: an exec may make none.
         let wiring = self.start_broker(&report, false).await?;

@@ -1,25 +1,24 @@
-//! One workspace's container: its id and paths, the spec (pure), the engine operations on it, a
-//! command run in it (exec), a port forwarded
-//! into it,
-//! the `po/workspace-containers` service that adopts or creates it, the per-hub network, host
-//! locks, and the inventory of every container a Po home owns.
+//! One workspace's container, in four wings, each behind its facade (its `mod.rs`): outside
+//! this folder, code imports a wing's names, never a module inside one.
+//!
+//! ```text
+//! service      po/workspace-containers: adopt, create, stop, grants, forwards, the engine's
+//!   |          event feed; composes the three wings below
+//!   v
+//! on_engine    what runs on the engine: the workspace container, its namespace holder and
+//!   |          rules helper, the per-hub network, exec, forwarded ports, the read-ahead list,
+//!   |          the inventory, prune, the fill of a clone-mode copy
+//!   v
+//! blueprint    what a container is to be, pure: the spec and its posture check, run flags,
+//!   |          what the engine mode changes, the egress modes and nft rules
+//!   v
+//! folder       host-side work on the person's folder: workspace ids and paths, host locks,
+//!              guarded paths and git's indirections, review, the host side of clone mode
+//! ```
+//!
+//! Arrows run down only: a wing uses the ones below it, never one above.
 
-pub(crate) mod clone;
-pub(crate) mod container;
-pub(crate) mod engine_mode;
-pub(crate) mod exec;
-pub(crate) mod feed;
-pub(crate) mod firewall;
-pub(crate) mod forward;
-pub(crate) mod guards;
-pub(crate) mod holder;
-pub(crate) mod inventory;
-pub(crate) mod known;
-pub(crate) mod locks;
-pub(crate) mod network;
-pub(crate) mod prune;
-pub(crate) mod review;
-pub(crate) mod run_flags;
+pub(crate) mod blueprint;
+pub(crate) mod folder;
+pub(crate) mod on_engine;
 pub(crate) mod service;
-pub(crate) mod spec;
-pub(crate) mod workspace;

@@ -110,7 +110,7 @@ fn workspaces_rules() {
         mode: Some(mode.into()),
         ..w("m", None)
     };
-    use crate::sandbox::clone::WorkspaceMode;
+    use crate::sandbox::folder::WorkspaceMode;
     let ok = workspaces(vec![moded("clone")]).unwrap();
     assert_eq!(ok[0].mode, Some(WorkspaceMode::Clone));
     assert_eq!(workspaces(vec![w("m", None)]).unwrap()[0].mode, None);
@@ -288,14 +288,14 @@ fn run_flags_come_from_the_option_else_the_variable_and_bad_ones_are_coded() {
 
 #[test]
 fn a_runtime_flag_is_refused_on_podman_only() {
-    use crate::sandbox::run_flags::{parse, refuse_on_podman};
-    let runsc = parse(&["--runtime=runsc".to_string()], 2048).unwrap();
-    let e = refuse_on_podman(&runsc).unwrap_err();
+    use crate::sandbox::blueprint::{parse_run_flags, refuse_run_flags_on_podman};
+    let runsc = parse_run_flags(&["--runtime=runsc".to_string()], 2048).unwrap();
+    let e = refuse_run_flags_on_podman(&runsc).unwrap_err();
     assert_eq!(e.code(), "RUN_FLAGS_INVALID");
     assert!(e.to_string().contains("containers.conf"), "{e}");
     assert!(!e.to_string().contains("  "), "{e}");
-    let memory = parse(&["--memory=1g".to_string()], 2048).unwrap();
-    refuse_on_podman(&memory).unwrap();
+    let memory = parse_run_flags(&["--memory=1g".to_string()], 2048).unwrap();
+    refuse_run_flags_on_podman(&memory).unwrap();
 }
 
 #[test]
@@ -567,9 +567,9 @@ fn container_settings_carry_the_options_and_the_engines_limits() {
 fn an_exec_takes_the_recipe_and_run_flags_of_the_container_unless_an_image_is_named() {
     let h = HostEnv::with_vars(&[("HOME", "/home/u")]);
     let labels: std::collections::HashMap<String, String> = [
-        (spec::LABEL_IMAGE_BASE, "example/base:1"),
-        (spec::LABEL_IMAGE_VARIANT, "minimal"),
-        (spec::LABEL_RUN_FLAGS, "--memory=1g --cpus=2"),
+        (blueprint::LABEL_IMAGE_BASE, "example/base:1"),
+        (blueprint::LABEL_IMAGE_VARIANT, "minimal"),
+        (blueprint::LABEL_RUN_FLAGS, "--memory=1g --cpus=2"),
     ]
     .into_iter()
     .map(|(k, v)| (k.to_string(), v.to_string()))
@@ -582,7 +582,7 @@ fn an_exec_takes_the_recipe_and_run_flags_of_the_container_unless_an_image_is_na
     assert_eq!(o.recipe.variant.as_str(), "minimal");
     assert_eq!(
         o.run_flags,
-        run_flags::resolve(Some(&flags), None, o.pids_limit).unwrap()
+        blueprint::resolve_run_flags(Some(&flags), None, o.pids_limit).unwrap()
     );
     // An image named on the command line wins; the run flags are still the container's.
     let given = GivenOptions {
@@ -595,13 +595,13 @@ fn an_exec_takes_the_recipe_and_run_flags_of_the_container_unless_an_image_is_na
     assert_eq!(o.recipe.base, "other/base:2");
     assert_eq!(
         o.run_flags,
-        run_flags::resolve(Some(&flags), None, o.pids_limit).unwrap()
+        blueprint::resolve_run_flags(Some(&flags), None, o.pids_limit).unwrap()
     );
     // No labels: the default recipe and no run flags, as for a container made before labels.
     let o = plain.with_recipe_of(&Default::default()).unwrap();
     assert_eq!(o.recipe, plain.recipe);
     assert_eq!(
         o.run_flags,
-        run_flags::resolve(Some(&[]), None, o.pids_limit).unwrap()
+        blueprint::resolve_run_flags(Some(&[]), None, o.pids_limit).unwrap()
     );
 }

@@ -5,8 +5,8 @@ use std::path::PathBuf;
 
 use super::ContainerService;
 use crate::engine::api::EngineApi;
-use crate::sandbox::review;
-use crate::sandbox::workspace::Workspace;
+use crate::sandbox::folder::review;
+use crate::sandbox::folder::workspace::Workspace;
 
 impl<E: EngineApi> ContainerService<E> {
     /// Takes the workspace's review baseline unless it has one (off the async threads: the walk

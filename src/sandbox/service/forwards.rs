@@ -5,11 +5,11 @@ use crate::broker::server::RouteKind;
 use crate::engine::api::EngineApi;
 use crate::error::{Error, Result};
 use crate::names::paths::BROKER_MOUNT;
-use crate::sandbox::clone::WorkspaceMode;
-use crate::sandbox::container::LiveContainer;
-use crate::sandbox::forward::{self, ForwardInfo, PortForward, SocketRoute, Target};
-use crate::sandbox::spec::{self, LABEL_WORKSPACE_PATH};
-use crate::sandbox::workspace::{self, Workspace};
+use crate::sandbox::blueprint::spec::{self, LABEL_WORKSPACE_PATH};
+use crate::sandbox::folder::clone::WorkspaceMode;
+use crate::sandbox::folder::workspace::{self, Workspace};
+use crate::sandbox::on_engine::container::LiveContainer;
+use crate::sandbox::on_engine::forward::{self, ForwardInfo, PortForward, SocketRoute, Target};
 
 impl<E: EngineApi> ContainerService<E> {
     /// Forwards `port` on the 127.0.0.1 of the workspace's running container to the host's

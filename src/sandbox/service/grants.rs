@@ -13,8 +13,8 @@ use crate::engine::api::EngineApi;
 use crate::error::{Error, Result};
 use crate::lock::Locked;
 use crate::names::paths::BROKER_MOUNT;
-use crate::sandbox::locks::HostLock;
-use crate::sandbox::spec;
+use crate::sandbox::blueprint::spec;
+use crate::sandbox::folder::locks::HostLock;
 
 /// How often a hub that does not serve a workspace's broker socket checks whether the one that
 /// does is gone, and the one that does whether the token file changed.
@@ -202,7 +202,7 @@ impl<E: EngineApi> ContainerService<E> {
         // A socket another hub serves is that hub's to remove; this hub's goes before its lock
         // does, so a hub taking over never loses its fresh socket.
         if lock.is_some() || !lock_path.exists() {
-            crate::sandbox::inventory::remove_broker_folder(&folder);
+            crate::sandbox::on_engine::inventory::remove_broker_folder(&folder);
         }
         if let Some(lock) = lock {
             lock.remove(&lock_path);
@@ -226,15 +226,18 @@ impl<E: EngineApi> ContainerService<E> {
 
     /// Where a workspace's exec spawner is found: with a socket route only (its folder is
     /// the one the container has of the host's).
-    pub(super) fn spawner_place(&self, id: &str) -> Option<crate::sandbox::exec::spawner::Place> {
+    pub(super) fn spawner_place(
+        &self,
+        id: &str,
+    ) -> Option<crate::sandbox::on_engine::exec::spawner::Place> {
         let c = &self.inner.config;
         let wiring = c
             .broker
             .as_ref()
             .filter(|w| w.transport == RouteKind::Socket)?;
         let token = spec::token_file(&c.container.po_home, &c.container.owner, id);
-        Some(crate::sandbox::exec::spawner::Place {
-            record: crate::sandbox::exec::spawner::record_path(&token),
+        Some(crate::sandbox::on_engine::exec::spawner::Place {
+            record: crate::sandbox::on_engine::exec::spawner::record_path(&token),
             host_dir: wiring.socket_folder(&c.container.owner, id),
             container_dir: BROKER_MOUNT.into(),
         })
@@ -251,7 +254,7 @@ impl<E: EngineApi> ContainerService<E> {
     /// start lock, guard copies and review baseline, and ends its broker grant (and the socket, when this hub serves it).
     pub(super) fn forget_token(&self, id: &str) {
         let c = &self.inner.config.container;
-        crate::sandbox::inventory::remove_token_files(&c.po_home, &c.owner, id);
+        crate::sandbox::on_engine::inventory::remove_token_files(&c.po_home, &c.owner, id);
         self.revoke_for(id);
     }
 }

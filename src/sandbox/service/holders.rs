@@ -13,11 +13,11 @@ use crate::engine::api::EngineApi;
 use crate::error::Result;
 use crate::events::WorkspaceChange;
 use crate::lock::Locked;
-use crate::sandbox::container::{self, Created, LiveContainer};
-use crate::sandbox::firewall::RulesInput;
-use crate::sandbox::holder;
-use crate::sandbox::network;
-use crate::sandbox::spec::{self, ContainerSpec};
+use crate::sandbox::blueprint::firewall::RulesInput;
+use crate::sandbox::blueprint::spec::{self, ContainerSpec};
+use crate::sandbox::on_engine::container::{self, Created, LiveContainer};
+use crate::sandbox::on_engine::holder;
+use crate::sandbox::on_engine::network;
 
 /// What this hub knows of its holders and network.
 #[derive(Default)]

@@ -8,8 +8,9 @@ use std::path::{Path, PathBuf};
 
 use super::ContainerService;
 use crate::engine::api::EngineApi;
-use crate::sandbox::locks::HostLock;
-use crate::sandbox::{inventory, network, spec};
+use crate::sandbox::blueprint::spec;
+use crate::sandbox::folder::locks::HostLock;
+use crate::sandbox::on_engine::{inventory, network};
 use crate::write_aside;
 
 /// What one start-up sweep of files removed.
@@ -118,11 +119,14 @@ fn sweep_copies(root: &Path, live: &[String], tokens: &Path) -> Vec<PathBuf> {
             );
         } else if is_dir && crate::names::ids::check_id(&name).is_ok() {
             let lock_path = tokens.join(format!("{name}.lock"));
-            let Ok(Some(lock)) = crate::sandbox::locks::HostLock::try_acquire(&lock_path) else {
+            let Ok(Some(lock)) = crate::sandbox::folder::locks::HostLock::try_acquire(&lock_path)
+            else {
                 continue;
             };
-            removed.extend(crate::sandbox::guards::placeholders::take_away(&e.path()));
-            crate::sandbox::guards::placeholders::clear_folder(&e.path());
+            removed.extend(crate::sandbox::folder::guards::placeholders::take_away(
+                &e.path(),
+            ));
+            crate::sandbox::folder::guards::placeholders::clear_folder(&e.path());
             if !e.path().exists() {
                 removed.push(e.path());
             }
@@ -190,7 +194,7 @@ fn sweep_stopped(tokens: &Path, live: &[String]) -> Vec<PathBuf> {
             continue;
         }
         let gone = match lock {
-            true => crate::sandbox::locks::remove_free_lock(&e.path()),
+            true => crate::sandbox::folder::locks::remove_free_lock(&e.path()),
             false => std::fs::remove_file(e.path()).is_ok(),
         };
         if gone {

@@ -13,13 +13,14 @@ use crate::engine::api::EngineApi;
 use crate::error::{Error, Result};
 use crate::events::WorkspaceChange;
 use crate::lock::Locked;
-use crate::sandbox::clone::{self, WorkspaceMode};
-use crate::sandbox::container::{self, Created, LiveContainer};
-use crate::sandbox::exec;
-use crate::sandbox::guards;
-use crate::sandbox::locks::HostLock;
-use crate::sandbox::spec::{self, ContainerSpec, LABEL_WORKSPACE_PATH};
-use crate::sandbox::workspace::{self, Workspace};
+use crate::sandbox::blueprint::spec::{self, ContainerSpec, LABEL_WORKSPACE_PATH};
+use crate::sandbox::folder::clone::{self, WorkspaceMode};
+use crate::sandbox::folder::guards;
+use crate::sandbox::folder::locks::HostLock;
+use crate::sandbox::folder::workspace::{self, Workspace};
+use crate::sandbox::on_engine::container::{self, Created, LiveContainer};
+use crate::sandbox::on_engine::exec;
+use crate::sandbox::on_engine::fill;
 
 impl<E: EngineApi> ContainerService<E> {
     /// Adopts or creates the workspace's container and waits until its server answers.
@@ -256,10 +257,10 @@ impl<E: EngineApi> ContainerService<E> {
             return Ok(None);
         };
         let c = &self.inner.config.container;
-        if clone::copy_exists(&self.inner.engine, &c.owner, &ws.id, &volume.name).await? {
+        if fill::copy_exists(&self.inner.engine, &c.owner, &ws.id, &volume.name).await? {
             return Ok(None);
         }
-        let copy = clone::prepare_copy(&ws.id, ws.path.clone(), c.user).await?;
+        let copy = fill::prepare_copy(&ws.id, ws.path.clone(), c.user).await?;
         Ok(Some((volume.name.clone(), copy)))
     }
 
@@ -273,7 +274,7 @@ impl<E: EngineApi> ContainerService<E> {
                 e,
             )
         })?;
-        let removed = crate::sandbox::locks::remove_stale_locks(&p).map_err(|e| {
+        let removed = crate::sandbox::folder::locks::remove_stale_locks(&p).map_err(|e| {
             Error::container_caused(
                 &ws.id,
                 format_args!("cannot clear stale locks in {}", p.display()),
@@ -353,8 +354,8 @@ impl<E: EngineApi> ContainerService<E> {
         if let (Some(copy), Some(target)) = (copy, spec.copy_volume()) {
             // Into the created container, before it starts: the engine writes the volume.
             let engine = self.changes();
-            clone::upload_copy(&engine, &ws.id, &id, &target.target, &copy).await?;
-            clone::record_copy(&c.po_home, &c.owner, &ws.id, &copy)?;
+            fill::upload_copy(&engine, &ws.id, &id, &target.target, &copy).await?;
+            fill::record_copy(&c.po_home, &c.owner, &ws.id, &copy)?;
         }
         self.start_and_wait(ws, spec, &id, replaced_reason).await
     }

@@ -4,10 +4,14 @@
 //! The service is one handle over parts of one concern each: [`lifecycle`] (start, adopt,
 //! create with its rollback), [`holders`] (the namespace holder, its rules and the per-hub
 //! network), [`grants`] (token files and broker grants), [`baselines`] (what `review`
-//! compares with), [`forwards`] (ports forwarded into running containers), [`stopping`], [`queries`] and [`leftovers`] (what killed hubs left, swept
-//! at start-up).
+//! compares with), [`forwards`] (ports forwarded into running containers), [`changes`]
+//! (`diff` and `apply` of a clone-mode copy), [`stopping`], [`queries`], [`leftovers`] (what
+//! killed hubs left, swept at start-up) and [`feed`] (the engine's event stream, followed).
 
 mod baselines;
+mod changes;
+pub(in crate::sandbox) mod feed;
+pub(crate) use feed::{OnChange, follow as follow_feed};
 mod forwards;
 mod grants;
 mod holders;
@@ -29,14 +33,14 @@ use crate::error::{Error, Result};
 use crate::events::EventBus;
 use crate::host::HostOs;
 use crate::names::paths::BROKER_MOUNT;
-use crate::sandbox::container::LiveContainer;
-use crate::sandbox::guards;
-pub use crate::sandbox::known::{Asked, KnownContainers, known_containers};
-use crate::sandbox::spec::{
+use crate::sandbox::blueprint::spec::{
     self, ContainerPosture, ContainerSettings, ContainerSpec, LABEL_WORKSPACE,
     LABEL_WORKSPACE_PATH, SpecInput,
 };
-use crate::sandbox::workspace::Workspace;
+use crate::sandbox::folder::guards;
+use crate::sandbox::folder::workspace::Workspace;
+use crate::sandbox::on_engine::container::LiveContainer;
+pub use crate::sandbox::on_engine::known::{Asked, KnownContainers, known_containers};
 use crate::single_flight::SingleFlight;
 
 /// What the service needs to make containers.
@@ -141,7 +145,7 @@ struct Inner<E> {
     /// The folder of each workspace this hub started (none may overlap another).
     folders: std::sync::Mutex<BTreeMap<String, PathBuf>>,
     /// The ports forwarded into this hub's containers.
-    forwards: crate::sandbox::forward::Forwards,
+    forwards: crate::sandbox::on_engine::forward::Forwards,
 }
 
 /// The workspace containers of one hub (owner). Cheap to clone.
@@ -236,7 +240,7 @@ impl<E: EngineApi> ContainerService<E> {
     /// The workspace works on a copy (its own mode, else the hub's default).
     pub(super) fn is_clone(&self, ws: &Workspace) -> bool {
         let default = self.inner.config.container.workspace_mode;
-        ws.mode.unwrap_or(default) == crate::sandbox::clone::WorkspaceMode::Clone
+        ws.mode.unwrap_or(default) == crate::sandbox::folder::clone::WorkspaceMode::Clone
     }
 
     /// What the service reports of a live container.
@@ -275,7 +279,7 @@ impl<E: EngineApi> ContainerService<E> {
                 forwarded: self.inner.forwards.posture_lines(&live.id),
                 ..ContainerPosture::from(&live.posture)
             },
-            workspace_mode: crate::sandbox::clone::WorkspaceMode::of_labels(&live.labels)
+            workspace_mode: crate::sandbox::folder::clone::WorkspaceMode::of_labels(&live.labels)
                 .as_str()
                 .into(),
         }

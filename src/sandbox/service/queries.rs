@@ -5,9 +5,9 @@ use std::collections::HashMap;
 use super::{ContainerService, KnownContainers, WorkspaceContainer, known_containers};
 use crate::engine::api::EngineApi;
 use crate::error::Result;
-use crate::sandbox::container::{self, LiveContainer};
-use crate::sandbox::holder;
-use crate::sandbox::spec::{LABEL_OWNER, LABEL_WORKSPACE};
+use crate::sandbox::blueprint::spec::{LABEL_OWNER, LABEL_WORKSPACE};
+use crate::sandbox::on_engine::container::{self, LiveContainer};
+use crate::sandbox::on_engine::holder;
 
 impl<E: EngineApi> ContainerService<E> {
     /// Inspects a workspace container and the namespace holder it joined (see

@@ -10,8 +10,8 @@ use crate::engine::api::EngineApi;
 use crate::error::Result;
 use crate::events::WorkspaceChange;
 use crate::lock::Locked;
-use crate::sandbox::container;
-use crate::sandbox::workspace;
+use crate::sandbox::folder::workspace;
+use crate::sandbox::on_engine::container;
 
 /// How long a stop on request is remembered for the event feed (its `die` comes within the
 /// stop's own 10 s grace).
@@ -107,7 +107,7 @@ impl<E: EngineApi> ContainerService<E> {
     /// and no container of the owner is left.
     async fn undo_git_safety_when_last(&self) {
         let c = &self.inner.config.container;
-        crate::sandbox::inventory::undo_git_safety_when_last(
+        crate::sandbox::on_engine::inventory::undo_git_safety_when_last(
             &self.changes(),
             &c.host_env,
             &c.po_home,

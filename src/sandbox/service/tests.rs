@@ -11,10 +11,10 @@ use crate::engine::fake::{FakeEngine, Fault};
 use crate::events::{Event, WorkspaceChange};
 use crate::host::UserIds;
 use crate::runtime_bundle::RuntimeBundle;
-use crate::sandbox::engine_mode::EngineMode;
-use crate::sandbox::firewall::NetworkMode;
-use crate::sandbox::run_flags::RunFlags;
-use crate::sandbox::spec::{LABEL_HOLDER_OF, LABEL_OWNER};
+use crate::sandbox::blueprint::engine_mode::EngineMode;
+use crate::sandbox::blueprint::firewall::NetworkMode;
+use crate::sandbox::blueprint::run_flags::RunFlags;
+use crate::sandbox::blueprint::spec::{LABEL_HOLDER_OF, LABEL_OWNER};
 
 /// A server answering every request with 200, as the contained server's health path does.
 async fn healthy_server() -> u16 {
@@ -241,7 +241,7 @@ async fn the_holder_starts_and_its_helper_loads_the_rules_before_the_container_s
             .position(|c| c == call)
             .unwrap_or_else(|| panic!("no {call} in {calls:#?}"))
     };
-    let holder = crate::sandbox::holder::holder_name("hub1", "acme");
+    let holder = crate::sandbox::on_engine::holder::holder_name("hub1", "acme");
     let helper_start = calls
         .iter()
         .position(|c| c.starts_with("start_container anon_"))
@@ -352,7 +352,7 @@ async fn losing_the_name_race_adopts_the_winner_and_removes_its_own_holder() {
     // when both race from the start (the holder's name is not what arbitrates).
     {
         let mut s = hub.engine.state();
-        let holder = crate::sandbox::holder::holder_name("hub1", "acme");
+        let holder = crate::sandbox::on_engine::holder::holder_name("hub1", "acme");
         let id = s.find(&holder).unwrap().id.clone();
         s.containers.get_mut(&id).unwrap().name = "winners-holder".into();
     }
@@ -384,7 +384,7 @@ async fn fails_cleanly(call: &str, subject: &str, fault: Fault) -> (Hub, Error) 
     let hub = Hub::new().await;
     let subject = match subject {
         "workspace" => ws_name(&hub, "acme"),
-        "holder" => crate::sandbox::holder::holder_name("hub1", "acme"),
+        "holder" => crate::sandbox::on_engine::holder::holder_name("hub1", "acme"),
         other => other.to_string(),
     };
     hub.engine.fault(call, &subject, fault, None);
@@ -396,7 +396,7 @@ async fn fails_cleanly(call: &str, subject: &str, fault: Fault) -> (Hub, Error) 
     );
     assert!(!hub.token("acme").exists(), "{call}: the token file stays");
     let baseline =
-        crate::sandbox::review::baseline_path(&hub.home.path().join("po"), "hub1", "acme");
+        crate::sandbox::folder::review::baseline_path(&hub.home.path().join("po"), "hub1", "acme");
     assert!(
         !baseline.exists(),
         "{call}: the fresh review baseline stays"
@@ -533,7 +533,7 @@ async fn stop_all_stops_every_workspace_of_this_owner_only() {
 async fn a_restarted_holder_gets_its_rules_again_and_its_container_is_restarted_into_it() {
     let hub = Hub::new().await;
     let got = hub.service.start(hub.ws("acme")).await.unwrap();
-    let holder = crate::sandbox::holder::holder_name("hub1", "acme");
+    let holder = crate::sandbox::on_engine::holder::holder_name("hub1", "acme");
     let holder_id = {
         let mut s = hub.engine.state();
         let id = s.find(&holder).unwrap().id.clone();
@@ -574,7 +574,7 @@ async fn a_restarted_holder_gets_its_rules_again_and_its_container_is_restarted_
 async fn a_workspace_container_left_down_by_a_failed_start_is_started_once_its_holder_runs() {
     let hub = Hub::new().await;
     let got = hub.service.start(hub.ws("acme")).await.unwrap();
-    let holder = crate::sandbox::holder::holder_name("hub1", "acme");
+    let holder = crate::sandbox::on_engine::holder::holder_name("hub1", "acme");
     let holder_id = {
         let mut s = hub.engine.state();
         let id = s.find(&holder).unwrap().id.clone();
@@ -620,12 +620,15 @@ async fn the_feed_reports_a_death_and_the_engines_restart_but_not_a_stop_on_requ
     let got = hub.service.start(hub.ws("acme")).await.unwrap();
     let changes = Arc::new(Mutex::new(0));
     let c = changes.clone();
-    let on_change: crate::sandbox::feed::OnChange =
+    let on_change: crate::sandbox::service::feed::OnChange =
         Arc::new(move |_: &str, _: &WorkspaceContainer| {
             *c.lock().unwrap() += 1;
             true
         });
-    let feed = tokio::spawn(crate::sandbox::feed::follow(hub.service.clone(), on_change));
+    let feed = tokio::spawn(crate::sandbox::service::feed::follow(
+        hub.service.clone(),
+        on_change,
+    ));
     tokio::time::sleep(Duration::from_millis(50)).await;
     hub.engine.state().stop(&got.container_id).unwrap();
     tokio::time::sleep(Duration::from_millis(700)).await;
@@ -770,7 +773,7 @@ async fn start_up_sweeps_what_killed_hubs_left_and_keeps_what_runs() {
 
 #[tokio::test]
 async fn the_review_baseline_is_taken_before_the_container_and_goes_with_the_stop() {
-    use crate::sandbox::review;
+    use crate::sandbox::folder::review;
     let hub = Hub::new().await;
     let ws = hub.ws("acme");
     std::fs::write(ws.path.join("Makefile"), "all:\n").unwrap();
@@ -864,7 +867,7 @@ fn a_container_is_the_workspaces_only_with_its_owner_id_and_folder_labels() {
 /// The workspace `id` of this hub in clone mode.
 fn clone_ws(hub: &Hub, id: &str) -> Workspace {
     Workspace {
-        mode: Some(crate::sandbox::clone::WorkspaceMode::Clone),
+        mode: Some(crate::sandbox::folder::clone::WorkspaceMode::Clone),
         ..hub.ws(id)
     }
 }
@@ -875,7 +878,7 @@ async fn a_clone_is_filled_once_kept_by_stops_and_replaced_when_the_mode_changes
     let ws = clone_ws(&hub, "acme");
     std::fs::write(ws.path.join("a.txt"), "a").unwrap();
     let got = hub.service.start(ws.clone()).await.unwrap();
-    let copy = crate::sandbox::clone::copy_volume_name("hub1", "acme");
+    let copy = crate::sandbox::folder::clone::copy_volume_name("hub1", "acme");
     {
         let s = hub.engine.state();
         assert_eq!(s.uploads.len(), 1);
@@ -886,7 +889,10 @@ async fn a_clone_is_filled_once_kept_by_stops_and_replaced_when_the_mode_changes
             !tar.exists(),
             "the prepared copy is removed after the upload"
         );
-        assert_eq!(s.volumes[&copy][crate::sandbox::clone::LABEL_COPY], "1");
+        assert_eq!(
+            s.volumes[&copy][crate::sandbox::folder::clone::LABEL_COPY],
+            "1"
+        );
         let body = &s.containers[&got.container_id].body;
         let binds = body.host_config.as_ref().unwrap().mounts.clone().unwrap();
         let host = ws.path.to_string_lossy();
@@ -916,7 +922,7 @@ async fn a_failed_clone_start_removes_the_copy_it_made() {
     hub.engine
         .fault("start_container", &name, Fault::Fail(500), None);
     hub.service.start(ws).await.unwrap_err();
-    let copy = crate::sandbox::clone::copy_volume_name("hub1", "acme");
+    let copy = crate::sandbox::folder::clone::copy_volume_name("hub1", "acme");
     assert!(!hub.engine.state().volumes.contains_key(&copy));
     assert!(hub.names().is_empty(), "{:?}", hub.names());
 }
@@ -925,7 +931,7 @@ async fn a_failed_clone_start_removes_the_copy_it_made() {
 async fn a_clone_whose_volumes_cannot_be_made_leaves_no_empty_copy() {
     let hub = Hub::new().await;
     let ws = clone_ws(&hub, "acme");
-    let copy = crate::sandbox::clone::copy_volume_name("hub1", "acme");
+    let copy = crate::sandbox::folder::clone::copy_volume_name("hub1", "acme");
     hub.engine
         .fault("create_volume", &copy, Fault::Fail(500), None);
     hub.service.start(ws).await.unwrap_err();
