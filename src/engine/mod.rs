@@ -11,6 +11,7 @@
 
 pub(crate) mod api;
 pub(crate) mod candidates;
+pub(crate) mod connector;
 pub(crate) mod context;
 pub(crate) mod endpoint;
 pub(crate) mod facts_cache;
@@ -27,6 +28,7 @@ use std::time::Duration;
 
 pub(crate) use api::{BuildOptions, Client, EngineApi};
 pub(crate) use candidates::candidates;
+pub(crate) use connector::{Connector, Local};
 pub(crate) use endpoint::Endpoint;
 pub(crate) use fault::EngineError;
 pub(crate) use operation::{Operation, Resource};

@@ -4,6 +4,7 @@
 use std::sync::Arc;
 
 use super::Provider;
+use crate::engine::Connector;
 use crate::error::Result;
 use crate::sandbox::folder;
 use crate::sandbox::folder::Workspace;
@@ -11,7 +12,7 @@ use crate::sandbox::folder::WorkspaceReview;
 use crate::sandbox::on_engine::{ForwardInfo, PortForward};
 use crate::sandbox::service::WorkspaceContainer;
 
-impl Provider {
+impl<C: Connector> Provider<C> {
     /// Adopts the workspace's running container or creates one (see `ContainerService::start`).
     /// A one-shot provider adopts a container that runs as asked without a start-up.
     pub async fn start_workspace(self: &Arc<Self>, ws: Workspace) -> Result<WorkspaceContainer> {

@@ -5,20 +5,21 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use super::Provider;
+use crate::engine::Connector;
 use crate::error::{Error, Result};
 use crate::sandbox::folder::{
     CloneApplied, CloneApplyOptions, CloneDiff, check_clone_branch, clone_branch,
 };
 use crate::sandbox::service::{ContainerService, WorkspaceContainer};
 
-impl Provider {
+impl<C: Connector> Provider<C> {
     /// The workspace's running container, adopted, and the service over it; `NOT_A_CLONE`
     /// when it works on the folder itself, `SANDBOX_NOT_RUNNING` when none runs.
     async fn running_clone(
         self: &Arc<Self>,
         id: &str,
         path: Option<&str>,
-    ) -> Result<(ContainerService, WorkspaceContainer)> {
+    ) -> Result<(ContainerService<C::Engine>, WorkspaceContainer)> {
         crate::sandbox::folder::check_workspace_id(id)?;
         let found = if let (true, Some(path)) = (self.options.one_shot, path) {
             let ws = crate::sandbox::folder::resolve_workspace(id, path)?;

@@ -8,7 +8,7 @@
 use std::future::Future;
 
 use super::options::ProviderOptions;
-use crate::engine::{self, Endpoint};
+use crate::engine::{self, Connector};
 use crate::runtime_bundle as runtime;
 use crate::sandbox::on_engine::{KnownContainers, read_ahead};
 
@@ -27,26 +27,21 @@ impl<T> Drop for ReadAhead<T> {
 impl<T: Send + 'static> ReadAhead<T> {
     /// Runs `read` on a client of the engine check's first candidate, when that is a Unix
     /// socket, bounded by the call timeout; `None` when it is not.
-    pub fn on_first_candidate<F, Fut>(o: &ProviderOptions, read: F) -> Option<ReadAhead<T>>
+    pub fn on_first_candidate<C, F, Fut>(
+        connector: &C,
+        o: &ProviderOptions,
+        read: F,
+    ) -> Option<ReadAhead<T>>
     where
-        F: FnOnce(engine::Client) -> Fut,
+        C: Connector,
+        F: FnOnce(C::Engine) -> Fut,
         Fut: Future<Output = Option<T>> + Send + 'static,
     {
-        let first = engine::candidates(&o.host, o.detect.engine.as_deref())
-            .ok()?
-            .into_iter()
-            .next()?;
-        if !matches!(first.endpoint, Endpoint::Unix(_)) {
-            return None;
-        }
         let timeout = engine::call_timeout(&o.host).ok()?;
-        let engine = engine::connect_oldest(&first.endpoint, timeout).ok()?;
+        let (endpoint, engine) = connector.read_ahead(&o.host, &o.detect, timeout)?;
         let read = read(engine);
         let task = tokio::spawn(async move { tokio::time::timeout(timeout, read).await.ok()? });
-        Some(ReadAhead {
-            endpoint: first.endpoint.to_string(),
-            task,
-        })
+        Some(ReadAhead { endpoint, task })
     }
 
     /// What it read, when the engine check settled on its endpoint and the read succeeded.
@@ -61,14 +56,17 @@ impl<T: Send + 'static> ReadAhead<T> {
 
 /// A hub restart's adoptions read ahead: this owner's containers, when a workspace wants a
 /// container and the runtime bundle is installed (it says the server's port and health path).
-pub fn known(o: &ProviderOptions) -> Option<ReadAhead<KnownContainers>> {
+pub fn known<C: Connector>(
+    connector: &C,
+    o: &ProviderOptions,
+) -> Option<ReadAhead<KnownContainers>> {
     if !o.workspaces.iter().any(|w| w.container) {
         return None;
     }
     let bundle = runtime::locate(&o.po_home, o.runtime_version.as_deref()).ok()?;
     let owner = o.owner.clone();
     let (port, path) = (bundle.server.port, bundle.server.health_path.clone());
-    ReadAhead::on_first_candidate(o, move |engine| async move {
+    ReadAhead::on_first_candidate(connector, o, move |engine| async move {
         read_ahead(&engine, &owner, port, &path).await.ok()
     })
 }

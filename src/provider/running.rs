@@ -7,6 +7,7 @@
 
 use super::read_ahead::ReadAhead;
 use super::{Provider, ProviderOptions};
+use crate::engine::Connector;
 use crate::engine::{self, EngineReport};
 use crate::error::Result;
 use crate::runtime_bundle::RuntimeBundle;
@@ -53,7 +54,7 @@ pub(super) fn service_config(
     })
 }
 
-impl Provider {
+impl<C: Connector> Provider<C> {
     /// Runs `command` in the workspace's running container (`po-sandbox exec`), checked against
     /// the spec of the image recipe and run flags it was made with (its labels; these options'
     /// recipe when they name an image), with this process serving its broker grant.
@@ -87,7 +88,7 @@ impl Provider {
     pub(super) async fn running_for_exec(
         &self,
         ws: Workspace,
-    ) -> Result<Option<(ContainerService, WorkspaceContainer)>> {
+    ) -> Result<Option<(ContainerService<C::Engine>, WorkspaceContainer)>> {
         let (service, live) = self.open_running(&ws, true).await?;
         let adopted = match live {
             Some(live) => service.adopt_read(&ws, live, true).await?,
@@ -141,7 +142,7 @@ impl Provider {
         &self,
         ws: &Workspace,
         recipe_of_container: bool,
-    ) -> Result<(ContainerService, Option<LiveContainer>)> {
+    ) -> Result<(ContainerService<C::Engine>, Option<LiveContainer>)> {
         let (o, name) = (
             &self.options,
             blueprint::container_name(&self.options.owner, &ws.id),
@@ -155,7 +156,7 @@ impl Provider {
         );
         let ahead = port.and_then(|port| {
             let name = name.clone();
-            ReadAhead::on_first_candidate(o, move |engine| async move {
+            ReadAhead::on_first_candidate(&self.connector, o, move |engine| async move {
                 inspect_workspace(&engine, &name, port).await.ok()
             })
         });

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use super::*;
-use crate::engine::fake::{FakeEngine, Fault};
+use crate::engine::fake::{FakeEngine, Fault, healthy_server};
 use crate::events::{Event, WorkspaceChange};
 use crate::host::UserIds;
 use crate::runtime_bundle::RuntimeBundle;
@@ -15,25 +15,6 @@ use crate::sandbox::blueprint::engine_mode::EngineMode;
 use crate::sandbox::blueprint::firewall::NetworkMode;
 use crate::sandbox::blueprint::run_flags::RunFlags;
 use crate::sandbox::blueprint::spec::{LABEL_HOLDER_OF, LABEL_OWNER};
-
-/// A server answering every request with 200, as the contained server's health path does.
-async fn healthy_server() -> u16 {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let port = listener.local_addr().unwrap().port();
-    tokio::spawn(async move {
-        while let Ok((mut s, _)) = listener.accept().await {
-            tokio::spawn(async move {
-                let mut buf = [0u8; 1024];
-                let _ = s.read(&mut buf).await;
-                let _ = s
-                    .write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
-                    .await;
-            });
-        }
-    });
-    port
-}
 
 /// A loopback port nothing listens on.
 fn silent_port() -> u16 {

@@ -1,0 +1,239 @@
+//! Start-up, steps 1 to 3 and the broker: the engine found and reached, the runtime bundle,
+//! the image (with this owner's containers listed alongside), then the service stored and the
+//! provider `ready`; a failed attempt is the status, tried again by a later call.
+
+use std::sync::Arc;
+
+use super::{Provider, ProviderState, WorkspacePhase, read_ahead, running};
+use crate::broker::egress::EgressEvent;
+use crate::broker::server::{Broker, BrokerOptions, RouteKind};
+use crate::engine::{self, Connector};
+use crate::error::{Error, Result};
+use crate::events::Event;
+use crate::image;
+use crate::lock::Locked;
+use crate::runtime_bundle as runtime;
+use crate::sandbox::folder;
+use crate::sandbox::service::{BrokerWiring, ContainerService, KnownContainers, known_containers};
+
+impl<C: Connector> Provider<C> {
+    /// Steps 1 to 3 (engine, runtime bundle, image) and the broker; on success the service is
+    /// stored and the provider is `ready`.
+    pub(super) async fn setup(&self) -> Result<ContainerService<C::Engine>> {
+        self.begin_attempt();
+        let ahead = read_ahead::known(&self.connector, &self.options);
+        let (report, engine) = self.check_engine().await?;
+        if report.engine.as_deref() == Some("podman") {
+            crate::sandbox::blueprint::refuse_run_flags_on_podman(&self.options.run_flags)?;
+        }
+        let bundle = self.check_runtime()?;
+        // The broker's start (TLS roots, listeners) and the list of this owner's containers
+        // overlap the image check.
+        let (built, wiring, known, git_warning) = tokio::join!(
+            self.ensure_image(&engine),
+            self.start_broker(&report, true),
+            self.prefetch_known(&engine, ahead, &report),
+            self.git_safety()
+        );
+        let (built, wiring) = (built?, wiring?);
+        if !built {
+            *self.prefetched.locked() = known;
+        }
+        let config = running::service_config(&self.options, bundle, &report, wiring)?;
+        let mut warnings: Vec<String> =
+            config.container.mode.limits_warning().into_iter().collect();
+        warnings.extend(git_warning);
+        let service = ContainerService::new(engine, config, self.events.clone());
+        service.sweep_files();
+        *self.service.locked() = Some(Ok(service.clone()));
+        self.follow_engine(&service);
+        self.update(|s| {
+            s.state = ProviderState::Ready;
+            s.image_built = built;
+            s.warnings = warnings;
+        });
+        self.events.emit(Event::Provider {
+            state: ProviderState::Ready,
+            reason: None,
+            code: None,
+        });
+        Ok(service)
+    }
+
+    /// Bind-mode workspaces: the person's `safe.bareRepository`, set with the opt-in, else the
+    /// warning when it is open ([`crate::sandbox::folder::guards::git_safety`]).
+    pub(super) async fn git_safety(&self) -> Option<String> {
+        let o = &self.options;
+        if o.workspace_mode != crate::sandbox::folder::WorkspaceMode::Bind && !o.set_git_safe_bare {
+            return None;
+        }
+        let (vars, opt_in) = (o.host.vars().clone(), o.set_git_safe_bare);
+        let (home, owner) = (o.po_home.clone(), o.owner.clone());
+        tokio::task::spawn_blocking(move || folder::ensure_safe_bare(&vars, opt_in, &home, &owner))
+            .await
+            .ok()
+            .flatten()
+    }
+
+    /// A new attempt: `starting`, and the workspaces a failed one never reached are pending.
+    pub(super) fn begin_attempt(&self) {
+        self.update(|s| {
+            s.state = ProviderState::Starting;
+            s.reason = None;
+            s.code = None;
+            s.settled = false;
+            for w in s
+                .workspaces
+                .iter_mut()
+                .filter(|w| w.state == WorkspacePhase::Failed)
+            {
+                w.state = WorkspacePhase::Pending;
+                w.error = None;
+                w.error_code = None;
+            }
+        });
+        self.events.emit(Event::Provider {
+            state: ProviderState::Starting,
+            reason: None,
+            code: None,
+        });
+    }
+
+    /// 1. Engine: detected, usable and local, connected.
+    pub(super) async fn check_engine(&self) -> Result<(engine::EngineReport, C::Engine)> {
+        let o = &self.options;
+        let report = self.connector.detect(&o.host, &o.detect).await?;
+        self.events.emit(Event::Engine {
+            available: report.available,
+            engine: report.engine.clone(),
+            endpoint: report.endpoint.clone(),
+            reason: report.reason.clone(),
+            code: report.reason_code.clone(),
+        });
+        if !report.available {
+            return Err(engine::unavailable(&report));
+        }
+        if report.remote {
+            return Err(Error::EngineUnavailable {
+                reason: engine::remote_reason(&report),
+                reason_code: None,
+            });
+        }
+        self.update(|s| {
+            s.engine = report.engine.clone();
+            s.endpoint = report.endpoint.clone();
+        });
+        let engine = self
+            .connector
+            .connect(&report, engine::call_timeout(&o.host)?)?;
+        Ok((report, engine))
+    }
+
+    /// 2. Runtime bundle: located and valid.
+    pub(super) fn check_runtime(&self) -> Result<runtime::RuntimeBundle> {
+        let o = &self.options;
+        let bundle = match runtime::demo::locate_or_demo(
+            &o.po_home,
+            o.runtime_version.as_deref(),
+            o.demo_runtime,
+        ) {
+            Ok(b) => b,
+            Err(e) => {
+                self.events.emit(Event::Runtime {
+                    ok: false,
+                    version: None,
+                    reason: Some(e.to_string()),
+                    code: Some(e.code().into()),
+                });
+                return Err(e);
+            }
+        };
+        self.events.emit(Event::Runtime {
+            ok: true,
+            version: Some(bundle.version.clone()),
+            reason: None,
+            code: None,
+        });
+        self.update(|s| s.runtime_version = Some(bundle.version.clone()));
+        Ok(bundle)
+    }
+
+    /// 3. Image: there, or built now (`true`).
+    pub(super) async fn ensure_image(&self, engine: &impl engine::EngineApi) -> Result<bool> {
+        let recipe = &self.options.recipe;
+        self.update(|s| s.image = Some(recipe.tag()));
+        let bounds = engine::bounds(&self.options.host)?;
+        let provenance = image::ensure(engine, recipe, &self.events, &bounds).await?;
+        Ok(provenance == image::Provenance::Built)
+    }
+
+    /// This owner's containers, when any workspace of the options wants one: what was read
+    /// ahead on the endpoint the engine check chose, else one list now; `None` when none is
+    /// wanted or the list failed (start-up lists again).
+    pub(super) async fn prefetch_known(
+        &self,
+        engine: &impl engine::EngineApi,
+        ahead: Option<read_ahead::ReadAhead<KnownContainers>>,
+        report: &engine::EngineReport,
+    ) -> Option<KnownContainers> {
+        if !self.options.workspaces.iter().any(|w| w.container) {
+            return None;
+        }
+        if let Some(read) = ahead
+            && let Some(known) = read.take(report).await
+        {
+            let asked = known.asked.len();
+            tracing::debug!(asked, "read-ahead of the owner's containers used");
+            return Some(known);
+        }
+        known_containers(engine, &self.options.owner).await.ok()
+    }
+
+    /// The credential broker, unless it is off: a socket per container on a native engine,
+    /// loopback TCP reached as host.docker.internal on a VM engine; `warm`: its TLS roots load
+    /// now, in the background.
+    pub(super) async fn start_broker(
+        &self,
+        report: &engine::EngineReport,
+        warm: bool,
+    ) -> Result<Option<BrokerWiring>> {
+        let o = &self.options;
+        if !o.broker {
+            return Ok(None);
+        }
+        let transport = o.broker_route.route(o.host.os, report.vm);
+        let broker = Broker::start_warm(
+            BrokerOptions {
+                host_env: o.host.vars().clone(),
+                socket_dir: o.broker_socket_dir.clone(),
+                tcp: transport == RouteKind::Tcp,
+                egress: o.egress_policy(),
+                fetch_screen: o.network_mode != crate::sandbox::blueprint::NetworkMode::Open,
+            },
+            warm,
+        )
+        .await?;
+        if !broker.enabled() {
+            return Ok(None);
+        }
+        let events = self.events.clone();
+        broker.on_egress(Arc::new(move |e: &EgressEvent| {
+            events.emit(Event::Egress {
+                workspace_id: e.workspace.clone(),
+                grant: e.grant.clone(),
+                host: e.host.clone(),
+                port: u32::from(e.port),
+                decision: e.decision,
+                reason: e.reason.clone(),
+                bytes_up: e.bytes_up as i64,
+                bytes_down: e.bytes_down as i64,
+                duration_ms: e.duration_ms as i64,
+            })
+        }));
+        Ok(Some(BrokerWiring {
+            broker,
+            transport,
+            socket_root: o.broker_socket_dir.clone(),
+        }))
+    }
+}
