@@ -463,6 +463,12 @@ export interface ContainerPosture {
   egress?: string
   /** The id of the namespace holder whose network it shares. */
   networkHolder?: string
+  /**
+   * Why the layer's exec spawner cannot run in it, once an exec found so (a base image
+   * without `mkfifo`, for one): every exec then takes the engine's exec, about twice as
+   * slow, and launches no spawner. Absent while the spawner can run.
+   */
+  execSpawner?: string
 }
 
 /** Options of the container provider. */

@@ -9,7 +9,7 @@ import { test, before } from 'node:test'
 import { spawn } from 'node:child_process'
 import assert from 'node:assert/strict'
 import { randomBytes } from 'node:crypto'
-import { existsSync, lstatSync, mkdirSync, readFileSync, readdirSync, symlinkSync, unlinkSync } from 'node:fs'
+import { existsSync, lstatSync, mkdirSync, readFileSync, readdirSync, symlinkSync, unlinkSync, writeFileSync } from 'node:fs'
 import path from 'node:path'
 
 import { addon, dockerCli, requireDocker, root, run, socketServer, tempDir, waitFor } from './helpers.mjs'
@@ -150,6 +150,21 @@ test('exec through the spawner: as the engine would run it, streams apart and in
   assert.equal(connected, 0)
   const rec3 = await waitFor(() => record()?.pid !== rec2.pid && listening(record()) && record(), 'a third spawner', 30000)
   assert.match((await exec(PARENT)).stdout, /po-sandbox-exec/)
+
+  // A spawner that cannot run in the container says so in `<socket>.failed` and exits (as one
+  // does where the base has no mkfifo): found once, every later exec takes the engine's exec
+  // and starts none, and the posture and the doctor say why.
+  writeFileSync(path.join(brokerDir, `${rec3.socket}.failed`), 'mkfifo: not found (test)')
+  inside(killSpawner)
+  assert.equal((await exec(PARENT)).stdout.trim(), 'engine')
+  assert.match(record().failed, /cannot run in this container \(mkfifo: not found \(test\)\)/)
+  assert.equal((await exec(PARENT)).stdout.trim(), 'engine', 'no new spawner')
+  assert.equal(record().pid, rec3.pid)
+  const again = await po(['up', folder, ...home, ...IMAGE, '--json'])
+  assert.match(JSON.parse(again.stdout).container.posture.execSpawner, /mkfifo: not found/)
+  assert.match((await po(['up', folder, ...home, ...IMAGE])).stdout, /Exec {8}the engine's exec each time/)
+  const doctor = JSON.parse((await po(['doctor', ...home, ...IMAGE, '--json'])).stdout)
+  assert.ok(doctor.warnings.some((w) => w.startsWith(`workspace ${ws.id}: `) && /mkfifo: not found/.test(w)), doctor.warnings.join('\n'))
 
   // down: the container, its record and the spawner's socket go.
   const down = await po(['down', folder, ...home])

@@ -62,6 +62,7 @@ function upText(ws, c, runtimeVersion, hints) {
     `  Published   ${p.published.join(', ') || 'nothing'}`,
     `  Run flags   ${p.runFlags.join(' ') || 'none'}${p.runtime ? ` (runtime ${p.runtime})` : ''}`,
     `  Credentials ${broker}`,
+    ...(p.execSpawner ? [`  Exec        the engine's exec each time (slower): ${p.execSpawner}`] : []),
     `  Mounts      ${mounts.join('\n              ')}`,
     ...(hints ? ['', `Run a command in it: po-sandbox exec ${ws.path} -- <command...>`, `Stop it:             po-sandbox down ${ws.path}`] : []),
     '',

@@ -278,6 +278,7 @@ pub async fn doctor(
     }
     let ok = node.ok && found.available && !found.remote && runtime.ok;
     warnings.extend(host_warnings(&found, host, &options.guarded_paths).await);
+    warnings.extend(spawner_warnings(&options.po_home));
     let mut report = DoctorReport {
         ok,
         node,
@@ -293,6 +294,20 @@ pub async fn doctor(
     };
     report.text = render(&report);
     Ok(report)
+}
+
+/// Each workspace whose exec spawner cannot run in its container (found once, by an exec, and
+/// recorded): its execs take the engine's exec, about twice as slow.
+fn spawner_warnings(po_home: &std::path::Path) -> Vec<String> {
+    crate::sandbox::on_engine::spawners_unusable(po_home)
+        .into_iter()
+        .map(|(id, why)| {
+            format!(
+                "workspace {id}: {why}. A base image with mkfifo and the runtime bundle's \
+                 interpreter lets it run; the next container of the workspace tries again"
+            )
+        })
+        .collect()
 }
 
 /// What the engine, the host's variables and git configuration, and the guarded paths say that

@@ -325,3 +325,40 @@ fn docker_before_28_on_this_machine_is_a_warning_that_names_the_input_rules() {
     r.warnings.push(w.clone());
     assert!(render(&r).contains(&format!("Warning   {w}")));
 }
+
+#[test]
+fn each_workspace_whose_spawner_cannot_run_is_a_warning_with_the_fix() {
+    let home = tempfile::tempdir().unwrap();
+    assert!(
+        spawner_warnings(home.path()).is_empty(),
+        "no records: nothing"
+    );
+    let write = |owner: &str, id: &str, failed: Option<&str>| {
+        let record = home
+            .path()
+            .join(format!("sandbox-tokens/{owner}/{id}.exec"));
+        std::fs::create_dir_all(record.parent().unwrap()).unwrap();
+        let json = serde_json::json!({
+            "container_id": "c1", "pid": 1, "start_time": 1, "socket": "exec-1.sock",
+            "failed": failed,
+        });
+        std::fs::write(record, json.to_string()).unwrap();
+    };
+    write(
+        "hub1",
+        "w1",
+        Some("its exec spawner cannot run in this container (no mkfifo)"),
+    );
+    write("hub1", "w2", None);
+    write(
+        "hub2",
+        "w3",
+        Some("its exec spawner cannot run in this container (no node)"),
+    );
+    let warnings = spawner_warnings(home.path());
+    assert_eq!(warnings.len(), 2, "{warnings:?}");
+    assert!(warnings[0].starts_with("workspace w1: its exec spawner cannot run"));
+    assert!(warnings[0].contains("(no mkfifo)"));
+    assert!(warnings[0].contains("base image with mkfifo"));
+    assert!(warnings[1].starts_with("workspace w3: "));
+}

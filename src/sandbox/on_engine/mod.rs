@@ -16,6 +16,7 @@ pub(in crate::sandbox) mod network;
 pub(in crate::sandbox) mod prune;
 
 pub(crate) use container::LiveContainer;
+pub(crate) use exec::spawner::unusable as spawners_unusable;
 pub(crate) use exec::{Deadline, check_command as check_exec_command};
 pub(crate) use forward::{ForwardEnd, ForwardInfo, PortForward, check_ports};
 pub(crate) use inventory::{

@@ -40,6 +40,7 @@ use crate::sandbox::blueprint::spec::{
 use crate::sandbox::folder::guards;
 use crate::sandbox::folder::workspace::Workspace;
 use crate::sandbox::on_engine::container::LiveContainer;
+use crate::sandbox::on_engine::exec::spawner;
 pub use crate::sandbox::on_engine::known::{Asked, KnownContainers, known_containers};
 use crate::single_flight::SingleFlight;
 
@@ -256,10 +257,12 @@ impl<E: EngineApi> ContainerService<E> {
             .get(LABEL_WORKSPACE)
             .cloned()
             .unwrap_or_default();
+        let token_file = spec::token_file(&c.po_home, &c.owner, &id);
+        let exec_spawner = spawner::read_record(&spawner::record_path(&token_file))
+            .filter(|r| r.container_id == live.id)
+            .and_then(|r| r.failed);
         WorkspaceContainer {
-            token_file: spec::token_file(&c.po_home, &c.owner, &id)
-                .to_string_lossy()
-                .into_owned(),
+            token_file: token_file.to_string_lossy().into_owned(),
             workspace_id: id,
             workspace_path: live.labels.get(LABEL_WORKSPACE_PATH).cloned(),
             container_path: live
@@ -277,6 +280,7 @@ impl<E: EngineApi> ContainerService<E> {
             created: live.created.clone(),
             posture: ContainerPosture {
                 forwarded: self.inner.forwards.posture_lines(&live.id),
+                exec_spawner,
                 ..ContainerPosture::from(&live.posture)
             },
             workspace_mode: crate::sandbox::folder::clone::WorkspaceMode::of_labels(&live.labels)

@@ -255,6 +255,36 @@ async fn a_running_container_that_satisfies_the_spec_is_adopted_by_the_next_hub(
 }
 
 #[tokio::test]
+async fn a_spawner_that_cannot_run_is_said_in_the_posture_of_that_container_only() {
+    use crate::sandbox::on_engine::exec::spawner::{Record, record_path};
+    let hub = Hub::new().await;
+    let first = hub.service.start(hub.ws("acme")).await.unwrap();
+    assert_eq!(first.posture.exec_spawner, None);
+    let why = "its exec spawner cannot run in this container (no mkfifo)";
+    let record = |container_id: &str| Record {
+        container_id: container_id.into(),
+        pid: 1,
+        start_time: 1,
+        socket: "exec-x.sock".into(),
+        failed: Some(why.into()),
+    };
+    let at = record_path(Path::new(&first.token_file));
+    std::fs::write(
+        &at,
+        serde_json::to_vec(&record(&first.container_id)).unwrap(),
+    )
+    .unwrap();
+    let hub = hub.again();
+    let adopted = hub.service.start(hub.ws("acme")).await.unwrap();
+    assert!(adopted.adopted);
+    assert_eq!(adopted.posture.exec_spawner.as_deref(), Some(why));
+    // The record of another container (the one before a replacement) says nothing of this one.
+    std::fs::write(&at, serde_json::to_vec(&record("c-gone")).unwrap()).unwrap();
+    let listed = hub.service.list().await.unwrap();
+    assert_eq!(listed[0].posture.exec_spawner, None);
+}
+
+#[tokio::test]
 async fn a_drifted_container_is_replaced_and_says_why() {
     let hub = Hub::new().await;
     let first = hub.service.start(hub.ws("acme")).await.unwrap();

@@ -182,6 +182,10 @@ pub struct ContainerPosture {
     pub egress: Option<String>,
     /// The id of the namespace holder whose network it shares.
     pub network_holder: Option<String>,
+    /// Why the layer's exec spawner cannot run in it, once an exec found so (a base image
+    /// without `mkfifo`, for one): every exec then takes the engine's exec, about twice as
+    /// slow, and launches no spawner. Absent while the spawner can run.
+    pub exec_spawner: Option<String>,
 }
 
 impl From<&LivePosture> for ContainerPosture {
@@ -233,6 +237,8 @@ impl From<&LivePosture> for ContainerPosture {
                 .as_ref()
                 .and_then(|h| h.mode.map(|m| m.as_str().to_string())),
             network_holder: live.holder.as_ref().map(|h| h.id.clone()),
+            // Not the engine's to say: the service reads the spawner's record.
+            exec_spawner: None,
         }
     }
 }

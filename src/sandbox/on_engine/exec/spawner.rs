@@ -119,6 +119,31 @@ fn start_time(pid: u32) -> Option<u64> {
     parse_start_time(&stat)
 }
 
+/// Every workspace of a Po home whose spawner cannot run in its container, as its record says
+/// (`<poHome>/sandbox-tokens/<owner>/<id>.exec`): the workspace id and the reason, in order.
+pub fn unusable(po_home: &Path) -> Vec<(String, String)> {
+    let tokens = crate::sandbox::blueprint::spec::token_file(po_home, "o", "w");
+    let Some(root) = tokens.parent().and_then(Path::parent) else {
+        return Vec::new();
+    };
+    let owners = std::fs::read_dir(root).into_iter().flatten().flatten();
+    let mut found: Vec<(String, String)> = owners
+        .flat_map(|owner| {
+            std::fs::read_dir(owner.path())
+                .into_iter()
+                .flatten()
+                .flatten()
+        })
+        .filter_map(|entry| {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let id = name.strip_suffix(".exec")?.to_string();
+            Some((id, read_record(&entry.path())?.failed?))
+        })
+        .collect();
+    found.sort();
+    found
+}
+
 /// The record at `path`: a regular file (not a link), small, that parses.
 pub fn read_record(path: &Path) -> Option<Record> {
     let bytes = crate::safe_read::read_regular(path, MAX_RECORD)?;
