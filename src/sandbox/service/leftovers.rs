@@ -29,10 +29,7 @@ impl<E: EngineApi> ContainerService<E> {
     /// fails: what cannot be removed stays for the next start.
     pub fn sweep_files(&self) -> Swept {
         let c = &self.inner.config;
-        let tokens = spec::token_file(&c.container.po_home, &c.container.owner, "-")
-            .parent()
-            .map(Path::to_path_buf)
-            .unwrap_or_default();
+        let tokens = spec::tokens_dir(&c.container.po_home, &c.container.owner);
         let asides = write_aside::sweep(&tokens, write_aside::ASIDE_MAX_AGE).unwrap_or_else(|e| {
             tracing::debug!(folder = %tokens.display(), error = %e, "write-aside sweep failed");
             vec![]

@@ -19,7 +19,7 @@ pub use names::{
     Bind, LABEL_HOLDER_OF, LABEL_IMAGE_BASE, LABEL_IMAGE_VARIANT, LABEL_NET_MODE, LABEL_NET_RULES,
     LABEL_NET_SHAPE, LABEL_NETWORK, LABEL_OWNER, LABEL_RUN_FLAGS, LABEL_SANDBOX, LABEL_SPEC_HASH,
     LABEL_WORKSPACE, LABEL_WORKSPACE_PATH, SEED_FILES, container_name, guard_copies, network_name,
-    token_file,
+    token_file, tokens_dir, tokens_root,
 };
 #[cfg(test)]
 pub use names::{LABEL_IMAGE_DIGEST, VolumeMount, WRITABLE_TMPFS};

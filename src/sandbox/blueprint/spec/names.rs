@@ -108,10 +108,17 @@ pub fn guard_copies(po_home: &Path, owner: &str, workspace_id: &str) -> PathBuf 
         .join(workspace_id)
 }
 
-/// The host path of a workspace's token file: under `<poHome>/sandbox-tokens`, outside P.
+/// Where every owner's token files are: `<poHome>/sandbox-tokens`, outside P.
+pub fn tokens_root(po_home: &Path) -> PathBuf {
+    po_home.join("sandbox-tokens")
+}
+
+/// Where an owner's token files (and their spawner records) are.
+pub fn tokens_dir(po_home: &Path, owner: &str) -> PathBuf {
+    tokens_root(po_home).join(owner)
+}
+
+/// The host path of a workspace's token file: in its owner's [`tokens_dir`].
 pub fn token_file(po_home: &Path, owner: &str, workspace_id: &str) -> PathBuf {
-    po_home
-        .join("sandbox-tokens")
-        .join(owner)
-        .join(format!("{workspace_id}.token"))
+    tokens_dir(po_home, owner).join(format!("{workspace_id}.token"))
 }

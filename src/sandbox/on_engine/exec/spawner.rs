@@ -122,10 +122,7 @@ fn start_time(pid: u32) -> Option<u64> {
 /// Every workspace of a Po home whose spawner cannot run in its container, as its record says
 /// (`<poHome>/sandbox-tokens/<owner>/<id>.exec`): the workspace id and the reason, in order.
 pub fn unusable(po_home: &Path) -> Vec<(String, String)> {
-    let tokens = crate::sandbox::blueprint::spec::token_file(po_home, "o", "w");
-    let Some(root) = tokens.parent().and_then(Path::parent) else {
-        return Vec::new();
-    };
+    let root = crate::sandbox::blueprint::spec::tokens_root(po_home);
     let owners = std::fs::read_dir(root).into_iter().flatten().flatten();
     let mut found: Vec<(String, String)> = owners
         .flat_map(|owner| {
