@@ -202,15 +202,8 @@ impl Broker {
             next_id: AtomicU64::new(1),
         });
         let broker = Broker { inner };
-        if enabled && warm {
-            // Loading the system's root certificates is blocking file work: off the async
-            // threads and off the start-up's path (adoption does not wait for it).
-            let inner = broker.inner.clone();
-            tokio::spawn(async move {
-                if let Err(e) = inner.client.get().await {
-                    tracing::warn!(error = %e, "the broker's TLS set-up failed");
-                }
-            });
+        if warm {
+            broker.warm();
         }
         if options.tcp && enabled {
             let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0))
@@ -227,6 +220,21 @@ impl Broker {
             }
         }
         Ok(broker)
+    }
+
+    /// Loads the system's root certificates now, in the background (once; a later call, or
+    /// the first request that needs them, finds them loaded or waits for this load).
+    pub fn warm(&self) {
+        if !self.inner.enabled {
+            return;
+        }
+        // Blocking file work and CPU: off the async threads ([`UpstreamClient`]).
+        let inner = self.inner.clone();
+        tokio::spawn(async move {
+            if let Err(e) = inner.client.get().await {
+                tracing::warn!(error = %e, "the broker's TLS set-up failed");
+            }
+        });
     }
 
     /// The broker is on (`PO_SANDBOX_BROKER` is not `0`).

@@ -45,6 +45,15 @@ pub struct EngineFacts {
     pub ncpu: Option<i64>,
 }
 
+/// Where facts are kept, and whether the engine is asked even when kept ones hold.
+#[derive(Debug, Clone, Copy)]
+pub struct Keep<'a> {
+    /// The file ([`FILE`] in the Po home).
+    pub file: &'a Path,
+    /// Ask the engine anyway, and keep its answers.
+    pub ask_anyway: bool,
+}
+
 /// The file in the Po home.
 pub const FILE: &str = "engine-facts.json";
 

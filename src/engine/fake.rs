@@ -674,6 +674,8 @@ pub(crate) struct FakeConnector {
     pub engine: FakeEngine,
     report: Arc<Mutex<super::EngineReport>>,
     detections: Arc<std::sync::atomic::AtomicUsize>,
+    /// Those of them that asked the engine its facts anyway (`refresh_facts`).
+    refreshes: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 impl FakeConnector {
@@ -695,6 +697,7 @@ impl FakeConnector {
             engine,
             report: Arc::new(Mutex::new(report)),
             detections: Arc::default(),
+            refreshes: Arc::default(),
         }
     }
 
@@ -710,6 +713,11 @@ impl FakeConnector {
     pub fn detections(&self) -> usize {
         self.detections.load(std::sync::atomic::Ordering::SeqCst)
     }
+
+    /// How many of them asked the engine its facts anyway.
+    pub fn refreshes(&self) -> usize {
+        self.refreshes.load(std::sync::atomic::Ordering::SeqCst)
+    }
 }
 
 impl super::Connector for FakeConnector {
@@ -718,10 +726,14 @@ impl super::Connector for FakeConnector {
     async fn detect(
         &self,
         _host: &crate::host::HostEnv,
-        _options: &super::DetectOptions,
+        options: &super::DetectOptions,
     ) -> crate::error::Result<super::EngineReport> {
         self.detections
             .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        if options.refresh_facts {
+            self.refreshes
+                .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }
         Ok(self.report.locked().clone())
     }
 

@@ -93,9 +93,12 @@ pub struct DetectOptions {
     pub timeout: Option<Duration>,
     /// Probe every candidate even after one answered (the doctor's view).
     pub probe_all: bool,
-    /// Where the engine's facts are kept between one-shot commands ([`facts_cache`]); `None`:
-    /// asked every time.
+    /// Where the engine's facts are kept between start-ups ([`facts_cache`]); `None`: asked
+    /// every time.
     pub facts_file: Option<std::path::PathBuf>,
+    /// Ask the engine its facts even when kept ones hold, and keep its answers (a running hub
+    /// keeps them fresh for the next start-up).
+    pub refresh_facts: bool,
 }
 
 /// The places detection would try, in order, as untried reports: nothing is probed (see
@@ -118,7 +121,7 @@ impl DetectOptions {
             engine,
             timeout: timeout.transpose()?,
             probe_all: probe_all.unwrap_or(false),
-            facts_file: None,
+            ..DetectOptions::default()
         })
     }
 }
@@ -166,7 +169,10 @@ pub async fn detect(host: &HostEnv, options: &DetectOptions) -> Result<EngineRep
         if found && !options.probe_all {
             break;
         }
-        let facts = options.facts_file.as_deref();
+        let facts = options.facts_file.as_deref().map(|file| facts_cache::Keep {
+            file,
+            ask_anyway: options.refresh_facts,
+        });
         let outcome = probe::probe_keeping(&candidate, host, timeout, facts).await;
         tracing::debug!(engine = candidate.engine.as_str(), endpoint = %candidate.endpoint, outcome = outcome.code(), "engine candidate probed");
         found |= matches!(outcome, Outcome::Available(_));

@@ -1,7 +1,6 @@
 //! Visits one candidate and classifies what answers there.
 
 use std::io::ErrorKind;
-use std::path::Path;
 use std::time::{Duration, SystemTime};
 
 use bollard::models::{SystemInfo, SystemVersion};
@@ -70,7 +69,7 @@ pub async fn probe_keeping(
     candidate: &Candidate,
     host: &HostEnv,
     timeout: Duration,
-    facts_file: Option<&Path>,
+    facts: Option<facts_cache::Keep<'_>>,
 ) -> Outcome {
     if !candidate.engine.has_docker_api() {
         return probe_without_api(candidate, host).await;
@@ -81,7 +80,7 @@ pub async fn probe_keeping(
     match &candidate.endpoint {
         Endpoint::Unsupported { why, .. } => Outcome::Unsupported(why.clone()),
         Endpoint::NamedPipe(pipe) => match open_pipe(pipe) {
-            Ok(()) => probe_api(candidate, host, timeout, facts_file).await,
+            Ok(()) => probe_api(candidate, host, timeout, facts).await,
             Err(e) => classify_connect_error(&e),
         },
         Endpoint::Unix(path) => {
@@ -98,7 +97,7 @@ pub async fn probe_keeping(
                 Ok(Err(e)) => return classify_connect_error(&e),
                 Ok(Ok(_)) => {}
             }
-            probe_api(candidate, host, timeout, facts_file).await
+            probe_api(candidate, host, timeout, facts).await
         }
         Endpoint::Tcp { host: h, port } => {
             match tokio::time::timeout(timeout, tokio::net::TcpStream::connect((h.as_str(), *port)))
@@ -113,7 +112,7 @@ pub async fn probe_keeping(
                 Ok(Err(e)) => return classify_connect_error(&e),
                 Ok(Ok(_)) => {}
             }
-            probe_api(candidate, host, timeout, facts_file).await
+            probe_api(candidate, host, timeout, facts).await
         }
     }
 }
@@ -285,15 +284,16 @@ async fn probe_api(
     candidate: &Candidate,
     host: &HostEnv,
     timeout: Duration,
-    facts_file: Option<&Path>,
+    facts: Option<facts_cache::Keep<'_>>,
 ) -> Outcome {
     let docker = match connect(&candidate.endpoint, timeout, bollard::API_DEFAULT_VERSION) {
         Ok(d) => d,
         Err(e) => return Outcome::Failed(e.to_string()),
     };
-    let kept = facts_file.zip(facts_cache::key_of(candidate));
-    if let Some((file, key)) = &kept
-        && let Some(facts) = facts_cache::read(file, key, SystemTime::now())
+    let kept = facts.zip(facts_cache::key_of(candidate));
+    if let Some((keep, key)) = &kept
+        && !keep.ask_anyway
+        && let Some(facts) = facts_cache::read(keep.file, key, SystemTime::now())
     {
         // This start of the engine said them: it still answers.
         return match ask("ping", timeout, docker.ping()).await {
@@ -302,8 +302,8 @@ async fn probe_api(
         };
     }
     let outcome = ask_engine(candidate, host, timeout, docker).await;
-    if let (Some((file, key)), Outcome::Available(facts)) = (&kept, &outcome) {
-        facts_cache::write(file, key, facts, SystemTime::now());
+    if let (Some((keep, key)), Outcome::Available(facts)) = (&kept, &outcome) {
+        facts_cache::write(keep.file, key, facts, SystemTime::now());
     }
     outcome
 }

@@ -14,6 +14,11 @@ use crate::sandbox::service::ContainerService;
 /// How often an engine that stopped answering is probed.
 const ENGINE_PROBE_EVERY: Duration = Duration::from_secs(2);
 
+/// How often a running hub asks the engine its facts again and keeps them: half the time kept
+/// facts hold, so the next start-up (a hub restart) finds fresh ones.
+const FACTS_REFRESH_EVERY: Duration =
+    Duration::from_secs(crate::engine::facts_cache::MAX_AGE.as_secs() / 2);
+
 impl<C: Connector> Provider<C> {
     /// Follows the engine's events for this owner: the status's containers stay current
     /// (ports, state) without calls; died / restarted / OOM / unhealthy become workspace events.
@@ -117,6 +122,27 @@ fn engine_not_answering(e: &Error) -> bool {
         Error::EngineTimeout { .. } | Error::EngineUnavailable { .. } => true,
         Error::EngineRequest { .. } => e.engine_fault().is_some_and(|f| f.not_answering()),
         _ => false,
+    }
+}
+
+/// Asks the engine its facts (`version`, `info`) every [`FACTS_REFRESH_EVERY`] and keeps
+/// them (see [`crate::engine::facts_cache`]) until the provider is gone; an engine that does
+/// not answer leaves nothing kept for its next start.
+pub(super) async fn keep_facts<C: Connector>(provider: std::sync::Weak<Provider<C>>) {
+    loop {
+        tokio::time::sleep(FACTS_REFRESH_EVERY).await;
+        let Some(p) = provider.upgrade() else { return };
+        let o = &p.options;
+        if o.detect.facts_file.is_none() {
+            return;
+        }
+        let detect = crate::engine::DetectOptions {
+            refresh_facts: true,
+            ..o.detect.clone()
+        };
+        if let Err(e) = p.connector.detect(&o.host, &detect).await {
+            tracing::debug!(error = %e, "the engine's facts were not asked again");
+        }
     }
 }
 

@@ -11,7 +11,7 @@ use crate::engine::{Connector, Local};
 use crate::error::{Error, Result};
 use crate::events::{Event, EventBus};
 use crate::lock::Locked;
-use crate::sandbox::service::{ContainerService, KnownContainers};
+use crate::sandbox::service::ContainerService;
 
 mod calls;
 mod clone_work;
@@ -55,10 +55,10 @@ pub struct Provider<C: Connector = Local> {
     stopping: std::sync::atomic::AtomicBool,
     /// A probe of an engine that stopped answering is running.
     probing: std::sync::atomic::AtomicBool,
-    /// This owner's containers, listed during start-up while the image was checked (kept only
-    /// when the image was there already, so the list is fresh); taken by the first
+    /// What start-up read while the engine and the image were checked (kept only when the
+    /// image was there already, so it is fresh); taken by the first
     /// [`start_workspaces`](Self::start_workspaces).
-    prefetched: Mutex<Option<KnownContainers>>,
+    prefetched: Mutex<Option<startup::Prefetched>>,
     /// A one-shot provider's start-up waits for the first call that needs the service.
     start_asked: tokio::sync::Notify,
 }
@@ -188,6 +188,8 @@ impl<C: Connector> Provider<C> {
     pub async fn run(self: Arc<Self>) {
         if self.options.one_shot {
             self.start_asked.notified().await;
+        } else {
+            tokio::spawn(engine_watch::keep_facts(Arc::downgrade(&self)));
         }
         let service = match self.setup().await {
             Ok(service) => service,
@@ -203,10 +205,10 @@ impl<C: Connector> Provider<C> {
                 return;
             }
         };
-        tokio::join!(
-            self.start_workspaces(&service),
-            service.prune_own_networks()
-        );
+        // The configured workspaces first: nothing else asks the engine or takes CPU from
+        // their adoptions meanwhile.
+        self.start_workspaces(&service).await;
+        service.prune_own_networks().await;
     }
 
     /// The `po/workspace-containers` service, once start-up got that far; the start-up's error

@@ -516,7 +516,7 @@ fn detect(
         engine,
         timeout,
         probe_all: false,
-        facts_file: None,
+        ..DetectOptions::default()
     })
 }
 
@@ -648,8 +648,8 @@ impl ProviderOptions {
             host.vars(),
         )?;
         let one_shot = g.one_shot.unwrap_or(false);
-        // A one-shot command (the CLI) keeps the engine's facts for the next one.
-        detect.facts_file = one_shot.then(|| po_home.join(engine::facts_cache::FILE));
+        // The engine's facts are kept for the next start-up (a hub's restart, a CLI command).
+        detect.facts_file = Some(po_home.join(engine::facts_cache::FILE));
         Ok(ProviderOptions {
             workspace_mode,
             set_git_safe_bare,

@@ -5,6 +5,7 @@
 //! exec reads the workspace's container by name. A read is used only when the check settles on
 //! that same endpoint; reads only, on a local Unix socket only.
 
+use std::collections::HashSet;
 use std::future::Future;
 
 use super::options::ProviderOptions;
@@ -59,6 +60,7 @@ impl<T: Send + 'static> ReadAhead<T> {
 pub fn known<C: Connector>(
     connector: &C,
     o: &ProviderOptions,
+    held: tokio::sync::oneshot::Receiver<HashSet<String>>,
 ) -> Option<ReadAhead<KnownContainers>> {
     if !o.workspaces.iter().any(|w| w.container) {
         return None;
@@ -67,6 +69,7 @@ pub fn known<C: Connector>(
     let owner = o.owner.clone();
     let (port, path) = (bundle.server.port, bundle.server.health_path.clone());
     ReadAhead::on_first_candidate(connector, o, move |engine| async move {
-        read_ahead(&engine, &owner, port, &path).await.ok()
+        let held = async { held.await.unwrap_or_default() };
+        read_ahead(&engine, &owner, (port, &path), held).await.ok()
     })
 }

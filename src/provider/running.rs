@@ -13,11 +13,9 @@ use crate::error::Result;
 use crate::runtime_bundle::RuntimeBundle;
 use crate::sandbox::blueprint;
 use crate::sandbox::blueprint::EngineMode;
-use crate::sandbox::on_engine::LiveContainer;
-use crate::sandbox::on_engine::PortForward;
+use crate::sandbox::on_engine::{LiveContainer, PortForward, inspect_workspace};
 use crate::sandbox::service::{
-    BrokerWiring, ContainerService, ServiceConfig, WorkspaceContainer, inspect_workspace,
-    is_workspace_container,
+    BrokerWiring, ContainerService, ServiceConfig, WorkspaceContainer, is_workspace_container,
 };
 
 use crate::sandbox::folder::Workspace;

@@ -8,7 +8,7 @@ use super::{Provider, WorkspacePhase, WorkspaceRequest};
 use crate::engine::Connector;
 use crate::lock::Locked;
 use crate::sandbox::folder;
-use crate::sandbox::service::{ContainerService, KnownContainers};
+use crate::sandbox::service::{ContainerService, KnownContainers, ReadBefore};
 
 /// How many workspaces whose container already runs are adopted at once at hub start: an
 /// adoption only reads (an inspect, a health answer), so it is not held to `concurrency`,
@@ -32,7 +32,11 @@ impl<C: Connector> Provider<C> {
             .collect();
         if !wanted.is_empty() {
             let prefetched = self.prefetched.locked().take();
-            let known = match prefetched {
+            let (known, mut guards, mut locks) = match prefetched {
+                Some(p) => (p.known, p.guards, p.locks),
+                None => (None, Default::default(), Default::default()),
+            };
+            let known = match known {
                 Some(k) => Some(k),
                 None => service.known_containers().await.ok(),
             };
@@ -42,25 +46,36 @@ impl<C: Connector> Provider<C> {
                     .is_some_and(|k| k.running_alone.contains(&w.id))
             });
             let known = &known;
+            let mut read_for = |w: WorkspaceRequest| {
+                let read = (guards.remove(&w.id), locks.remove(&w.id));
+                (w, read)
+            };
+            let adopting: Vec<_> = adopting.into_iter().map(&mut read_for).collect();
+            let creating: Vec<_> = creating.into_iter().map(read_for).collect();
             let adoptions = futures_util::stream::iter(adopting)
-                .map(|w| self.start_one(service, known, w))
+                .map(|(w, read)| self.start_one(service, known, w, read))
                 .buffer_unordered(ADOPT_CONCURRENCY)
                 .collect::<Vec<()>>();
             let creations = futures_util::stream::iter(creating)
-                .map(|w| self.start_one(service, known, w))
+                .map(|(w, read)| self.start_one(service, known, w, read))
                 .buffer_unordered(o.concurrency)
                 .collect::<Vec<()>>();
             tokio::join!(adoptions, creations);
         }
         self.update(|s| s.settled = true);
+        // The broker's TLS roots, loaded now rather than at the first request that needs them.
+        service.warm_broker();
     }
 
-    /// Starts (adopts or creates) one workspace of the options and records the outcome.
+    /// Starts (adopts or creates) one workspace of the options, with what start-up read for
+    /// it (its containers, its guards, under its start lock taken before), and records the
+    /// outcome.
     pub(super) async fn start_one(
         &self,
         service: &ContainerService<C::Engine>,
         known: &Option<KnownContainers>,
         w: WorkspaceRequest,
+        (guards, lock): (Option<folder::GuardsResolved>, Option<folder::HostLock>),
     ) {
         if self.stopping.load(std::sync::atomic::Ordering::SeqCst) {
             // Every container is being stopped: do not start more.
@@ -78,7 +93,13 @@ impl<C: Connector> Provider<C> {
                     let id = k.ids.get(&w.id)?.first()?;
                     k.asked.get(id).cloned()
                 });
-                service.start_with(ws, ids, asked).await
+                let read = ReadBefore {
+                    ids,
+                    asked,
+                    guards,
+                    lock,
+                };
+                service.start_with(ws, read).await
             }
             Err(e) => Err(e),
         };

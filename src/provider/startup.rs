@@ -2,6 +2,8 @@
 //! the image (with this owner's containers listed alongside), then the service stored and the
 //! provider `ready`; a failed attempt is the status, tried again by a later call.
 
+use std::collections::HashMap;
+use std::future::Future;
 use std::sync::Arc;
 
 use super::{Provider, ProviderState, WorkspacePhase, read_ahead, running};
@@ -13,31 +15,61 @@ use crate::events::Event;
 use crate::image;
 use crate::lock::Locked;
 use crate::runtime_bundle as runtime;
-use crate::sandbox::folder;
-use crate::sandbox::service::{BrokerWiring, ContainerService, KnownContainers, known_containers};
+use crate::sandbox::folder::{self, WorkspaceMode};
+use crate::sandbox::service::{
+    BrokerWiring, ContainerService, KnownContainers, known_containers, start_lock_now,
+};
+
+/// What start-up read while the engine and the image were checked, for the configured
+/// workspaces' starts.
+pub(super) struct Prefetched {
+    /// This owner's containers (`None`: the list failed; start-up lists again).
+    pub known: Option<KnownContainers>,
+    /// Each bind-mode workspace's guards, by workspace id.
+    pub guards: HashMap<String, folder::GuardsResolved>,
+    /// The start locks taken before the read, by workspace id.
+    pub locks: HashMap<String, folder::HostLock>,
+}
 
 impl<C: Connector> Provider<C> {
     /// Steps 1 to 3 (engine, runtime bundle, image) and the broker; on success the service is
     /// stored and the provider is `ready`.
     pub(super) async fn setup(&self) -> Result<ContainerService<C::Engine>> {
         self.begin_attempt();
-        let ahead = read_ahead::known(&self.connector, &self.options);
+        // The owner's containers listed while the workspaces' start locks are taken; the rest
+        // is read only of those whose lock was taken, so what is read holds for them.
+        let (held, read_held) = tokio::sync::oneshot::channel();
+        let ahead = read_ahead::known(&self.connector, &self.options, read_held);
+        let mut locks = self.start_locks_now();
+        let _ = held.send(locks.keys().cloned().collect());
+        if ahead.is_none() {
+            locks.clear();
+        }
+        let guards = self.guards_ahead();
+        // The person's git is asked while the engine is checked.
+        let git_safety = self.git_safety();
         let (report, engine) = self.check_engine().await?;
         if report.engine.as_deref() == Some("podman") {
             crate::sandbox::blueprint::refuse_run_flags_on_podman(&self.options.run_flags)?;
         }
         let bundle = self.check_runtime()?;
-        // The broker's start (TLS roots, listeners) and the list of this owner's containers
-        // overlap the image check.
-        let (built, wiring, known, git_warning) = tokio::join!(
+        // The broker's start (its listeners; its TLS roots load once the configured workspaces
+        // are started, see `start_workspaces`) and the list of this owner's containers overlap
+        // the image check.
+        let (built, wiring, known, git_warning, guards) = tokio::join!(
             self.ensure_image(&engine),
-            self.start_broker(&report, true),
+            self.start_broker(&report, false),
             self.prefetch_known(&engine, ahead, &report),
-            self.git_safety()
+            git_safety,
+            async { guards.await.unwrap_or_default() }
         );
         let (built, wiring) = (built?, wiring?);
         if !built {
-            *self.prefetched.locked() = known;
+            *self.prefetched.locked() = Some(Prefetched {
+                known,
+                guards,
+                locks,
+            });
         }
         let config = running::service_config(&self.options, bundle, &report, wiring)?;
         let mut warnings: Vec<String> =
@@ -60,19 +92,55 @@ impl<C: Connector> Provider<C> {
         Ok(service)
     }
 
-    /// Bind-mode workspaces: the person's `safe.bareRepository`, set with the opt-in, else the
-    /// warning when it is open ([`crate::sandbox::folder::guards::git_safety`]).
-    pub(super) async fn git_safety(&self) -> Option<String> {
+    /// The start locks of the options' container workspaces that are free now.
+    fn start_locks_now(&self) -> HashMap<String, folder::HostLock> {
         let o = &self.options;
-        if o.workspace_mode != crate::sandbox::folder::WorkspaceMode::Bind && !o.set_git_safe_bare {
-            return None;
-        }
+        o.workspaces
+            .iter()
+            .filter(|w| w.container)
+            .filter_map(|w| Some((w.id.clone(), start_lock_now(&o.po_home, &o.owner, &w.id)?)))
+            .collect()
+    }
+
+    /// The guarded paths of the options' bind-mode workspaces resolved against their folders
+    /// (a walk of each), off the async threads, from this call on.
+    fn guards_ahead(&self) -> tokio::task::JoinHandle<HashMap<String, folder::GuardsResolved>> {
+        let o = &self.options;
+        let folders: Vec<(String, String)> = o
+            .workspaces
+            .iter()
+            .filter(|w| w.container && w.mode.unwrap_or(o.workspace_mode) == WorkspaceMode::Bind)
+            .map(|w| (w.id.clone(), w.path.clone()))
+            .collect();
+        let entries = o.guarded_paths.clone();
+        tokio::task::spawn_blocking(move || {
+            let resolve = |(id, path): (String, String)| {
+                let ws = folder::resolve_workspace(&id, &path).ok()?;
+                Some((id, folder::resolve_guards(&ws.path, &entries)))
+            };
+            folders.into_iter().filter_map(resolve).collect()
+        })
+    }
+
+    /// Bind-mode workspaces: the person's `safe.bareRepository`, set with the opt-in, else the
+    /// warning when it is open ([`crate::sandbox::folder::guards::git_safety`]). Without the
+    /// opt-in the check (a read) runs from this call on, in the background; with it, the change
+    /// is made only when the future is awaited (after the engine check).
+    pub(super) fn git_safety(&self) -> impl Future<Output = Option<String>> + use<C> {
+        let o = &self.options;
+        let wanted = o.workspace_mode == WorkspaceMode::Bind || o.set_git_safe_bare;
         let (vars, opt_in) = (o.host.vars().clone(), o.set_git_safe_bare);
         let (home, owner) = (o.po_home.clone(), o.owner.clone());
-        tokio::task::spawn_blocking(move || folder::ensure_safe_bare(&vars, opt_in, &home, &owner))
-            .await
-            .ok()
-            .flatten()
+        let check = move || folder::ensure_safe_bare(&vars, opt_in, &home, &owner);
+        let read_now = (wanted && !opt_in).then(|| tokio::task::spawn_blocking(check.clone()));
+        async move {
+            let task = match read_now {
+                Some(task) => task,
+                None if wanted => tokio::task::spawn_blocking(check),
+                None => return None,
+            };
+            task.await.ok().flatten()
+        }
     }
 
     /// A new attempt: `starting`, and the workspaces a failed one never reached are pending.

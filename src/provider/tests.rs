@@ -269,3 +269,25 @@ async fn a_stop_of_every_container_during_start_up_skips_what_is_not_started_yet
         assert!(m.engine.state().find(&name).is_none(), "{id} was made");
     }
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_running_hub_asks_the_engine_its_facts_again_at_half_their_life_until_it_is_gone() {
+    let m = Machine::new().await;
+    let p = m.provider(&[], 1.0);
+    assert!(
+        p.options.detect.facts_file.is_some(),
+        "a hub keeps the engine's facts"
+    );
+    let keep = tokio::spawn(engine_watch::keep_facts(Arc::downgrade(&p)));
+    let half_life = crate::engine::facts_cache::MAX_AGE / 2;
+    tokio::time::sleep(half_life - Duration::from_secs(1)).await;
+    assert_eq!(m.connector.refreshes(), 0);
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(m.connector.refreshes(), 1);
+    tokio::time::sleep(half_life).await;
+    assert_eq!(m.connector.refreshes(), 2);
+    drop(p);
+    tokio::time::sleep(half_life).await;
+    assert!(keep.is_finished(), "it ends with its provider");
+    assert_eq!(m.connector.refreshes(), 2);
+}

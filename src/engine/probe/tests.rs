@@ -269,3 +269,43 @@ async fn nerdctl_without_anything_is_not_found() {
     std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
     assert_eq!(probe(&c, &h, T).await.code(), "no-docker-api");
 }
+
+#[tokio::test]
+async fn kept_facts_stand_for_version_and_info_unless_asked_anyway() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("docker.sock");
+    fake_engine(
+        &path,
+        r#"{"Version":"20.10.24","ApiVersion":"1.41"}"#,
+        r#"{"OperatingSystem":"debian","OSType":"linux","Architecture":"x86_64","Name":"h"}"#,
+    );
+    let c = candidate(Endpoint::Unix(path));
+    let file = dir.path().join(facts_cache::FILE);
+    let keep = |ask_anyway| {
+        Some(facts_cache::Keep {
+            file: &file,
+            ask_anyway,
+        })
+    };
+    let version = |o: Outcome| match o {
+        Outcome::Available(f) => f.engine_version,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(
+        version(probe_keeping(&c, &host(), ANSWER, keep(false)).await),
+        "20.10.24"
+    );
+    // What is kept stands for the answers (the engine is only pinged) ...
+    let kept = std::fs::read_to_string(&file).unwrap();
+    std::fs::write(&file, kept.replace("20.10.24", "kept")).unwrap();
+    assert_eq!(
+        version(probe_keeping(&c, &host(), ANSWER, keep(false)).await),
+        "kept"
+    );
+    // ... unless the engine is asked anyway: its answers are kept again.
+    assert_eq!(
+        version(probe_keeping(&c, &host(), ANSWER, keep(true)).await),
+        "20.10.24"
+    );
+    assert!(std::fs::read_to_string(&file).unwrap().contains("20.10.24"));
+}

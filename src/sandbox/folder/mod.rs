@@ -18,9 +18,10 @@ pub(crate) use guards::git_safety::{
     opted_in as safe_bare_opted_in, warning as safe_bare_warning,
 };
 pub(crate) use guards::{
-    DEFAULT_GUARDED_PATHS, GUARDED_PATHS_VAR, from_option as guarded_from_option,
-    from_var as guarded_from_var,
+    DEFAULT_GUARDED_PATHS, GUARDED_PATHS_VAR, Resolved as GuardsResolved,
+    from_option as guarded_from_option, from_var as guarded_from_var, resolve as resolve_guards,
 };
+pub(crate) use locks::HostLock;
 pub(crate) use review::{WorkspaceReview, review_off_thread};
 pub(crate) use workspace::{
     Workspace, check_id as check_workspace_id, check_po_home, for_folder as workspace_for_folder,

@@ -500,6 +500,15 @@ pub async fn posture(
     let Some(id) = network_mode.strip_prefix("container:") else {
         return Ok(None);
     };
+    inspect(engine, id, container_port).await
+}
+
+/// The holder `id` as adoption reads it (see [`posture`]); `None` when it is gone.
+pub async fn inspect(
+    engine: &impl EngineApi,
+    id: &str,
+    container_port: u16,
+) -> Result<Option<HolderPosture>> {
     let info = match engine.inspect_container(id).await {
         Ok(i) => i,
         Err(EngineError::NotFound(_)) => return Ok(None),

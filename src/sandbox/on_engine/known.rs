@@ -16,7 +16,8 @@ use futures_util::future::{BoxFuture, Shared};
 
 use crate::error::Result;
 use crate::sandbox::blueprint::spec::{LABEL_HOLDER_OF, LABEL_OWNER, LABEL_WORKSPACE};
-use crate::sandbox::on_engine::container;
+use crate::sandbox::on_engine::container::{self, LiveContainer};
+use crate::sandbox::on_engine::holder;
 
 /// What one list call says of this owner's containers.
 #[derive(Debug, Clone, Default)]
@@ -31,38 +32,71 @@ pub struct KnownContainers {
     pub asked: HashMap<String, Asked>,
 }
 
-/// A health ask of the read-ahead: the host port it went to, and its answer, settled once (any
-/// number of awaiters share it). The ask runs in its own task from the start, so it overlaps
-/// whatever comes before it is awaited; dropping the last copy stops it.
+/// What the read-ahead asked of one running container: the engine its inspect (with its
+/// namespace holder's, as [`inspect_workspace`] reads them), and its server its health path on
+/// the host port the list showed; each settled once (any number of awaiters share it). Both run
+/// in tasks of their own from the start, so they overlap whatever comes before they are
+/// awaited; dropping the last copy stops them.
 #[derive(Clone)]
 pub struct Asked {
+    container: String,
     port: u16,
     answer: Shared<BoxFuture<'static, bool>>,
+    inspected: Shared<BoxFuture<'static, Option<LiveContainer>>>,
 }
 
 impl fmt::Debug for Asked {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Asked").field("port", &self.port).finish()
+        f.debug_struct("Asked")
+            .field("container", &self.container)
+            .field("port", &self.port)
+            .finish()
     }
 }
 
 impl Asked {
-    /// An ask of `path` on loopback `port`, under way.
-    fn start(port: u16, path: String) -> Asked {
+    /// The inspect of `container` (whose server listens on `container_port`) beside its
+    /// `holder`'s, and the ask of `path` on loopback `port`, under way.
+    fn start(
+        engine: &impl EngineApi,
+        (container, container_port): (&str, u16),
+        (holder, port): (&str, u16),
+        path: String,
+    ) -> Asked {
+        let (engine, id, holder) = (engine.clone(), container.to_string(), holder.to_string());
+        let inspect = tokio::spawn(async move {
+            let read = inspect_beside(&engine, &id, Some(&holder), container_port).await;
+            read.ok().flatten()
+        });
         let task = tokio::spawn(async move { container::answers(port, &path).await });
         Asked {
+            container: container.to_string(),
             port,
             answer: AbortOnDrop(task).boxed().shared(),
+            inspected: AbortOnDrop(inspect).boxed().shared(),
         }
     }
 
-    /// An ask already settled (for tests).
+    /// An ask already settled, with no inspect read (for tests).
     #[cfg(test)]
-    pub fn settled(port: u16, answered: bool) -> Asked {
+    pub fn settled(container: &str, port: u16, answered: bool) -> Asked {
         Asked {
+            container: container.to_string(),
             port,
             answer: async move { answered }.boxed().shared(),
+            inspected: async { None }.boxed().shared(),
         }
+    }
+
+    /// The container it read and asked.
+    pub fn container(&self) -> &str {
+        &self.container
+    }
+
+    /// The container and its holder as the read-ahead inspected them; `None` when that read
+    /// failed (the caller inspects again).
+    pub async fn inspected(&self) -> Option<LiveContainer> {
+        self.inspected.clone().await
     }
 
     /// Whether the server answered 2xx on `port`, the port adoption found published now (an
@@ -72,17 +106,20 @@ impl Asked {
     }
 }
 
-/// A task's result as a future that aborts the task when dropped unfinished.
-struct AbortOnDrop(tokio::task::JoinHandle<bool>);
+/// A task's result as a future that aborts the task when dropped unfinished (a task that
+/// failed settles as `T::default()`: no answer, nothing read).
+struct AbortOnDrop<T>(tokio::task::JoinHandle<T>);
 
-impl Future for AbortOnDrop {
-    type Output = bool;
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<bool> {
-        Pin::new(&mut self.0).poll(cx).map(|r| r.unwrap_or(false))
+impl<T: Default> Future for AbortOnDrop<T> {
+    type Output = T;
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<T> {
+        Pin::new(&mut self.0)
+            .poll(cx)
+            .map(|r| r.unwrap_or_default())
     }
 }
 
-impl Drop for AbortOnDrop {
+impl<T> Drop for AbortOnDrop<T> {
     fn drop(&mut self) {
         self.0.abort();
     }
@@ -132,32 +169,42 @@ pub async fn known_containers(engine: &impl EngineApi, owner: &str) -> Result<Kn
     Ok(KnownContainers::from_list(list))
 }
 
-/// As [`known_containers`], and every running-alone container's server asked its health path
-/// once, all at once, on the loopback port the list shows published for `container_port`: the
-/// asks are started, not awaited (see [`Asked`]). Reads only; used while the engine check runs,
-/// so a hub restart's adoptions need no wait of their own.
+/// As [`known_containers`], and every running-alone container of a workspace in `held` (the
+/// workspaces whose start lock the caller holds, said once the list is under way) inspected
+/// beside the holder the list names, and its server asked its health path once on the loopback
+/// port the list shows published for `container_port`, all at once: started, not awaited (see
+/// [`Asked`]). Reads only; used while the engine check runs, so a hub restart's adoptions need
+/// no read of their own.
 pub async fn read_ahead(
     engine: &impl EngineApi,
     owner: &str,
-    container_port: u16,
-    health_path: &str,
+    (container_port, health_path): (u16, &str),
+    held: impl Future<Output = HashSet<String>>,
 ) -> Result<KnownContainers> {
     let label = format!("{LABEL_OWNER}={owner}");
     let list = container::list_labelled(engine, vec![label]).await?;
+    // Only the workspaces whose start lock the caller took (while the list was under way) are
+    // asked: what is read of them holds until their start.
+    let held = held.await;
     // The port is published by the workspace's namespace holder.
-    let ports: HashMap<String, u16> = list
+    let holders: HashMap<String, (String, u16)> = list
         .iter()
         .filter_map(|c| {
             let ws = c.labels.as_ref()?.get(LABEL_HOLDER_OF)?.clone();
-            Some((ws, loopback_port(c, container_port)?))
+            Some((ws, (c.id.clone()?, loopback_port(c, container_port)?)))
         })
         .collect();
     let mut known = KnownContainers::from_list(list);
     known.asked = known
         .running_alone
         .iter()
-        .filter_map(|ws| Some((known.alone(ws)?, *ports.get(ws)?)))
-        .map(|(id, port)| (id.to_string(), Asked::start(port, health_path.to_string())))
+        .filter(|ws| held.contains(*ws))
+        .filter_map(|ws| Some((known.alone(ws)?, holders.get(ws)?)))
+        .map(|(id, (holder, port))| {
+            let target = (id, container_port);
+            let asked = Asked::start(engine, target, (holder, *port), health_path.to_string());
+            (id.to_string(), asked)
+        })
         .collect();
     Ok(known)
 }
@@ -169,6 +216,53 @@ fn loopback_port(c: &ContainerSummary, container_port: u16) -> Option<u16> {
             .then_some(p.public_port)
             .flatten()
     })
+}
+
+/// Inspects a workspace container (by id or name) and the namespace holder it joined: its
+/// published port is the holder's. `port` is the server's port in the container.
+pub async fn inspect_workspace(
+    engine: &impl EngineApi,
+    id: &str,
+    port: u16,
+) -> Result<Option<LiveContainer>> {
+    inspect_beside(engine, id, None, port).await
+}
+
+/// As [`inspect_workspace`], with the holder a list named for the workspace (`holder`)
+/// inspected at the same time; when the container did not join that one, the one it joined is
+/// inspected after, as [`inspect_workspace`] does.
+async fn inspect_beside(
+    engine: &impl EngineApi,
+    id: &str,
+    holder: Option<&str>,
+    port: u16,
+) -> Result<Option<LiveContainer>> {
+    let beside = async {
+        match holder {
+            Some(h) => holder::inspect(engine, h, port).await.ok().flatten(),
+            None => None,
+        }
+    };
+    let (live, beside) = tokio::join!(container::inspect(engine, id, Some(port)), beside);
+    let Some(mut live) = live? else {
+        return Ok(None);
+    };
+    let mode = live
+        .posture
+        .namespaces
+        .iter()
+        .find(|(k, _)| k == "network")
+        .map(|(_, v)| v.clone())
+        .unwrap_or_default();
+    let joined = match beside {
+        Some(h) if mode == format!("container:{}", h.id) => Some(h),
+        _ => holder::posture(engine, &mode, port).await?,
+    };
+    if let Some(h) = joined {
+        live.host_port = h.host_port;
+        live.posture.holder = Some(h);
+    }
+    Ok(Some(live))
 }
 
 #[cfg(test)]
@@ -245,10 +339,22 @@ mod tests {
 
     #[tokio::test]
     async fn an_ask_counts_only_on_the_port_it_went_to_and_only_when_answered() {
-        assert!(Asked::settled(32770, true).answered_on(Some(32770)).await);
-        assert!(!Asked::settled(32770, true).answered_on(Some(32771)).await);
-        assert!(!Asked::settled(32770, true).answered_on(None).await);
-        assert!(!Asked::settled(32770, false).answered_on(Some(32770)).await);
+        assert!(
+            Asked::settled("c1", 32770, true)
+                .answered_on(Some(32770))
+                .await
+        );
+        assert!(
+            !Asked::settled("c1", 32770, true)
+                .answered_on(Some(32771))
+                .await
+        );
+        assert!(!Asked::settled("c1", 32770, true).answered_on(None).await);
+        assert!(
+            !Asked::settled("c1", 32770, false)
+                .answered_on(Some(32770))
+                .await
+        );
     }
 
     #[tokio::test]
@@ -269,7 +375,13 @@ mod tests {
                 .await
                 .unwrap();
         });
-        let ask = Asked::start(port, "/api/health".into());
+        let engine = crate::engine::fake::FakeEngine::default();
+        let ask = Asked::start(&engine, ("c1", 7300), ("h1", port), "/api/health".into());
+        assert_eq!(ask.container(), "c1");
+        assert!(
+            ask.inspected().await.is_none(),
+            "nothing to read on an empty engine"
+        );
         let (a, b) = tokio::join!(
             ask.clone().answered_on(Some(port)),
             ask.answered_on(Some(port))

@@ -22,7 +22,7 @@ pub(crate) use forward::{ForwardEnd, ForwardInfo, PortForward, check_ports};
 pub(crate) use inventory::{
     SandboxRow, add_forwards, list as list_sandboxes, stop as stop_sandboxes,
 };
-pub(crate) use known::{KnownContainers, read_ahead};
+pub(crate) use known::{KnownContainers, inspect_workspace, read_ahead};
 #[cfg(test)]
 pub(crate) use network::ensure as ensure_network;
 pub(crate) use network::per_hub as per_hub_networks;

@@ -82,6 +82,13 @@ async fn watch_broker<E: EngineApi>(inner: std::sync::Weak<Inner<E>>, workspace_
 }
 
 impl<E: EngineApi> ContainerService<E> {
+    /// Loads the broker's TLS roots now, in the background, when the broker is on.
+    pub fn warm_broker(&self) {
+        if let Some(w) = &self.inner.config.broker {
+            w.broker.warm();
+        }
+    }
+
     /// Grants a container its broker route and tokens, derived from its token file so a hub
     /// that adopts it later can honour them again. `None` when the broker is off.
     pub(super) fn grant_for(&self, workspace_id: &str) -> Result<Option<Grant>> {

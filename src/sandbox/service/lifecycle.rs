@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::grants::write_token_file;
-use super::{Asked, ContainerService, WorkspaceContainer, short_id};
+use super::{Asked, ContainerService, ReadBefore, WorkspaceContainer, short_id};
 use crate::engine::EngineError;
 use crate::engine::api::EngineApi;
 use crate::error::{Error, Result};
@@ -26,23 +26,19 @@ impl<E: EngineApi> ContainerService<E> {
     /// Adopts or creates the workspace's container and waits until its server answers.
     /// Concurrent calls for one workspace share one operation.
     pub async fn start(&self, ws: Workspace) -> Result<WorkspaceContainer> {
-        self.start_with(ws, None, None).await
+        self.start_with(ws, ReadBefore::default()).await
     }
 
-    /// As [`start`](Self::start), with the ids of its containers already listed (one list
-    /// call serves a whole hub start) and, when that read asked its one container's server its
-    /// health path, that ask (awaited after the inspect; see [`Asked`]).
-    pub async fn start_with(
-        &self,
-        ws: Workspace,
-        known_ids: Option<Vec<String>>,
-        asked: Option<Asked>,
-    ) -> Result<WorkspaceContainer> {
+    /// As [`start`](Self::start), with what a hub's start-up read before it (see
+    /// [`ReadBefore`]): the ids of its containers (one list call serves a whole hub start),
+    /// the health ask of its one container's server (awaited after the inspect; see
+    /// [`super::Asked`]) and its resolved guards.
+    pub async fn start_with(&self, ws: Workspace, read: ReadBefore) -> Result<WorkspaceContainer> {
         let key = ws.id.clone();
         let this = self.clone();
         let start = move || async move {
             let id = ws.id.clone();
-            let result = this.start_uncached(ws, known_ids, asked).await;
+            let result = this.start_uncached(ws, read).await;
             if let Err(e) = &result {
                 this.inner.events.workspace(
                     &id,
@@ -57,12 +53,7 @@ impl<E: EngineApi> ContainerService<E> {
         outcome.map_err(Error::from_shared)
     }
 
-    async fn start_uncached(
-        &self,
-        ws: Workspace,
-        known_ids: Option<Vec<String>>,
-        asked: Option<Asked>,
-    ) -> Result<WorkspaceContainer> {
+    async fn start_uncached(&self, ws: Workspace, read: ReadBefore) -> Result<WorkspaceContainer> {
         let events = &self.inner.events;
         events.workspace(&ws.id, WorkspaceChange::Starting, None, None);
         // Processes of one hub on this host take turns per workspace, so a second one adopts
@@ -72,19 +63,30 @@ impl<E: EngineApi> ContainerService<E> {
         // A folder that would expose the host, and a tmpfs run flag over this workspace's own
         // mounts, are refused before anything is made.
         self.claim_folder(&ws)?;
-        let spec = self.spec_for(&ws);
+        let ReadBefore {
+            ids,
+            asked,
+            guards,
+            lock,
+        } = read;
+        let spec = self.spec_of(&ws, &BTreeMap::new(), guards);
         spec.check_run_flags()?;
-        let lock_path = spec::token_file(&c.po_home, &c.owner, &ws.id).with_extension("lock");
-        let (_lock, uncontended) = self.start_lock(&ws.id, &lock_path).await?;
-        // What was read before the lock holds only when nobody else held it meanwhile.
-        let asked = asked.filter(|_| uncontended);
-        let ids = match known_ids {
+        let (_lock, held_before) = match lock {
+            Some(lock) => (lock, true),
+            None => {
+                let path = start_lock_path(&c.po_home, &c.owner, &ws.id);
+                (self.start_lock(&ws.id, &path).await?, false)
+            }
+        };
+        // What was read ahead holds only when this start held its lock since before the read.
+        let asked = asked.filter(|_| held_before);
+        let ids = match ids {
             Some(ids) => ids,
             None => self.ids_of(&ws.id).await?,
         };
         let mut replaced_reason = None;
         for cid in ids {
-            let Some(live) = self.inspect_ws(&cid).await? else {
+            let Some(live) = self.inspect_or_read(&cid, asked.as_ref()).await? else {
                 continue;
             };
             if !live.running() {
@@ -137,22 +139,39 @@ impl<E: EngineApi> ContainerService<E> {
         Ok(())
     }
 
+    /// The container `cid` as `asked` read it ahead (when it is that container's and the read
+    /// succeeded), else inspected now.
+    async fn inspect_or_read(
+        &self,
+        cid: &str,
+        asked: Option<&Asked>,
+    ) -> Result<Option<LiveContainer>> {
+        let read = match asked {
+            Some(a) if a.container() == cid => a.inspected().await,
+            _ => None,
+        };
+        match read {
+            Some(live) => Ok(Some(live)),
+            None => self.inspect_ws(cid).await,
+        }
+    }
+
     /// Forgets a stopped workspace's folder: another workspace may use it now.
     pub(super) fn release_folder(&self, id: &str) {
         self.inner.folders.locked().remove(id);
     }
 
-    /// Takes the workspace's start lock; says whether it was free at once.
-    async fn start_lock(&self, id: &str, lock_path: &Path) -> Result<(HostLock, bool)> {
+    /// Takes the workspace's start lock, waiting for another holder.
+    async fn start_lock(&self, id: &str, lock_path: &Path) -> Result<HostLock> {
         if let Ok(Some(lock)) = HostLock::try_acquire(lock_path) {
-            return Ok((lock, true));
+            return Ok(lock);
         }
         let wait = self.inner.config.health_timeout + Duration::from_secs(120);
         let lock = HostLock::acquire(lock_path, wait).await.map_err(|e| {
             let doing = format!("cannot take the start lock {}", lock_path.display());
             Error::container_caused(id, doing, e)
         })?;
-        Ok((lock, false))
+        Ok(lock)
     }
 
     /// Adopts a running container whose posture matched: its broker grant restored, then its
@@ -665,6 +684,24 @@ impl<E: EngineApi> ContainerService<E> {
         let adopted = self.adopt_live(&ws.id, &spec, live, None, for_exec).await?;
         Ok(Some(adopted))
     }
+}
+
+/// Where a workspace's start lock is: beside its token file.
+fn start_lock_path(po_home: &Path, owner: &str, id: &str) -> PathBuf {
+    spec::token_file(po_home, owner, id).with_extension("lock")
+}
+
+/// The workspace's start lock when its file is there (a start made it; a stop removes it) and
+/// it is free now; `None` otherwise (nothing is written: the engine may not even answer). A hub
+/// start takes its workspaces' while it lists their containers and reads ahead only of those it
+/// took, so what it reads holds for them (see [`ReadBefore`]).
+pub fn start_lock_now(po_home: &Path, owner: &str, id: &str) -> Option<HostLock> {
+    workspace::check_id(id).ok()?;
+    let path = start_lock_path(po_home, owner, id);
+    if !std::fs::symlink_metadata(&path).is_ok_and(|m| m.is_file()) {
+        return None;
+    }
+    HostLock::try_acquire(&path).ok().flatten()
 }
 
 /// The labels say the container is `ws`'s (its id and its folder) and `owner`'s.

@@ -17,9 +17,8 @@ mod grants;
 mod holders;
 mod leftovers;
 mod lifecycle;
-pub(crate) use lifecycle::is_workspace_container;
+pub(crate) use lifecycle::{is_workspace_container, start_lock_now};
 mod queries;
-pub use queries::inspect_workspace;
 mod stopping;
 
 use std::collections::BTreeMap;
@@ -38,11 +37,28 @@ use crate::sandbox::blueprint::spec::{
     LABEL_WORKSPACE_PATH, SpecInput,
 };
 use crate::sandbox::folder::guards;
+use crate::sandbox::folder::locks::HostLock;
 use crate::sandbox::folder::workspace::Workspace;
 use crate::sandbox::on_engine::container::LiveContainer;
 use crate::sandbox::on_engine::exec::spawner;
 pub use crate::sandbox::on_engine::known::{Asked, KnownContainers, known_containers};
 use crate::single_flight::SingleFlight;
+
+/// What a hub's start-up read before one workspace's start, each part used where it still
+/// holds (see [`ContainerService::start_with`]).
+#[derive(Debug, Default)]
+pub struct ReadBefore {
+    /// The ids of its containers, from one list call for the whole hub.
+    pub ids: Option<Vec<String>>,
+    /// That list's reads of its one container: its inspect and its server's health ask (used
+    /// only with `lock`: what was read holds only when nobody else started it meanwhile).
+    pub asked: Option<Asked>,
+    /// Its guarded paths resolved against its folder, off the async threads, while the engine
+    /// was checked (bind mode; a snapshot of the folder as a start's own resolution is).
+    pub guards: Option<guards::Resolved>,
+    /// Its start lock, taken before anything was read ahead.
+    pub lock: Option<HostLock>,
+}
 
 /// What the service needs to make containers.
 #[derive(Debug, Clone)]
@@ -196,6 +212,17 @@ impl<E: EngineApi> ContainerService<E> {
         ws: &Workspace,
         extra_env: &BTreeMap<String, String>,
     ) -> ContainerSpec {
+        self.spec_of(ws, extra_env, None)
+    }
+
+    /// The spec, with a grant's environment and the workspace's guards when they were resolved
+    /// already (else resolved now).
+    pub(super) fn spec_of(
+        &self,
+        ws: &Workspace,
+        extra_env: &BTreeMap<String, String>,
+        guards: Option<guards::Resolved>,
+    ) -> ContainerSpec {
         let (s, broker) = (&self.inner.config.container, &self.inner.config.broker);
         let seeds: Vec<&str> = spec::SEED_FILES
             .iter()
@@ -219,7 +246,7 @@ impl<E: EngineApi> ContainerService<E> {
         let mut extra_env = extra_env.clone();
         // A copy guards nothing of the host's: the host folder is not mounted at all.
         if !self.is_clone(ws) {
-            let guards = guards::resolve(&ws.path, &s.guarded_paths);
+            let guards = guards.unwrap_or_else(|| guards::resolve(&ws.path, &s.guarded_paths));
             let copies = spec::guard_copies(&s.po_home, &s.owner, &ws.id);
             binds.extend(guards::binds(&ws.path, &guards, os, &copies));
             extra_env.insert(

@@ -7,7 +7,7 @@ use crate::engine::api::EngineApi;
 use crate::error::Result;
 use crate::sandbox::blueprint::spec::{LABEL_OWNER, LABEL_WORKSPACE};
 use crate::sandbox::on_engine::container::{self, LiveContainer};
-use crate::sandbox::on_engine::holder;
+use crate::sandbox::on_engine::inspect_workspace;
 
 impl<E: EngineApi> ContainerService<E> {
     /// Inspects a workspace container and the namespace holder it joined (see
@@ -67,28 +67,4 @@ impl<E: EngineApi> ContainerService<E> {
     pub async fn known_containers(&self) -> Result<KnownContainers> {
         known_containers(&self.inner.engine, &self.inner.config.container.owner).await
     }
-}
-
-/// Inspects a workspace container (by id or name) and the namespace holder it joined: its
-/// published port is the holder's. `port` is the server's port in the container.
-pub async fn inspect_workspace(
-    engine: &impl EngineApi,
-    id: &str,
-    port: u16,
-) -> Result<Option<LiveContainer>> {
-    let Some(mut live) = container::inspect(engine, id, Some(port)).await? else {
-        return Ok(None);
-    };
-    let mode = live
-        .posture
-        .namespaces
-        .iter()
-        .find(|(k, _)| k == "network")
-        .map(|(_, v)| v.clone())
-        .unwrap_or_default();
-    if let Some(h) = holder::posture(engine, &mode, port).await? {
-        live.host_port = h.host_port;
-        live.posture.holder = Some(h);
-    }
-    Ok(Some(live))
 }

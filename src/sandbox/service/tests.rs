@@ -374,7 +374,13 @@ async fn losing_the_name_race_adopts_the_winner_and_removes_its_own_holder() {
         .fault("inspect_container", &name, Fault::Fail(404), Some(1));
     let got = hub
         .service
-        .start_with(hub.ws("acme"), Some(vec![]), None)
+        .start_with(
+            hub.ws("acme"),
+            ReadBefore {
+                ids: Some(vec![]),
+                ..ReadBefore::default()
+            },
+        )
         .await
         .unwrap();
     assert!(got.adopted);
@@ -387,6 +393,58 @@ async fn losing_the_name_race_adopts_the_winner_and_removes_its_own_holder() {
     );
     assert_eq!(hub.holders(), 1, "{:?}", hub.names());
     assert_eq!(hub.names(), [name, "winners-holder".to_string()]);
+}
+
+/// A hub start's read-ahead (the container inspected beside the holder the list names, its
+/// server asked) stands for the start's own inspects only under the start lock taken before
+/// the read; without it, the start inspects again.
+#[tokio::test]
+async fn a_read_ahead_stands_for_the_inspects_only_under_the_lock_taken_before_it() {
+    let hub = Hub::new().await;
+    let first = hub.service.start(hub.ws("acme")).await.unwrap();
+    let home = hub.home.path().join("po");
+    let inspects = || hub.engine.count("inspect_container");
+    // An adoption that read nothing before: its own inspects (the container, its holder).
+    let before = inspects();
+    let plain = hub.service.start(hub.ws("acme")).await.unwrap();
+    assert!(plain.adopted);
+    let own = inspects() - before;
+    let read_ahead = |held: &[&str]| {
+        let held = held.iter().map(|w| w.to_string()).collect();
+        let read = crate::sandbox::on_engine::read_ahead;
+        read(&hub.engine, "hub1", (7300, "/api/health"), async { held })
+    };
+    // A workspace whose lock the caller did not take is not read.
+    assert!(read_ahead(&[]).await.unwrap().asked.is_empty());
+    let read = |lock| async {
+        let known = read_ahead(&["acme"]).await.unwrap();
+        let asked = known.asked.get(&first.container_id).cloned();
+        assert!(asked.is_some(), "the running container is asked ahead");
+        let live = asked.as_ref().unwrap().inspected().await.unwrap();
+        assert!(
+            live.posture.holder.is_some(),
+            "its holder is read beside it"
+        );
+        ReadBefore {
+            ids: Some(vec![first.container_id.clone()]),
+            asked,
+            guards: None,
+            lock,
+        }
+    };
+    // Under the lock taken before the read: the read's two inspects are the only ones.
+    let before = inspects();
+    let lock = start_lock_now(&home, "hub1", "acme").expect("the lock is free");
+    let read_first = read(Some(lock)).await;
+    let got = hub.service.start_with(hub.ws("acme"), read_first).await;
+    assert!(got.unwrap().adopted);
+    assert_eq!(inspects() - before, own);
+    // Without it: the start inspects again after the read.
+    let before = inspects();
+    let read_first = read(None).await;
+    let got = hub.service.start_with(hub.ws("acme"), read_first).await;
+    assert!(got.unwrap().adopted);
+    assert_eq!(inspects() - before, own + 2);
 }
 
 /// A start that fails at `call` on `subject` leaves nothing: no container, holder, helper,
