@@ -738,18 +738,24 @@ test('Podman: the rules helper loads the rules there too; refused at once, the p
   })
   await waitFor(() => existsSync(sock), 'the Podman socket', 30000)
   await testBaseInPodman()
+  // The base under a name of this suite's: its sandbox image is its own (another digest), so
+  // neither this cleanup nor podman.test's removes the image the other is using.
+  const base = 'localhost/po-test-base-net:1'
+  assert.equal((await run('podman', ['tag', `localhost/${TEST_BASE}`, base])).code, 0)
   const poHome = tempHome(t)
   const owner = newOwner()
   writeBundle(poHome)
+  let image = null
   t.after(async () => {
     await removePodmanOwner(owner)
-    const images = (await run('podman', ['images', '-q', '--filter', 'label=po.sandbox=1'])).stdout.split(/\s+/).filter(Boolean)
-    if (images.length) await run('podman', ['rmi', '-f', ...new Set(images)])
+    if (image) await run('podman', ['rmi', '-f', image])
+    await run('podman', ['rmi', base])
   })
   const ws = tempWorkspace(t)
   const env = { ...process.env, CONTAINER_HOST: `unix://${sock}`, PO_SANDBOX_ENGINE: 'podman' }
-  const { layer } = openLayer({ ...baseOptions(poHome, owner), baseImage: `localhost/${TEST_BASE}`, env, network: 'none', workspaces: [{ id: 'pn', path: ws }] })
+  const { layer } = openLayer({ ...baseOptions(poHome, owner), baseImage: base, env, network: 'none', workspaces: [{ id: 'pn', path: ws }] })
   const status = await layer.provider.ready()
+  image = status.image
   assert.equal(status.workspaces[0].state, 'running', JSON.stringify(status.workspaces[0]))
   const c = status.workspaces[0].container
   assert.equal(c.posture.egress, 'none')

@@ -83,10 +83,11 @@ test('the container provider on Podman: a hardened container, brokered calls, a 
   mkdirSync(repo)
   const commit = await smallRepository(repo)
   const untouched = treeHash(repo)
+  // Only this suite's own sandbox image (network.test builds its own from another base name).
+  let image = null
   t.after(async () => {
     await removePodmanOwner(owner)
-    const images = (await run('podman', ['images', '-q', '--filter', 'label=po.sandbox=1'])).stdout.split(/\s+/).filter(Boolean)
-    if (images.length) await run('podman', ['rmi', '-f', ...new Set(images)])
+    if (image) await run('podman', ['rmi', '-f', image])
   })
   const REAL = `sk-REAL-podman-${'p'.repeat(24)}`
   const { seen, origin } = await modelsUpstream(t)
@@ -96,6 +97,7 @@ test('the container provider on Podman: a hardened container, brokered calls, a 
 
   const first = openLayer(options)
   const status = await first.layer.provider.ready()
+  image = status.image
   assert.equal(status.engine, 'podman')
   const [w, wc] = ['pw', 'pc'].map((id) => status.workspaces.find((x) => x.id === id))
   assert.equal(w.state, 'running', JSON.stringify(w))
