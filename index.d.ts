@@ -284,7 +284,7 @@ export interface BrokerRouteInfo {
 }
 
 /** What answered at a place an engine was looked for (the code of its probe's outcome). */
-export type CandidateOutcome = 'available' | 'not-found' | 'not-a-socket' | 'stopped' | 'permission-denied' | 'timeout' | 'api-too-old' | 'no-docker-api' | 'unsupported' | 'failed' | 'untried'
+export type CandidateOutcome = 'available' | 'not-found' | 'not-a-socket' | 'stopped' | 'permission-denied' | 'timeout' | 'api-too-old' | 'no-docker-api' | 'unsupported' | 'refused' | 'failed' | 'untried'
 
 /**
  * Finds the container engine: docker, podman, nerdctl, finch in that order (or the one
@@ -498,6 +498,11 @@ export interface ContainerProviderOptions {
   /** Bound on each engine detection step (ms). */
   engineTimeoutMs?: number
   /**
+   * Whether the engine is on another machine, whatever its identity says (as
+   * `PO_SANDBOX_ENGINE_REMOTE`: `true` refuses it, `false` takes it as local).
+   */
+  engineRemote?: boolean
+  /**
    * The environment to read instead of `process.env` (engine variables, the allowlist, and
    * the provider keys the credential broker carries).
    */
@@ -681,6 +686,11 @@ export interface DoctorReport {
   network: string
   /** The per-hub networks on the engine (absent when no engine answered). */
   networks?: NetworkCheck
+  /**
+   * How long the engine takes to answer a ping, in milliseconds (the best of three;
+   * absent when no engine answered): over SSH or TLS, the round trip to its machine.
+   */
+  roundTripMs?: number
   /** What works but is weaker than it should be (an empty guarded-path list). */
   warnings: Array<string>
   /** The report as a person reads it. */
@@ -735,6 +745,8 @@ export interface EngineCheckOptions {
   env?: Record<string, string | undefined | null>
   /** Probe every candidate even after one answered (as `po-sandbox doctor` does). */
   probeAll?: boolean
+  /** The engine is on another machine (`true`) or not, whatever it says (`PO_SANDBOX_ENGINE_REMOTE`). */
+  engineRemote?: boolean
 }
 
 /** The result of engine detection. */
@@ -748,6 +760,10 @@ export interface EngineReport {
   engine?: string
   /** Its endpoint URI. */
   endpoint?: string
+  /** How it is reached: `unix`, `npipe`, `tcp`, `tls` or `ssh`. */
+  transport?: string
+  /** The folder of the certificates TLS uses (`ca.pem`, `cert.pem`, `key.pem`), for `tls`. */
+  tlsCerts?: string
   /** Why that endpoint was tried. */
   source?: string
   /**
@@ -787,9 +803,12 @@ export interface EngineReport {
    */
   ncpu?: number
   /**
-   * The engine runs on another machine (a `tcp://` endpoint that is not loopback, whose
-   * engine names a host other than this one): its containers cannot see this machine's
-   * paths, so the container provider refuses it.
+   * The engine runs on another machine: reached over SSH, over TCP to an address that is
+   * not loopback (unless it names this machine), or naming a host other than this one (an
+   * engine in another VM, container or mount namespace behind a local socket or port; not
+   * a desktop VM that shares this machine's folders); `engineRemote` or
+   * `PO_SANDBOX_ENGINE_REMOTE` decide instead when set. Its containers cannot see this
+   * machine's paths, so the container provider refuses it.
    */
   remote: boolean
   /** Why no engine is usable, and what to do (only when not available). */

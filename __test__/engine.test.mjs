@@ -177,7 +177,7 @@ test('a hung engine: a call it never answers settles as ENGINE_TIMEOUT naming th
   assert.equal(listings, 1)
 })
 
-test('a TCP DOCKER_HOST with nothing listening is stopped; ssh:// is unsupported', async (t) => {
+test('a TCP DOCKER_HOST with nothing listening is stopped; an ssh:// one says why ssh failed; a malformed one is unsupported', async (t) => {
   const dir = tempDir(t)
   const server = net.createServer()
   await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve))
@@ -185,9 +185,17 @@ test('a TCP DOCKER_HOST with nothing listening is stopped; ssh:// is unsupported
   await new Promise((resolve) => server.close(resolve))
   let r = await checkEngine({ env: isolatedEnv(dir, { DOCKER_HOST: `tcp://127.0.0.1:${port}`, PO_SANDBOX_ENGINE: 'docker' }) })
   assert.equal(r.reasonCode, 'ENGINE_STOPPED')
-  r = await checkEngine({ env: isolatedEnv(dir, { DOCKER_HOST: 'ssh://me@build-box', PO_SANDBOX_ENGINE: 'docker' }) })
+  // No such ssh command; then nothing listening on the port.
+  r = await checkEngine({ env: isolatedEnv(dir, { DOCKER_HOST: `ssh://me@127.0.0.1:${port}`, PO_SANDBOX_ENGINE: 'docker', PO_SANDBOX_SSH_COMMAND: path.join(dir, 'no-ssh') }) })
+  assert.equal(r.reasonCode, 'ENGINE_SSH_FAILED')
+  assert.match(r.reason, /cannot run .*no-ssh .*Install the OpenSSH client, or set PO_SANDBOX_SSH_COMMAND/)
+  r = await checkEngine({ env: isolatedEnv(dir, { DOCKER_HOST: `ssh://me@127.0.0.1:${port}`, PO_SANDBOX_ENGINE: 'docker', PATH: process.env.PATH }) })
+  assert.equal(r.reasonCode, 'ENGINE_SSH_FAILED')
+  assert.match(r.reason, /Connection refused/)
+  // An option where the host should be never reaches ssh.
+  r = await checkEngine({ env: isolatedEnv(dir, { DOCKER_HOST: 'ssh://-oProxyCommand=touch${IFS}/tmp/x', PO_SANDBOX_ENGINE: 'docker' }) })
   assert.equal(r.reasonCode, 'ENGINE_UNSUPPORTED_ENDPOINT')
-  assert.match(r.reason, /ssh -L/)
+  assert.match(r.reason, /not a host name or address ssh can take/)
 })
 
 test('nerdctl and finch are reported as having no Docker-compatible API', async (t) => {

@@ -181,6 +181,9 @@ pub struct DoctorReport {
     pub network: String,
     /// The per-hub networks on the engine (absent when no engine answered).
     pub networks: Option<NetworkCheck>,
+    /// How long the engine takes to answer a ping, in milliseconds (the best of three;
+    /// absent when no engine answered): over SSH or TLS, the round trip to its machine.
+    pub round_trip_ms: Option<u32>,
     /// What works but is weaker than it should be (an empty guarded-path list).
     pub warnings: Vec<String>,
     /// The report as a person reads it.
@@ -263,12 +266,15 @@ pub async fn doctor(
     };
     let mut warnings = Vec::new();
     let mut networks = None;
+    let mut round_trip_ms = None;
     if found.available
         && let Ok(engine) = engine::connect_reported(
+            host,
             &found,
             engine::call_timeout(host).unwrap_or(engine::DEFAULT_CALL_TIMEOUT),
         )
     {
+        round_trip_ms = round_trip(&engine).await;
         image.present = Some(engine.inspect_image(&image.tag).await.is_ok());
         image.base_present = Some(engine.inspect_image(&recipe.base).await.is_ok());
         if let Some(w) = runtime_warning(&engine, &found, &options.run_flags).await {
@@ -289,11 +295,23 @@ pub async fn doctor(
         run_flags: options.run_flags.given,
         network: options.network_mode.as_str().to_string(),
         networks,
+        round_trip_ms,
         warnings,
         text: String::new(),
     };
     report.text = render(&report);
     Ok(report)
+}
+
+/// The best of three pings, in whole milliseconds (at least 1); `None` when one fails.
+async fn round_trip(engine: &impl engine::EngineApi) -> Option<u32> {
+    let mut best = u32::MAX;
+    for _ in 0..3 {
+        let at = std::time::Instant::now();
+        engine.ping().await.ok()?;
+        best = best.min(at.elapsed().as_millis().max(1) as u32);
+    }
+    Some(best)
 }
 
 /// Each workspace whose exec spawner cannot run in its container (found once, by an exec, and
@@ -345,7 +363,7 @@ pub fn render(r: &DoctorReport) -> String {
     let mut out = String::from("po-sandbox doctor\n\n");
     out.push_str(&node_section(&r.node));
     out.push_str(&candidates_section(&r.engine.candidates));
-    out.push_str(&engine_section(&r.engine));
+    out.push_str(&engine_section(&r.engine, r.round_trip_ms));
     out.push_str(&runtime_section(&r.runtime));
     out.push_str(&image_section(&r.image));
     out.push_str(&guards_section(&r.guarded_paths));
@@ -408,7 +426,7 @@ fn candidates_section(candidates: &[CandidateReport]) -> String {
 }
 
 /// The engine in use and what it runs on (and why a remote one is not usable), or why none is.
-fn engine_section(e: &EngineReport) -> String {
+fn engine_section(e: &EngineReport, round_trip_ms: Option<u32>) -> String {
     if !e.available {
         return format!(
             "Engine    none usable [{}]\n          {}\n",
@@ -434,6 +452,28 @@ fn engine_section(e: &EngineReport) -> String {
             e.source.as_deref().unwrap_or("")
         ));
     }
+    out.push_str(&format!(
+        "          over {}{}, machine {}{}{}\n",
+        match e.transport.as_deref() {
+            Some("ssh") => "SSH (ssh … docker system dial-stdio)",
+            Some("tls") => "TLS",
+            Some("tcp") => "plain TCP",
+            Some("npipe") => "a named pipe",
+            _ => "a Unix socket",
+        },
+        e.tls_certs
+            .as_deref()
+            .map(|d| format!(" (certificates in {d})"))
+            .unwrap_or_default(),
+        e.host_name
+            .as_deref()
+            .filter(|n| !n.is_empty())
+            .unwrap_or("unnamed"),
+        if e.remote { " (another machine)" } else { "" },
+        round_trip_ms
+            .map(|ms| format!(", {ms} ms a round trip"))
+            .unwrap_or_default(),
+    ));
     if e.remote {
         out.push_str(&format!(
             "          not usable here (remote): {}\n",

@@ -47,6 +47,7 @@ fn report(engine_ok: bool, runtime_ok: bool) -> DoctorReport {
         run_flags: vec![],
         network: "open".into(),
         networks: None,
+        round_trip_ms: None,
         warnings: vec![],
         text: String::new(),
     }
@@ -185,17 +186,29 @@ fn engine_and_runtime_sections_are_exact() {
         arch: Some("x86_64".into()),
         vm: true,
         rootless: true,
+        host_name: Some("laptop".into()),
         ..Default::default()
     };
     assert_eq!(
-        engine_section(&e),
-        "Engine    docker 28.1 at unix:///var/run/docker.sock\n          API 1.47, Debian linux/x86_64, in a VM, rootless\n"
+        engine_section(&e, Some(2)),
+        "Engine    docker 28.1 at unix:///var/run/docker.sock\n          API 1.47, Debian linux/x86_64, in a VM, rootless\n          over a Unix socket, machine laptop, 2 ms a round trip\n"
     );
     e.remote = true;
-    assert!(engine_section(&e).ends_with(&format!(
-        "rootless\n          not usable here (remote): {}\n",
+    e.endpoint = Some("tcp://10.0.0.5:2376".into());
+    e.transport = Some("tls".into());
+    e.tls_certs = Some("/home/me/.docker".into());
+    e.host_name = Some("build-box".into());
+    assert!(engine_section(&e, None).ends_with(&format!(
+        "rootless\n          over TLS (certificates in /home/me/.docker), machine build-box (another machine)\n          not usable here (remote): {}\n",
         engine::remote_reason(&e)
     )));
+    e.transport = Some("ssh".into());
+    e.tls_certs = None;
+    assert!(
+        engine_section(&e, Some(31)).contains(
+            "over SSH (ssh … docker system dial-stdio), machine build-box (another machine), 31 ms a round trip\n"
+        )
+    );
     let rt = report(true, true).runtime;
     assert_eq!(runtime_section(&rt), "Runtime   1.0.0 in /r: ok\n");
 }

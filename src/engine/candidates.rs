@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 
 use super::context::{self, DockerContext};
-use super::endpoint::Endpoint;
+use super::endpoint::{Endpoint, Tls};
 use crate::error::{Error, Result};
 use crate::host::{HostEnv, HostOs};
 
@@ -213,12 +213,13 @@ impl Places<'_> {
 fn docker_places(p: &mut Places, docker_context: Option<&DockerContext>) {
     let host = p.host;
     if let Some(uri) = host.var("DOCKER_HOST") {
-        let tls = host.var("DOCKER_TLS_VERIFY").is_some_and(|v| v != "0");
-        p.push(Endpoint::parse(uri, tls), "DOCKER_HOST", false, false);
+        let endpoint = with_ssh_command(Endpoint::parse_with(uri, &tls_of(host)), host);
+        p.push(endpoint, "DOCKER_HOST", false, false);
         return;
     }
     if let Some(ctx) = docker_context {
-        p.push(Endpoint::parse(&ctx.host, false), ctx.source, false, false);
+        let endpoint = with_ssh_command(Endpoint::parse_with(&ctx.host, &ctx.tls), host);
+        p.push(endpoint, ctx.source, false, false);
         if let Some(last) = p.out.last_mut() {
             last.context = Some(ctx.name.clone());
         }
@@ -240,12 +241,65 @@ fn docker_places(p: &mut Places, docker_context: Option<&DockerContext>) {
     p.push_in_home(&DOCKER_IN_HOME);
 }
 
+/// An `ssh://` endpoint runs the command `PO_SANDBOX_SSH_COMMAND` names (`ssh` when it names
+/// none), found on the environment's `PATH` (else on the hub process's).
+pub fn with_ssh_command(endpoint: Endpoint, host: &HostEnv) -> Endpoint {
+    match endpoint {
+        Endpoint::Ssh(mut target) => {
+            let given = host
+                .var(super::transport::ssh::COMMAND_VAR)
+                .filter(|c| !c.trim().is_empty())
+                .unwrap_or("ssh");
+            let mut words = given.split_whitespace();
+            let program = words.next().unwrap_or("ssh");
+            let found = match program.contains('/') {
+                true => None,
+                false => host.which(program),
+            };
+            let program = found.map_or(program.to_string(), |p| p.display().to_string());
+            let rest: Vec<&str> = words.collect();
+            target.command = Some(
+                [program.as_str()]
+                    .into_iter()
+                    .chain(rest)
+                    .collect::<Vec<_>>()
+                    .join(" "),
+            );
+            Endpoint::Ssh(target)
+        }
+        other => other,
+    }
+}
+
+/// TLS as the docker CLI's variables set it: `DOCKER_TLS_VERIFY` (any non-empty value) checks
+/// the engine against the files in `DOCKER_CERT_PATH`, else the docker CLI's config folder
+/// (`~/.docker`); `DOCKER_TLS` alone is TLS without the check, which is refused.
+pub fn tls_of(host: &HostEnv) -> Tls {
+    let on = |v: &str| host.var(v).is_some_and(|x| !x.is_empty());
+    if on("DOCKER_TLS_VERIFY") {
+        let certs = host
+            .var("DOCKER_CERT_PATH")
+            .filter(|p| !p.is_empty())
+            .map(PathBuf::from)
+            .or_else(|| context::config_dir(host));
+        match certs {
+            Some(dir) => Tls::Verify(dir),
+            None => Tls::Unverified,
+        }
+    } else if on("DOCKER_TLS") {
+        Tls::Unverified
+    } else {
+        Tls::Off
+    }
+}
+
 /// `CONTAINER_HOST` alone when set; else the rootful and rootless sockets on Linux, then the
 /// Podman machine sockets (in the home folder, and under `TMPDIR` on macOS).
 fn podman_places(p: &mut Places) {
     let host = p.host;
     if let Some(uri) = host.var("CONTAINER_HOST") {
-        p.push(Endpoint::parse(uri, false), "CONTAINER_HOST", false, false);
+        let endpoint = with_ssh_command(Endpoint::parse(uri), host);
+        p.push(endpoint, "CONTAINER_HOST", false, false);
         return;
     }
     if p.on_linux() {

@@ -22,7 +22,12 @@ pub(crate) trait Connector: Send + Sync + 'static {
         options: &DetectOptions,
     ) -> impl Future<Output = Result<EngineReport>> + Send;
     /// A client of the engine a report found, each call bounded by `call_timeout`.
-    fn connect(&self, report: &EngineReport, call_timeout: Duration) -> Result<Self::Engine>;
+    fn connect(
+        &self,
+        host: &HostEnv,
+        report: &EngineReport,
+        call_timeout: Duration,
+    ) -> Result<Self::Engine>;
     /// A client of the place detection tries first, for reads that need not wait for it (ids,
     /// labels, states, ports: the oldest API serves them), with that place's address; `None`
     /// when that place is not a local socket.
@@ -45,8 +50,13 @@ impl Connector for Local {
         super::detect(host, options).await
     }
 
-    fn connect(&self, report: &EngineReport, call_timeout: Duration) -> Result<Client> {
-        super::connect_reported(report, call_timeout)
+    fn connect(
+        &self,
+        host: &HostEnv,
+        report: &EngineReport,
+        call_timeout: Duration,
+    ) -> Result<Client> {
+        super::connect_reported(host, report, call_timeout)
     }
 
     fn read_ahead(

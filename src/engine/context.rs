@@ -13,6 +13,7 @@ use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
 
+use super::endpoint::Tls;
 use crate::error::{Error, Result};
 use crate::host::HostEnv;
 use crate::names::vars::{CONFIG_VAR, CONTEXT_VAR};
@@ -29,6 +30,9 @@ pub struct DockerContext {
     pub host: String,
     /// How it was chosen: `DOCKER_CONTEXT` or `currentContext`.
     pub source: &'static str,
+    /// TLS to its `tcp://` engine: the context's TLS material (`contexts/tls/<sha256(name)>/docker/`)
+    /// when it has some, refused when it skips the certificate check.
+    pub tls: Tls,
 }
 
 /// The docker CLI's config folder: `DOCKER_CONFIG` when absolute, else `~/.docker`; `None`
@@ -75,11 +79,22 @@ pub fn resolve(
             "{CONTEXT_VAR} names the Docker context '{name}', but neither {CONFIG_VAR} nor HOME says where the docker CLI keeps its contexts. Set {CONFIG_VAR} to that folder (usually ~/.docker), or unset {CONTEXT_VAR}"
         )));
     };
-    let host_uri = context_host(&config, &name, source, read)?;
+    let (host_uri, skip_verify) = context_host(&config, &name, source, read)?;
+    let tls = if skip_verify {
+        Tls::Unverified
+    } else {
+        let dir = tls_dir(&config, &name);
+        let has = |f: &str| read(&dir.join(f)).is_ok();
+        match has("ca.pem") || has("cert.pem") {
+            true => Tls::Verify(dir),
+            false => Tls::Off,
+        }
+    };
     Ok(Some(DockerContext {
         name,
         host: host_uri,
         source,
+        tls,
     }))
 }
 
@@ -110,12 +125,24 @@ fn current_context(
 }
 
 /// `Endpoints.docker.Host` of a named context's meta.json.
+/// Where the docker CLI keeps a context's TLS material for its Docker endpoint.
+pub fn tls_dir(config: &Path, name: &str) -> PathBuf {
+    let digest = hex::encode(Sha256::digest(name.as_bytes()));
+    config
+        .join("contexts")
+        .join("tls")
+        .join(digest)
+        .join("docker")
+}
+
+/// The context's `Endpoints.docker.Host`, and whether it skips the TLS check
+/// (`SkipTLSVerify`).
 fn context_host(
     config: &Path,
     name: &str,
     source: &str,
     read: &dyn Fn(&Path) -> std::io::Result<String>,
-) -> Result<String> {
+) -> Result<(String, bool)> {
     let file = meta_dir(config, name).join("meta.json");
     let chosen_by = match source {
         CONTEXT_VAR => format!("{CONTEXT_VAR}={name}"),
@@ -140,8 +167,12 @@ fn context_host(
             file.display()
         ))
     })?;
+    let skip =
+        json.pointer("/Endpoints/docker/SkipTLSVerify") == Some(&serde_json::Value::Bool(true));
     match json.pointer("/Endpoints/docker/Host") {
-        Some(serde_json::Value::String(h)) if !h.trim().is_empty() => Ok(h.trim().to_string()),
+        Some(serde_json::Value::String(h)) if !h.trim().is_empty() => {
+            Ok((h.trim().to_string(), skip))
+        }
         _ => Err(invalid(format!(
             "the Docker context '{name}' ({}) has no Endpoints.docker.Host. Set one with 'docker context update {name} --docker host=unix:///path/to/docker.sock', or pick another with 'docker context use NAME'",
             file.display()

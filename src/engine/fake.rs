@@ -739,6 +739,7 @@ impl super::Connector for FakeConnector {
 
     fn connect(
         &self,
+        _host: &crate::host::HostEnv,
         report: &super::EngineReport,
         call_timeout: Duration,
     ) -> crate::error::Result<FakeEngine> {

@@ -218,7 +218,12 @@ impl From<bollard::errors::Error> for EngineError {
                 answer: Answer::new(0, e.to_string()),
                 cause: Some(Box::new(e)),
             },
-            other => EngineError::Unavailable(Box::new(other)),
+            // A transport that says why it could not connect (an SSH host key, a TLS
+            // certificate) is the reason, in its own words.
+            other => match super::transport::failure_in(&other) {
+                Some(failure) => EngineError::Unavailable(Box::new(failure.clone())),
+                None => EngineError::Unavailable(Box::new(other)),
+            },
         }
     }
 }

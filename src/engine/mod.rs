@@ -6,8 +6,8 @@
 //!
 //! The seam the rest of the layer talks through is [`EngineApi`]: its data shapes are in
 //! [`model`], its failures are [`EngineError`] (classified once, here), and [`Client`] is its
-//! production implementation. A new transport (SSH, TLS, another API) is another
-//! implementation of it, in this folder; nothing outside it names the client library.
+//! production implementation; [`transport`] reaches engines over TLS and SSH behind it, so no
+//! caller knows which transport it has. Nothing outside this folder names the client library.
 
 pub(crate) mod api;
 pub(crate) mod candidates;
@@ -23,6 +23,7 @@ pub(crate) mod model;
 pub(crate) mod operation;
 pub(crate) mod probe;
 pub(crate) mod report;
+pub(crate) mod transport;
 
 use std::time::Duration;
 
@@ -39,7 +40,7 @@ use crate::error::Result;
 use crate::host::HostEnv;
 use crate::names::vars::{
     BUILD_IDLE_VAR, CALL_TIMEOUT_VAR, CHANGE_TIMEOUT_VAR, CHANGES_TIMEOUT_VAR, ENGINE_VAR,
-    TIMEOUT_VAR,
+    REMOTE_VAR, TIMEOUT_VAR,
 };
 
 /// Default bound on each of connect, ping, version and info.
@@ -99,6 +100,29 @@ pub struct DetectOptions {
     /// Ask the engine its facts even when kept ones hold, and keep its answers (a running hub
     /// keeps them fresh for the next start-up).
     pub refresh_facts: bool,
+    /// Whether the engine is on another machine, when the person says (the `engineRemote`
+    /// option, else `PO_SANDBOX_ENGINE_REMOTE`); `None`: decided from the engine (see
+    /// [`report::is_remote`]).
+    pub remote: Option<bool>,
+}
+
+/// `engineRemote`, else `PO_SANDBOX_ENGINE_REMOTE` (`1` or `0`): whether the engine is taken
+/// as on another machine whatever it says; `OPTIONS_INVALID` for another value of the variable.
+pub fn remote_forced(host: &HostEnv, option: Option<bool>) -> Result<Option<bool>> {
+    if option.is_some() {
+        return Ok(option);
+    }
+    match host.var(REMOTE_VAR).map(str::trim) {
+        None | Some("") => Ok(None),
+        Some("1") => Ok(Some(true)),
+        Some("0") => Ok(Some(false)),
+        Some(other) => Err(crate::error::Error::OptionsInvalid {
+            option: REMOTE_VAR.into(),
+            reason: format!(
+                "'{other}' is not 1 (the engine is on another machine) or 0 (it sees this machine's paths); unset it to let the engine's identity decide"
+            ),
+        }),
+    }
 }
 
 /// The places detection would try, in order, as untried reports: nothing is probed (see
@@ -162,6 +186,7 @@ pub fn resolve_timeout(host: &HostEnv, option: Option<Duration>) -> Result<Durat
 /// reason says why); fails only on bad input (an unknown engine name, a bad timeout).
 pub async fn detect(host: &HostEnv, options: &DetectOptions) -> Result<EngineReport> {
     let timeout = resolve_timeout(host, options.timeout)?;
+    let remote = remote_forced(host, options.remote)?;
     let list = candidates(host, options.engine.as_deref())?;
     let mut probed = Vec::with_capacity(list.len());
     let mut found = false;
@@ -178,7 +203,7 @@ pub async fn detect(host: &HostEnv, options: &DetectOptions) -> Result<EngineRep
         found |= matches!(outcome, Outcome::Available(_));
         probed.push((candidate, outcome));
     }
-    Ok(report::summarise(host, probed, timeout))
+    Ok(report::summarise(host, probed, remote))
 }
 
 /// The bound on each reading engine call: [`Bounds::read`].
@@ -222,7 +247,11 @@ pub fn for_changes<E: api::EngineApi>(engine: &E, bounds: &Bounds) -> E {
 
 /// A client for the engine a report found, speaking its negotiated API, each call bounded by
 /// `call_timeout` (see [`call_timeout`]).
-pub fn connect_reported(report: &EngineReport, call_timeout: Duration) -> Result<Client> {
+pub fn connect_reported(
+    host: &HostEnv,
+    report: &EngineReport,
+    call_timeout: Duration,
+) -> Result<Client> {
     let unavailable = |reason: String| crate::error::Error::EngineUnavailable {
         reason,
         reason_code: None,
@@ -242,8 +271,12 @@ pub fn connect_reported(report: &EngineReport, call_timeout: Duration) -> Result
         major_version: major as usize,
         minor_version: minor as usize,
     };
-    probe::client(&Endpoint::parse(endpoint, false), call_timeout, &version)
-        .map_err(|e| unavailable(e.to_string()))
+    let tls = match &report.tls_certs {
+        Some(dir) => endpoint::Tls::Verify(dir.into()),
+        None => endpoint::Tls::Off,
+    };
+    let place = candidates::with_ssh_command(Endpoint::parse_with(endpoint, &tls), host);
+    probe::client(&place, call_timeout, &version).map_err(|e| unavailable(e.to_string()))
 }
 
 /// A client of `endpoint` speaking the oldest API this layer accepts, with no version
@@ -276,7 +309,7 @@ pub async fn connect(host: &HostEnv, options: &DetectOptions) -> Result<(Client,
     if !report.available {
         return Err(unavailable(&report));
     }
-    let engine = connect_reported(&report, call_timeout)?;
+    let engine = connect_reported(host, &report, call_timeout)?;
     Ok((engine, report))
 }
 

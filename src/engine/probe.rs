@@ -34,6 +34,9 @@ pub enum Outcome {
     NoDockerApi(String),
     /// The endpoint cannot be used by this layer.
     Unsupported(String),
+    /// The connection was refused for a reason the person must fix (a host key that does not
+    /// match, a certificate from another CA): `code` is the report's reason code.
+    Refused { code: &'static str, why: String },
     /// It answered, but not usefully.
     Failed(String),
 }
@@ -51,6 +54,7 @@ impl Outcome {
             Outcome::ApiTooOld { .. } => "api-too-old",
             Outcome::NoDockerApi(_) => "no-docker-api",
             Outcome::Unsupported(_) => "unsupported",
+            Outcome::Refused { .. } => "refused",
             Outcome::Failed(_) => "failed",
         }
     }
@@ -99,7 +103,8 @@ pub async fn probe_keeping(
             }
             probe_api(candidate, host, timeout, facts).await
         }
-        Endpoint::Tcp { host: h, port } => {
+        Endpoint::Ssh(_) => probe_api(candidate, host, timeout, facts).await,
+        Endpoint::Tcp { host: h, port } | Endpoint::Tls { host: h, port, .. } => {
             match tokio::time::timeout(timeout, tokio::net::TcpStream::connect((h.as_str(), *port)))
                 .await
             {
@@ -224,6 +229,9 @@ pub enum ClientError {
     /// A URI the layer cannot use; the text says what to do instead.
     #[error("{0}")]
     Unsupported(String),
+    /// What the transport needs is not there (a certificate file).
+    #[error(transparent)]
+    Refused(#[from] super::transport::Failure),
 }
 
 /// A bollard client for an endpoint, speaking `version` of the Engine API, each request
@@ -256,6 +264,14 @@ pub fn client(
             secs,
             version,
         )?),
+        Endpoint::Tls { host, port, certs } => {
+            let dial = super::transport::tls::TlsDial::new(host, *port, certs)?;
+            Ok(super::transport::client(dial, secs, version)?)
+        }
+        Endpoint::Ssh(target) => {
+            let dial = super::transport::ssh::SshDial::new(target.clone());
+            Ok(super::transport::client(dial, secs, version)?)
+        }
         Endpoint::Unsupported { why, .. } => Err(ClientError::Unsupported(why.clone())),
     }
 }
@@ -288,6 +304,12 @@ async fn probe_api(
 ) -> Outcome {
     let docker = match connect(&candidate.endpoint, timeout, bollard::API_DEFAULT_VERSION) {
         Ok(d) => d,
+        Err(ClientError::Refused(f)) => {
+            return Outcome::Refused {
+                code: f.code,
+                why: f.text,
+            };
+        }
         Err(e) => return Outcome::Failed(e.to_string()),
     };
     let kept = facts.zip(facts_cache::key_of(candidate));
@@ -384,6 +406,12 @@ async fn ask<T>(
 }
 
 fn not_api(stage: &str, e: bollard::errors::Error) -> Outcome {
+    if let Some(f) = super::transport::failure_in(&e) {
+        return Outcome::Refused {
+            code: f.code,
+            why: f.text.clone(),
+        };
+    }
     Outcome::Failed(format!(
         "it accepted a connection but did not answer {stage} as a Docker Engine API: {e}"
     ))

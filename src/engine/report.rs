@@ -1,12 +1,10 @@
 //! What detection found, in words a person can act on.
 
-use std::time::Duration;
-
 use napi_derive::napi;
 
 use super::candidates::{Candidate, EngineKind};
 use super::endpoint::Endpoint;
-use super::probe::Outcome;
+use super::probe::{EngineFacts, Outcome};
 use crate::host::HostEnv;
 
 /// One place an engine was looked for, and what answered there.
@@ -52,6 +50,8 @@ pub enum CandidateOutcome {
     NoDockerApi,
     /// An endpoint this layer cannot use.
     Unsupported,
+    /// The connection was refused for a reason to fix (an SSH host key, a TLS certificate).
+    Refused,
     /// It answered, but not usefully.
     Failed,
     /// Not probed: `engineCandidates` only lists places.
@@ -70,6 +70,7 @@ impl From<&Outcome> for CandidateOutcome {
             Outcome::ApiTooOld { .. } => CandidateOutcome::ApiTooOld,
             Outcome::NoDockerApi(_) => CandidateOutcome::NoDockerApi,
             Outcome::Unsupported(_) => CandidateOutcome::Unsupported,
+            Outcome::Refused { .. } => CandidateOutcome::Refused,
             Outcome::Failed(_) => CandidateOutcome::Failed,
         }
     }
@@ -101,6 +102,10 @@ pub struct EngineReport {
     pub engine: Option<String>,
     /// Its endpoint URI.
     pub endpoint: Option<String>,
+    /// How it is reached: `unix`, `npipe`, `tcp`, `tls` or `ssh`.
+    pub transport: Option<String>,
+    /// The folder of the certificates TLS uses (`ca.pem`, `cert.pem`, `key.pem`), for `tls`.
+    pub tls_certs: Option<String>,
     /// Why that endpoint was tried.
     pub source: Option<String>,
     /// The Docker context whose endpoint answered (`DOCKER_CONTEXT`, else `currentContext` in
@@ -131,9 +136,12 @@ pub struct EngineReport {
     /// The CPUs of the engine's machine (`NCPU` in its info): the default CPU limit of the
     /// containers is derived from it.
     pub ncpu: Option<i64>,
-    /// The engine runs on another machine (a `tcp://` endpoint that is not loopback, whose
-    /// engine names a host other than this one): its containers cannot see this machine's
-    /// paths, so the container provider refuses it.
+    /// The engine runs on another machine: reached over SSH, over TCP to an address that is
+    /// not loopback (unless it names this machine), or naming a host other than this one (an
+    /// engine in another VM, container or mount namespace behind a local socket or port; not
+    /// a desktop VM that shares this machine's folders); `engineRemote` or
+    /// `PO_SANDBOX_ENGINE_REMOTE` decide instead when set. Its containers cannot see this
+    /// machine's paths, so the container provider refuses it.
     pub remote: bool,
     /// Why no engine is usable, and what to do (only when not available).
     pub reason: Option<String>,
@@ -175,6 +183,7 @@ fn detail(outcome: &Outcome) -> String {
             engine_version,
         } => format!("version {engine_version} serves API {api}, too old"),
         Outcome::NoDockerApi(d) | Outcome::Unsupported(d) | Outcome::Failed(d) => d.clone(),
+        Outcome::Refused { why, .. } => why.clone(),
     }
 }
 
@@ -210,13 +219,14 @@ fn rank(o: &Outcome) -> u8 {
         Outcome::Available(_) => 0,
         Outcome::ApiTooOld { .. } => 1,
         Outcome::Timeout { .. } => 2,
-        Outcome::PermissionDenied(_) => 3,
-        Outcome::Unsupported(_) => 4,
-        Outcome::Failed(_) => 5,
-        Outcome::Stopped(_) => 6,
-        Outcome::NotASocket(_) => 7,
-        Outcome::NoDockerApi(_) => 8,
-        Outcome::NotFound => 9,
+        Outcome::Refused { .. } => 3,
+        Outcome::PermissionDenied(_) => 4,
+        Outcome::Unsupported(_) => 5,
+        Outcome::Failed(_) => 6,
+        Outcome::Stopped(_) => 7,
+        Outcome::NotASocket(_) => 8,
+        Outcome::NoDockerApi(_) => 9,
+        Outcome::NotFound => 10,
     }
 }
 
@@ -236,6 +246,7 @@ fn reason(
         } => ("ENGINE_API_TOO_OLD", api_too_old(c, engine_version, api)),
         Outcome::Timeout { stage, ms } => ("ENGINE_TIMEOUT", hung(c, stage, *ms)),
         Outcome::PermissionDenied(_) => ("ENGINE_PERMISSION_DENIED", permission_denied(host, c)),
+        Outcome::Refused { code, why } => (code, format!("{} = {}: {why}.", c.source, c.endpoint)),
         Outcome::Unsupported(why) => (
             "ENGINE_UNSUPPORTED_ENDPOINT",
             format!("{} = {} cannot be used: {why}.", c.source, c.endpoint),
@@ -333,7 +344,7 @@ fn not_installed(host: &HostEnv, all: &[(Candidate, Outcome)]) -> String {
 pub fn summarise(
     host: &HostEnv,
     probed: Vec<(Candidate, Outcome)>,
-    _timeout: Duration,
+    remote: Option<bool>,
 ) -> EngineReport {
     let candidates = probed
         .iter()
@@ -354,6 +365,11 @@ pub fn summarise(
             available: true,
             engine: Some(f.engine.as_str().into()),
             endpoint: Some(c.endpoint.to_string()),
+            transport: Some(c.endpoint.transport().into()),
+            tls_certs: match &c.endpoint {
+                Endpoint::Tls { certs, .. } => Some(certs.display().to_string()),
+                _ => None,
+            },
             source: Some(c.source.into()),
             context: c.context.clone(),
             engine_version: Some(f.engine_version.clone()),
@@ -367,7 +383,8 @@ pub fn summarise(
             host_name: Some(f.host_name.clone()),
             mem_total: f.mem_total,
             ncpu: f.ncpu,
-            remote: is_remote(&c.endpoint, &f.host_name, local_host_name(host).as_deref()),
+            remote: remote
+                .unwrap_or_else(|| is_remote(&c.endpoint, f, local_host_name(host).as_deref())),
             reason: None,
             reason_code: None,
             candidates,
@@ -389,42 +406,43 @@ pub fn summarise(
     }
 }
 
-/// Whether an engine that answered at `endpoint`, naming itself `engine_host`, runs on another
-/// machine than this one (`local_host`, when known). Unix sockets are local (VM engines share
-/// the host's paths through their file sharing); so are loopback TCP endpoints.
-pub fn is_remote(endpoint: &Endpoint, engine_host: &str, local_host: Option<&str>) -> bool {
-    let Endpoint::Tcp { host, .. } = endpoint else {
-        return false;
+/// Whether an engine that answered at `endpoint`, saying `facts` of itself, runs on another
+/// machine than this one (`local_host`, when known): over SSH always; over TCP to an address
+/// that is not loopback unless it names this machine; at a Unix socket, a named pipe or a
+/// loopback port when it names another machine, unless it runs in a desktop VM (those share
+/// this machine's folders: Docker Desktop, Podman machine, Colima, OrbStack).
+pub fn is_remote(endpoint: &Endpoint, facts: &EngineFacts, local_host: Option<&str>) -> bool {
+    let short = |n: &str| n.split('.').next().unwrap_or(n).to_ascii_lowercase();
+    let engine_host = facts.host_name.as_str();
+    let named_elsewhere = match local_host {
+        Some(local) if !engine_host.is_empty() => short(local) != short(engine_host),
+        _ => false,
     };
-    let h = host.trim_start_matches('[').trim_end_matches(']');
+    let h = match endpoint {
+        Endpoint::Ssh(_) => return true,
+        Endpoint::Tcp { host, .. } | Endpoint::Tls { host, .. } => host,
+        _ => return named_elsewhere && !facts.vm,
+    };
+    let h = h.trim_start_matches('[').trim_end_matches(']');
     let loopback = h.eq_ignore_ascii_case("localhost")
         || h.parse::<std::net::IpAddr>()
             .is_ok_and(|ip| ip.is_loopback());
-    if loopback {
-        return false;
-    }
-    let short = |n: &str| n.split('.').next().unwrap_or(n).to_ascii_lowercase();
-    match local_host {
-        Some(local) if !engine_host.is_empty() => short(local) != short(engine_host),
-        _ => true,
+    match (loopback, local_host) {
+        (true, _) => named_elsewhere && !facts.vm,
+        (false, Some(_)) if !engine_host.is_empty() => named_elsewhere,
+        (false, _) => true,
     }
 }
 
 /// Why a remote engine cannot be used by the container provider, and what to do.
 pub fn remote_reason(report: &EngineReport) -> String {
+    let name = report.host_name.as_deref().filter(|n| !n.is_empty());
     format!(
-        "The engine at {} runs on another machine ({}): its containers cannot see this machine's workspace, runtime bundle or Po home paths, so they would be mounted wrong. Use an engine on this machine, or run the hub on {}",
+        "The engine at {} runs on another machine ({}): its containers cannot see this machine's workspace, runtime bundle or Po home paths, and po-sandbox does not yet carry them through the engine. Use an engine on this machine, or run the hub on {}; if the engine does see this machine's folders at the same paths (a VM sharing them), set {}=0",
         report.endpoint.as_deref().unwrap_or("?"),
-        report
-            .host_name
-            .as_deref()
-            .filter(|n| !n.is_empty())
-            .unwrap_or("unnamed"),
-        report
-            .host_name
-            .as_deref()
-            .filter(|n| !n.is_empty())
-            .unwrap_or("that machine"),
+        name.unwrap_or("unnamed"),
+        name.unwrap_or("that machine"),
+        crate::names::vars::REMOTE_VAR,
     )
 }
 

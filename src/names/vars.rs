@@ -5,6 +5,9 @@
 
 /// The variable that picks one engine instead of detecting.
 pub const ENGINE_VAR: &str = "PO_SANDBOX_ENGINE";
+/// `1` or `0`: the engine is on another machine, or sees this machine's paths, whatever its
+/// identity says (the `engineRemote` option wins).
+pub const REMOTE_VAR: &str = "PO_SANDBOX_ENGINE_REMOTE";
 /// The variable that sets the per-step timeout in milliseconds.
 pub const TIMEOUT_VAR: &str = "PO_SANDBOX_ENGINE_TIMEOUT_MS";
 /// The variable that bounds every engine call that only reads (ping, version, info, list,

@@ -28,12 +28,17 @@ pub struct JsEngineCheckOptions {
     pub env: Option<HashMap<String, Option<String>>>,
     /// Probe every candidate even after one answered (as `po-sandbox doctor` does).
     pub probe_all: Option<bool>,
+    /// The engine is on another machine (`true`) or not, whatever it says (`PO_SANDBOX_ENGINE_REMOTE`).
+    pub engine_remote: Option<bool>,
 }
 
 /// The host environment and detection options `options` name.
 fn split(env: &Env, options: Option<Unknown>) -> napi::Result<(HostEnv, DetectOptions)> {
     let o: JsEngineCheckOptions = object_arg(env, options, "options")?.unwrap_or_default();
-    let detect = DetectOptions::given(o.engine, o.timeout_ms, o.probe_all);
+    let detect = DetectOptions::given(o.engine, o.timeout_ms, o.probe_all).map(|d| DetectOptions {
+        remote: o.engine_remote,
+        ..d
+    });
     Ok((HostEnv::given(o.env), detect.map_err(|e| coded(env, &e))?))
 }
 

@@ -92,6 +92,9 @@ pub struct GivenOptions {
     pub engine: Option<String>,
     /// Bound on each engine detection step (ms).
     pub engine_timeout_ms: Option<f64>,
+    /// Whether the engine is on another machine, whatever its identity says (as
+    /// `PO_SANDBOX_ENGINE_REMOTE`: `true` refuses it, `false` takes it as local).
+    pub engine_remote: Option<bool>,
     /// The environment to read instead of `process.env` (engine variables, the allowlist, and
     /// the provider keys the credential broker carries).
     pub env: Option<HashMap<String, Option<String>>>,
@@ -631,6 +634,7 @@ impl ProviderOptions {
         let health_timeout = health_timeout(g.health_timeout_ms)?;
         let concurrency = concurrency(g.concurrency)?;
         let mut detect = detect(g.engine, g.engine_timeout_ms, &host)?;
+        detect.remote = engine::remote_forced(&host, g.engine_remote)?;
         let socket_dir = g.broker_socket_dir.as_deref().filter(|d| !d.is_empty());
         let broker_socket_dir = host.broker_socket_dir(socket_dir, "brokerSocketDir")?;
         let broker_route = broker_route(g.broker_route, &host)?;

@@ -184,7 +184,7 @@ impl<C: Connector> Provider<C> {
         if report.remote {
             return Err(Error::EngineUnavailable {
                 reason: engine::remote_reason(&report),
-                reason_code: None,
+                reason_code: Some("ENGINE_REMOTE".into()),
             });
         }
         self.update(|s| {
@@ -193,7 +193,7 @@ impl<C: Connector> Provider<C> {
         });
         let engine = self
             .connector
-            .connect(&report, engine::call_timeout(&o.host)?)?;
+            .connect(&o.host, &report, engine::call_timeout(&o.host)?)?;
         Ok((report, engine))
     }
 

@@ -133,16 +133,46 @@ fn unknown_engine_is_a_coded_error_listing_valid_ones() {
 }
 
 #[test]
-fn tls_docker_host_is_reported_unsupported() {
-    let list = candidates(
-        &host(&[
-            ("DOCKER_HOST", "tcp://10.0.0.5:2376"),
-            ("DOCKER_TLS_VERIFY", "1"),
-        ]),
-        Some("docker"),
-    )
-    .unwrap();
-    assert!(matches!(list[0].endpoint, Endpoint::Unsupported { .. }));
+fn tls_docker_host_is_read_as_the_docker_cli_reads_it() {
+    let docker_host = |vars: &[(&str, &str)]| {
+        let mut all = vec![("DOCKER_HOST", "tcp://10.0.0.5"), ("HOME", "/home/me")];
+        all.extend_from_slice(vars);
+        candidates(&host(&all), Some("docker")).unwrap()[0]
+            .endpoint
+            .clone()
+    };
+    // DOCKER_TLS_VERIFY on for any non-empty value (the CLI's rule, "0" included); the
+    // certificates from DOCKER_CERT_PATH, else the CLI's config folder.
+    for on in ["1", "0", "yes"] {
+        assert_eq!(
+            docker_host(&[("DOCKER_TLS_VERIFY", on), ("DOCKER_CERT_PATH", "/certs")]),
+            Endpoint::Tls {
+                host: "10.0.0.5".into(),
+                port: 2376,
+                certs: "/certs".into()
+            },
+            "{on}"
+        );
+    }
+    assert_eq!(
+        docker_host(&[("DOCKER_TLS_VERIFY", "1")]),
+        Endpoint::Tls {
+            host: "10.0.0.5".into(),
+            port: 2376,
+            certs: "/home/me/.docker".into()
+        }
+    );
+    assert_eq!(
+        docker_host(&[("DOCKER_TLS_VERIFY", "")]),
+        Endpoint::Tcp {
+            host: "10.0.0.5".into(),
+            port: 2375
+        }
+    );
+    let Endpoint::Unsupported { why, .. } = docker_host(&[("DOCKER_TLS", "1")]) else {
+        panic!("TLS without verification accepted")
+    };
+    assert!(why.contains("DOCKER_TLS_VERIFY=1"), "{why}");
 }
 
 #[test]

@@ -260,3 +260,57 @@ fn candidates_follow_the_context() {
     let e = candidates_reading(&host(&[HOME]), Some("docker"), &broken.read()).unwrap_err();
     assert_eq!(e.code(), "ENGINE_CONTEXT_INVALID");
 }
+
+#[test]
+fn a_context_with_tls_material_is_reached_over_tls_and_one_that_skips_the_check_is_refused() {
+    let config = "/home/u/.docker";
+    let with_tls = Files::new()
+        .context(config, "box", "tcp://10.0.0.5:2376")
+        .with(tls_dir(Path::new(config), "box").join("ca.pem"), "PEM");
+    let ctx = resolved(&[HOME, ("DOCKER_CONTEXT", "box")], &with_tls)
+        .unwrap()
+        .unwrap();
+    let dir = tls_dir(Path::new(config), "box");
+    assert!(dir.ends_with("docker"), "{dir:?}");
+    assert_eq!(
+        dir.parent().unwrap().parent().unwrap(),
+        Path::new("/home/u/.docker/contexts/tls")
+    );
+    assert_eq!(ctx.tls, Tls::Verify(dir.clone()));
+    let list = candidates_reading(
+        &host(&[HOME, ("DOCKER_CONTEXT", "box")]),
+        Some("docker"),
+        &with_tls.read(),
+    )
+    .unwrap();
+    assert_eq!(
+        list[0].endpoint,
+        Endpoint::Tls {
+            host: "10.0.0.5".into(),
+            port: 2376,
+            certs: dir
+        }
+    );
+    // No material: plain TCP, as the CLI does.
+    let plain = Files::new().context(config, "box", "tcp://10.0.0.5:2375");
+    let ctx = resolved(&[HOME, ("DOCKER_CONTEXT", "box")], &plain)
+        .unwrap()
+        .unwrap();
+    assert_eq!(ctx.tls, Tls::Off);
+    // SkipTLSVerify: refused, with the reason.
+    let meta = meta_dir(Path::new(config), "box").join("meta.json");
+    let skip = Files::new().with(
+        meta,
+        r#"{"Name":"box","Endpoints":{"docker":{"Host":"tcp://10.0.0.5:2376","SkipTLSVerify":true}}}"#,
+    );
+    let list = candidates_reading(
+        &host(&[HOME, ("DOCKER_CONTEXT", "box")]),
+        Some("docker"),
+        &skip.read(),
+    )
+    .unwrap();
+    let Endpoint::Unsupported { why, .. } = &list[0].endpoint else {
+        panic!("{:?}", list[0].endpoint)
+    };
+    assert!(why.contains("SkipTLSVerify"), "{why}");
+}

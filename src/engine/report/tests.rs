@@ -1,22 +1,98 @@
 use super::*;
 
+fn facts_of(host_name: &str, vm: bool) -> EngineFacts {
+    EngineFacts {
+        engine: EngineKind::Docker,
+        engine_version: "20.10.24".into(),
+        api_version: "1.41".into(),
+        os: "Debian GNU/Linux 12 (bookworm)".into(),
+        os_type: "linux".into(),
+        arch: "x86_64".into(),
+        vm,
+        rootless: false,
+        cgroup_version: "2".into(),
+        host_name: host_name.into(),
+        mem_total: None,
+        ncpu: None,
+    }
+}
+
 #[test]
-fn only_a_non_loopback_tcp_engine_naming_another_host_is_remote() {
+fn remote_is_ssh_a_far_tcp_engine_or_one_naming_another_machine_outside_a_desktop_vm() {
     let tcp = |h: &str| Endpoint::Tcp {
         host: h.into(),
         port: 2375,
     };
+    let tls = |h: &str| Endpoint::Tls {
+        host: h.into(),
+        port: 2376,
+        certs: "/c".into(),
+    };
+    let named = |n: &str| facts_of(n, false);
     let unix = Endpoint::Unix("/var/run/docker.sock".into());
-    assert!(!is_remote(&unix, "docker-desktop", Some("laptop")));
-    assert!(!is_remote(&tcp("127.0.0.1"), "other", Some("laptop")));
-    assert!(!is_remote(&tcp("localhost"), "other", Some("laptop")));
-    assert!(!is_remote(&tcp("[::1]"), "other", Some("laptop")));
-    assert!(!is_remote(&tcp("10.0.0.5"), "laptop", Some("laptop")));
-    assert!(!is_remote(&tcp("10.0.0.5"), "Laptop.lan", Some("laptop")));
-    assert!(is_remote(&tcp("10.0.0.5"), "buildbox", Some("laptop")));
-    assert!(is_remote(&tcp("docker"), "dind-7f3a", Some("runner")));
-    assert!(is_remote(&tcp("10.0.0.5"), "", Some("laptop")));
-    assert!(is_remote(&tcp("10.0.0.5"), "buildbox", None));
+    let laptop = Some("laptop");
+    // Local places: remote only when the engine names another machine outside a desktop VM
+    // (an engine in another mount and UTS namespace, a VM behind a forwarded socket).
+    assert!(!is_remote(&unix, &named("laptop"), laptop));
+    assert!(!is_remote(&unix, &named("Laptop.lan"), laptop));
+    assert!(!is_remote(&unix, &facts_of("docker-desktop", true), laptop));
+    assert!(!is_remote(&unix, &named(""), laptop));
+    assert!(!is_remote(&unix, &named("other"), None));
+    assert!(is_remote(&unix, &named("po-remote-engine"), laptop));
+    assert!(is_remote(&tcp("127.0.0.1"), &named("other"), laptop));
+    assert!(!is_remote(&tcp("localhost"), &named("laptop"), laptop));
+    assert!(!is_remote(&tcp("[::1]"), &facts_of("colima", true), laptop));
+    assert!(is_remote(&tls("127.0.0.1"), &named("other"), laptop));
+    assert!(!is_remote(&tls("127.0.0.1"), &named("laptop"), laptop));
+    // Far addresses: remote unless the engine names this machine.
+    assert!(!is_remote(&tcp("10.0.0.5"), &named("laptop"), laptop));
+    assert!(!is_remote(&tcp("10.0.0.5"), &named("Laptop.lan"), laptop));
+    assert!(is_remote(&tcp("10.0.0.5"), &named("buildbox"), laptop));
+    assert!(is_remote(&tls("10.0.0.5"), &named("buildbox"), laptop));
+    assert!(is_remote(
+        &tcp("docker"),
+        &named("dind-7f3a"),
+        Some("runner")
+    ));
+    assert!(is_remote(&tcp("10.0.0.5"), &named(""), laptop));
+    assert!(is_remote(&tcp("10.0.0.5"), &named("buildbox"), None));
+    // SSH: always another machine's.
+    let ssh = Endpoint::parse("ssh://me@laptop");
+    assert!(is_remote(&ssh, &named("laptop"), laptop));
+}
+
+#[test]
+fn the_person_decides_remote_when_they_say() {
+    let probed = |name: &str| {
+        vec![(
+            c(EngineKind::Docker, "/var/run/docker.sock", "rootful"),
+            Outcome::Available(facts_of(name, false)),
+        )]
+    };
+    let here = local_host_name(&host()).unwrap_or_default();
+    assert!(!summarise(&host(), probed(&here), None).remote);
+    assert!(summarise(&host(), probed(&here), Some(true)).remote);
+    assert!(!summarise(&host(), probed("elsewhere-7f3a"), Some(false)).remote);
+    let r = summarise(&host(), probed(&here), None);
+    assert_eq!(r.transport.as_deref(), Some("unix"));
+    assert_eq!(r.tls_certs, None);
+    let forced = |v: &str| {
+        crate::engine::remote_forced(
+            &HostEnv::with_vars(&[(crate::names::vars::REMOTE_VAR, v)]),
+            None,
+        )
+    };
+    assert_eq!(forced("1").unwrap(), Some(true));
+    assert_eq!(forced("0").unwrap(), Some(false));
+    assert_eq!(forced("").unwrap(), None);
+    let e = forced("yes").unwrap_err();
+    assert_eq!(e.code(), "OPTIONS_INVALID");
+    assert!(e.to_string().contains("PO_SANDBOX_ENGINE_REMOTE"), "{e}");
+    let option_wins = crate::engine::remote_forced(
+        &HostEnv::with_vars(&[(crate::names::vars::REMOTE_VAR, "bad")]),
+        Some(false),
+    );
+    assert_eq!(option_wins.unwrap(), Some(false));
 }
 use crate::engine::probe::EngineFacts;
 use std::collections::HashMap;
@@ -40,7 +116,7 @@ fn host() -> HostEnv {
 }
 
 fn summ(probed: Vec<(Candidate, Outcome)>) -> EngineReport {
-    summarise(&host(), probed, Duration::from_secs(1))
+    summarise(&host(), probed, None)
 }
 
 #[test]
