@@ -475,7 +475,10 @@ export interface ContainerPosture {
 export interface ContainerProviderOptions {
   /** The Po home on the host (default `~/.po`). Must be absolute. */
   poHome?: string
-  /** This hub's owner id, the `po.owner` label (default: 12 hex digits derived from poHome). */
+  /**
+   * This hub's owner id, the `po.owner` label (default: the Po home's, kept in
+   * `<poHome>/sandbox-owner`: made once, so two machines never share one).
+   */
   owner?: string
   /** The workspaces to bring up at hub start. */
   workspaces?: Array<WorkspaceOption>
@@ -686,6 +689,11 @@ export interface DoctorReport {
   network: string
   /** The per-hub networks on the engine (absent when no engine answered). */
   networks?: NetworkCheck
+  /**
+   * This hub's owner and the other hubs' sandboxes on the engine (absent when no engine
+   * answered).
+   */
+  hubs?: HubsCheck
   /**
    * How long the engine takes to answer a ping, in milliseconds (the best of three;
    * absent when no engine answered): over SSH or TLS, the round trip to its machine.
@@ -911,6 +919,21 @@ export interface GrantOptions {
 export interface GrantRef {
   /** The grant id. */
   id: string
+}
+
+/** This hub and the others on the engine: whose sandboxes are whose. */
+export interface HubsCheck {
+  /** This hub's owner id (the `po.owner` label of what it makes). */
+  owner: string
+  /** This hub's sandbox containers on the engine, any state. */
+  sandboxes: number
+  /**
+   * Other hubs' sandbox containers on the engine (another Po home, another machine sharing
+   * the engine): never adopted, stopped or pruned by this one.
+   */
+  otherSandboxes: number
+  /** The other hubs' owner ids, sorted. */
+  otherOwners: Array<string>
 }
 
 /** The image check. */
@@ -1192,7 +1215,7 @@ export interface SandboxLayer {
 export interface SandboxQuery {
   /** The Po home whose owner to use (default `~/.po`). */
   poHome?: string
-  /** The owner id (default: derived from poHome, as the provider does). */
+  /** The owner id (default: the Po home's, as the provider takes it). */
   owner?: string
   /** `listSandboxContainers`: every owner's containers, not only this owner's. */
   allOwners?: boolean

@@ -7,8 +7,8 @@
 import { test, before } from 'node:test'
 import { execFileSync, spawn } from 'node:child_process'
 import assert from 'node:assert/strict'
-import { createHash, randomBytes } from 'node:crypto'
-import { cpSync, mkdirSync, readdirSync, realpathSync } from 'node:fs'
+import { randomBytes } from 'node:crypto'
+import { cpSync, mkdirSync, readdirSync, realpathSync, writeFileSync } from 'node:fs'
 import path from 'node:path'
 
 import { addon, dockerCli, requireDocker, root, run, tempDir, waitFor } from './helpers.mjs'
@@ -204,7 +204,10 @@ test('up, exec and down on a folder: the demo bundle, exit codes, streams, a TTY
 
 test("exec runs nothing in a container that only carries the sandbox's name: another owner's, or another folder's, is refused with SANDBOX_NOT_RUNNING", async (t) => {
   const { folder, poHome, ws } = sandboxFolder(t)
-  const owner = createHash('sha256').update(poHome).digest('hex').slice(0, 12)
+  // The Po home's owner id, as its file keeps it (every command of this Po home takes it).
+  const owner = `t${randomBytes(5).toString('hex')}`
+  mkdirSync(poHome)
+  writeFileSync(path.join(poHome, 'sandbox-owner'), `${owner}\n`)
   const name = `po-${owner}-${ws.id}`
   const other = path.join(path.dirname(folder), 'other')
   mkdirSync(other)

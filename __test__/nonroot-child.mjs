@@ -1,7 +1,6 @@
 // Run by nonroot.test.mjs as its unprivileged user (never directly): one scenario, its facts
 // printed as one JSON line on stdout. Argument: a JSON object { scenario, ... }.
 import { execFileSync } from 'node:child_process'
-import { createHash } from 'node:crypto'
 import { lstatSync, mkdtempSync, readdirSync, readFileSync, realpathSync, rmSync } from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
@@ -179,7 +178,7 @@ if (args.scenario === 'docker') {
   const down = await po('down', args.workspace, '--json')
   facts.down = { code: down.code, stderr: down.stderr.slice(-2000) }
   // This run's own (the CLI's owner is its Po home's): another run's leftovers are not its.
-  const owner = createHash('sha256').update(poHome).digest('hex').slice(0, 12)
+  const owner = readFileSync(path.join(poHome, 'sandbox-owner'), 'utf8').trim()
   facts.left = podman('ps', '-a', '-q', '--filter', `label=po.owner=${owner}`).trim()
   for (const v of podman('volume', 'ls', '-q', '--filter', `label=po.owner=${owner}`).split('\n').filter(Boolean)) podman('volume', 'rm', v)
   await upstream.close()

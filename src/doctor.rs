@@ -67,6 +67,8 @@ pub struct DoctorOptions {
     pub detect: DetectOptions,
     /// The Po home.
     pub po_home: PathBuf,
+    /// This hub's owner id (the Po home's, or the `owner` option).
+    pub owner: String,
     /// A runtime version folder, or the highest.
     pub runtime_version: Option<String>,
     /// The image recipe.
@@ -88,6 +90,7 @@ impl DoctorOptions {
         DoctorOptions {
             detect: options.detect,
             po_home: options.po_home,
+            owner: options.owner,
             runtime_version: options.runtime_version,
             recipe: options.recipe,
             guarded_paths: options.guarded_paths,
@@ -132,6 +135,64 @@ async fn network_check(
         ));
     }
     Some(check)
+}
+
+/// This hub and the others on the engine: whose sandboxes are whose.
+#[napi(object, object_from_js = false)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HubsCheck {
+    /// This hub's owner id (the `po.owner` label of what it makes).
+    pub owner: String,
+    /// This hub's sandbox containers on the engine, any state.
+    pub sandboxes: u32,
+    /// Other hubs' sandbox containers on the engine (another Po home, another machine sharing
+    /// the engine): never adopted, stopped or pruned by this one.
+    pub other_sandboxes: u32,
+    /// The other hubs' owner ids, sorted.
+    pub other_owners: Vec<String>,
+}
+
+/// Counts the sandbox containers of this owner and of the others on the engine.
+async fn hubs_check(engine: &impl crate::engine::api::EngineApi, owner: &str) -> Option<HubsCheck> {
+    let rows = crate::sandbox::on_engine::list_sandboxes(engine, None)
+        .await
+        .ok()?;
+    let mine = rows.iter().filter(|r| r.owner == owner).count() as u32;
+    let mut others: Vec<String> = rows
+        .iter()
+        .filter(|r| r.owner != owner)
+        .map(|r| r.owner.clone())
+        .collect();
+    let other_sandboxes = others.len() as u32;
+    others.sort();
+    others.dedup();
+    Some(HubsCheck {
+        owner: owner.to_string(),
+        sandboxes: mine,
+        other_sandboxes,
+        other_owners: others,
+    })
+}
+
+/// `Hubs      owner … : N sandboxes; M of K other hubs on this engine`.
+fn hubs_section(h: &HubsCheck) -> String {
+    let others = match h.other_owners.len() {
+        0 => "no other hub's".to_string(),
+        1 => format!(
+            "{} of 1 other hub ({})",
+            h.other_sandboxes, h.other_owners[0]
+        ),
+        n => format!("{} of {n} other hubs", h.other_sandboxes),
+    };
+    let sandboxes = match h.sandboxes {
+        1 => "1 sandbox".to_string(),
+        n => format!("{n} sandboxes"),
+    };
+    format!(
+        "Hubs      owner {} ({sandboxes}); {others} on this engine (po-sandbox ls --all)\n",
+        h.owner
+    )
 }
 
 /// The first Docker release whose published ports and container addresses other hosts on
@@ -181,6 +242,9 @@ pub struct DoctorReport {
     pub network: String,
     /// The per-hub networks on the engine (absent when no engine answered).
     pub networks: Option<NetworkCheck>,
+    /// This hub's owner and the other hubs' sandboxes on the engine (absent when no engine
+    /// answered).
+    pub hubs: Option<HubsCheck>,
     /// How long the engine takes to answer a ping, in milliseconds (the best of three;
     /// absent when no engine answered): over SSH or TLS, the round trip to its machine.
     pub round_trip_ms: Option<u32>,
@@ -267,6 +331,7 @@ pub async fn doctor(
     let mut warnings = Vec::new();
     let mut networks = None;
     let mut round_trip_ms = None;
+    let mut hubs = None;
     if found.available
         && let Ok(engine) = engine::connect_reported(
             host,
@@ -275,6 +340,7 @@ pub async fn doctor(
         )
     {
         round_trip_ms = round_trip(&engine).await;
+        hubs = hubs_check(&engine, &options.owner).await;
         image.present = Some(engine.inspect_image(&image.tag).await.is_ok());
         image.base_present = Some(engine.inspect_image(&recipe.base).await.is_ok());
         if let Some(w) = runtime_warning(&engine, &found, &options.run_flags).await {
@@ -295,6 +361,7 @@ pub async fn doctor(
         run_flags: options.run_flags.given,
         network: options.network_mode.as_str().to_string(),
         networks,
+        hubs,
         round_trip_ms,
         warnings,
         text: String::new(),
@@ -377,6 +444,9 @@ pub fn render(r: &DoctorReport) -> String {
             "Networks  {} per-hub networks, {} with no container (po-sandbox prune removes those)\n",
             n.per_hub, n.unused
         ));
+    }
+    if let Some(h) = &r.hubs {
+        out.push_str(&hubs_section(h));
     }
     for w in &r.warnings {
         out.push_str(&format!("Warning   {w}\n"));

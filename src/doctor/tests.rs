@@ -47,6 +47,7 @@ fn report(engine_ok: bool, runtime_ok: bool) -> DoctorReport {
         run_flags: vec![],
         network: "open".into(),
         networks: None,
+        hubs: None,
         round_trip_ms: None,
         warnings: vec![],
         text: String::new(),
@@ -374,4 +375,35 @@ fn each_workspace_whose_spawner_cannot_run_is_a_warning_with_the_fix() {
     assert!(warnings[0].contains("(no mkfifo)"));
     assert!(warnings[0].contains("base image with mkfifo"));
     assert!(warnings[1].starts_with("workspace w3: "));
+}
+
+#[tokio::test]
+async fn the_hubs_are_counted_by_owner() {
+    let engine = crate::engine::fake::FakeEngine::default();
+    let none = hubs_check(&engine, "me").await.unwrap();
+    assert_eq!((none.sandboxes, none.other_sandboxes), (0, 0));
+    assert_eq!(
+        hubs_section(&none),
+        "Hubs      owner me (0 sandboxes); no other hub's on this engine (po-sandbox ls --all)\n"
+    );
+    let h = HubsCheck {
+        owner: "me".into(),
+        sandboxes: 2,
+        other_sandboxes: 3,
+        other_owners: vec!["a1".into(), "b2".into()],
+    };
+    assert_eq!(
+        hubs_section(&h),
+        "Hubs      owner me (2 sandboxes); 3 of 2 other hubs on this engine (po-sandbox ls --all)\n"
+    );
+    let one = HubsCheck {
+        other_owners: vec!["a1".into()],
+        other_sandboxes: 1,
+        ..h
+    };
+    assert!(
+        hubs_section(&one).contains("1 of 1 other hub (a1)"),
+        "{}",
+        hubs_section(&one)
+    );
 }

@@ -116,6 +116,12 @@ type Dialing = Pin<Box<dyn Future<Output = std::io::Result<TokioIo<Stream>>> + S
 /// Opens one connection to the engine.
 pub(crate) trait Dial: Send + Sync + 'static {
     fn dial(&self) -> Pin<Box<dyn Future<Output = std::io::Result<Stream>> + Send>>;
+    /// Why a connection of this dialer failed lately, if one did: a connection that ends
+    /// before its request is sent fails the request with a plain "connection closed", and
+    /// this says why.
+    fn last_failure(&self) -> Option<Failure> {
+        None
+    }
 }
 
 /// The HTTP client's connector: every new connection is a [`Dial`].
@@ -143,17 +149,21 @@ pub(crate) fn client(
     secs: u64,
     version: &ClientVersion,
 ) -> Result<Docker, bollard::errors::Error> {
+    let dial: Arc<dyn Dial> = Arc::new(dial);
     let http = hyper_util::client::legacy::Client::builder(TokioExecutor::new())
         .pool_idle_timeout(IDLE)
-        .build(Dialer(Arc::new(dial)));
+        .build(Dialer(Arc::clone(&dial)));
     let http = Arc::new(http);
     Docker::connect_with_custom_transport(
         move |request: bollard::BollardRequest| {
-            let http = Arc::clone(&http);
+            let (http, dial) = (Arc::clone(&http), Arc::clone(&dial));
             async move {
-                http.request(request)
-                    .await
-                    .map_err(bollard::errors::Error::from)
+                http.request(request).await.map_err(|e| {
+                    match (failure_in(&e), dial.last_failure()) {
+                        (None, Some(why)) => bollard::errors::Error::from(why.io()),
+                        _ => bollard::errors::Error::from(e),
+                    }
+                })
             }
         },
         // The host part is a name of the layer's own: the dialer, not the URI, says where the

@@ -20,7 +20,7 @@ use crate::sandbox::on_engine::SandboxRow;
 pub struct JsSandboxQuery {
     /// The Po home whose owner to use (default `~/.po`).
     pub po_home: Option<String>,
-    /// The owner id (default: derived from poHome, as the provider does).
+    /// The owner id (default: the Po home's, as the provider takes it).
     pub owner: Option<String>,
     /// `listSandboxContainers`: every owner's containers, not only this owner's.
     pub all_owners: Option<bool>,

@@ -6,7 +6,6 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use napi_derive::napi;
-use sha2::{Digest, Sha256};
 
 use crate::broker::egress::EgressPolicy;
 use crate::broker::egress::rules::{self, AllowEntry};
@@ -69,7 +68,8 @@ pub struct GivenWorkspace {
 pub struct GivenOptions {
     /// The Po home on the host (default `~/.po`). Must be absolute.
     pub po_home: Option<String>,
-    /// This hub's owner id, the `po.owner` label (default: 12 hex digits derived from poHome).
+    /// This hub's owner id, the `po.owner` label (default: the Po home's, kept in
+    /// `<poHome>/sandbox-owner`: made once, so two machines never share one).
     pub owner: Option<String>,
     /// The workspaces to bring up at hub start.
     pub workspaces: Option<Vec<GivenWorkspace>>,
@@ -395,9 +395,10 @@ pub fn registers(scope: Option<&str>, identity_contained: bool, host: &HostEnv) 
     scope == Some("global") && !identity_contained && refuse_nesting(host).is_ok()
 }
 
-/// The default owner id of a Po home: 12 hex digits of its path's sha256.
+/// The default owner id of a Po home: the one `<poHome>/sandbox-owner` keeps, made once
+/// (see [`folder::owner`]).
 pub fn default_owner(po_home: &std::path::Path) -> String {
-    hex::encode(&Sha256::digest(po_home.to_string_lossy().as_bytes())[..6])
+    folder::owner::of_po_home(po_home)
 }
 
 /// `poHome`: absolute, no `..`; default `~/.po`.
@@ -415,17 +416,15 @@ fn po_home(value: Option<String>, host: &HostEnv) -> Result<PathBuf> {
     Ok(po_home)
 }
 
-/// `owner`: 1-32 lowercase letters or digits; default derived from the Po home.
-fn owner(value: Option<String>, po_home: &std::path::Path) -> Result<String> {
-    let owner = value
-        .filter(|s| !s.is_empty())
-        .unwrap_or_else(|| default_owner(po_home));
-    let ok = owner.len() <= 32
-        && owner
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit());
-    if ok {
-        Ok(owner)
+/// `owner`: 1-32 lowercase letters or digits; `None` when it is not given: the Po home's is
+/// used (kept in its `sandbox-owner` file, made once), read or made only once every other
+/// option is known good.
+fn given_owner(value: Option<String>) -> Result<Option<String>> {
+    let Some(owner) = value.filter(|s| !s.is_empty()) else {
+        return Ok(None);
+    };
+    if folder::owner::valid(&owner) {
+        Ok(Some(owner))
     } else {
         Err(invalid(
             "owner",
@@ -616,12 +615,13 @@ fn network_mode(value: Option<&str>, host: &HostEnv) -> Result<NetworkMode> {
 }
 
 impl ProviderOptions {
-    /// Checks everything that can be checked without I/O, one option at a time in the order
-    /// of the run-flags table (docs/security.md); the first bad one is the error.
+    /// Checks everything that can be checked without I/O (but the Po home's owner file, read,
+    /// or made once), one option at a time in the order of the run-flags table
+    /// (docs/security.md); the first bad one is the error.
     pub fn resolve(given: GivenOptions, host: HostEnv) -> Result<ProviderOptions> {
         let g = given;
         let po_home = po_home(g.po_home, &host)?;
-        let owner = owner(g.owner, &po_home)?;
+        let owner = given_owner(g.owner)?;
         let workspaces = workspaces(g.workspaces.unwrap_or_default())?;
         let runtime_version = runtime_version(g.runtime_version)?;
         let (base, variant) = (g.base_image.as_deref(), g.image_variant.as_deref());
@@ -654,6 +654,8 @@ impl ProviderOptions {
         let one_shot = g.one_shot.unwrap_or(false);
         // The engine's facts are kept for the next start-up (a hub's restart, a CLI command).
         detect.facts_file = Some(po_home.join(engine::facts_cache::FILE));
+        // Last: the Po home's owner file is read, or made, only for options that are good.
+        let owner = owner.unwrap_or_else(|| default_owner(&po_home));
         Ok(ProviderOptions {
             workspace_mode,
             set_git_safe_bare,

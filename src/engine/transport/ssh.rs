@@ -32,14 +32,23 @@ pub(crate) const LOGIN: &str = "ENGINE_SSH_LOGIN";
 pub(crate) const FAILED: &str = "ENGINE_SSH_FAILED";
 /// How long a shared connection stays after its last use.
 const PERSIST_SECS: u32 = 60;
+/// How long, once ssh's output ended, what it said on its error output may take to come in.
+const STDERR_WAIT: Duration = Duration::from_secs(5);
 /// The most of ssh's error output kept.
 const STDERR_MAX: usize = 4096;
+
+/// How long a connection's failure explains the requests that fail after it.
+const FAILURE_HOLDS: Duration = Duration::from_secs(30);
+
+/// The last failure of a dialer's connections, and when it came.
+type LastFailure = Arc<Mutex<Option<(std::time::Instant, Failure)>>>;
 
 /// Runs ssh for each connection.
 #[derive(Debug, Clone)]
 pub(crate) struct SshDial {
     target: SshTarget,
     command: Vec<String>,
+    last: LastFailure,
 }
 
 impl SshDial {
@@ -60,6 +69,7 @@ impl SshDial {
             } else {
                 command
             },
+            last: LastFailure::default(),
         }
     }
 
@@ -101,6 +111,16 @@ impl SshDial {
     }
 }
 
+impl SshDial {
+    /// The failure of the last connection that failed, while it holds.
+    fn recent_failure(&self) -> Option<Failure> {
+        let last = self.last.lock().unwrap_or_else(|p| p.into_inner());
+        last.as_ref()
+            .filter(|(at, _)| at.elapsed() < FAILURE_HOLDS)
+            .map(|(_, f)| f.clone())
+    }
+}
+
 /// The folder of the shared connections' sockets: `<tmp>/po-ssh-<uid>`, this user's alone
 /// (made 0700; one that is not this user's or that others may enter is not used, and every
 /// connection logs in on its own).
@@ -133,10 +153,15 @@ static MAKING: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 const LOGIN_WAIT: Duration = Duration::from_secs(35);
 
 impl Dial for SshDial {
+    fn last_failure(&self) -> Option<Failure> {
+        self.recent_failure()
+    }
+
     fn dial(&self) -> Pin<Box<dyn std::future::Future<Output = std::io::Result<Stream>> + Send>> {
         let control = control_dir().map(|d| self.control_socket(&d));
         let argv = self.argv(control.as_deref());
         let target = self.target.clone();
+        let last = Arc::clone(&self.last);
         Box::pin(async move {
             // No shared connection yet: one dial at a time makes it, the others then use it.
             let making = match &control {
@@ -196,8 +221,9 @@ impl Dial for SshDial {
                 stdout,
                 _child: child,
                 stderr,
-                said: said.map(|h| Box::pin(tokio::time::timeout(Duration::from_secs(2), h))),
+                said: said.map(|h| Box::pin(tokio::time::timeout(STDERR_WAIT, h))),
                 target,
+                last,
             }))
         })
     }
@@ -219,6 +245,7 @@ struct SshStream {
     stderr: Arc<Mutex<String>>,
     said: Option<Said>,
     target: SshTarget,
+    last: LastFailure,
 }
 
 impl AsyncRead for SshStream {
@@ -256,7 +283,12 @@ impl SshStream {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .clone();
-        Poll::Ready(classify(&self.target, &text))
+        let failure = classify(&self.target, &text);
+        if let Some(f) = &failure {
+            let now = std::time::Instant::now();
+            *self.last.lock().unwrap_or_else(|p| p.into_inner()) = Some((now, f.clone()));
+        }
+        Poll::Ready(failure)
     }
 }
 

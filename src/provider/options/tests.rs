@@ -2,6 +2,14 @@ use std::path::Path;
 
 use super::*;
 
+/// A home folder of the tests' own: resolving options without an `owner` keeps the Po home's
+/// owner id in it (never in a made-up `/h`).
+fn home() -> &'static str {
+    static HOME: std::sync::LazyLock<tempfile::TempDir> =
+        std::sync::LazyLock::new(|| tempfile::tempdir().unwrap());
+    HOME.path().to_str().unwrap()
+}
+
 fn code_and_message<T: std::fmt::Debug>(r: Result<T>) -> (&'static str, String) {
     let e = r.unwrap_err();
     (e.code(), e.to_string())
@@ -9,11 +17,27 @@ fn code_and_message<T: std::fmt::Debug>(r: Result<T>) -> (&'static str, String) 
 
 #[test]
 fn defaults_from_a_plain_host() {
-    let h = HostEnv::with_vars(&[("HOME", "/home/u"), ("XDG_RUNTIME_DIR", "/run/user/5")]);
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().to_str().unwrap();
+    let h = HostEnv::with_vars(&[("HOME", home), ("XDG_RUNTIME_DIR", "/run/user/5")]);
     let o = ProviderOptions::resolve(GivenOptions::default(), h.clone()).unwrap();
-    assert_eq!(o.po_home, Path::new("/home/u/.po"));
-    assert_eq!(o.owner, default_owner(Path::new("/home/u/.po")));
+    assert_eq!(o.po_home, dir.path().join(".po"));
+    // The Po home's own id, kept in its file.
+    assert_eq!(o.owner, default_owner(&dir.path().join(".po")));
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join(".po/sandbox-owner")).unwrap(),
+        format!("{}\n", o.owner)
+    );
     assert_eq!(o.owner.len(), 12);
+    // Bad options make no owner file.
+    let other = tempfile::tempdir().unwrap();
+    let bad = GivenOptions {
+        po_home: Some(other.path().join("po").to_string_lossy().into()),
+        pids_limit: Some(-1.0),
+        ..GivenOptions::default()
+    };
+    assert!(ProviderOptions::resolve(bad, h.clone()).is_err());
+    assert!(!other.path().join("po").exists());
     assert!(o.workspaces.is_empty());
     assert_eq!(o.runtime_version, None);
     assert_eq!(o.pids_limit, DEFAULT_PIDS_LIMIT);
@@ -54,16 +78,19 @@ fn po_home_must_be_given_or_derivable_and_absolute() {
 
 #[test]
 fn owner_rules() {
-    let home = Path::new("/p");
-    assert_eq!(owner(None, home).unwrap(), default_owner(home));
+    // Not given (or empty): the Po home's, read or made once the other options are good.
+    assert_eq!(given_owner(None).unwrap(), None);
+    assert_eq!(given_owner(Some(String::new())).unwrap(), None);
     assert_eq!(
-        owner(Some(String::new()), home).unwrap(),
-        default_owner(home)
+        given_owner(Some("abc123".into())).unwrap().as_deref(),
+        Some("abc123")
     );
-    assert_eq!(owner(Some("abc123".into()), home).unwrap(), "abc123");
-    assert_eq!(owner(Some("a".repeat(32)), home).unwrap().len(), 32);
+    assert_eq!(
+        given_owner(Some("a".repeat(32))).unwrap().unwrap().len(),
+        32
+    );
     for bad in ["ABC", "a-b", "a b", "é", &"a".repeat(33)] {
-        let (code, msg) = code_and_message(owner(Some(bad.to_string()), home));
+        let (code, msg) = code_and_message(given_owner(Some(bad.to_string())));
         assert_eq!(code, "OPTIONS_INVALID", "{bad}");
         assert!(
             msg.contains("must be 1-32 lowercase letters or digits"),
@@ -187,7 +214,7 @@ fn whole_numbers_in_range() {
 
 #[test]
 fn resolve_reports_the_first_bad_option_by_name() {
-    let h = HostEnv::with_vars(&[("HOME", "/h")]);
+    let h = HostEnv::with_vars(&[("HOME", home())]);
     let bad = |raw: GivenOptions| code_and_message(ProviderOptions::resolve(raw, h.clone())).1;
     assert!(
         bad(GivenOptions {
@@ -260,7 +287,7 @@ fn registration_only_on_an_uncontained_global_scope() {
 #[test]
 fn run_flags_come_from_the_option_else_the_variable_and_bad_ones_are_coded() {
     let h = HostEnv::with_vars(&[
-        ("HOME", "/h"),
+        ("HOME", home()),
         ("PO_SANDBOX_RUN_FLAGS", "--runtime=runsc  --memory=1g"),
     ]);
     let o = ProviderOptions::resolve(GivenOptions::default(), h.clone()).unwrap();
@@ -271,7 +298,7 @@ fn run_flags_come_from_the_option_else_the_variable_and_bad_ones_are_coded() {
     };
     let o = ProviderOptions::resolve(raw, h.clone()).unwrap();
     assert_eq!(o.run_flags.given, ["--cpus=1"]);
-    let bad_var = HostEnv::with_vars(&[("HOME", "/h"), ("PO_SANDBOX_RUN_FLAGS", "--privileged")]);
+    let bad_var = HostEnv::with_vars(&[("HOME", home()), ("PO_SANDBOX_RUN_FLAGS", "--privileged")]);
     let (code, msg) = code_and_message(ProviderOptions::resolve(GivenOptions::default(), bad_var));
     assert_eq!(code, "RUN_FLAGS_INVALID");
     assert!(msg.starts_with("Run flag '--privileged'"), "{msg}");
@@ -301,7 +328,7 @@ fn a_runtime_flag_is_refused_on_podman_only() {
 #[test]
 fn memory_and_cpus_from_the_option_else_the_variable_else_derived_later() {
     let h = |vars: &[(&str, &str)]| {
-        let mut all = vec![("HOME", "/h")];
+        let mut all = vec![("HOME", home())];
         all.extend_from_slice(vars);
         HostEnv::with_vars(&all)
     };
@@ -391,7 +418,7 @@ fn memory_and_cpus_from_the_option_else_the_variable_else_derived_later() {
 #[test]
 fn broker_route_from_the_option_else_the_variable() {
     let resolve = |option: Option<&str>, var: Option<&str>| {
-        let mut vars = vec![("HOME", "/home/u")];
+        let mut vars = vec![("HOME", home())];
         if let Some(v) = var {
             vars.push((ROUTE_VAR, v));
         }
@@ -428,7 +455,7 @@ fn broker_route_from_the_option_else_the_variable() {
 
 #[test]
 fn network_allow_and_resolve_from_options_or_variables() {
-    let h = HostEnv::with_vars(&[("HOME", "/h")]);
+    let h = HostEnv::with_vars(&[("HOME", home())]);
     let resolve = |raw: GivenOptions, h: &HostEnv| ProviderOptions::resolve(raw, h.clone());
     // Not given: the proxy is off.
     let o = resolve(GivenOptions::default(), &h).unwrap();
@@ -473,7 +500,7 @@ fn network_allow_and_resolve_from_options_or_variables() {
     assert!(p.allow.is_empty());
     // The variables, comma-separated; the option wins.
     let hv = HostEnv::with_vars(&[
-        ("HOME", "/h"),
+        ("HOME", home()),
         (NETWORK_ALLOW_VAR, " a.test:443 , b.test:80,"),
         (NETWORK_RESOLVE_VAR, "a.test=10.0.0.1"),
     ]);
@@ -502,7 +529,7 @@ fn network_allow_and_resolve_from_options_or_variables() {
         ),
         (
             GivenOptions::default(),
-            &HostEnv::with_vars(&[("HOME", "/h"), (NETWORK_ALLOW_VAR, "a.test:99999")]),
+            &HostEnv::with_vars(&[("HOME", home()), (NETWORK_ALLOW_VAR, "a.test:99999")]),
             NETWORK_ALLOW_VAR,
             "\"a.test:99999\"",
         ),
@@ -565,7 +592,7 @@ fn container_settings_carry_the_options_and_the_engines_limits() {
 
 #[test]
 fn an_exec_takes_the_recipe_and_run_flags_of_the_container_unless_an_image_is_named() {
-    let h = HostEnv::with_vars(&[("HOME", "/home/u")]);
+    let h = HostEnv::with_vars(&[("HOME", home())]);
     let labels: std::collections::HashMap<String, String> = [
         (blueprint::LABEL_IMAGE_BASE, "example/base:1"),
         (blueprint::LABEL_IMAGE_VARIANT, "minimal"),

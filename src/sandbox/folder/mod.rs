@@ -6,6 +6,7 @@
 pub(in crate::sandbox) mod clone;
 pub(in crate::sandbox) mod guards;
 pub(in crate::sandbox) mod locks;
+pub(crate) mod owner;
 pub(in crate::sandbox) mod review;
 pub(in crate::sandbox) mod workspace;
 
