@@ -12,7 +12,7 @@ import { existsSync, mkdirSync, readdirSync, readFileSync, statSync, symlinkSync
 import { tmpdir } from 'node:os'
 import path from 'node:path'
 
-import { addon, dockerCli, root, run, tempDir } from './helpers.mjs'
+import { addon, dockerCli, homeOwner, root, run, tempDir } from './helpers.mjs'
 import { PLANT, casefoldFolder, git, hostState, parseLines, treeHash } from './clone-fixtures.mjs'
 import { baseOptions, containersWith, fakeHost, newOwner, tempHome, useTestBaseImage, volumesOf } from './provider-fixtures.mjs'
 
@@ -42,8 +42,9 @@ function sandboxFolder(t) {
   const folder = path.join(dir, 'project')
   mkdirSync(folder)
   const poHome = path.join(dir, 'po-home')
+  const owner = homeOwner(poHome)
   const ws = addon.workspaceForFolder(folder)
-  t.after(() => addon.stopSandboxContainers({ poHome, workspace: ws.id, removeVolumes: true, discard: true }))
+  t.after(() => addon.stopSandboxContainers({ poHome, owner, workspace: ws.id, removeVolumes: true, discard: true }))
   return { folder, poHome, ws }
 }
 
@@ -388,8 +389,9 @@ test('a bad workspace mode is a coded error naming the fix, and nothing is made'
 test('on a case-insensitive folder (casefold, over FUSE): apply --yes holds .Claude/settings.json, .VSCode/tasks.json and MAKEFILE for --include-executable, and never writes over the person\'s file under another case', async (t) => {
   const folder = await casefoldFolder(t)
   const poHome = tempHome(t)
+  const owner = homeOwner(poHome)
   const ws = addon.workspaceForFolder(folder)
-  t.after(() => addon.stopSandboxContainers({ poHome, workspace: ws.id, removeVolumes: true, discard: true }))
+  t.after(() => addon.stopSandboxContainers({ poHome, owner, workspace: ws.id, removeVolumes: true, discard: true }))
   mkdirSync(path.join(folder, '.claude'))
   writeFileSync(path.join(folder, '.claude/settings.json'), 'the person\'s\n')
   writeFileSync(path.join(folder, 'notes.txt'), 'notes\n')
@@ -425,8 +427,9 @@ test('on a case-insensitive folder (casefold, over FUSE): apply --yes holds .Cla
 test('bind mode on a case-insensitive folder is refused with the fix and nothing is made; accepted, the guards hold for their own case only', async (t) => {
   const folder = await casefoldFolder(t)
   const poHome = tempHome(t)
+  const owner = homeOwner(poHome)
   const ws = addon.workspaceForFolder(folder)
-  t.after(() => addon.stopSandboxContainers({ poHome, workspace: ws.id, removeVolumes: true }))
+  t.after(() => addon.stopSandboxContainers({ poHome, owner, workspace: ws.id, removeVolumes: true }))
   writeFileSync(path.join(folder, 'notes.txt'), 'notes\n')
   mkdirSync(path.join(folder, '.claude'))
   writeFileSync(path.join(folder, '.claude/settings.json'), '{}\n')

@@ -12,7 +12,7 @@ import { randomBytes } from 'node:crypto'
 import { existsSync, lstatSync, mkdirSync, readFileSync, readdirSync, symlinkSync, unlinkSync, writeFileSync } from 'node:fs'
 import path from 'node:path'
 
-import { addon, dockerCli, requireDocker, root, run, socketServer, tempDir, waitFor } from './helpers.mjs'
+import { addon, dockerCli, homeOwner, requireDocker, root, run, socketServer, tempDir, waitFor } from './helpers.mjs'
 
 const cli = path.join(root, 'bin', 'po-sandbox.js')
 const IMAGE = ['--base-image', 'po-sandbox-test-base:node24-nft', '--image-variant', 'minimal']
@@ -49,8 +49,9 @@ test('exec through the spawner: as the engine would run it, streams apart and in
   const folder = path.join(dir, 'project')
   mkdirSync(folder)
   const poHome = path.join(dir, 'po-home')
+  const owner = homeOwner(poHome)
   const ws = addon.workspaceForFolder(folder)
-  t.after(() => addon.stopSandboxContainers({ poHome, workspace: ws.id, removeVolumes: true }))
+  t.after(() => addon.stopSandboxContainers({ poHome, owner, workspace: ws.id, removeVolumes: true }))
   const home = ['--po-home', poHome]
   const exec = (command, input) => po(['exec', folder, ...home, '--', ...command], input)
 

@@ -8,10 +8,10 @@ import { test, before } from 'node:test'
 import { execFileSync, spawn } from 'node:child_process'
 import assert from 'node:assert/strict'
 import { randomBytes } from 'node:crypto'
-import { cpSync, mkdirSync, readdirSync, realpathSync, writeFileSync } from 'node:fs'
+import { cpSync, mkdirSync, readdirSync, realpathSync } from 'node:fs'
 import path from 'node:path'
 
-import { addon, dockerCli, requireDocker, root, run, tempDir, waitFor } from './helpers.mjs'
+import { addon, dockerCli, homeOwner, requireDocker, root, run, tempDir, waitFor } from './helpers.mjs'
 import { startUpstream } from './upstreams.mjs'
 
 const cli = path.join(root, 'bin', 'po-sandbox.js')
@@ -41,9 +41,10 @@ function sandboxFolder(t, name = 'project') {
   const folder = path.join(dir, name)
   mkdirSync(folder)
   const poHome = path.join(dir, 'po-home')
+  const owner = homeOwner(poHome)
   const ws = addon.workspaceForFolder(folder)
-  t.after(() => addon.stopSandboxContainers({ poHome, workspace: ws.id, removeVolumes: true }))
-  return { folder, poHome, ws }
+  t.after(() => addon.stopSandboxContainers({ poHome, owner, workspace: ws.id, removeVolumes: true }))
+  return { folder, poHome, ws, owner }
 }
 
 test('workspaceForFolder: a stable id from the folder, a coded error for a missing one', (t) => {
@@ -203,11 +204,8 @@ test('up, exec and down on a folder: the demo bundle, exit codes, streams, a TTY
 })
 
 test("exec runs nothing in a container that only carries the sandbox's name: another owner's, or another folder's, is refused with SANDBOX_NOT_RUNNING", async (t) => {
-  const { folder, poHome, ws } = sandboxFolder(t)
   // The Po home's owner id, as its file keeps it (every command of this Po home takes it).
-  const owner = `t${randomBytes(5).toString('hex')}`
-  mkdirSync(poHome)
-  writeFileSync(path.join(poHome, 'sandbox-owner'), `${owner}\n`)
+  const { folder, poHome, ws, owner } = sandboxFolder(t)
   const name = `po-${owner}-${ws.id}`
   const other = path.join(path.dirname(folder), 'other')
   mkdirSync(other)
@@ -286,12 +284,12 @@ test('up shows the image build as step lines on a terminal, and nothing but JSON
   // Fresh tags of the test base: each gives a new image digest, so each up builds.
   const plain = async (kind, json) => {
     const base = `po-sandbox-test-base:progress-${kind}-${process.pid}`
-    const { folder, poHome, ws } = sandboxFolder(t, `progress-${kind}`)
+    const { folder, poHome, ws, owner } = sandboxFolder(t, `progress-${kind}`)
     dockerCli(['tag', TEST_BASE, base])
     let image
     t.after(async () => {
       // The container first: an image in use cannot be removed.
-      await addon.stopSandboxContainers({ poHome, workspace: ws.id, removeVolumes: true })
+      await addon.stopSandboxContainers({ poHome, owner, workspace: ws.id, removeVolumes: true })
       await run('docker', ['rmi', '-f', base, ...(image ? [image] : [])])
     })
     const r = await inTerminal(['up', folder, '--po-home', poHome, '--base-image', base, '--image-variant', 'minimal', ...(json ? ['--json'] : [])], { env: cliEnv(), rows: 24, cols: 120 })

@@ -7,7 +7,7 @@ import assert from 'node:assert/strict'
 import { mkdirSync } from 'node:fs'
 import path from 'node:path'
 
-import { addon, onJsonLines, requireDocker, root, run, tempDir } from './helpers.mjs'
+import { addon, homeOwner, onJsonLines, requireDocker, root, run, tempDir } from './helpers.mjs'
 
 const cli = path.join(root, 'bin', 'po-sandbox.js')
 const IMAGE = ['--base-image', 'po-sandbox-test-base:node24-nft', '--image-variant', 'minimal']
@@ -59,8 +59,9 @@ test('inside a sandbox container the real pi discovers skill:po-sandbox, which d
   const folder = path.join(dir, 'helped')
   mkdirSync(folder)
   const poHome = path.join(dir, 'po-home')
+  const owner = homeOwner(poHome)
   const ws = addon.workspaceForFolder(folder)
-  t.after(() => addon.stopSandboxContainers({ poHome, workspace: ws.id, removeVolumes: true }))
+  t.after(() => addon.stopSandboxContainers({ poHome, owner, workspace: ws.id, removeVolumes: true }))
   const env = cliEnv()
   const started = await run(process.execPath, [cli, 'up', folder, '--po-home', poHome, ...IMAGE, '--json'], { env })
   assert.equal(started.code, 0, started.stderr)

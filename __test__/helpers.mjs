@@ -1,6 +1,6 @@
 // Shared pieces of the node:test suites: temp folders, fake sockets, child processes.
 import { spawn, execFileSync } from 'node:child_process'
-import { mkdtempSync, rmSync, existsSync } from 'node:fs'
+import { mkdirSync, mkdtempSync, rmSync, existsSync, writeFileSync } from 'node:fs'
 import { createRequire } from 'node:module'
 import net from 'node:net'
 import os from 'node:os'
@@ -16,6 +16,16 @@ export function tempDir(t, prefix = 'po-sandbox-test-') {
   const dir = mkdtempSync(path.join(os.tmpdir(), prefix))
   t.after(() => rmSync(dir, { recursive: true, force: true }))
   return dir
+}
+
+/** Gives the Po home (made if missing) an owner id of the test's own, in its `sandbox-owner`
+ * file, and returns it: a cleanup that runs after the folder is gone names it (the Po home's
+ * file is the only place its owner is kept). */
+export function homeOwner(poHome) {
+  const owner = `t${Math.random().toString(16).slice(2, 12).padEnd(10, '0')}`
+  mkdirSync(poHome, { recursive: true })
+  writeFileSync(path.join(poHome, 'sandbox-owner'), `${owner}\n`)
+  return owner
 }
 
 /** An environment where only the given engine endpoint exists: no home sockets, no PATH hits. */
