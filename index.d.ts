@@ -938,7 +938,7 @@ export interface HubsCheck {
 
 /** The image check. */
 export interface ImageCheck {
-  /** The tag the recipe gives. */
+  /** The tag the recipe gives, on the base as the engine has it. */
   tag: string
   /** The base image. */
   base: string
@@ -948,6 +948,13 @@ export interface ImageCheck {
   present?: boolean
   /** The base image is on the engine (absent when no engine answered). */
   basePresent?: boolean
+  /**
+   * The base's ID on the engine (part of the image's digest: a base pulled again is built
+   * on anew at the next start).
+   */
+  baseId?: string
+  /** When the base was made (RFC 3339), when the engine says. */
+  baseCreated?: string
 }
 
 /** Options of `ensureSandboxImage`. */

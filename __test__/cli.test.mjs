@@ -28,7 +28,7 @@ test('doctor on this machine: ready, exit 0, every candidate, the engine, the ru
   for (const engine of ['podman', 'nerdctl', 'finch']) assert.match(r.stdout, new RegExp(`\\] ${engine} `))
   assert.match(r.stdout, /Engine    docker .* at unix:\/\/\/var\/run\/docker\.sock/)
   assert.match(r.stdout, new RegExp(`Runtime   1\\.2\\.0 in ${home}/container-runtime: ok`))
-  assert.match(r.stdout, /Image     po-sandbox:[0-9a-f]{24} \(minimal recipe on po-sandbox-test-base:node24-nft\)/)
+  assert.match(r.stdout, /Image     po-sandbox:[0-9a-f]{24} \(minimal recipe on po-sandbox-test-base:node24-nft [0-9a-f]{12}, made (today|1 day ago|\d+ days ago)\)/)
   // Docker before 28 (this machine's Debian docker.io) lets the LAN in (moby #45610): a warning
   // that names what the holders' input rules cover; none from 28 on.
   const version = r.stdout.match(/Engine    docker (\S+) at/)[1]

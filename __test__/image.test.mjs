@@ -65,3 +65,33 @@ test('the full recipe sets the browser location before installing it, and its im
   const tag = events.find((e) => e.phase === 'building')?.tag
   assert.equal((await run('docker', ['image', 'inspect', tag])).code, 1, `${tag} exists after a failed build`)
 })
+
+test('a base made anew under its name (pulled again for its fixes) gets a sandbox image of its own at the next ensure; the same base finds its image; the doctor says which base and how old', async (t) => {
+  const base = `po-sandbox-test-base:rebase-${newOwner().slice(1)}`
+  dockerCli(['tag', TEST_BASE, base])
+  const made = []
+  t.after(async () => { await run('docker', ['rmi', '-f', ...made.reverse(), base]) })
+  const ask = { baseImage: base, imageVariant: 'minimal', engine: 'docker' }
+  const idOf = (ref) => dockerCli(['image', 'inspect', '--format', '{{.Id}}', ref])
+  const baseIdOf = (tag) => dockerCli(['image', 'inspect', '--format', '{{index .Config.Labels "po.image-base-id"}}', tag])
+  const first = await ensureSandboxImage(ask)
+  made.push(first.tag)
+  assert.equal(first.built, true)
+  assert.equal(baseIdOf(first.tag), idOf(base))
+  const again = await ensureSandboxImage(ask)
+  assert.deepEqual([again.tag, again.built], [first.tag, false])
+  // The base pulled again: another image under the same name.
+  const rebuilt = await run('docker', ['build', '-q', '-t', base, '-'], { input: `FROM ${TEST_BASE}\nLABEL po.test.rebased=${newOwner()}\n` })
+  assert.equal(rebuilt.code, 0, rebuilt.stderr)
+  made.push(rebuilt.stdout.trim())
+  const second = await ensureSandboxImage(ask)
+  made.push(second.tag)
+  assert.equal(second.built, true)
+  assert.notEqual(second.tag, first.tag)
+  assert.equal(baseIdOf(second.tag), idOf(base))
+  const doctor = await addon.doctor(process.version, { ...ask, env: { ...process.env, DOCKER_HOST: 'unix:///var/run/docker.sock' } })
+  assert.equal(doctor.image.tag, second.tag)
+  assert.equal(doctor.image.present, true)
+  assert.equal(doctor.image.baseId, idOf(base))
+  assert.match(doctor.text, new RegExp(`Image     ${second.tag} \\(minimal recipe on ${base} [0-9a-f]{12}, made (today|1 day ago|\\d+ days ago)\\): present`))
+})

@@ -48,7 +48,7 @@ pub struct RuntimeCheck {
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ImageCheck {
-    /// The tag the recipe gives.
+    /// The tag the recipe gives, on the base as the engine has it.
     pub tag: String,
     /// The base image.
     pub base: String,
@@ -58,6 +58,11 @@ pub struct ImageCheck {
     pub present: Option<bool>,
     /// The base image is on the engine (absent when no engine answered).
     pub base_present: Option<bool>,
+    /// The base's ID on the engine (part of the image's digest: a base pulled again is built
+    /// on anew at the next start).
+    pub base_id: Option<String>,
+    /// When the base was made (RFC 3339), when the engine says.
+    pub base_created: Option<String>,
 }
 
 /// What the doctor checks, beyond the engine options.
@@ -298,6 +303,27 @@ pub fn check_runtime(po_home: &std::path::Path, version: Option<&str>, demo: boo
     }
 }
 
+/// The image on the engine: the tag on its base as the engine has it, whether both are
+/// there, and the base's ID and age.
+async fn image_check(
+    engine: &impl engine::EngineApi,
+    recipe: &crate::image::ImageRecipe,
+    image: &mut ImageCheck,
+) {
+    let base = engine.inspect_image(&recipe.base).await.ok();
+    if let Some(base) = &base {
+        let pinned = crate::image::ImageRecipe {
+            base_id: Some(base.id.clone()),
+            ..recipe.clone()
+        };
+        image.tag = pinned.tag();
+        image.base_id = Some(base.id.clone());
+        image.base_created = base.created.clone();
+    }
+    image.present = Some(engine.inspect_image(&image.tag).await.is_ok());
+    image.base_present = Some(base.is_some());
+}
+
 /// Runs every check and renders the report.
 pub async fn doctor(
     host: &HostEnv,
@@ -327,6 +353,8 @@ pub async fn doctor(
         variant: recipe.variant.as_str().into(),
         present: None,
         base_present: None,
+        base_id: None,
+        base_created: None,
     };
     let mut warnings = Vec::new();
     let mut networks = None;
@@ -341,8 +369,7 @@ pub async fn doctor(
     {
         round_trip_ms = round_trip(&engine).await;
         hubs = hubs_check(&engine, &options.owner).await;
-        image.present = Some(engine.inspect_image(&image.tag).await.is_ok());
-        image.base_present = Some(engine.inspect_image(&recipe.base).await.is_ok());
+        image_check(&engine, recipe, &mut image).await;
         if let Some(w) = runtime_warning(&engine, &found, &options.run_flags).await {
             warnings.push(w);
         }
@@ -577,13 +604,48 @@ fn runtime_section(rt: &RuntimeCheck) -> String {
 
 /// The image's tag, recipe and base, and whether it (or its base) is on the engine.
 fn image_section(im: &ImageCheck) -> String {
+    let base = match (&im.base_id, &im.base_created) {
+        (Some(id), created) => {
+            let short = id.trim_start_matches("sha256:");
+            let made = created
+                .as_deref()
+                .and_then(|c| age_days(c, std::time::SystemTime::now()))
+                .map(|days| match days {
+                    0 => ", made today".to_string(),
+                    1 => ", made 1 day ago".to_string(),
+                    n => format!(", made {n} days ago"),
+                })
+                .unwrap_or_default();
+            format!(" {}{made}", &short[..short.len().min(12)])
+        }
+        (None, _) => String::new(),
+    };
     format!(
-        "Image     {} ({} recipe on {}): {}\n",
+        "Image     {} ({} recipe on {}{base}): {}\n",
         im.tag,
         im.variant,
         im.base,
         image_presence(im)
     )
+}
+
+/// Whole days from an RFC 3339 time (its date) to `now`; `None` when it does not read.
+fn age_days(rfc3339: &str, now: std::time::SystemTime) -> Option<u64> {
+    let date = rfc3339.get(..10)?;
+    let mut parts = date.split('-').map(|p| p.parse::<i64>().ok());
+    let (y, m, d) = (parts.next()??, parts.next()??, parts.next()??);
+    if !(1..=12).contains(&m) || !(1..=31).contains(&d) {
+        return None;
+    }
+    // Days from 1970-01-01 to y-m-d (the proleptic Gregorian calendar).
+    let (y, m) = if m <= 2 { (y - 1, m + 9) } else { (y, m - 3) };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let doy = (153 * m + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let then = era * 146_097 + doe - 719_468;
+    let today = now.duration_since(std::time::UNIX_EPOCH).ok()?.as_secs() as i64 / 86_400;
+    u64::try_from(today - then).ok()
 }
 
 fn guards_section(guards: &[String]) -> String {

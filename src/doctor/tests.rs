@@ -34,6 +34,8 @@ fn report(engine_ok: bool, runtime_ok: bool) -> DoctorReport {
         variant: "full".into(),
         present: None,
         base_present: None,
+        base_id: None,
+        base_created: None,
     };
     let node = check_node("v24.3.0");
     let ok = node.ok && engine_ok && runtime_ok;
@@ -406,4 +408,27 @@ async fn the_hubs_are_counted_by_owner() {
         "{}",
         hubs_section(&one)
     );
+}
+
+#[test]
+fn the_image_line_says_which_base_and_how_old() {
+    let mut im = report(true, true).image;
+    im.present = Some(true);
+    im.base_id = Some(format!("sha256:{}", "ab".repeat(32)));
+    im.base_created = Some("2026-11-20T10:00:00.123456789Z".into());
+    let line = image_section(&im);
+    assert!(
+        line.starts_with("Image     po-sandbox:x (full recipe on b abababababab, made "),
+        "{line}"
+    );
+    assert!(line.ends_with(" ago): present\n"), "{line}");
+    let day = std::time::Duration::from_secs(86_400);
+    let at = |days: u64| std::time::UNIX_EPOCH + day * days as u32;
+    assert_eq!(age_days("1970-01-01T00:00:00Z", at(0)), Some(0));
+    // 2026-11-20 is day 20_777 of the Unix epoch.
+    assert_eq!(age_days("2026-11-20T10:00:00Z", at(20_777 + 14)), Some(14));
+    assert_eq!(age_days("2024-02-29", at(19_782)), Some(0));
+    assert_eq!(age_days("2026-13-01", at(20_777)), None);
+    assert_eq!(age_days("soon", at(20_777)), None);
+    assert_eq!(age_days("2027-01-01", at(20_777)), None);
 }

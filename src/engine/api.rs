@@ -43,6 +43,16 @@ pub(crate) struct BuildOptions {
     pub labels: HashMap<String, String>,
 }
 
+/// What the engine says of one image: its ID (which changes whenever another image takes its
+/// name, as a base pulled again does) and when it was made.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub(crate) struct ImageFacts {
+    /// `sha256:…`.
+    pub id: String,
+    /// When it was made (RFC 3339), when the engine says.
+    pub created: Option<String>,
+}
+
 /// Label filters as the engine takes them: `{"label": ["k=v", "k"]}` and the like.
 pub(crate) type Filters = HashMap<String, Vec<String>>;
 
@@ -130,8 +140,8 @@ pub(crate) trait EngineApi: Clone + Send + Sync + 'static {
     fn remove_network(&self, id: &str) -> impl Future<Output = EngineResult<()>> + Send;
     /// The engine's events matching `filters`, from now on, until the stream breaks.
     fn events(&self, filters: Filters) -> BoxStream<'static, EngineResult<EventMessage>>;
-    /// Whether an image exists (not found: it does not).
-    fn inspect_image(&self, tag: &str) -> impl Future<Output = EngineResult<()>> + Send;
+    /// An image's ID and age (not found: there is none of that name).
+    fn inspect_image(&self, tag: &str) -> impl Future<Output = EngineResult<ImageFacts>> + Send;
     /// Builds an image from an in-memory tar context; the engine's progress messages.
     fn build_image(
         &self,
@@ -342,8 +352,12 @@ impl EngineApi for Docker {
             .boxed()
     }
 
-    async fn inspect_image(&self, tag: &str) -> EngineResult<()> {
-        Ok(Docker::inspect_image(self, tag).await.map(|_| ())?)
+    async fn inspect_image(&self, tag: &str) -> EngineResult<ImageFacts> {
+        let image = Docker::inspect_image(self, tag).await?;
+        Ok(ImageFacts {
+            id: image.id.unwrap_or_default(),
+            created: image.created,
+        })
     }
 
     fn build_image(

@@ -67,6 +67,8 @@ pub(crate) struct State {
     pub volumes: BTreeMap<String, HashMap<String, String>>,
     /// Image tags, as built.
     pub images: Vec<String>,
+    /// The ID of an image tag, where a test gave one (else derived from the tag).
+    pub image_ids: HashMap<String, String>,
     /// Archives uploaded: container id, path, the tar file (gone once the upload returned).
     pub uploads: Vec<(String, String, PathBuf)>,
     /// Calls made, as `call subject`, in order.
@@ -620,12 +622,20 @@ impl EngineApi for FakeEngine {
             .boxed()
     }
 
-    async fn inspect_image(&self, tag: &str) -> EngineResult<()> {
+    async fn inspect_image(&self, tag: &str) -> EngineResult<super::api::ImageFacts> {
         self.enter("inspect_image", tag).await?;
-        match self.state().images.iter().any(|i| i == tag) {
-            true => Ok(()),
-            false => Err(status(404, format!("No such image: {tag}"))),
+        let s = self.state();
+        if !s.images.iter().any(|i| i == tag) {
+            return Err(status(404, format!("No such image: {tag}")));
         }
+        let id = s.image_ids.get(tag).cloned().unwrap_or_else(|| {
+            use sha2::{Digest, Sha256};
+            format!("sha256:{}", hex::encode(Sha256::digest(tag.as_bytes())))
+        });
+        Ok(super::api::ImageFacts {
+            id,
+            created: Some("2026-11-20T10:00:00Z".into()),
+        })
     }
 
     /// A build of one step that tags the image, or fails as told.

@@ -1,5 +1,7 @@
 //! The sandbox image `po-sandbox:<digest>`: its recipe (data in the crate), its digest over the
-//! recipe, every file it copies and the base reference, and its one-time build.
+//! recipe, every file it copies, the base reference and the base's ID on the engine ([`pin`]),
+//! and its one-time build. A base pulled again under the same name (security fixes) has another
+//! ID, so the next start builds the image anew on it and replaces the containers.
 
 use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
@@ -17,6 +19,8 @@ use crate::single_flight::SingleFlight;
 pub const DEFAULT_BASE: &str = "node:24-bookworm-slim";
 /// The repository of every sandbox image.
 pub const REPOSITORY: &str = "po-sandbox";
+/// The label of an image (and of its containers) that names its base's ID.
+pub const LABEL_BASE_ID: &str = "po.image-base-id";
 
 /// The full image's environment (CloakBrowser lives in `/opt/cloak`: its npm package and, under
 /// `browser/`, the browser build), set before its toolchain is installed so the build and every
@@ -68,6 +72,9 @@ pub struct ImageRecipe {
     pub base: String,
     /// Which recipe.
     pub variant: Variant,
+    /// The base's ID on the engine the image is built on, once known ([`pin`]); part of the
+    /// digest.
+    pub base_id: Option<String>,
 }
 
 impl ImageRecipe {
@@ -100,6 +107,7 @@ impl ImageRecipe {
         Ok(ImageRecipe {
             base: base.trim().to_string(),
             variant,
+            base_id: None,
         })
     }
 
@@ -134,7 +142,8 @@ impl ImageRecipe {
         }
     }
 
-    /// sha256 over the base reference, the variant, the Dockerfile and every copied file.
+    /// sha256 over the base reference, the variant, the base's ID when known, the Dockerfile
+    /// and every copied file.
     pub fn digest(&self) -> String {
         let mut h = Sha256::new();
         let mut field = |b: &[u8]| {
@@ -144,6 +153,10 @@ impl ImageRecipe {
         field(b"po-sandbox-image/1");
         field(self.base.as_bytes());
         field(self.variant.as_str().as_bytes());
+        if let Some(id) = &self.base_id {
+            field(b"base-id");
+            field(id.as_bytes());
+        }
         field(self.dockerfile().as_bytes());
         for (name, mode, content) in self.files() {
             field(name.as_bytes());
@@ -197,10 +210,62 @@ fn builds() -> &'static SingleFlight<String, SharedBuild, EventBus> {
     BUILDS.get_or_init(Default::default)
 }
 
-/// Makes sure the image exists, building it once if missing. Concurrent calls in one process
-/// for the same tag share one build, and each gets its progress on its own `events` (a caller
-/// that joins late is first replayed what it missed).
+/// The recipe on `engine`: with its base's ID there, when the engine has the base (one
+/// that must be pulled first is not pinned until it is there).
+pub async fn pin(engine: &impl EngineApi, recipe: &ImageRecipe) -> Result<ImageRecipe> {
+    let mut pinned = recipe.clone();
+    pinned.base_id = match engine.inspect_image(&recipe.base).await {
+        Ok(base) => Some(base.id),
+        Err(EngineError::NotFound(_)) => None,
+        Err(source) => {
+            return Err(Error::engine(
+                engine.timeout(),
+                crate::engine::Operation::Inspect(
+                    crate::engine::Resource::Image,
+                    recipe.base.clone(),
+                ),
+                source,
+            ));
+        }
+    };
+    Ok(pinned)
+}
+
+/// Makes sure the image of `recipe` on its base as the engine has it now exists ([`pin`]),
+/// building it once if missing; the recipe it made sure of, pinned. A base the engine did
+/// not have is pulled by the build; the image is then made sure of on it, pinned (from the
+/// build's cache). Concurrent calls in one process for the same tag share one build, and each
+/// gets its progress on its own `events` (a caller that joins late is first replayed what it
+/// missed).
 pub async fn ensure(
+    engine: &impl EngineApi,
+    recipe: &ImageRecipe,
+    events: &EventBus,
+    bounds: &crate::engine::Bounds,
+) -> Result<(Provenance, ImageRecipe)> {
+    let pinned = match recipe.base_id {
+        Some(_) => recipe.clone(),
+        None => pin(engine, recipe).await?,
+    };
+    let made = ensure_pinned(engine, &pinned, events, bounds).await?;
+    if pinned.base_id.is_none() {
+        let now = pin(engine, recipe).await?;
+        if now.base_id.is_some() {
+            let again = ensure_pinned(engine, &now, events, bounds).await?;
+            let built = made == Provenance::Built || again == Provenance::Built;
+            let provenance = if built {
+                Provenance::Built
+            } else {
+                Provenance::Cached
+            };
+            return Ok((provenance, now));
+        }
+    }
+    Ok((made, pinned))
+}
+
+/// [`ensure`] of a recipe as it is.
+async fn ensure_pinned(
     engine: &impl EngineApi,
     recipe: &ImageRecipe,
     events: &EventBus,
@@ -279,9 +344,9 @@ async fn is_cached(engine: &impl EngineApi, tag: &str) -> Result<bool> {
 }
 
 /// The build's options: the tag, intermediate containers always removed, and the labels that
-/// say what the image was built from.
+/// say what the image was built from (its containers carry them too).
 fn build_options(recipe: &ImageRecipe, tag: &str) -> BuildOptions {
-    let labels = HashMap::from([
+    let mut labels = HashMap::from([
         ("po.sandbox".to_string(), "1".to_string()),
         ("po.image-digest".to_string(), recipe.digest()),
         (
@@ -290,6 +355,9 @@ fn build_options(recipe: &ImageRecipe, tag: &str) -> BuildOptions {
         ),
         ("po.image-base".to_string(), recipe.base.clone()),
     ]);
+    if let Some(id) = &recipe.base_id {
+        labels.insert(LABEL_BASE_ID.to_string(), id.clone());
+    }
     BuildOptions {
         tag: tag.to_string(),
         labels,

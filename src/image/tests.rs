@@ -22,7 +22,8 @@ fn defaults_and_overrides() {
         r,
         ImageRecipe {
             base: DEFAULT_BASE.into(),
-            variant: Variant::Full
+            variant: Variant::Full,
+            base_id: None,
         }
     );
     let r = ImageRecipe::resolve(
@@ -35,7 +36,8 @@ fn defaults_and_overrides() {
         r,
         ImageRecipe {
             base: "local/base:1".into(),
-            variant: Variant::Minimal
+            variant: Variant::Minimal,
+            base_id: None,
         }
     );
     let r = ImageRecipe::resolve(Some("opt/base"), Some("full"), &env(&[(BASE_VAR, "x")])).unwrap();
@@ -59,14 +61,17 @@ fn digest_covers_base_variant_and_files() {
     let full = ImageRecipe {
         base: DEFAULT_BASE.into(),
         variant: Variant::Full,
+        base_id: None,
     };
     let minimal = ImageRecipe {
         base: DEFAULT_BASE.into(),
         variant: Variant::Minimal,
+        base_id: None,
     };
     let other_base = ImageRecipe {
         base: "node:24-bookworm".into(),
         variant: Variant::Full,
+        base_id: None,
     };
     assert_eq!(full.digest(), full.clone().digest());
     assert_ne!(full.digest(), minimal.digest());
@@ -80,6 +85,7 @@ fn full_recipe_installs_the_toolchain() {
     let full = ImageRecipe {
         base: DEFAULT_BASE.into(),
         variant: Variant::Full,
+        base_id: None,
     };
     let d = full.dockerfile();
     assert!(d.starts_with("FROM node:24-bookworm-slim\n"));
@@ -119,6 +125,7 @@ fn context_holds_dockerfile_and_files() {
     let r = ImageRecipe {
         base: "b".into(),
         variant: Variant::Minimal,
+        base_id: None,
     };
     let bytes = r.context();
     let mut archive = tar::Archive::new(bytes.as_slice());
@@ -143,6 +150,7 @@ fn full_recipe_layers_set_the_browser_location_before_installing_it() {
     let full = ImageRecipe {
         base: DEFAULT_BASE.into(),
         variant: Variant::Full,
+        base_id: None,
     };
     let d = full.dockerfile();
     assert_eq!(
@@ -188,6 +196,7 @@ fn minimal_recipe_has_no_browser_environment() {
     let minimal = ImageRecipe {
         base: "b".into(),
         variant: Variant::Minimal,
+        base_id: None,
     };
     assert_eq!(
         instructions(&minimal.dockerfile()),
@@ -216,9 +225,11 @@ async fn an_image_is_built_once_then_found_cached() {
         }
     }));
     let bounds = crate::engine::Bounds::default();
-    let got = ensure(&engine, &recipe, &events, &bounds).await.unwrap();
+    let (got, pinned) = ensure(&engine, &recipe, &events, &bounds).await.unwrap();
     assert_eq!(got, Provenance::Built);
-    let again = ensure(&engine, &recipe, &events, &bounds).await.unwrap();
+    // The base is not on the engine (the build would pull it): not pinned.
+    assert_eq!(pinned, recipe);
+    let (again, _) = ensure(&engine, &recipe, &events, &bounds).await.unwrap();
     assert_eq!(again, Provenance::Cached);
     assert_eq!(engine.count("build_image"), 1);
     use ImagePhase::*;
@@ -233,4 +244,52 @@ async fn an_image_is_built_once_then_found_cached() {
         .unwrap_err();
     assert_eq!(e.code(), "IMAGE_BUILD_FAILED", "{e}");
     assert_eq!(phases.lock().unwrap().last(), Some(&Failed));
+}
+
+#[test]
+fn the_bases_id_is_in_the_digest() {
+    let recipe = ImageRecipe::resolve(Some("local/base:1"), Some("minimal"), &env(&[])).unwrap();
+    let on = |id: &str| ImageRecipe {
+        base_id: Some(id.into()),
+        ..recipe.clone()
+    };
+    assert_ne!(on("sha256:aa").digest(), recipe.digest());
+    assert_ne!(on("sha256:aa").digest(), on("sha256:bb").digest());
+    assert_eq!(on("sha256:aa").tag(), on("sha256:aa").tag());
+    let labels = build_options(&on("sha256:aa"), "t").labels;
+    assert_eq!(labels[LABEL_BASE_ID], "sha256:aa");
+    assert!(
+        !build_options(&recipe, "t")
+            .labels
+            .contains_key(LABEL_BASE_ID)
+    );
+}
+
+/// A base pulled again under its name (another ID) gets an image of its own at the next
+/// ensure; the same base finds its image cached.
+#[tokio::test]
+async fn a_base_with_another_id_is_built_on_anew() {
+    use crate::engine::fake::FakeEngine;
+    let engine = FakeEngine::default();
+    let recipe = ImageRecipe::resolve(Some("local/base:1"), Some("minimal"), &env(&[])).unwrap();
+    engine.state().images.push("local/base:1".into());
+    engine
+        .state()
+        .image_ids
+        .insert("local/base:1".into(), "sha256:one".into());
+    let (events, bounds) = (EventBus::default(), crate::engine::Bounds::default());
+    let (built, first) = ensure(&engine, &recipe, &events, &bounds).await.unwrap();
+    assert_eq!(built, Provenance::Built);
+    assert_eq!(first.base_id.as_deref(), Some("sha256:one"));
+    let (cached, same) = ensure(&engine, &recipe, &events, &bounds).await.unwrap();
+    assert_eq!((cached, same.tag()), (Provenance::Cached, first.tag()));
+    engine
+        .state()
+        .image_ids
+        .insert("local/base:1".into(), "sha256:two".into());
+    let (rebuilt, second) = ensure(&engine, &recipe, &events, &bounds).await.unwrap();
+    assert_eq!(rebuilt, Provenance::Built);
+    assert_eq!(second.base_id.as_deref(), Some("sha256:two"));
+    assert_ne!(second.tag(), first.tag());
+    assert_eq!(engine.count("build_image"), 2);
 }

@@ -42,11 +42,11 @@ impl ImageJob {
         let recipe = &self.options.recipe;
         let (engine, _) = engine::connect(&self.host, &self.options.detect).await?;
         let bounds = engine::bounds(&self.host)?;
-        let built = image::ensure(&engine, recipe, &events, &bounds).await? == Provenance::Built;
+        let (made, pinned) = image::ensure(&engine, recipe, &events, &bounds).await?;
         Ok(ImageResult {
-            tag: recipe.tag(),
-            digest: recipe.digest(),
-            built,
+            tag: pinned.tag(),
+            digest: pinned.digest(),
+            built: made == Provenance::Built,
         })
     }
 }

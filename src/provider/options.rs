@@ -279,10 +279,12 @@ fn network_resolve(
 }
 
 impl ProviderOptions {
-    /// What every container of this hub shares, derived here once: these options, the
-    /// runtime `bundle`, the limits the engine's `report` allows and the engine `mode`.
+    /// What every container of this hub shares, derived here once: these options, the image
+    /// `recipe` as the engine has its base ([`crate::image::pin`]), the runtime `bundle`, the
+    /// limits the engine's `report` allows and the engine `mode`.
     pub fn container_settings(
         &self,
+        recipe: &ImageRecipe,
         bundle: RuntimeBundle,
         report: &EngineReport,
         mode: EngineMode,
@@ -291,8 +293,8 @@ impl ProviderOptions {
             owner: self.owner.clone(),
             po_home: self.po_home.clone(),
             bundle,
-            image: self.recipe.tag(),
-            image_digest: self.recipe.digest(),
+            image: recipe.tag(),
+            image_digest: recipe.digest(),
             user: self.user,
             pids_limit: self.pids_limit,
             run_flags: self.run_flags.clone(),
@@ -321,6 +323,8 @@ impl ProviderOptions {
                 label(blueprint::LABEL_IMAGE_VARIANT),
             );
             o.recipe = ImageRecipe::resolve(base, variant, o.host.vars())?;
+            // The base it was built on (none for an image of an earlier version).
+            o.recipe.base_id = label(crate::image::LABEL_BASE_ID).map(str::to_string);
         }
         let flags: Vec<String> = labels
             .get(blueprint::LABEL_RUN_FLAGS)

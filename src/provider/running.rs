@@ -10,6 +10,7 @@ use super::{Provider, ProviderOptions};
 use crate::engine::Connector;
 use crate::engine::{self, EngineReport};
 use crate::error::Result;
+use crate::image::ImageRecipe;
 use crate::runtime_bundle::RuntimeBundle;
 use crate::sandbox::blueprint;
 use crate::sandbox::blueprint::EngineMode;
@@ -24,6 +25,7 @@ use crate::sandbox::folder::Workspace;
 /// `report` and the broker's `wiring`.
 pub(super) fn service_config(
     o: &ProviderOptions,
+    recipe: &ImageRecipe,
     bundle: RuntimeBundle,
     report: &EngineReport,
     wiring: Option<BrokerWiring>,
@@ -38,7 +40,7 @@ pub(super) fn service_config(
     );
     let local = !report.vm && !report.remote;
     Ok(ServiceConfig {
-        container: o.container_settings(bundle, report, mode),
+        container: o.container_settings(recipe, bundle, report, mode),
         health_timeout: o.health_timeout,
         podman,
         broker: wiring,
@@ -172,12 +174,25 @@ impl<C: Connector> Provider<C> {
             Some(l) if recipe_of_container => self.options.with_recipe_of(&l.labels)?,
             _ => self.options.clone(),
         };
+        // The recipe is the container's own (its labels) unless these options name an image.
+        let of_container = live.is_some() && recipe_of_container && !self.options.image_given;
         if report.engine.as_deref() == Some("podman") {
             crate::sandbox::blueprint::refuse_run_flags_on_podman(&options.run_flags)?;
         }
-        // Its TLS roots load at the first request that needs them: an exec may make none.
-        let wiring = self.start_broker(&report, false).await?;
-        let config = service_config(&options, bundle, &report, wiring)?;
+        // Its TLS roots load at the first request that needs them: an exec may make none. The
+        // recipe's base as the engine has it now, unless it is the container's own.
+        let pin = async {
+            match (
+                of_container || options.recipe.base_id.is_some(),
+                &options.recipe,
+            ) {
+                (true, recipe) => Ok(recipe.clone()),
+                (false, recipe) => crate::image::pin(&engine, recipe).await,
+            }
+        };
+        let (wiring, recipe) = tokio::join!(self.start_broker(&report, false), pin);
+        let (wiring, recipe) = (wiring?, recipe?);
+        let config = service_config(&options, &recipe, bundle, &report, wiring)?;
         let service = ContainerService::new(engine, config, self.events.clone());
         Ok((service, live))
     }

@@ -63,7 +63,7 @@ impl<C: Connector> Provider<C> {
             git_safety,
             async { guards.await.unwrap_or_default() }
         );
-        let (built, wiring) = (built?, wiring?);
+        let ((built, recipe), wiring) = (built?, wiring?);
         if !built {
             *self.prefetched.locked() = Some(Prefetched {
                 known,
@@ -71,7 +71,7 @@ impl<C: Connector> Provider<C> {
                 locks,
             });
         }
-        let config = running::service_config(&self.options, bundle, &report, wiring)?;
+        let config = running::service_config(&self.options, &recipe, bundle, &report, wiring)?;
         let mut warnings: Vec<String> =
             config.container.mode.limits_warning().into_iter().collect();
         warnings.extend(git_warning);
@@ -226,13 +226,19 @@ impl<C: Connector> Provider<C> {
         Ok(bundle)
     }
 
-    /// 3. Image: there, or built now (`true`).
-    pub(super) async fn ensure_image(&self, engine: &impl engine::EngineApi) -> Result<bool> {
+    /// 3. Image: there, or built now (`true`), on the base as the engine has it.
+    ///
+    /// Returns the recipe pinned to that base.
+    pub(super) async fn ensure_image(
+        &self,
+        engine: &impl engine::EngineApi,
+    ) -> Result<(bool, image::ImageRecipe)> {
         let recipe = &self.options.recipe;
         self.update(|s| s.image = Some(recipe.tag()));
         let bounds = engine::bounds(&self.options.host)?;
-        let provenance = image::ensure(engine, recipe, &self.events, &bounds).await?;
-        Ok(provenance == image::Provenance::Built)
+        let (provenance, pinned) = image::ensure(engine, recipe, &self.events, &bounds).await?;
+        self.update(|s| s.image = Some(pinned.tag()));
+        Ok((provenance == image::Provenance::Built, pinned))
     }
 
     /// This owner's containers, when any workspace of the options wants one: what was read

@@ -570,7 +570,7 @@ fn container_settings_carry_the_options_and_the_engines_limits() {
         ncpu: Some(4),
         ..EngineReport::default()
     };
-    let s = o.container_settings(bundle, &report, EngineMode::default());
+    let s = o.container_settings(&o.recipe, bundle, &report, EngineMode::default());
     assert_eq!(
         (s.owner.as_str(), s.po_home.as_path()),
         ("hub1", Path::new("/home/u/.po"))
