@@ -1,8 +1,8 @@
 //! Reads that need not wait for the engine check: while it runs (version and info, the slowest
 //! answers of a start-up), they go to the endpoint the check tries first. A hub restart lists
 //! the owner's containers this way and asks each running-alone container's server its health
-//! path once (the asks go on while start-up proceeds; each adoption awaits its own answer); an
-//! exec reads the workspace's container by name. A read is used only when the check settles on
+//! path once (the asks go on while start-up proceeds; each adoption awaits its own answer), and
+//! pins the image recipe to its base; an exec reads the workspace's container by name. A read is used only when the check settles on
 //! that same endpoint; reads only, on a local Unix socket only.
 
 use std::collections::HashSet;
@@ -53,6 +53,19 @@ impl<T: Send + 'static> ReadAhead<T> {
         }
         (&mut self.task).await.ok().flatten()
     }
+}
+
+/// The image recipe pinned to its base as the engine has it ([`crate::image::pin`]: an
+/// inspect of the base), read ahead; `None` when the engine has no such base.
+pub fn image<C: Connector>(
+    connector: &C,
+    o: &ProviderOptions,
+) -> Option<ReadAhead<crate::image::ImageRecipe>> {
+    let recipe = o.recipe.clone();
+    ReadAhead::on_first_candidate(connector, o, move |engine| async move {
+        let pinned = crate::image::pin(&engine, &recipe).await.ok()?;
+        pinned.base_id.is_some().then_some(pinned)
+    })
 }
 
 /// A hub restart's adoptions read ahead: this owner's containers, when a workspace wants a

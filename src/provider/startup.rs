@@ -46,6 +46,7 @@ impl<C: Connector> Provider<C> {
             locks.clear();
         }
         let guards = self.guards_ahead();
+        let pinned = read_ahead::image(&self.connector, &self.options);
         // The person's git is asked while the engine is checked.
         let git_safety = self.git_safety();
         let (report, engine) = self.check_engine().await?;
@@ -57,7 +58,7 @@ impl<C: Connector> Provider<C> {
         // are started, see `start_workspaces`) and the list of this owner's containers overlap
         // the image check.
         let (built, wiring, known, git_warning, guards) = tokio::join!(
-            self.ensure_image(&engine),
+            self.ensure_image(&engine, pinned, &report),
             self.start_broker(&report, false),
             self.prefetch_known(&engine, ahead, &report),
             git_safety,
@@ -232,8 +233,14 @@ impl<C: Connector> Provider<C> {
     pub(super) async fn ensure_image(
         &self,
         engine: &impl engine::EngineApi,
+        pinned: Option<read_ahead::ReadAhead<image::ImageRecipe>>,
+        report: &engine::EngineReport,
     ) -> Result<(bool, image::ImageRecipe)> {
-        let recipe = &self.options.recipe;
+        let ahead = match pinned {
+            Some(read) => read.take(report).await,
+            None => None,
+        };
+        let recipe = &ahead.unwrap_or_else(|| self.options.recipe.clone());
         self.update(|s| s.image = Some(recipe.tag()));
         let bounds = engine::bounds(&self.options.host)?;
         let (provenance, pinned) = image::ensure(engine, recipe, &self.events, &bounds).await?;
