@@ -94,4 +94,9 @@ test('a base made anew under its name (pulled again for its fixes) gets a sandbo
   assert.equal(doctor.image.present, true)
   assert.equal(doctor.image.baseId, idOf(base))
   assert.match(doctor.text, new RegExp(`Image     ${second.tag} \\(minimal recipe on ${base} [0-9a-f]{12}, made (today|1 day ago|\\d+ days ago)\\): present`))
+  // The base's name removed since (docker image prune -a, docker rmi): the image built on it
+  // is kept and found, not built again (which would need a registry).
+  assert.equal((await run('docker', ['rmi', base])).code, 0)
+  const kept = await ensureSandboxImage(ask)
+  assert.deepEqual([kept.tag, kept.built], [second.tag, false])
 })

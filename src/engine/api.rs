@@ -142,6 +142,12 @@ pub(crate) trait EngineApi: Clone + Send + Sync + 'static {
     fn events(&self, filters: Filters) -> BoxStream<'static, EngineResult<EventMessage>>;
     /// An image's ID and age (not found: there is none of that name).
     fn inspect_image(&self, tag: &str) -> impl Future<Output = EngineResult<ImageFacts>> + Send;
+    /// The images whose labels match `labels` (`k=v`): each one's labels and when it was
+    /// made (seconds since the epoch).
+    fn list_images(
+        &self,
+        labels: Vec<String>,
+    ) -> impl Future<Output = EngineResult<Vec<(HashMap<String, String>, i64)>>> + Send;
     /// Builds an image from an in-memory tar context; the engine's progress messages.
     fn build_image(
         &self,
@@ -358,6 +364,18 @@ impl EngineApi for Docker {
             id: image.id.unwrap_or_default(),
             created: image.created,
         })
+    }
+
+    async fn list_images(
+        &self,
+        labels: Vec<String>,
+    ) -> EngineResult<Vec<(HashMap<String, String>, i64)>> {
+        let filters = HashMap::from([("label".to_string(), labels)]);
+        let options = bollard::query_parameters::ListImagesOptionsBuilder::default()
+            .filters(&filters)
+            .build();
+        let images = Docker::list_images(self, Some(options)).await?;
+        Ok(images.into_iter().map(|i| (i.labels, i.created)).collect())
     }
 
     fn build_image(

@@ -231,6 +231,12 @@ impl SshTarget {
             }
         } else {
             match authority.rsplit_once(':') {
+                // An IPv6 address is written in brackets, as in any URI.
+                Some((h, _)) if h.contains(':') => {
+                    return Err(format!(
+                        "an IPv6 address goes in brackets, [::1]:22, {example}"
+                    ));
+                }
                 Some((h, p)) => (h, Some(p)),
                 None => (authority, None),
             }
@@ -324,8 +330,9 @@ impl fmt::Display for Endpoint {
                 }
                 match (t.host.contains(':'), t.port) {
                     (true, Some(p)) => write!(f, "[{}]:{p}", t.host)?,
+                    (true, None) => write!(f, "[{}]", t.host)?,
                     (false, Some(p)) => write!(f, "{}:{p}", t.host)?,
-                    (_, None) => write!(f, "{}", t.host)?,
+                    (false, None) => write!(f, "{}", t.host)?,
                 }
                 write!(f, "{}", t.socket.as_deref().unwrap_or(""))
             }
@@ -470,6 +477,8 @@ mod tests {
             ("ssh://me@host/../../x.sock", false),
             ("ssh://", false),
             ("ssh://[::1", false),
+            ("ssh://::1", false),
+            ("ssh://me@fe80::1:22", false),
             ("tcp://127.0.0.1:0", false),
             ("tcp://127.0.0.1:99999", false),
             ("tcp://:2375", false),
@@ -535,6 +544,7 @@ mod tests {
                 Some(2222),
                 Some("/run/user/1000/docker.sock"),
             ),
+            ("ssh://[::1]", None, "::1", None, None),
             (
                 "ssh://box.example.org/var/run/docker.sock",
                 None,

@@ -69,6 +69,8 @@ pub(crate) struct State {
     pub images: Vec<String>,
     /// The ID of an image tag, where a test gave one (else derived from the tag).
     pub image_ids: HashMap<String, String>,
+    /// The labels of the images built, by tag.
+    pub image_labels: HashMap<String, HashMap<String, String>>,
     /// Archives uploaded: container id, path, the tar file (gone once the upload returned).
     pub uploads: Vec<(String, String, PathBuf)>,
     /// Calls made, as `call subject`, in order.
@@ -638,16 +640,33 @@ impl EngineApi for FakeEngine {
         })
     }
 
+    async fn list_images(
+        &self,
+        labels: Vec<String>,
+    ) -> EngineResult<Vec<(HashMap<String, String>, i64)>> {
+        self.enter("list_images", "").await?;
+        let s = self.state();
+        Ok(s.images
+            .iter()
+            .filter_map(|tag| s.image_labels.get(tag))
+            .filter(|l| State::matches(l, &labels))
+            .map(|l| (l.clone(), 0))
+            .collect())
+    }
+
     /// A build of one step that tags the image, or fails as told.
     fn build_image(
         &self,
         options: BuildOptions,
         _context: Vec<u8>,
     ) -> BoxStream<'_, EngineResult<BuildInfo>> {
-        let tag = options.tag;
+        let (tag, labels) = (options.tag, options.labels);
         futures_util::stream::once(async move {
             self.enter("build_image", &tag).await?;
-            self.state().images.push(tag.clone());
+            let mut s = self.state();
+            s.images.push(tag.clone());
+            s.image_labels.insert(tag.clone(), labels);
+            drop(s);
             Ok(BuildInfo {
                 stream: Some(format!("Step 1/1 : tagged {tag}\n")),
                 ..Default::default()

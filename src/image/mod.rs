@@ -21,6 +21,9 @@ pub const DEFAULT_BASE: &str = "node:24-bookworm-slim";
 pub const REPOSITORY: &str = "po-sandbox";
 /// The label of an image (and of its containers) that names its base's ID.
 pub const LABEL_BASE_ID: &str = "po.image-base-id";
+/// The label of an image that names its recipe's digest without the base's ID: the images of
+/// one recipe on any base.
+pub const LABEL_RECIPE: &str = "po.image-recipe";
 
 /// The full image's environment (CloakBrowser lives in `/opt/cloak`: its npm package and, under
 /// `browser/`, the browser build), set before its toolchain is installed so the build and every
@@ -210,13 +213,46 @@ fn builds() -> &'static SingleFlight<String, SharedBuild, EventBus> {
     BUILDS.get_or_init(Default::default)
 }
 
-/// The recipe on `engine`: with its base's ID there, when the engine has the base (one
-/// that must be pulled first is not pinned until it is there).
+impl ImageRecipe {
+    /// This recipe on the base a container's (or image's) labels name, when they name this
+    /// recipe's base and variant and the base's ID.
+    pub fn on_base_of(&self, labels: &HashMap<String, String>) -> Option<ImageRecipe> {
+        let label = |k: &str| labels.get(k).map(String::as_str);
+        let same = label("po.image-base") == Some(self.base.as_str())
+            && label("po.image-variant") == Some(self.variant.as_str());
+        let id = label(LABEL_BASE_ID).filter(|_| same)?;
+        Some(ImageRecipe {
+            base_id: Some(id.to_string()),
+            ..self.clone()
+        })
+    }
+
+    /// The digest without the base's ID: the same for this recipe on every base.
+    fn recipe_digest(&self) -> String {
+        ImageRecipe {
+            base_id: None,
+            ..self.clone()
+        }
+        .digest()
+    }
+}
+
+/// The recipe on `engine`: with its base's ID there, when the engine has the base; else on the
+/// base of the newest image of this recipe the engine keeps (a base removed since, as
+/// `docker image prune -a` does: its sandbox image is still good); else not pinned (the build
+/// pulls the base, [`ensure`] pins it after).
 pub async fn pin(engine: &impl EngineApi, recipe: &ImageRecipe) -> Result<ImageRecipe> {
     let mut pinned = recipe.clone();
     pinned.base_id = match engine.inspect_image(&recipe.base).await {
         Ok(base) => Some(base.id),
-        Err(EngineError::NotFound(_)) => None,
+        Err(EngineError::NotFound(_)) => {
+            let label = format!("{LABEL_RECIPE}={}", recipe.recipe_digest());
+            let kept = engine.list_images(vec![label]).await.unwrap_or_default();
+            kept.into_iter()
+                .filter_map(|(labels, made)| Some((made, labels.get(LABEL_BASE_ID)?.clone())))
+                .max()
+                .map(|(_, id)| id)
+        }
         Err(source) => {
             return Err(Error::engine(
                 engine.timeout(),
@@ -357,6 +393,7 @@ fn build_options(recipe: &ImageRecipe, tag: &str) -> BuildOptions {
     ]);
     if let Some(id) = &recipe.base_id {
         labels.insert(LABEL_BASE_ID.to_string(), id.clone());
+        labels.insert(LABEL_RECIPE.to_string(), recipe.recipe_digest());
     }
     BuildOptions {
         tag: tag.to_string(),

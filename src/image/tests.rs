@@ -265,18 +265,24 @@ fn the_bases_id_is_in_the_digest() {
     );
 }
 
-/// A base pulled again under its name (another ID) gets an image of its own at the next
-/// ensure; the same base finds its image cached.
-#[tokio::test]
-async fn a_base_with_another_id_is_built_on_anew() {
-    use crate::engine::fake::FakeEngine;
-    let engine = FakeEngine::default();
+/// The in-memory engine with the base `local/base:1` of ID `id`, and the minimal recipe on it.
+/// Each test takes an ID of its own: builds in flight are shared by tag in one process.
+fn engine_with_base(id: &str) -> (crate::engine::fake::FakeEngine, ImageRecipe) {
+    let engine = crate::engine::fake::FakeEngine::default();
     let recipe = ImageRecipe::resolve(Some("local/base:1"), Some("minimal"), &env(&[])).unwrap();
     engine.state().images.push("local/base:1".into());
     engine
         .state()
         .image_ids
-        .insert("local/base:1".into(), "sha256:one".into());
+        .insert("local/base:1".into(), id.into());
+    (engine, recipe)
+}
+
+/// A base pulled again under its name (another ID) gets an image of its own at the next
+/// ensure; the same base finds its image cached.
+#[tokio::test]
+async fn a_base_with_another_id_is_built_on_anew() {
+    let (engine, recipe) = engine_with_base("sha256:one");
     let (events, bounds) = (EventBus::default(), crate::engine::Bounds::default());
     let (built, first) = ensure(&engine, &recipe, &events, &bounds).await.unwrap();
     assert_eq!(built, Provenance::Built);
@@ -292,4 +298,31 @@ async fn a_base_with_another_id_is_built_on_anew() {
     assert_eq!(second.base_id.as_deref(), Some("sha256:two"));
     assert_ne!(second.tag(), first.tag());
     assert_eq!(engine.count("build_image"), 2);
+}
+
+/// A base removed since its image was built (`docker image prune -a`): the recipe is pinned on
+/// the base of the image it keeps, which is found cached, not built again.
+#[tokio::test]
+async fn a_removed_base_keeps_the_image_built_on_it() {
+    let (engine, recipe) = engine_with_base("sha256:kept");
+    let (events, bounds) = (EventBus::default(), crate::engine::Bounds::default());
+    let (_, first) = ensure(&engine, &recipe, &events, &bounds).await.unwrap();
+    engine.state().images.retain(|i| i != "local/base:1");
+    let pinned = pin(&engine, &recipe).await.unwrap();
+    assert_eq!(pinned, first);
+    let (again, same) = ensure(&engine, &recipe, &events, &bounds).await.unwrap();
+    assert_eq!((again, same.tag()), (Provenance::Cached, first.tag()));
+    assert_eq!(engine.count("build_image"), 1);
+    // A container's labels name its base: the same recipe takes it; another recipe does not.
+    let labels: HashMap<String, String> = [
+        ("po.image-base", "local/base:1"),
+        ("po.image-variant", "minimal"),
+        (LABEL_BASE_ID, "sha256:kept"),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect();
+    assert_eq!(recipe.on_base_of(&labels), Some(first.clone()));
+    let full = ImageRecipe::resolve(Some("local/base:1"), Some("full"), &env(&[])).unwrap();
+    assert_eq!(full.on_base_of(&labels), None);
 }

@@ -174,20 +174,24 @@ impl<C: Connector> Provider<C> {
             Some(l) if recipe_of_container => self.options.with_recipe_of(&l.labels)?,
             _ => self.options.clone(),
         };
-        // The recipe is the container's own (its labels) unless these options name an image.
+        // The recipe is the container's own (its labels) unless these options name an image;
+        // one that names the container's base and variant takes the base's ID it was built
+        // on: a base pulled again is built on at the next start, not by a one-shot command.
         let of_container = live.is_some() && recipe_of_container && !self.options.image_given;
+        let kept = live
+            .as_ref()
+            .and_then(|l| options.recipe.on_base_of(&l.labels))
+            .filter(|_| !of_container);
         if report.engine.as_deref() == Some("podman") {
             crate::sandbox::blueprint::refuse_run_flags_on_podman(&options.run_flags)?;
         }
         // Its TLS roots load at the first request that needs them: an exec may make none. The
         // recipe's base as the engine has it now, unless it is the container's own.
         let pin = async {
-            match (
-                of_container || options.recipe.base_id.is_some(),
-                &options.recipe,
-            ) {
-                (true, recipe) => Ok(recipe.clone()),
-                (false, recipe) => crate::image::pin(&engine, recipe).await,
+            match (kept, &options.recipe) {
+                (Some(kept), _) => Ok(kept),
+                (None, r) if of_container || r.base_id.is_some() => Ok(r.clone()),
+                (None, r) => crate::image::pin(&engine, r).await,
             }
         };
         let (wiring, recipe) = tokio::join!(self.start_broker(&report, false), pin);

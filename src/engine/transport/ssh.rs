@@ -149,8 +149,9 @@ fn control_dir() -> Option<PathBuf> {
 /// for it instead of each logging in on its own.
 static MAKING: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
-/// How long a first connection may take to log in and share itself.
-const LOGIN_WAIT: Duration = Duration::from_secs(35);
+/// How long the other dials wait for a first connection to log in and share itself; past
+/// it they log in on their own.
+const LOGIN_WAIT: Duration = Duration::from_secs(10);
 
 impl Dial for SshDial {
     fn last_failure(&self) -> Option<Failure> {
@@ -158,7 +159,15 @@ impl Dial for SshDial {
     }
 
     fn dial(&self) -> Pin<Box<dyn std::future::Future<Output = std::io::Result<Stream>> + Send>> {
-        let control = control_dir().map(|d| self.control_socket(&d));
+        // A command that says how to share connections itself (`-S`, `-o ControlPath=…`) is
+        // left to it: the layer's options would come after its own, and ssh keeps the first.
+        let own_control = self
+            .command
+            .iter()
+            .any(|w| w == "-S" || w.to_ascii_lowercase().contains("control"));
+        let control = control_dir()
+            .filter(|_| !own_control)
+            .map(|d| self.control_socket(&d));
         let argv = self.argv(control.as_deref());
         let target = self.target.clone();
         let last = Arc::clone(&self.last);
@@ -219,9 +228,10 @@ impl Dial for SshDial {
             Ok(Stream::new(SshStream {
                 stdin,
                 stdout,
-                _child: child,
+                child,
                 stderr,
-                said: said.map(|h| Box::pin(tokio::time::timeout(STDERR_WAIT, h))),
+                said,
+                waiting: None,
                 target,
                 last,
             }))
@@ -234,16 +244,19 @@ fn shown(target: &SshTarget) -> String {
     crate::engine::Endpoint::Ssh(target.clone()).to_string()
 }
 
-type Said = Pin<Box<tokio::time::Timeout<tokio::task::JoinHandle<()>>>>;
+type Waiting = Pin<Box<tokio::time::Timeout<tokio::task::JoinHandle<()>>>>;
 
 /// One ssh process: its output is the engine's answers, its input the requests. When its
 /// output ends with an error on its error output, reading fails with that error in words.
 struct SshStream {
     stdin: ChildStdin,
     stdout: ChildStdout,
-    _child: Child,
+    child: Child,
     stderr: Arc<Mutex<String>>,
-    said: Option<Said>,
+    /// The task reading ssh's error output, until ssh's output ends.
+    said: Option<tokio::task::JoinHandle<()>>,
+    /// Then that task, bounded from the end of the output on.
+    waiting: Option<Waiting>,
     target: SshTarget,
     last: LastFailure,
 }
@@ -272,22 +285,30 @@ impl SshStream {
     /// Once ssh is gone: waits (briefly) for all it said on its error output, and says what
     /// went wrong, if it said anything.
     fn why_ended(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Failure>> {
-        if let Some(said) = self.said.as_mut() {
-            if said.as_mut().poll(cx).is_pending() {
+        if let Some(said) = self.said.take() {
+            self.waiting = Some(Box::pin(tokio::time::timeout(STDERR_WAIT, said)));
+        }
+        if let Some(waiting) = self.waiting.as_mut() {
+            if waiting.as_mut().poll(cx).is_pending() {
                 return Poll::Pending;
             }
-            self.said = None;
+            self.waiting = None;
         }
+        // ssh (or the command it ran) ended well: what it said is not a failure (a banner).
+        let clean = matches!(self.child.try_wait(), Ok(Some(status)) if status.success());
         let text = self
             .stderr
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .clone();
-        let failure = classify(&self.target, &text);
-        if let Some(f) = &failure {
-            let now = std::time::Instant::now();
-            *self.last.lock().unwrap_or_else(|p| p.into_inner()) = Some((now, f.clone()));
-        }
+        let failure = if clean {
+            None
+        } else {
+            classify(&self.target, &text)
+        };
+        let now = std::time::Instant::now();
+        *self.last.lock().unwrap_or_else(|p| p.into_inner()) =
+            failure.as_ref().map(|f| (now, f.clone()));
         Poll::Ready(failure)
     }
 }
@@ -356,7 +377,16 @@ pub(crate) fn classify(target: &SshTarget, stderr: &str) -> Option<Failure> {
                 }
             ),
         )
-    } else if lower.contains("permission denied")
+    } else if lower.contains("permission denied while trying to connect")
+        || lower.contains("got permission denied")
+    {
+        Failure::new(
+            FAILED,
+            format!(
+                "the login on {host} may not use the engine's socket there (add it to the docker group on {host}, or name a socket it may use: ssh://user@{host}/path/to/docker.sock). (ssh said: {said})"
+            ),
+        )
+    } else if lower.contains("permission denied (")
         || lower.contains("too many authentication failures")
     {
         Failure::new(
@@ -465,6 +495,13 @@ mod tests {
         let login = classify(&t, "me@build-box: Permission denied (publickey).\n").unwrap();
         assert_eq!(login.code, LOGIN);
         assert!(login.text.contains("ssh me@build-box"), "{}", login.text);
+        let socket = classify(
+            &t,
+            "permission denied while trying to connect to the Docker daemon socket at unix:///var/run/docker.sock\n",
+        )
+        .unwrap();
+        assert_eq!(socket.code, FAILED);
+        assert!(socket.text.contains("docker group"), "{}", socket.text);
         let cli = classify(&t, "bash: line 1: docker: command not found\n").unwrap();
         assert_eq!(cli.code, FAILED);
         assert!(cli.text.contains("Install the docker CLI"), "{}", cli.text);

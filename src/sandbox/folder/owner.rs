@@ -98,21 +98,33 @@ fn random() -> String {
 /// Keeps `id` in `file` unless another process kept one first (a link never replaces a file):
 /// the id the file keeps then.
 fn keep(po_home: &Path, file: &Path, id: &str) -> std::io::Result<String> {
+    use std::io::Write;
     let mut dirs = std::fs::DirBuilder::new();
     crate::platform::private_dirs(dirs.recursive(true)).create(po_home)?;
-    let aside = crate::write_aside::aside_path(file);
+    // An aside of this call's own (two calls of one process may make one at once), written
+    // whole and synced before it is linked into place.
+    let mut aside = crate::write_aside::aside_path(file).into_os_string();
+    aside.push(format!(".{}", random()));
+    let aside = std::path::PathBuf::from(aside);
+    let written = (|| {
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&aside)?;
+        f.write_all(format!("{id}\n").as_bytes())?;
+        f.sync_all()?;
+        std::fs::hard_link(&aside, file)
+    })();
     let _ = std::fs::remove_file(&aside);
-    std::fs::write(&aside, format!("{id}\n"))?;
-    let linked = std::fs::hard_link(&aside, file);
-    let _ = std::fs::remove_file(&aside);
-    match linked {
-        Ok(()) => Ok(id.to_string()),
-        Err(e) if e.kind() == ErrorKind::AlreadyExists => read(file).ok_or_else(|| {
+    match written {
+        // What the file holds now, whoever linked it.
+        Ok(()) | Err(_) if file.exists() => read(file).ok_or_else(|| {
             std::io::Error::new(
                 ErrorKind::InvalidData,
                 format!("{} does not hold an owner id", file.display()),
             )
         }),
+        Ok(()) => Ok(id.to_string()),
         Err(e) => Err(e),
     }
 }
