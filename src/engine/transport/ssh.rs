@@ -111,16 +111,6 @@ impl SshDial {
     }
 }
 
-impl SshDial {
-    /// The failure of the last connection that failed, while it holds.
-    fn recent_failure(&self) -> Option<Failure> {
-        let last = self.last.lock().unwrap_or_else(|p| p.into_inner());
-        last.as_ref()
-            .filter(|(at, _)| at.elapsed() < FAILURE_HOLDS)
-            .map(|(_, f)| f.clone())
-    }
-}
-
 /// The folder of the shared connections' sockets: `<tmp>/po-ssh-<uid>`, this user's alone
 /// (made 0700; one that is not this user's or that others may enter is not used, and every
 /// connection logs in on its own).
@@ -154,8 +144,12 @@ static MAKING: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 const LOGIN_WAIT: Duration = Duration::from_secs(10);
 
 impl Dial for SshDial {
+    /// The failure of the last connection that failed, while it holds.
     fn last_failure(&self) -> Option<Failure> {
-        self.recent_failure()
+        let last = self.last.lock().unwrap_or_else(|p| p.into_inner());
+        last.as_ref()
+            .filter(|(at, _)| at.elapsed() < FAILURE_HOLDS)
+            .map(|(_, f)| f.clone())
     }
 
     fn dial(&self) -> Pin<Box<dyn std::future::Future<Output = std::io::Result<Stream>> + Send>> {
