@@ -6,15 +6,122 @@
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { execFileSync, spawn } from 'node:child_process'
+import { createHash } from 'node:crypto'
 import { chmodSync, copyFileSync, mkdirSync, openSync, readFileSync, writeFileSync } from 'node:fs'
 import net from 'node:net'
 import path from 'node:path'
 
-import { addon, run, tempDir, waitFor } from './helpers.mjs'
+import { addon, homeOwner, root, run, tempDir, waitFor } from './helpers.mjs'
 import { alive, freePort, privateEngine, testCa } from './private-engine.mjs'
-import { baseOptions, newOwner, openLayer, removeOwner, tempHome, tempWorkspace, writeBundle } from './provider-fixtures.mjs'
+import { baseOptions, getJson, killHub, newOwner, openLayer, spawnHub, tempHome, tempWorkspace, useTestBaseImage, writeBundle, writeHubChild } from './provider-fixtures.mjs'
+import { startUpstream } from './upstreams.mjs'
 
 const HOSTNAME = 'po-remote-box'
+const REAL = `sk-ant-api03-REMOTE-${'r'.repeat(32)}`
+
+useTestBaseImage()
+
+/** A model call from inside the container, through the broker socket its environment names. */
+const BROKER_CALL = `const http = require('node:http')
+const body = JSON.stringify({ model: 'm', max_tokens: 8, messages: [{ role: 'user', content: 'hi' }] })
+const req = http.request({ socketPath: process.env.PO_BROKER_SOCKET, path: '/anthropic/v1/messages', method: 'POST',
+  headers: { 'content-type': 'application/json', 'x-api-key': process.env.ANTHROPIC_API_KEY, 'anthropic-version': '2023-06-01' } }, (res) => {
+  let t = ''; res.on('data', (d) => { t += d }); res.on('end', () => { console.log(res.statusCode + ' ' + t.length); process.exit(0) })
+})
+req.on('error', (e) => { console.log('error ' + e.code); process.exit(1) })
+req.end(body)`
+
+/** One transport's round: a hub child starts the workspace's sandbox on the remote engine (a copy,
+ * its parts in volumes filled through the engine), serves its server here and carries the broker's
+ * socket back to this machine's broker; killed and started again, the hub adopts it. */
+async function remoteSandbox(t, engine, transport, env) {
+  const upstream = await startUpstream({ name: 'anthropic', t })
+  const dir = tempDir(t, `po-remote-${transport}-`)
+  const folder = path.join(dir, 'project')
+  mkdirSync(folder)
+  writeFileSync(path.join(folder, 'hello.txt'), `hello from ${transport}\n`)
+  for (const args of [['init', '-q', '-b', 'main'], ['add', '.'], ['-c', 'user.name=A', '-c', 'user.email=a@example.invalid', 'commit', '-q', '-m', 'first']]) {
+    const r = await run('git', ['-C', folder, ...args])
+    assert.equal(r.code, 0, r.stderr)
+  }
+  const poHome = path.join(dir, 'home')
+  writeBundle(poHome)
+  writeFileSync(path.join(poHome, 'modes.yaml'), 'modes: []\n')
+  // The folder's own id and the Po home's owner: the CLI below finds the hub's sandbox.
+  const owner = homeOwner(poHome)
+  const { id } = addon.workspaceForFolder(folder)
+  const hostEnv = { ...process.env, ...env, ANTHROPIC_API_KEY: REAL, ANTHROPIC_BASE_URL: upstream.origin }
+  const options = baseOptions(poHome, owner, { engine: 'docker', env: hostEnv, workspaces: [{ id, path: folder }] })
+  const script = writeHubChild(t)
+  t.after(async () => {
+    const ids = (await engine.docker('ps', '-aq', '--filter', `label=po.owner=${owner}`)).stdout.split(/\s+/).filter(Boolean)
+    if (ids.length) await engine.docker('rm', '-f', ...ids)
+  })
+  const first = spawnHub(t, script, { options, mode: 'wait' })
+  const s1 = await first.result()
+  assert.equal(s1.state, 'ready', JSON.stringify(s1))
+  const c = s1.workspaces[0].container
+  assert.ok(c, JSON.stringify(s1.workspaces[0]))
+  assert.equal(c.workspaceMode, 'clone', 'a remote engine works on a copy by default')
+  // Nothing of this machine is bound: the bundle and the token in read-only volumes, P in one.
+  const info = JSON.parse((await engine.docker('inspect', c.containerId)).stdout)[0]
+  assert.deepEqual(info.Mounts.filter((m) => m.Type === 'bind'), [], JSON.stringify(info.Mounts))
+  for (const dest of ['/opt/po', '/run/po-sandbox']) {
+    assert.ok(info.Mounts.some((m) => m.Type === 'volume' && m.Destination === dest && !m.RW), `${dest}: ${JSON.stringify(info.Mounts)}`)
+  }
+  assert.equal((await engine.docker('ps', '-aq', '--filter', `label=po.fill-of=${id}`)).stdout.trim(), '', 'no fill container left')
+  // Its server answers here, through the hub's forward; its token file is the one made here.
+  const who = await getJson(c.url, '/whoami')
+  assert.equal(who.tokenReadable, true, JSON.stringify(who))
+  const token = readFileSync(c.tokenFile, 'utf8').trim()
+  assert.equal(who.tokenSha256, createHash('sha256').update(token).digest('hex'))
+  assert.ok(!JSON.stringify(who.env).includes(REAL), 'the real key is in the container')
+  const look = await engine.docker('exec', c.containerId, 'sh', '-c', 'cat hello.txt; cat "$PO_HOME/modes.yaml"; touch "$PO_HOME/x" && echo p-writable; stat -c %a /run/po-sandbox/token; touch /opt/po/x 2>/dev/null || echo bundle-read-only')
+  assert.equal(look.code, 0, look.stderr)
+  assert.equal(look.stdout, `hello from ${transport}\nmodes: []\np-writable\n400\nbundle-read-only\n`)
+  // A model call from inside reaches the fake provider through the carrier and this broker.
+  const call = await engine.docker('exec', c.containerId, 'node', '-e', BROKER_CALL)
+  assert.match(call.stdout, /^200 /, `${call.stdout} ${call.stderr}`)
+  assert.equal(upstream.requests.at(-1).headers['x-api-key'], REAL)
+  // exec, diff and apply as locally: the agent's commit arrives as a branch here.
+  const cli = path.join(root, 'bin', 'po-sandbox.js')
+  const image = ['--base-image', options.baseImage, '--image-variant', 'minimal']
+  const po = (command, ...rest) => run(process.execPath, [cli, command, folder, '--po-home', poHome, ...image, ...rest], { env: hostEnv })
+  const work = await po('exec', '--', 'sh', '-c', 'echo agent > agent.txt && git add agent.txt && git -c user.name=Agent -c user.email=agent@example.invalid commit -q -m agent && git rev-parse HEAD')
+  assert.equal(work.code, 0, work.stderr)
+  const commit = work.stdout.trim()
+  const diff = await po('diff', '--json')
+  assert.equal(diff.code, 0, diff.stderr)
+  assert.deepEqual(JSON.parse(diff.stdout).commits.map((x) => x.id), [commit])
+  const applied = await po('apply', '--json')
+  assert.equal(applied.code, 0, applied.stderr)
+  const branch = JSON.parse(applied.stdout).branch
+  assert.equal((await run('git', ['-C', folder, 'rev-parse', branch])).stdout.trim(), commit)
+  // port: a server inside answers on this machine's loopback, through the exec carrier.
+  const served = await engine.docker('exec', '-d', c.containerId, 'node', '-e', "require('http').createServer((q, r) => r.end('inside ' + q.url)).listen(5173, '127.0.0.1')")
+  assert.equal(served.code, 0, served.stderr)
+  const port = spawn(process.execPath, [cli, 'port', folder, '5173', '--po-home', poHome, ...image], { stdio: ['ignore', 'pipe', 'pipe'], env: hostEnv })
+  t.after(() => port.kill('SIGKILL'))
+  let printed = ''
+  port.stdout.on('data', (d) => { printed += d })
+  port.stderr.on('data', (d) => { printed += d })
+  const url = await waitFor(() => printed.match(/http:\/\/127\.0\.0\.1:\d+/)?.[0], `the forward's URL (${printed})`, 60000)
+  const answer = await waitFor(async () => (await fetch(`${url}/far`).then((r) => r.text()).catch(() => null)), 'the server inside to answer', 20000)
+  assert.equal(answer, 'inside /far')
+  port.kill('SIGINT')
+  // The hub ends without stopping anything; the next one adopts the same container.
+  await killHub(first)
+  const second = spawnHub(t, script, { options, mode: 'wait' })
+  const s2 = await second.result()
+  const c2 = s2.workspaces[0].container
+  assert.equal(c2?.containerId, c.containerId, JSON.stringify(s2.workspaces[0]))
+  assert.equal(c2.adopted, true)
+  assert.equal((await getJson(c2.url, '/whoami')).tokenSha256, who.tokenSha256)
+  const again = await engine.docker('exec', c.containerId, 'node', '-e', BROKER_CALL)
+  assert.match(again.stdout, /^200 /, `${again.stdout} ${again.stderr}`)
+  assert.equal(upstream.requests.length, 2)
+  await killHub(second)
+}
 
 /** An sshd of the test's own on a loopback port: its own host key, the test's key authorized
  * for root, and a client config (`command`: ssh -F it) with its own known-hosts file. */
@@ -75,7 +182,7 @@ const check = (env, extra = {}) => addon.checkEngine({ engine: 'docker', timeout
 
 test('a remote engine over TLS and SSH: detected, named remote by its identity, refused with the fix when its keys or certificates are wrong', async (t) => {
   if (process.getuid() !== 0) throw new Error('This suite starts a Docker engine and an sshd of its own and needs root for them: run npm test as root.')
-  const engine = await privateEngine(t, { hostname: HOSTNAME, tls: true, load: null })
+  const engine = await privateEngine(t, { hostname: HOSTNAME, tls: true })
   const dir = tempDir(t, 'po-remote-')
   const sshd = await privateSshd(t, path.join(dir, 'ssh'))
   const sshHost = `ssh://root@127.0.0.1:${sshd.port}${engine.sock}`
@@ -167,7 +274,7 @@ test('a remote engine over TLS and SSH: detected, named remote by its identity, 
     const doctor = await addon.doctor(process.version, { engine: 'docker', env: { HOME: process.env.HOME, PATH: process.env.PATH, ...sshEnv } })
     assert.match(doctor.text, /over SSH \(ssh … docker system dial-stdio\), machine po-remote-box \(another machine\), \d+ ms a round trip/)
     assert.ok(doctor.roundTripMs >= 1, String(doctor.roundTripMs))
-    assert.match(doctor.text, /not usable here \(remote\)/)
+    assert.match(doctor.text, /carried through the engine: the workspace as a copy; the runtime bundle, P and the token in volumes/)
     assert.equal(sshd.logins() - before, 1, `six checks and a doctor logged in more than once:\n${sshd.log()}`)
   })
 
@@ -188,23 +295,24 @@ test('a remote engine over TLS and SSH: detected, named remote by its identity, 
     assert.equal(readFileSync(unknownFile, 'utf8'), '', 'the host key was recorded without the person')
   })
 
-  await t.test('the container provider refuses the remote engine with the reason, making nothing there or here', async () => {
+  await t.test('over TLS and over SSH: a hub runs a clone-mode sandbox there with nothing of this machine bound, serves it here, carries the broker back, and a restarted hub adopts it', async (t) => {
+    for (const [transport, env] of [['tls', tlsEnv], ['ssh', sshEnv]]) await remoteSandbox(t, engine, transport, env)
+  })
+
+  await t.test('a workspace that asks for bind mode is refused with the fix, making nothing there', async (t) => {
     const poHome = tempHome(t)
     const owner = newOwner()
-    t.after(() => removeOwner(owner))
     writeBundle(poHome)
     const ws = tempWorkspace(t)
     const env = { ...process.env, ...sshEnv }
-    const { layer } = openLayer(baseOptions(poHome, owner, { engine: 'docker', env, workspaces: [{ id: 'far', path: ws }] }))
+    const { layer } = openLayer(baseOptions(poHome, owner, { engine: 'docker', env, workspaceMode: 'bind', workspaces: [{ id: 'near', path: ws }] }))
     t.after(() => layer.containers.stopAll().catch(() => {}))
     const status = await layer.provider.ready()
-    assert.equal(status.code, 'ENGINE_UNAVAILABLE', JSON.stringify(status))
-    assert.equal(status.state, 'unavailable')
-    assert.match(status.reason, /runs on another machine \(po-remote-box\)/)
-    assert.match(status.reason, /PO_SANDBOX_ENGINE_REMOTE=0/)
-    assert.equal(status.workspaces[0].errorCode, 'ENGINE_UNAVAILABLE')
-    for (const kind of [['ps', '-aq'], ['volume', 'ls', '-q'], ['network', 'ls', '-q', '--filter', 'label=po.owner']]) {
-      assert.equal((await engine.docker(...kind)).stdout.trim(), '', `${kind.join(' ')} on the remote engine`)
-    }
+    const w = status.workspaces[0]
+    assert.equal(w.errorCode, 'WORKSPACE_INVALID', JSON.stringify(status))
+    assert.match(w.error, /its mode is bind, but the engine runs on another machine/)
+    assert.match(w.error, /workspaceMode 'clone'/)
+    assert.equal((await engine.docker('ps', '-aq', '--filter', `label=po.owner=${owner}`)).stdout.trim(), '')
+    assert.equal((await engine.docker('volume', 'ls', '-q', '--filter', `label=po.owner=${owner}`)).stdout.trim(), '')
   })
 })

@@ -375,7 +375,7 @@ pub async fn doctor(
         }
         networks = network_check(&engine, &mut warnings).await;
     }
-    let ok = node.ok && found.available && !found.remote && runtime.ok;
+    let ok = node.ok && found.available && (!found.remote || REMOTE_CARRIED) && runtime.ok;
     warnings.extend(host_warnings(&found, host, &options.guarded_paths).await);
     warnings.extend(spawner_warnings(&options.po_home));
     let mut report = DoctorReport {
@@ -571,7 +571,9 @@ fn engine_section(e: &EngineReport, round_trip_ms: Option<u32>) -> String {
             .map(|ms| format!(", {ms} ms a round trip"))
             .unwrap_or_default(),
     ));
-    if e.remote {
+    if e.remote && REMOTE_CARRIED {
+        out.push_str(CARRIED_LINE);
+    } else if e.remote {
         out.push_str(&format!(
             "          not usable here (remote): {}\n",
             engine::remote_reason(e)
@@ -579,6 +581,13 @@ fn engine_section(e: &EngineReport, round_trip_ms: Option<u32>) -> String {
     }
     out
 }
+
+/// A remote engine's sandboxes are carried through it (a hub on Linux or macOS: the broker's
+/// carrier ends in a Unix socket here).
+const REMOTE_CARRIED: bool = cfg!(unix);
+
+/// What a remote engine's sandbox carries how (docs/platforms.md, "Remote engines").
+const CARRIED_LINE: &str = "          carried through the engine: the workspace as a copy; the runtime bundle, P and the token in volumes; the broker and the server's port over execs\n";
 
 /// The bundle version in use, or why there is none.
 fn runtime_section(rt: &RuntimeCheck) -> String {
@@ -722,7 +731,7 @@ fn not_ready_actions(r: &DoctorReport) -> Vec<String> {
     }
     if !r.engine.available {
         why.push("make a container engine reachable (see Engine above)".to_string());
-    } else if r.engine.remote {
+    } else if r.engine.remote && !REMOTE_CARRIED {
         why.push("use an engine on this machine (see Engine above)".to_string());
     }
     if !r.runtime.ok {

@@ -438,7 +438,7 @@ pub fn is_remote(endpoint: &Endpoint, facts: &EngineFacts, local_host: Option<&s
 pub fn remote_reason(report: &EngineReport) -> String {
     let name = report.host_name.as_deref().filter(|n| !n.is_empty());
     format!(
-        "The engine at {} runs on another machine ({}): its containers cannot see this machine's workspace, runtime bundle or Po home paths, and po-sandbox does not yet carry them through the engine. Use an engine on this machine, or run the hub on {}; if the engine does see this machine's folders at the same paths (a VM sharing them), set {}=0",
+        "The engine at {} runs on another machine ({}): its containers cannot see this machine's workspace, runtime bundle or Po home paths, and a hub on Windows cannot carry them through the engine yet (the broker's carrier ends in a Unix socket). Use an engine on this machine, or run the hub on {}; if the engine does see this machine's folders at the same paths (a VM sharing them), set {}=0",
         report.endpoint.as_deref().unwrap_or("?"),
         name.unwrap_or("unnamed"),
         name.unwrap_or("that machine"),

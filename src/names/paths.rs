@@ -8,6 +8,8 @@ pub const RUNTIME_DIR: &str = "/po-runtime";
 pub const GIT_DIR: &str = "/po-git";
 /// Where the container's own token file is mounted.
 pub const TOKEN_PATH: &str = "/run/po-sandbox/token";
+/// The token file's folder (a volume of its own on an engine on another machine).
+pub const TOKEN_DIR: &str = "/run/po-sandbox";
 /// Where a container's broker socket is mounted.
 pub const BROKER_MOUNT: &str = "/run/po-broker";
 

@@ -214,6 +214,9 @@ pub struct ProviderOptions {
     pub network_mode: NetworkMode,
     /// The default workspace mode (`workspaceMode`, `PO_SANDBOX_WORKSPACE_MODE`).
     pub workspace_mode: WorkspaceMode,
+    /// The workspace mode was given (option or variable), not the default: a remote engine's
+    /// default is `clone`, a given `bind` is refused there.
+    pub workspace_mode_given: bool,
     /// `setGitSafeBareRepository` / `PO_SANDBOX_SET_GIT_SAFE_BARE`.
     pub set_git_safe_bare: bool,
 }
@@ -289,6 +292,13 @@ impl ProviderOptions {
         report: &EngineReport,
         mode: EngineMode,
     ) -> ContainerSettings {
+        // An unreadable bundle fails its upload, saying why; its name here is its version's.
+        let carried = report.remote.then(|| {
+            crate::runtime_bundle::files_digest(&bundle.dir).unwrap_or_else(|_| {
+                use sha2::Digest;
+                hex::encode(&sha2::Sha256::digest(bundle.version.as_bytes())[..6])
+            })
+        });
         ContainerSettings {
             owner: self.owner.clone(),
             po_home: self.po_home.clone(),
@@ -304,7 +314,12 @@ impl ProviderOptions {
             host_env: self.host.vars().clone(),
             mode,
             network_mode: self.network_mode,
-            workspace_mode: self.workspace_mode,
+            workspace_mode: match report.remote && !self.workspace_mode_given {
+                // A remote engine cannot see this host's folders: a copy by default.
+                true => WorkspaceMode::Clone,
+                false => self.workspace_mode,
+            },
+            carried,
         }
     }
 
@@ -651,6 +666,8 @@ impl ProviderOptions {
         let network_mode = network_mode(g.network.as_deref(), &host)?;
         let mode_var = host.vars().get(WORKSPACE_MODE_VAR).map(String::as_str);
         let workspace_mode = WorkspaceMode::resolve(g.workspace_mode.as_deref(), mode_var)?;
+        let workspace_mode_given =
+            g.workspace_mode.is_some() || mode_var.is_some_and(|v| !v.trim().is_empty());
         let set_git_safe_bare = crate::sandbox::folder::safe_bare_opted_in(
             g.set_git_safe_bare_repository,
             host.vars(),
@@ -662,6 +679,7 @@ impl ProviderOptions {
         let owner = owner.unwrap_or_else(|| default_owner(&po_home));
         Ok(ProviderOptions {
             workspace_mode,
+            workspace_mode_given,
             set_git_safe_bare,
             network_allow,
             network_resolve,

@@ -182,7 +182,9 @@ impl<C: Connector> Provider<C> {
         if !report.available {
             return Err(engine::unavailable(&report));
         }
-        if report.remote {
+        // On another machine, its containers are carried through the engine; the broker's
+        // carrier ends in a Unix socket of this host's.
+        if report.remote && !cfg!(unix) {
             return Err(Error::EngineUnavailable {
                 reason: engine::remote_reason(&report),
                 reason_code: Some("ENGINE_REMOTE".into()),
@@ -282,7 +284,12 @@ impl<C: Connector> Provider<C> {
         if !o.broker {
             return Ok(None);
         }
-        let transport = o.broker_route.route(o.host.os, report.vm);
+        // A container on another machine reaches the broker through the hub's carrier, which
+        // ends in the workspace's socket here: the socket route, whatever was chosen.
+        let transport = match report.remote {
+            true => RouteKind::Socket,
+            false => o.broker_route.route(o.host.os, report.vm),
+        };
         let broker = Broker::start_warm(
             BrokerOptions {
                 host_env: o.host.vars().clone(),

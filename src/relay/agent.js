@@ -3,8 +3,11 @@
 // 127.0.0.1:<port> per OPEN, everything back on stdout; exits when stdin ends. After a
 // SOCKET frame, a DIAL's connection is carried over a connection of its own to the host's
 // Unix socket instead (the secret and stream id first, then the bytes as they are).
+// Run as `po-sandbox-carrier <dir> <name>…` it goes the other way: it listens on the Unix
+// sockets <dir>/<name> inside, and each connection made to one is a CONNECT of a new stream
+// (its id with the high bit set) that the host carries to its own socket of that name.
 const net = require('node:net')
-const HELLO = 1, OPEN = 2, OPENED = 3, DATA = 4, WINDOW = 5, END = 6, CLOSE = 7, SOCKET = 8, DIAL = 9
+const HELLO = 1, OPEN = 2, OPENED = 3, DATA = 4, WINDOW = 5, END = 6, CLOSE = 7, SOCKET = 8, DIAL = 9, CONNECT = 10
 const VERSION = 2, MAX = 65536, WINDOW_SIZE = 256 * 1024, GRANT_AT = WINDOW_SIZE / 4
 const port = Number(process.argv[2])
 const streams = new Map()
@@ -60,10 +63,14 @@ function done(id, s) {
 }
 function open(id) {
   const sock = net.connect({ host: '127.0.0.1', port, allowHalfOpen: true })
-  const s = { sock, credit: WINDOW_SIZE, held: [], drained: 0, readEnded: false, sentEnd: false, gotEnd: false, written: false }
-  streams.set(id, s)
   sock.setNoDelay(true)
   sock.on('connect', () => send(OPENED, id))
+  attach(id, sock)
+}
+// One stream's connection: its bytes to the host within credit, the host's to it.
+function attach(id, sock) {
+  const s = { sock, credit: WINDOW_SIZE, held: [], drained: 0, readEnded: false, sentEnd: false, gotEnd: false, written: false }
+  streams.set(id, s)
   sock.on('data', (chunk) => {
     s.held.push(chunk)
     flush(id, s)
@@ -172,6 +179,25 @@ process.stdin.on('data', (chunk) => {
 })
 // The host side went away (the forward closed, the hub or CLI ended): nothing is left behind.
 process.stdin.on('end', () => process.exit(0))
+// The reverse carrier: a listener per name; the socket files are replaced (a carrier before
+// this one left them) and made reachable by this user's processes only.
+if (process.argv[1] === 'po-sandbox-carrier') {
+  const fs = require('node:fs')
+  const dir = process.argv[2]
+  fs.mkdirSync(dir, { recursive: true, mode: 0o700 })
+  let next = 0
+  for (const name of process.argv.slice(3)) {
+    const file = `${dir}/${name}`
+    try { fs.unlinkSync(file) } catch {}
+    const server = net.createServer({ allowHalfOpen: true }, (sock) => {
+      const id = (0x80000000 | (++next & 0x7fffffff)) >>> 0
+      send(CONNECT, id, Buffer.from(name))
+      attach(id, sock)
+    })
+    server.on('error', () => process.exit(3))
+    server.listen(file)
+  }
+}
 process.stdin.on('error', () => process.exit(0))
 process.stdout.on('error', () => process.exit(0))
 send(HELLO, 0, word(VERSION))

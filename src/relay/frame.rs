@@ -55,7 +55,16 @@ pub enum Frame {
     /// Host to agent: open a connection to the forward's port for this new stream and carry
     /// it over the socket (not over this stream pair).
     Dial { stream: u32 },
+    /// Agent to host (the reverse relay): a process inside connected to the agent's socket
+    /// `name`; the host connects to its own of that name for this new stream (the agent's
+    /// ids have [`AGENT_STREAM`] set) and answers OPENED, or CLOSE with why.
+    Connect { stream: u32, name: String },
 }
+
+/// The bit set in the ids of streams the agent opens (CONNECT), so they never meet the host's.
+pub const AGENT_STREAM: u32 = 1 << 31;
+/// The longest name a CONNECT carries.
+pub const MAX_NAME: usize = 64;
 
 /// The kind byte of each frame.
 mod kind {
@@ -68,6 +77,7 @@ mod kind {
     pub const CLOSE: u8 = 7;
     pub const SOCKET: u8 = 8;
     pub const DIAL: u8 = 9;
+    pub const CONNECT: u8 = 10;
 }
 
 /// Bytes that are not a frame of this framing.
@@ -93,6 +103,7 @@ impl Frame {
         match self {
             Frame::Hello { .. } | Frame::Socket { .. } => 0,
             Frame::Dial { stream }
+            | Frame::Connect { stream, .. }
             | Frame::Open { stream }
             | Frame::Opened { stream }
             | Frame::Data { stream, .. }
@@ -118,6 +129,7 @@ impl Frame {
                 (kind::SOCKET, &socket_payload)
             }
             Frame::Dial { .. } => (kind::DIAL, &[]),
+            Frame::Connect { name, .. } => (kind::CONNECT, name.as_bytes()),
         };
         out.reserve(HEADER_LEN + payload.len());
         out.put_u8(k);
@@ -157,7 +169,7 @@ impl Decoder {
         let k = self.buf[0];
         let stream = u32::from_be_bytes(self.buf[1..5].try_into().expect("4 bytes"));
         let len = u32::from_be_bytes(self.buf[5..9].try_into().expect("4 bytes"));
-        if !(kind::HELLO..=kind::DIAL).contains(&k) {
+        if !(kind::HELLO..=kind::CONNECT).contains(&k) {
             return Err(FrameError::UnknownKind(k));
         }
         if len as usize > MAX_PAYLOAD {
@@ -208,11 +220,24 @@ fn parse(k: u8, stream: u32, payload: Bytes) -> Result<Frame, FrameError> {
         kind::END => empty(&payload).map(|()| Frame::End { stream })?,
         kind::SOCKET => socket(&payload).map_err(malformed)?,
         kind::DIAL => empty(&payload).map(|()| Frame::Dial { stream })?,
+        kind::CONNECT => Frame::Connect {
+            stream,
+            name: connect_name(&payload).map_err(malformed)?,
+        },
         _ => Frame::Close {
             stream,
             reason: String::from_utf8(payload.to_vec()).map_err(|_| malformed("not UTF-8"))?,
         },
     })
+}
+
+/// A CONNECT frame's payload: a name of 1 to [`MAX_NAME`] letters, digits, `.`, `-` or `_`.
+fn connect_name(payload: &[u8]) -> Result<String, &'static str> {
+    let fine = |b: &u8| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b'_');
+    if payload.is_empty() || payload.len() > MAX_NAME || !payload.iter().all(fine) {
+        return Err("not a socket name");
+    }
+    Ok(String::from_utf8_lossy(payload).into_owned())
 }
 
 /// A SOCKET frame's payload: the secret, then a UTF-8 path of 1 to [`MAX_PATH`] bytes.
@@ -293,6 +318,14 @@ mod tests {
             Frame::Dial {
                 stream: u32::MAX - 1,
             },
+            Frame::Connect {
+                stream: AGENT_STREAM | 1,
+                name: "broker.sock".into(),
+            },
+            Frame::Connect {
+                stream: AGENT_STREAM | 2,
+                name: "x".repeat(MAX_NAME),
+            },
         ]
     }
 
@@ -362,7 +395,14 @@ mod tests {
         };
         let cases: Vec<(Vec<u8>, FrameError)> = vec![
             (header(0, 0), FrameError::UnknownKind(0)),
-            (header(10, 0), FrameError::UnknownKind(10)),
+            (header(11, 0), FrameError::UnknownKind(11)),
+            (
+                header(kind::CONNECT, 0),
+                FrameError::Malformed {
+                    kind: kind::CONNECT,
+                    reason: "not a socket name",
+                },
+            ),
             (header(255, 1 << 30), FrameError::UnknownKind(255)),
             (
                 header(kind::DATA, MAX_PAYLOAD as u32 + 1),
@@ -411,6 +451,28 @@ mod tests {
                 FrameError::Malformed {
                     kind: kind::DIAL,
                     reason: "a payload where none belongs",
+                },
+            ),
+            (
+                // A path, a name too long, and bytes no socket name has.
+                with(header(kind::CONNECT, 6), b"../etc"),
+                FrameError::Malformed {
+                    kind: kind::CONNECT,
+                    reason: "not a socket name",
+                },
+            ),
+            (
+                with(header(kind::CONNECT, 65), &[b'a'; 65]),
+                FrameError::Malformed {
+                    kind: kind::CONNECT,
+                    reason: "not a socket name",
+                },
+            ),
+            (
+                with(header(kind::CONNECT, 3), b"a\0b"),
+                FrameError::Malformed {
+                    kind: kind::CONNECT,
+                    reason: "not a socket name",
                 },
             ),
             (

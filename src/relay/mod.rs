@@ -12,12 +12,16 @@
 //! - [`AGENT`]: the container side, plain Node, run as `node -e <bootstrap> po-sandbox-forward
 //!   <port> <hostPort>` (the argv words let anyone list forwards from the process table).
 //!
-//! It knows nothing of sandboxes: run the other way it can carry any stream pair.
+//! It knows nothing of sandboxes. Run the other way ([`CARRIER_WORD`], [`mux::Relay::serve_reverse`]),
+//! the agent listens on Unix sockets inside and each connection made there is carried to the
+//! host's socket of the same name: the broker's carrier on a remote engine.
 
 pub(crate) mod carrier;
 pub(crate) mod frame;
 pub(crate) mod mux;
 pub(crate) mod netns;
+#[cfg(all(test, unix))]
+mod reverse_tests;
 #[cfg(all(test, unix))]
 mod socket_tests;
 #[cfg(all(test, unix))]
@@ -40,6 +44,19 @@ pub fn agent_command(interpreter: &str, port: u16, host_port: u16) -> Vec<String
     let words = [interpreter, "-e", &bootstrap, AGENT_WORD];
     let mut cmd: Vec<String> = words.iter().map(|w| w.to_string()).collect();
     cmd.extend([port.to_string(), host_port.to_string()]);
+    cmd
+}
+
+/// The reverse agent's `argv[1]`: the broker carrier of a container on a remote engine.
+pub const CARRIER_WORD: &str = "po-sandbox-carrier";
+
+/// The command running the agent the other way (see [`mux::Relay::serve_reverse`]): it
+/// listens on the Unix sockets `<dir>/<name>` inside; run it with [`agent_env`].
+pub fn carrier_command(interpreter: &str, dir: &str, names: &[&str]) -> Vec<String> {
+    let bootstrap = format!("eval(process.env.{AGENT_VAR})");
+    let words = [interpreter, "-e", &bootstrap, CARRIER_WORD, dir];
+    let mut cmd: Vec<String> = words.iter().map(|w| w.to_string()).collect();
+    cmd.extend(names.iter().map(|n| n.to_string()));
     cmd
 }
 

@@ -14,7 +14,7 @@ use tokio::net::TcpStream;
 use tokio::sync::{mpsc, watch};
 
 use super::carrier::{SocketCarrier, SocketSide};
-use super::frame::{Decoder, Frame, MAX_PAYLOAD, VERSION};
+use super::frame::{AGENT_STREAM, Decoder, Frame, MAX_PAYLOAD, VERSION};
 use super::netns::Namespace;
 use crate::lock::Locked;
 
@@ -53,6 +53,8 @@ struct Shared {
     /// The container's network namespace, once the hub entered it (see
     /// [`Relay::use_namespace`]).
     namespace: Mutex<Option<Namespace>>,
+    /// Run the other way (see [`Relay::serve_reverse`]): the host's sockets a CONNECT may name.
+    reverse: Mutex<HashMap<String, std::path::PathBuf>>,
 }
 
 impl Shared {
@@ -116,6 +118,7 @@ impl Relay {
             ended: watch::channel(None).0,
             socket: Mutex::new(None),
             namespace: Mutex::new(None),
+            reverse: Mutex::new(HashMap::new()),
         });
         tokio::spawn(write_frames(shared.clone(), rx, to));
         tokio::spawn(read_frames(shared.clone(), from, decoder));
@@ -149,6 +152,13 @@ impl Relay {
         *self.shared.namespace.locked() = Some(namespace);
     }
 
+    /// Runs the relay the other way: each CONNECT of the agent's (a process inside connected to
+    /// its socket of that name) is carried to the host's Unix socket `targets` names; a name
+    /// not among them is closed with why.
+    pub fn serve_reverse(&self, targets: HashMap<String, std::path::PathBuf>) {
+        *self.shared.reverse.locked() = targets;
+    }
+
     /// Carries one accepted connection over the relay (its bytes over the namespace's own
     /// connection or the socket, when one is in use) until both sides are done.
     pub fn carry(&self, conn: TcpStream) {
@@ -166,20 +176,14 @@ impl Relay {
             self.shared.send(Frame::Dial { stream: id });
             return;
         }
-        let (inbound, inbound_rx) = mpsc::unbounded_channel();
-        let (granted, granted_rx) = watch::channel(u64::from(WINDOW));
-        let allowed = Arc::new(AtomicU64::new(u64::from(WINDOW)));
-        let slot = Slot {
-            inbound,
-            granted,
-            allowed: allowed.clone(),
-            received: 0,
-        };
+        let (slot, channel) = Channel::open();
         self.shared.streams.locked().insert(id, slot);
         self.shared.send(Frame::Open { stream: id });
         let shared = self.shared.clone();
         tokio::spawn(async move {
-            let failed = pump(&shared, id, conn, granted_rx, inbound_rx, allowed).await;
+            let _ = conn.set_nodelay(true);
+            let (read, write) = conn.into_split();
+            let failed = pump(&shared, id, read, write, channel).await;
             shared.streams.locked().remove(&id);
             if let Some(reason) = failed {
                 shared.send(Frame::Close { stream: id, reason });
@@ -191,6 +195,11 @@ impl Relay {
     /// exits).
     pub fn close(&self, reason: &str) {
         self.shared.end(reason.to_string());
+    }
+
+    /// Whether it ended.
+    pub fn is_ended(&self) -> bool {
+        self.shared.ended.borrow().is_some()
     }
 
     /// Why the relay ended, once it has.
@@ -312,7 +321,10 @@ async fn read_frames<R: AsyncRead + Unpin>(shared: Arc<Shared>, mut from: R, mut
 
 /// One frame from the agent, to its stream (frames of streams already gone are dropped; a
 /// CLOSE of a stream it was to DIAL drops the waiting connection).
-fn dispatch(shared: &Shared, frame: Frame) {
+fn dispatch(shared: &Arc<Shared>, frame: Frame) {
+    if let Frame::Connect { stream, name } = frame {
+        return connect(shared, stream, name);
+    }
     let mut streams = shared.streams.locked();
     let id = frame.stream();
     let Some(slot) = streams.get_mut(&id) else {
@@ -344,12 +356,99 @@ fn dispatch(shared: &Shared, frame: Frame) {
         | Frame::Hello { .. }
         | Frame::Open { .. }
         | Frame::Socket { .. }
+        | Frame::Connect { .. }
         | Frame::Dial { .. } => return,
     };
     let closing = matches!(inbound, Inbound::Close(_));
     let _ = slot.inbound.send(inbound);
     if closing {
         streams.remove(&id);
+    }
+}
+
+/// A CONNECT of the agent's: a new stream (its id the agent's, not yet in use) to the host's
+/// socket of that name, answered OPENED once connected, else CLOSE with why.
+fn connect(shared: &Arc<Shared>, id: u32, name: String) {
+    let target = shared.reverse.locked().get(&name).cloned();
+    let mut streams = shared.streams.locked();
+    let target = match target {
+        _ if id & AGENT_STREAM == 0 || streams.contains_key(&id) => {
+            Err(format!("stream {id} is not one the sandbox may open"))
+        }
+        None => Err(format!("the host carries no socket named {name:?}")),
+        Some(path) => Ok(path),
+    };
+    let path = match target {
+        Ok(path) => path,
+        Err(reason) => {
+            drop(streams);
+            shared.send(Frame::Close { stream: id, reason });
+            return;
+        }
+    };
+    let (slot, channel) = Channel::open();
+    streams.insert(id, slot);
+    drop(streams);
+    let shared = shared.clone();
+    tokio::spawn(async move {
+        let failed = match dial_unix(&path).await {
+            Ok((read, write)) => {
+                shared.send(Frame::Opened { stream: id });
+                pump(&shared, id, read, write, channel).await
+            }
+            Err(e) => Some(format!("the host's {name}: {e}")),
+        };
+        shared.streams.locked().remove(&id);
+        if let Some(reason) = failed {
+            shared.send(Frame::Close { stream: id, reason });
+        }
+    });
+}
+
+/// Connects to the host's Unix socket at `path`: its two halves.
+#[cfg(unix)]
+async fn dial_unix(
+    path: &std::path::Path,
+) -> std::io::Result<(
+    tokio::net::unix::OwnedReadHalf,
+    tokio::net::unix::OwnedWriteHalf,
+)> {
+    Ok(tokio::net::UnixStream::connect(path).await?.into_split())
+}
+
+/// No Unix sockets on this host.
+#[cfg(not(unix))]
+async fn dial_unix(
+    _path: &std::path::Path,
+) -> std::io::Result<(tokio::io::Empty, tokio::io::Sink)> {
+    Err(std::io::Error::other("Unix sockets need a Unix host"))
+}
+
+/// What the reader hands one stream: the peer's credit, its frames, and what this side granted.
+struct Channel {
+    granted: watch::Receiver<u64>,
+    inbound: mpsc::UnboundedReceiver<Inbound>,
+    allowed: Arc<AtomicU64>,
+}
+
+impl Channel {
+    /// A new stream's slot (the reader's side, a [`WINDOW`] granted each way) and channel.
+    fn open() -> (Slot, Channel) {
+        let (inbound, inbound_rx) = mpsc::unbounded_channel();
+        let (granted, granted_rx) = watch::channel(u64::from(WINDOW));
+        let allowed = Arc::new(AtomicU64::new(u64::from(WINDOW)));
+        let slot = Slot {
+            inbound,
+            granted,
+            allowed: allowed.clone(),
+            received: 0,
+        };
+        let channel = Channel {
+            granted: granted_rx,
+            inbound: inbound_rx,
+            allowed,
+        };
+        (slot, channel)
     }
 }
 
@@ -361,13 +460,15 @@ type Failed = Option<String>;
 async fn pump(
     shared: &Shared,
     id: u32,
-    conn: TcpStream,
-    granted: watch::Receiver<u64>,
-    inbound: mpsc::UnboundedReceiver<Inbound>,
-    allowed: Arc<AtomicU64>,
+    read: impl AsyncRead + Unpin,
+    write: impl AsyncWrite + Unpin,
+    channel: Channel,
 ) -> Failed {
-    let _ = conn.set_nodelay(true);
-    let (read, write) = conn.into_split();
+    let Channel {
+        granted,
+        inbound,
+        allowed,
+    } = channel;
     let up = upstream(shared, id, read, granted);
     let down = downstream(shared, id, write, inbound, allowed);
     tokio::pin!(up, down);
@@ -388,7 +489,7 @@ async fn pump(
 async fn upstream(
     shared: &Shared,
     id: u32,
-    mut read: tokio::net::tcp::OwnedReadHalf,
+    mut read: impl AsyncRead + Unpin,
     mut granted: watch::Receiver<u64>,
 ) -> Result<(), Failed> {
     let mut sent: u64 = 0;
@@ -420,7 +521,7 @@ async fn upstream(
 async fn downstream(
     shared: &Shared,
     id: u32,
-    mut write: tokio::net::tcp::OwnedWriteHalf,
+    mut write: impl AsyncWrite + Unpin,
     mut inbound: mpsc::UnboundedReceiver<Inbound>,
     allowed: Arc<AtomicU64>,
 ) -> Result<(), Failed> {

@@ -20,7 +20,11 @@ pub(super) fn node() -> String {
 
 /// The agent for `port`, its stdin and stdout as tokio pipes.
 pub(super) fn spawn_agent(port: u16) -> (Child, pipe::Receiver, pipe::Sender) {
-    let cmd = agent_command("node", port, 0);
+    spawn_command(agent_command("node", port, 0))
+}
+
+/// The agent run as `cmd` (its first word `node`), its stdin and stdout as tokio pipes.
+pub(super) fn spawn_command(cmd: Vec<String>) -> (Child, pipe::Receiver, pipe::Sender) {
     let mut child = Command::new(node())
         .args(&cmd[1..])
         .env(AGENT_VAR, AGENT)

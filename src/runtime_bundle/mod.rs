@@ -692,3 +692,60 @@ pub(crate) mod demo;
 
 #[cfg(test)]
 mod tests;
+
+/// The digest of a runtime bundle's folder (what names its volume on an engine on another
+/// machine) as its files are (names, kinds, sizes, modes and
+/// times; not their bytes: a bundle is installed whole, not edited), 12 hex digits.
+pub fn files_digest(dir: &Path) -> std::io::Result<String> {
+    use sha2::{Digest, Sha256};
+    let mut h = Sha256::new();
+    let mut stack = vec![PathBuf::new()];
+    while let Some(rel) = stack.pop() {
+        let mut entries: Vec<_> =
+            std::fs::read_dir(dir.join(&rel))?.collect::<std::io::Result<Vec<_>>>()?;
+        entries.sort_by_key(|e| e.file_name());
+        for e in entries {
+            let meta = std::fs::symlink_metadata(e.path())?;
+            let path = rel.join(e.file_name());
+            let when = meta
+                .modified()
+                .ok()
+                .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok());
+            let line = format!(
+                "{}\0{}\0{}\0{}\0{}\n",
+                path.to_string_lossy(),
+                kind_of(&meta),
+                meta.len(),
+                mode_of(&meta),
+                when.map_or(0, |d| d.as_nanos())
+            );
+            h.update(line.as_bytes());
+            if meta.is_dir() {
+                stack.push(path);
+            }
+        }
+    }
+    Ok(hex::encode(&h.finalize()[..6]))
+}
+
+/// `d`, `l` or `f`.
+fn kind_of(meta: &std::fs::Metadata) -> char {
+    match () {
+        _ if meta.is_dir() => 'd',
+        _ if meta.file_type().is_symlink() => 'l',
+        _ => 'f',
+    }
+}
+
+/// A file's permission bits (elsewhere than Unix: the usual ones for its kind).
+pub(crate) fn mode_of(meta: &std::fs::Metadata) -> u32 {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        meta.mode() & 0o7777
+    }
+    #[cfg(not(unix))]
+    {
+        if meta.is_dir() { 0o755 } else { 0o644 }
+    }
+}

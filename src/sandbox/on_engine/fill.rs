@@ -20,17 +20,30 @@ pub async fn copy_exists(
     workspace_id: &str,
     name: &str,
 ) -> Result<bool> {
-    let labels = vec![
+    let copy = format!("{LABEL_COPY}=1");
+    let names = volumes_of(engine, owner, workspace_id, Some(copy)).await?;
+    Ok(names.iter().any(|n| n == name))
+}
+
+/// The names of the workspace's volumes (labelled with the owner and workspace, and `label`
+/// when given).
+pub async fn volumes_of(
+    engine: &impl EngineApi,
+    owner: &str,
+    workspace_id: &str,
+    label: Option<String>,
+) -> Result<Vec<String>> {
+    let mut labels = vec![
         format!("{LABEL_OWNER}={owner}"),
         format!("{LABEL_WORKSPACE}={workspace_id}"),
-        format!("{LABEL_COPY}=1"),
     ];
+    labels.extend(label);
     let filters = HashMap::from([("label".to_string(), labels)]);
     let listed = engine
         .list_volumes(filters)
         .await
         .map_err(engine_err(engine, Operation::List(Resource::Volume)))?;
-    Ok(listed.iter().any(|(n, _)| n == name))
+    Ok(listed.into_iter().map(|(n, _)| n).collect())
 }
 
 /// Prepares the copy of `folder` on the host (off the async threads).

@@ -223,7 +223,8 @@ pub async fn open<E: EngineApi>(
         }
     };
     let host_port = listener.local_addr().map_or(host_port, |a| a.port());
-    let (output, input) = start_agent(engine, &target, port, host_port).await?;
+    let cmd = relay::agent_command(target.interpreter, port, host_port);
+    let (output, input) = start_agent(engine, &target, cmd).await?;
     let stderr = output.stderr.clone();
     let relay = Relay::start(output, input).await.map_err(|why| {
         let said = stderr.locked().trim().to_string();
@@ -256,6 +257,31 @@ pub async fn open<E: EngineApi>(
         end_tx,
     ));
     Ok(PortForward { info, relay, end })
+}
+
+/// Runs the relay the other way in the target's container (see [`Relay::serve_reverse`]): its
+/// agent listens on `<dir>/<name>` inside for each name of `targets`, and each connection made
+/// there reaches the host's socket of that name. It ends with the exec (the container stopped
+/// or restarted) or when it is closed.
+pub async fn open_reverse<E: EngineApi>(
+    engine: &E,
+    target: &Target<'_>,
+    dir: &str,
+    targets: std::collections::HashMap<String, std::path::PathBuf>,
+) -> Result<Relay> {
+    let names: Vec<&str> = targets.keys().map(String::as_str).collect();
+    let cmd = relay::carrier_command(target.interpreter, dir, &names);
+    let (output, input) = start_agent(engine, target, cmd).await?;
+    let stderr = output.stderr.clone();
+    let relay = Relay::start(output, input).await.map_err(|why| {
+        let said = stderr.locked().trim().to_string();
+        Error::container(
+            target.workspace,
+            format!("the broker's carrier did not start: {why} {said}"),
+        )
+    })?;
+    relay.serve_reverse(targets);
+    Ok(relay)
 }
 
 /// Puts the first carrier `choice` allows that works on `relay`, and names it: the namespace
@@ -332,8 +358,7 @@ async fn listen(host_port: u16) -> Result<TcpListener> {
 async fn start_agent<E: EngineApi>(
     engine: &E,
     target: &Target<'_>,
-    port: u16,
-    host_port: u16,
+    cmd: Vec<String>,
 ) -> Result<(ExecOutput, Pin<Box<dyn tokio::io::AsyncWrite + Send>>)> {
     let failed = |doing: &'static str| {
         move |e: EngineError| Error::container_caused(target.workspace, doing, e)
@@ -343,7 +368,7 @@ async fn start_agent<E: EngineApi>(
         attach_stdout: Some(true),
         attach_stderr: Some(true),
         tty: Some(false),
-        cmd: Some(relay::agent_command(target.interpreter, port, host_port)),
+        cmd: Some(cmd),
         env: Some(relay::agent_env()),
         ..Default::default()
     };

@@ -2,9 +2,10 @@
 //! ([`container`]), its network namespace holder and rules helper ([`holder`]), the per-hub
 //! network ([`network`]), a command run in a container ([`exec`]), a forwarded port
 //! ([`forward`]), the owner's containers listed ahead of start-up ([`known`]), every sandbox
-//! container of a Po home ([`inventory`]), [`prune`], and the fill of a clone-mode copy
-//! ([`fill`]). Each talks to the engine through [`EngineApi`](crate::engine::EngineApi) only.
+//! container of a Po home ([`inventory`]), [`prune`], the fill of a clone-mode copy
+//! ([`fill`]), and the parts a remote engine's container carries in volumes ([`carried`]). Each talks to the engine through [`EngineApi`](crate::engine::EngineApi) only.
 
+pub(in crate::sandbox) mod carried;
 pub(in crate::sandbox) mod container;
 pub(in crate::sandbox) mod exec;
 pub(in crate::sandbox) mod fill;

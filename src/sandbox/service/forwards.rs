@@ -69,7 +69,7 @@ impl<E: EngineApi> ContainerService<E> {
         let c = &self.inner.config;
         // The broker's socket folder, where the spec mounts it (its posture was just checked).
         let socket = (c.broker.as_ref())
-            .filter(|w| w.transport == RouteKind::Socket)
+            .filter(|w| w.transport == RouteKind::Socket && c.container.carried.is_none())
             .map(|w| SocketRoute {
                 host_dir: w.socket_folder(&c.container.owner, id),
                 container_dir: BROKER_MOUNT.into(),

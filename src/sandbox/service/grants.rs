@@ -241,13 +241,19 @@ impl<E: EngineApi> ContainerService<E> {
         let wiring = c
             .broker
             .as_ref()
-            .filter(|w| w.transport == RouteKind::Socket)?;
+            .filter(|w| w.transport == RouteKind::Socket && c.container.carried.is_none())?;
         let token = spec::token_file(&c.container.po_home, &c.container.owner, id);
         Some(crate::sandbox::on_engine::exec::spawner::Place {
             record: crate::sandbox::on_engine::exec::spawner::record_path(&token),
             host_dir: wiring.socket_folder(&c.container.owner, id),
             container_dir: BROKER_MOUNT.into(),
         })
+    }
+
+    /// The broker grant this hub holds for a workspace, when it holds one.
+    pub(super) fn granted_now(&self, workspace_id: &str) -> Option<Grant> {
+        let grants = self.inner.grants.grants.locked();
+        grants.get(workspace_id).map(|(g, _)| g.clone())
     }
 
     /// The id of the broker grant this hub holds for a workspace.
@@ -263,5 +269,6 @@ impl<E: EngineApi> ContainerService<E> {
         let c = &self.inner.config.container;
         crate::sandbox::on_engine::inventory::remove_token_files(&c.po_home, &c.owner, id);
         self.revoke_for(id);
+        self.drop_carried(id);
     }
 }

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::grants::write_token_file;
+use super::rollback::Rollback;
 use super::{Asked, ContainerService, ReadBefore, WorkspaceContainer, short_id};
 use crate::engine::EngineError;
 use crate::engine::api::EngineApi;
@@ -102,9 +103,11 @@ impl<E: EngineApi> ContainerService<E> {
             }
             match spec::check_posture(&spec, &live.posture) {
                 Ok(()) => {
+                    // A carried container's published port is another machine's: asked here it
+                    // says nothing of it.
                     let answered = match asked {
-                        Some(asked) => asked.answered_on(live.host_port).await,
-                        None => false,
+                        Some(asked) if !self.carried() => asked.answered_on(live.host_port).await,
+                        _ => false,
                     };
                     self.adopted_baseline(&ws).await;
                     return self.adopt_live(&ws.id, &spec, live, None, answered).await;
@@ -195,6 +198,9 @@ impl<E: EngineApi> ContainerService<E> {
             );
         }
         self.ensure_rules(id, &live).await?;
+        if self.carried() {
+            self.carry(id, &live.id).await?;
+        }
         if !answered {
             self.wait_ready(id, spec, &live).await?;
         }
@@ -207,7 +213,11 @@ impl<E: EngineApi> ContainerService<E> {
     /// Waits until the container's server answers; `CONTAINER_UNHEALTHY` (with its logs) when it does not.
     async fn wait_ready(&self, id: &str, spec: &ContainerSpec, live: &LiveContainer) -> Result<()> {
         let c = &self.inner.config;
-        let Some(port) = live.host_port else {
+        let port = match self.carried() {
+            true => self.carried_port(id, &live.id),
+            false => live.host_port,
+        };
+        let Some(port) = port else {
             return Err(Error::container(
                 id,
                 format!("container {} publishes no host port", live.name),
@@ -245,16 +255,20 @@ impl<E: EngineApi> ContainerService<E> {
         spec: &ContainerSpec,
         replaced_reason: Option<String>,
     ) -> Result<WorkspaceContainer> {
+        self.check_carried_mode(ws)?;
         self.prepare_sandbox_dir(ws)?;
         // A copy volume that exists holds the agent's work: it is never filled again.
         let copy = self.prepare_copy(ws, spec).await?;
+        // Before the volumes are made: whether the bundle's is new, to be filled.
+        let bundle_new = self.carried() && self.bundle_is_new(spec).await?;
         let mut made = Rollback::new(self, &ws.id);
         // Undone with the rest (from here on): an empty copy kept would never be filled.
         made.copy_volume = copy.as_ref().map(|(name, _)| name.clone());
         let copy = copy.map(|(_, c)| c);
         let result = match container::ensure_volumes(&self.changes(), spec).await {
             Ok(()) => {
-                self.create_steps(ws, spec, replaced_reason, copy, &mut made)
+                let parts = (copy, bundle_new);
+                self.create_steps(ws, spec, replaced_reason, parts, &mut made)
                     .await
             }
             Err(e) => Err(e),
@@ -283,8 +297,12 @@ impl<E: EngineApi> ContainerService<E> {
         Ok(Some((volume.name.clone(), copy)))
     }
 
-    /// P exists and holds no stale lock files.
+    /// P exists and holds no stale lock files (carried: P is in a volume, and nothing of the
+    /// host's is prepared).
     fn prepare_sandbox_dir(&self, ws: &Workspace) -> Result<()> {
+        if self.carried() {
+            return Ok(());
+        }
         let p = workspace::sandbox_dir(&self.inner.config.container.po_home, &ws.id);
         std::fs::create_dir_all(&p).map_err(|e| {
             Error::container_caused(
@@ -328,7 +346,7 @@ impl<E: EngineApi> ContainerService<E> {
         ws: &Workspace,
         spec: &ContainerSpec,
         replaced_reason: Option<String>,
-        copy: Option<clone::PreparedCopy>,
+        (copy, bundle_new): (Option<clone::PreparedCopy>, bool),
         made: &mut Rollback<'_, E>,
     ) -> Result<WorkspaceContainer> {
         // Before the container starts: nothing its agent writes is in the baseline.
@@ -348,6 +366,10 @@ impl<E: EngineApi> ContainerService<E> {
         })?;
         made.token = Some(token);
         made.granted = true;
+        if self.carried() {
+            // The fresh token, P and the bundle into their volumes, before the container is.
+            self.fill_carried(ws, spec, bundle_new).await?;
+        }
         let granted_spec = match self.grant_for(&ws.id)? {
             Some(g) => {
                 let env: BTreeMap<String, String> = g
@@ -487,6 +509,10 @@ impl<E: EngineApi> ContainerService<E> {
             Some(id),
             replaced_reason.clone(),
         );
+        if self.carried() {
+            // Its server's port here and the broker's sockets there, before it is awaited.
+            self.carry(&ws.id, id).await?;
+        }
         // Unhealthy: the error carries its logs, and the rollback removes it.
         self.wait_ready(&ws.id, spec, &live).await?;
         // It answers: a failed re-read (for the port) keeps the first one rather than undo it.
@@ -714,69 +740,6 @@ pub(crate) fn is_workspace_container(
     label(spec::LABEL_OWNER) == Some(owner)
         && label(spec::LABEL_WORKSPACE) == Some(ws.id.as_str())
         && label(LABEL_WORKSPACE_PATH).map(Path::new) == Some(ws.path.as_path())
-}
-
-/// What `create` made so far, undone together when a later step fails: nothing half-done
-/// (no container, token file, broker grant or fresh review baseline of a container that does
-/// not run).
-struct Rollback<'a, E> {
-    service: &'a ContainerService<E>,
-    workspace: &'a str,
-    /// A baseline this create took (one kept from an earlier container is not undone).
-    baseline: Option<PathBuf>,
-    token: Option<PathBuf>,
-    granted: bool,
-    container: Option<String>,
-    /// A copy volume this create made (holding nothing of the agent's yet).
-    copy_volume: Option<String>,
-}
-
-impl<'a, E: EngineApi> Rollback<'a, E> {
-    /// Nothing made yet.
-    fn new(service: &'a ContainerService<E>, workspace: &'a str) -> Self {
-        Rollback {
-            service,
-            workspace,
-            baseline: None,
-            token: None,
-            granted: false,
-            container: None,
-            copy_volume: None,
-        }
-    }
-
-    /// Keeps everything: the work was handed to a container that is adopted instead.
-    fn disarm(&mut self) {
-        self.baseline = None;
-        self.token = None;
-        self.granted = false;
-        self.container = None;
-        self.copy_volume = None;
-    }
-
-    /// Undoes what was made, newest first: the container (and its holder), the token file, the
-    /// baseline, the grant.
-    async fn undo(self) {
-        if let Some(id) = &self.container {
-            let _ = self.service.stop_and_remove(id, self.workspace).await;
-        }
-        // Made by this create and holding nothing of the agent's yet.
-        if let Some(volume) = &self.copy_volume {
-            let _ = self.service.changes().remove_volume(volume).await;
-        }
-        if let Some(token) = &self.token {
-            let _ = std::fs::remove_file(token);
-        }
-        // The guard placeholders its preparation made: no container of this create mounts them.
-        let c = &self.service.inner.config.container;
-        guards::placeholders::take_away(&spec::guard_copies(&c.po_home, &c.owner, self.workspace));
-        if let Some(baseline) = &self.baseline {
-            let _ = std::fs::remove_file(baseline);
-        }
-        if self.granted {
-            self.service.revoke_for(self.workspace);
-        }
-    }
 }
 
 /// What `create_or_adopt` ended with.

@@ -6,9 +6,11 @@
 //! network), [`grants`] (token files and broker grants), [`baselines`] (what `review`
 //! compares with), [`forwards`] (ports forwarded into running containers), [`changes`]
 //! (`diff` and `apply` of a clone-mode copy), [`stopping`], [`queries`], [`leftovers`] (what
-//! killed hubs left, swept at start-up) and [`feed`] (the engine's event stream, followed).
+//! killed hubs left, swept at start-up), [`feed`] (the engine's event stream, followed) and
+//! [`carried`] (a remote engine's containers: their volumes filled, their links kept).
 
 mod baselines;
+mod carried;
 mod changes;
 pub(in crate::sandbox) mod feed;
 pub(crate) use feed::{OnChange, follow as follow_feed};
@@ -19,6 +21,7 @@ mod leftovers;
 mod lifecycle;
 pub(crate) use lifecycle::{is_workspace_container, start_lock_now};
 mod queries;
+mod rollback;
 mod stopping;
 
 use std::collections::BTreeMap;
@@ -163,6 +166,8 @@ struct Inner<E> {
     folders: std::sync::Mutex<BTreeMap<String, PathBuf>>,
     /// The ports forwarded into this hub's containers.
     forwards: crate::sandbox::on_engine::forward::Forwards,
+    /// The links to containers on an engine on another machine.
+    carried: carried::CarriedLinks,
 }
 
 /// The workspace containers of one hub (owner). Cheap to clone.
@@ -197,6 +202,7 @@ impl<E: EngineApi> ContainerService<E> {
                 holders: holders::HolderState::default(),
                 folders: Default::default(),
                 forwards: Default::default(),
+                carried: Default::default(),
             }),
         }
     }
@@ -230,6 +236,8 @@ impl<E: EngineApi> ContainerService<E> {
             .filter(|f| s.po_home.join(f).is_file())
             .collect();
         let (binds, hosts) = match broker {
+            // Carried: the container's broker sockets are its own, in its /run.
+            Some(_) if s.carried.is_some() => (vec![], vec![]),
             Some(w) if w.transport == RouteKind::Socket => (
                 vec![spec::Bind {
                     source: w.socket_folder(&s.owner, &ws.id),
@@ -288,6 +296,12 @@ impl<E: EngineApi> ContainerService<E> {
         let exec_spawner = spawner::read_record(&spawner::record_path(&token_file))
             .filter(|r| r.container_id == live.id)
             .and_then(|r| r.failed);
+        // On an engine on another machine, its published port is that machine's: the hub's
+        // forward of it is the one to use here.
+        let host_port = match self.carried() {
+            true => self.carried_port(&id, &live.id),
+            false => live.host_port,
+        };
         WorkspaceContainer {
             token_file: token_file.to_string_lossy().into_owned(),
             workspace_id: id,
@@ -300,8 +314,8 @@ impl<E: EngineApi> ContainerService<E> {
             name: live.name.clone(),
             image: live.image.clone(),
             state: live.state.clone(),
-            host_port: live.host_port,
-            url: live.host_port.map(|p| format!("http://127.0.0.1:{p}")),
+            host_port,
+            url: host_port.map(|p| format!("http://127.0.0.1:{p}")),
             adopted,
             replaced_reason,
             created: live.created.clone(),

@@ -63,6 +63,7 @@ fn config(home: &Path, broker: Option<BrokerWiring>) -> ServiceConfig {
             mode: EngineMode::default(),
             network_mode: NetworkMode::Open,
             workspace_mode: Default::default(),
+            carried: None,
         },
         health_timeout: Duration::from_millis(1500),
         podman: false,

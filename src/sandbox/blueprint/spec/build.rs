@@ -190,6 +190,11 @@ pub struct ContainerSettings {
     /// The default workspace mode (`workspaceMode`, `PO_SANDBOX_WORKSPACE_MODE`); a workspace
     /// entry's `mode` wins.
     pub workspace_mode: WorkspaceMode,
+    /// The engine sees none of this host's files (it runs on another machine): nothing is
+    /// bound, the bundle, P and the token file travel in volumes the hub fills through the
+    /// engine ([`carried_volumes`]), and the workspace is a copy. It holds the runtime
+    /// bundle's digest (`on_engine::carried::bundle_digest`), which names the bundle's volume.
+    pub carried: Option<String>,
 }
 
 /// Everything that decides one workspace's container: the hub's settings and this
@@ -322,10 +327,15 @@ pub fn build(input: &SpecInput) -> ContainerSpec {
     let own = layer_env(input, &in_container(&p));
     let workspace_mode = mode_of(input);
     let mut volumes = volume_names(&s.owner, &ws.id).to_vec();
+    if let Some(bundle) = &s.carried {
+        volumes.extend(carried_volumes(&s.owner, &ws.id, &in_container(&p), bundle));
+    }
+    // The last one, where `copy_volume` finds it.
     if workspace_mode == WorkspaceMode::Clone {
         volumes.push(VolumeMount {
             name: clone::copy_volume_name(&s.owner, &ws.id),
             target: in_container(&ws.path),
+            read_only: false,
         });
     }
     let mut spec = ContainerSpec {
@@ -425,6 +435,10 @@ fn tmpfs(flags: &RunFlags) -> BTreeMap<String, String> {
 /// exist (read-only, inside P), then the extra binds.
 pub(super) fn binds(input: &SpecInput, p: &Path) -> Vec<Bind> {
     let (ws, s) = (input.workspace, input.settings);
+    if s.carried.is_some() {
+        // Nothing of this host's: its parts are in volumes.
+        return input.extra_binds.to_vec();
+    }
     let p_str = container_path(input.os, &p.to_string_lossy());
     // In clone mode the host folder is not mounted at all: its copy volume is.
     let mut binds: Vec<Bind> = (mode_of(input) == WorkspaceMode::Bind)
@@ -630,9 +644,13 @@ impl SpecHasher {
             let value = format!("{}:{}:{}", b.source.display(), b.target, b.read_only);
             self.field("bind", &value);
         }
+        // `:ro` only for a read-only one, so a spec without any hashes as it always did.
         self.each(
             "volume",
-            volumes.iter().map(|v| format!("{}:{}", v.name, v.target)),
+            volumes.iter().map(|v| match v.read_only {
+                true => format!("{}:{}:ro", v.name, v.target),
+                false => format!("{}:{}", v.name, v.target),
+            }),
         );
     }
 

@@ -15,14 +15,17 @@ pub use build::{
 };
 #[cfg(test)]
 pub use build::{DEFAULT_CPU_SHARES, EXEC_GATE, FALLBACK_MEMORY, GATE, HealthProbe, health_probe};
+#[cfg(all(test, unix))]
+pub use names::carried_volumes;
 pub use names::{
-    Bind, LABEL_HOLDER_OF, LABEL_IMAGE_BASE, LABEL_IMAGE_VARIANT, LABEL_NET_MODE, LABEL_NET_RULES,
-    LABEL_NET_SHAPE, LABEL_NETWORK, LABEL_OWNER, LABEL_RUN_FLAGS, LABEL_SANDBOX, LABEL_SPEC_HASH,
-    LABEL_WORKSPACE, LABEL_WORKSPACE_PATH, SEED_FILES, container_name, guard_copies, network_name,
+    Bind, CARRIED_BUNDLE, CARRIED_P, CARRIED_TOKEN, LABEL_HOLDER_OF, LABEL_IMAGE_BASE,
+    LABEL_IMAGE_VARIANT, LABEL_NET_MODE, LABEL_NET_RULES, LABEL_NET_SHAPE, LABEL_NETWORK,
+    LABEL_OWNER, LABEL_RUN_FLAGS, LABEL_SANDBOX, LABEL_SPEC_HASH, LABEL_WORKSPACE,
+    LABEL_WORKSPACE_PATH, SEED_FILES, VolumeMount, container_name, guard_copies, network_name,
     token_file, tokens_dir, tokens_root,
 };
 #[cfg(test)]
-pub use names::{LABEL_IMAGE_DIGEST, VolumeMount, WRITABLE_TMPFS};
+pub use names::{LABEL_IMAGE_DIGEST, WRITABLE_TMPFS};
 #[cfg(test)]
 pub use posture::PostureCheckKind;
 pub use posture::{ContainerPosture, HolderPosture, LivePosture, check_posture};

@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::names::paths::{GIT_DIR, HOME_DIR, RUNTIME_DIR};
+use crate::names::paths::{GIT_DIR, HOME_DIR, RUNTIME_DIR, TOKEN_DIR};
 
 /// Label: the hub that owns the container.
 pub const LABEL_OWNER: &str = "po.owner";
@@ -67,6 +67,8 @@ pub struct VolumeMount {
     pub name: String,
     /// Container path.
     pub target: String,
+    /// Mounted read-only.
+    pub read_only: bool,
 }
 
 /// The per-hub network of an owner: a labelled bridge every container of the owner joins
@@ -87,17 +89,56 @@ pub fn volume_names(owner: &str, workspace_id: &str) -> [VolumeMount; 3] {
         VolumeMount {
             name: name("home"),
             target: HOME_DIR.into(),
+            read_only: false,
         },
         VolumeMount {
             name: name("cache"),
             target: RUNTIME_DIR.into(),
+            read_only: false,
         },
         VolumeMount {
             name: name("git"),
             target: GIT_DIR.into(),
+            read_only: false,
         },
     ]
 }
+
+/// The volumes that carry, on an engine that sees none of this host's files, what a local
+/// engine's containers bind: the runtime bundle (read-only at `/opt/po`), P's folder (`p`, its
+/// volume mounted at P's parent so that P itself is a folder of the container user's), and the
+/// token file's folder (read-only). They are filled through the engine (see
+/// `on_engine::carried`); the bundle's name ends with its digest, so another bundle is another
+/// volume (and another spec).
+pub fn carried_volumes(owner: &str, workspace_id: &str, p: &str, bundle: &str) -> [VolumeMount; 3] {
+    let name = |suffix: &str| format!("po-{owner}-{workspace_id}-{suffix}");
+    let parent = match p.rsplit_once('/') {
+        Some(("", _)) | None => "/".to_string(),
+        Some((parent, _)) => parent.to_string(),
+    };
+    [
+        VolumeMount {
+            name: format!("{}-{bundle}", name(CARRIED_BUNDLE)),
+            target: crate::runtime_bundle::MOUNT_POINT.into(),
+            read_only: true,
+        },
+        VolumeMount {
+            name: name(CARRIED_P),
+            target: parent,
+            read_only: false,
+        },
+        VolumeMount {
+            name: name(CARRIED_TOKEN),
+            target: TOKEN_DIR.into(),
+            read_only: true,
+        },
+    ]
+}
+
+/// The suffixes of [`carried_volumes`]' names.
+pub const CARRIED_BUNDLE: &str = "bundle";
+pub const CARRIED_P: &str = "po";
+pub const CARRIED_TOKEN: &str = "token";
 
 /// The host folder of a workspace's guard copies (see `guards::Resolved::copies`): under
 /// `<poHome>/sandbox-guards`, outside P and the workspace, mounted into no container.

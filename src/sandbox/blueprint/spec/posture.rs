@@ -617,6 +617,15 @@ fn check_guards(spec: &ContainerSpec, live: &LivePosture) -> Result<(), Drift> {
             return Err(Kind::Guards.drift(format!("{} is not mounted read-only", b.target)));
         }
     }
+    for v in spec.volumes.iter().filter(|v| v.read_only) {
+        let there = live
+            .mounts
+            .iter()
+            .any(|(kind, s, d, rw)| kind == "volume" && *s == v.name && *d == v.target && !rw);
+        if !there {
+            return Err(Kind::Guards.drift(format!("{} is not mounted read-only", v.target)));
+        }
+    }
     Ok(())
 }
 
@@ -631,7 +640,7 @@ pub(super) fn mount_allowed(
         "volume" => spec
             .volumes
             .iter()
-            .any(|v| v.name == source && v.target == dest),
+            .any(|v| v.name == source && v.target == dest && (!rw || !v.read_only)),
         "bind" => spec.binds.iter().any(|b| {
             b.source.to_string_lossy() == source && b.target == dest && (!rw || !b.read_only)
         }),

@@ -131,6 +131,7 @@ fn settings(po_home: &str) -> ContainerSettings {
         mode: EngineMode::default(),
         network_mode: NetworkMode::Open,
         workspace_mode: Default::default(),
+        carried: None,
     }
 }
 
@@ -327,11 +328,14 @@ fn live_of(s: &ContainerSpec) -> LivePosture {
                     !b.read_only,
                 )
             })
-            .chain(
-                s.volumes
-                    .iter()
-                    .map(|v| ("volume".to_string(), v.name.clone(), v.target.clone(), true)),
-            )
+            .chain(s.volumes.iter().map(|v| {
+                (
+                    "volume".to_string(),
+                    v.name.clone(),
+                    v.target.clone(),
+                    !v.read_only,
+                )
+            }))
             .collect(),
         ports: vec![],
         devices: 0,
@@ -1272,4 +1276,74 @@ fn the_exec_gate_runs_the_command_only_after_the_probe_passes() {
     let held = run(false);
     assert_eq!(held.stdout, b"");
     assert_eq!(held.status.code(), Some(1));
+}
+
+#[test]
+fn a_carried_spec_binds_nothing_and_carries_its_parts_in_volumes() {
+    let carried = |digest: &str| ContainerSettings {
+        carried: Some(digest.into()),
+        workspace_mode: crate::sandbox::folder::WorkspaceMode::Clone,
+        ..settings("/home/u/.po")
+    };
+    let (w, extra) = (ws(), BTreeMap::new());
+    let spec_of = |settings: &ContainerSettings| {
+        build(&SpecInput {
+            settings,
+            os: crate::host::HostOs::Linux,
+            workspace: &w,
+            seed_files: &["modes.yaml"],
+            extra_env: &extra,
+            extra_binds: &[],
+            extra_hosts: &[],
+        })
+    };
+    let s = spec_of(&carried("0123456789ab"));
+    assert_eq!(s.binds, [], "nothing of this host's is bound");
+    let volumes: Vec<(&str, &str, bool)> = s
+        .volumes
+        .iter()
+        .map(|v| (v.name.as_str(), v.target.as_str(), v.read_only))
+        .collect();
+    assert_eq!(
+        volumes,
+        [
+            ("po-hub1-acme-home", HOME_DIR, false),
+            ("po-hub1-acme-cache", "/po-runtime", false),
+            ("po-hub1-acme-git", GIT_DIR, false),
+            ("po-hub1-acme-bundle-0123456789ab", "/opt/po", true),
+            // P's parent: P itself is a folder the fill makes the container user's.
+            ("po-hub1-acme-po", "/home/u/.po/sandboxes", false),
+            ("po-hub1-acme-token", "/run/po-sandbox", true),
+            ("po-hub1-acme-copy", "/src/acme", false),
+        ]
+    );
+    assert_eq!(
+        s.copy_volume().map(|v| v.name.as_str()),
+        Some("po-hub1-acme-copy")
+    );
+    assert_eq!(s.env["PO_HOME"], "/home/u/.po/sandboxes/acme");
+    assert_eq!(s.env["PO_SANDBOX_TOKEN_FILE"], TOKEN_PATH);
+    assert!(TOKEN_PATH.starts_with("/run/po-sandbox/"));
+    check_posture(&s, &live_of(&s)).expect("a faithful carried container passes");
+    // The bundle or the token writable, or either missing, is drift.
+    for target in ["/opt/po", "/run/po-sandbox"] {
+        let mut live = live_of(&s);
+        live.mounts
+            .iter_mut()
+            .filter(|m| m.2 == target)
+            .for_each(|m| m.3 = true);
+        assert!(check_posture(&s, &live).is_err(), "{target} writable");
+        let mut live = live_of(&s);
+        live.mounts.retain(|m| m.2 != target);
+        assert!(check_posture(&s, &live).is_err(), "{target} missing");
+    }
+    // Another bundle is another volume and another spec; a local spec is another still.
+    let other = spec_of(&carried("ba9876543210"));
+    assert_ne!(other.spec_hash, s.spec_hash);
+    let local = spec_of(&ContainerSettings {
+        workspace_mode: crate::sandbox::folder::WorkspaceMode::Clone,
+        ..settings("/home/u/.po")
+    });
+    assert_ne!(local.spec_hash, s.spec_hash);
+    assert!(local.binds.iter().any(|b| b.target == "/opt/po"));
 }

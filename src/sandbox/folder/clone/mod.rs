@@ -30,7 +30,7 @@ pub use manifest::{
 };
 #[cfg(test)]
 pub use source::NO_REMOTE;
-pub use source::{PreparedCopy, prepare};
+pub use source::{PreparedCopy, prepare, private_temp_dir};
 #[cfg(test)]
 pub use work::files_of;
 pub use work::{

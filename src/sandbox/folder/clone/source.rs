@@ -71,7 +71,7 @@ pub fn prepare(folder: &Path, user: UserIds) -> io::Result<PreparedCopy> {
 
 /// A folder only this user can read, under the system's temporary folder:
 /// `po-sandbox-<what>-<pid>-<random>` (whose process made it shows in its name).
-pub(super) fn private_temp_dir(what: &str) -> io::Result<PathBuf> {
+pub fn private_temp_dir(what: &str) -> io::Result<PathBuf> {
     let mut random = [0u8; 8];
     getrandom::fill(&mut random).map_err(io::Error::other)?;
     let name = format!(

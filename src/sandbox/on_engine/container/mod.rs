@@ -473,7 +473,7 @@ pub fn create_body(spec: &ContainerSpec, podman: bool) -> ContainerCreateBody {
         typ: Some(MountType::VOLUME),
         source: Some(v.name.clone()),
         target: Some(v.target.clone()),
-        read_only: Some(false),
+        read_only: Some(v.read_only),
         ..Default::default()
     }));
     let mut body = ContainerCreateBody {
@@ -759,4 +759,4 @@ pub async fn wait_healthy(
 }
 
 #[cfg(test)]
-mod tests;
+pub(in crate::sandbox) mod tests;

@@ -2,7 +2,7 @@ use super::*;
 use crate::sandbox::blueprint::spec::{Bind, VolumeMount};
 use std::collections::BTreeMap;
 
-fn spec(extra_hosts: Vec<String>) -> ContainerSpec {
+pub(in crate::sandbox) fn spec(extra_hosts: Vec<String>) -> ContainerSpec {
     ContainerSpec {
         name: "po-o-w".into(),
         image: "po-sandbox:x".into(),
@@ -20,6 +20,7 @@ fn spec(extra_hosts: Vec<String>) -> ContainerSpec {
         volumes: vec![VolumeMount {
             name: "po-o-w-home".into(),
             target: "/po-home".into(),
+            read_only: false,
         }],
         container_port: 7300,
         pids_limit: 2048,

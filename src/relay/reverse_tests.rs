@@ -1,0 +1,95 @@
+//! The relay run the other way, against the real agent (see `tests.rs`): the agent listens on
+//! Unix sockets "inside" (a folder of the test's), and each connection to one is carried to the
+//! host's socket of that name; the test plays both the container's processes and the host.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{UnixListener, UnixStream};
+
+use super::carrier_command;
+use super::mux::Relay;
+use super::tests::{exited, pattern, spawn_command};
+
+/// A host socket that answers each connection with `<tag>:` and then echoes what it reads.
+fn host_socket(path: &std::path::Path, tag: &'static str) {
+    let listener = UnixListener::bind(path).unwrap();
+    tokio::spawn(async move {
+        while let Ok((mut conn, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                conn.write_all(format!("{tag}:").as_bytes()).await.unwrap();
+                let (mut r, mut w) = conn.split();
+                let _ = tokio::io::copy(&mut r, &mut w).await;
+                let _ = w.shutdown().await;
+            });
+        }
+    });
+}
+
+/// Waits until `path` exists (the agent made its socket).
+async fn appears(path: &std::path::Path) {
+    for _ in 0..250 {
+        if path.exists() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("{} did not appear", path.display());
+}
+
+#[tokio::test]
+async fn connections_inside_reach_the_host_socket_of_their_name_and_no_other() {
+    let host = tempfile::tempdir().unwrap();
+    let inside = tempfile::tempdir().unwrap();
+    let inside_dir = inside.path().join("po-broker");
+    host_socket(&host.path().join("broker.sock"), "broker");
+    host_socket(&host.path().join("egress.sock"), "egress");
+    let dir = inside_dir.to_str().unwrap();
+    // `gone.sock` is listened on inside, but the host carries no socket of that name.
+    let cmd = carrier_command("node", dir, &["broker.sock", "egress.sock", "gone.sock"]);
+    let (child, from, to) = spawn_command(cmd);
+    let relay = Relay::start(from, to).await.expect("the agent greets");
+    relay.serve_reverse(HashMap::from([
+        ("broker.sock".to_string(), host.path().join("broker.sock")),
+        ("egress.sock".to_string(), host.path().join("egress.sock")),
+    ]));
+    appears(&inside_dir.join("gone.sock")).await;
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(&inside_dir).unwrap().permissions().mode();
+    assert_eq!(
+        mode & 0o777,
+        0o700,
+        "the socket folder is the container user's alone"
+    );
+    // Many at once, each its own bytes back, through the socket it named.
+    let mut tasks = Vec::new();
+    for i in 0..40 {
+        let name = if i % 2 == 0 { "broker" } else { "egress" };
+        let path = inside_dir.join(format!("{name}.sock"));
+        tasks.push(tokio::spawn(async move {
+            let sent = pattern(i, 1000 + i * 7919);
+            let mut conn = UnixStream::connect(&path).await.unwrap();
+            conn.write_all(&sent).await.unwrap();
+            conn.shutdown().await.unwrap();
+            let mut got = Vec::new();
+            conn.read_to_end(&mut got).await.unwrap();
+            let mut want = format!("{name}:").into_bytes();
+            want.extend_from_slice(&sent);
+            assert!(got == want, "connection {i}: {} bytes back", got.len());
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    // A name the host does not carry: closed at once, nothing carried.
+    let mut conn = UnixStream::connect(inside_dir.join("gone.sock"))
+        .await
+        .unwrap();
+    let mut got = Vec::new();
+    let read = tokio::time::timeout(Duration::from_secs(5), conn.read_to_end(&mut got)).await;
+    assert!(matches!(read, Ok(Ok(0)) | Ok(Err(_))), "{read:?} {got:?}");
+    // The relay closed: the agent exits and its sockets refuse.
+    relay.close("the test is done");
+    assert!(exited(child).await.success());
+}

@@ -1,0 +1,283 @@
+//! A workspace on an engine on another machine ([`ContainerSettings::carried`]): its volumes are
+//! filled through the engine at create (`on_engine::carried`), and while its container runs
+//! the hub keeps two links to it over engine execs, re-opened when they end (the container
+//! restarted, the connection to the engine came back):
+//! - its server's port, forwarded to this host's loopback: the URL the hub reports, on the
+//!   same port again after a re-open when it is free;
+//! - the broker's sockets, carried the other way: the container's processes connect to
+//!   `/run/po-broker/broker.sock` (and `egress.sock`) as on a local engine, and each connection
+//!   reaches this host's broker socket of that name. Nothing listens on the remote machine.
+//!
+//! [`ContainerSettings::carried`]: crate::sandbox::blueprint::spec::ContainerSettings::carried
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use super::{ContainerService, Inner};
+use crate::broker::egress::EGRESS_SOCKET;
+use crate::engine::api::EngineApi;
+use crate::error::{Error, Result};
+use crate::lock::Locked;
+use crate::names::paths::BROKER_MOUNT;
+use crate::relay::mux::Relay;
+use crate::sandbox::blueprint::spec::{self, CARRIED_BUNDLE, ContainerSpec};
+use crate::sandbox::folder::workspace::Workspace;
+use crate::sandbox::on_engine::carried::{self as fill, Carried};
+use crate::sandbox::on_engine::forward::{self, PortForward, Target};
+
+/// How often a keeper looks at its links.
+const KEEP_EVERY: Duration = Duration::from_secs(1);
+
+/// The links of each carried workspace this hub keeps.
+#[derive(Default)]
+pub(super) struct CarriedLinks(Mutex<HashMap<String, Links>>);
+
+/// One workspace's links to its container.
+struct Links {
+    container: String,
+    server: PortForward,
+    broker: Option<Relay>,
+    keeper: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Links {
+    fn drop(&mut self) {
+        self.keeper.abort();
+        let (server, broker) = (self.server.clone(), self.broker.clone());
+        if let Ok(rt) = tokio::runtime::Handle::try_current() {
+            rt.spawn(async move {
+                let _ = server.close().await;
+            });
+        }
+        if let Some(b) = broker {
+            b.close("the workspace's links were let go");
+        }
+    }
+}
+
+impl<E: EngineApi> ContainerService<E> {
+    /// The engine sees none of this host's files.
+    pub(super) fn carried(&self) -> bool {
+        self.inner.config.container.carried.is_some()
+    }
+
+    /// Whether the spec's bundle volume is new (to be filled at this create).
+    pub(super) async fn bundle_is_new(&self, spec: &ContainerSpec) -> Result<bool> {
+        let Some(volume) = fill::volume(spec, CARRIED_BUNDLE) else {
+            return Ok(false);
+        };
+        let c = &self.inner.config.container;
+        let ws = spec
+            .labels
+            .get(spec::LABEL_WORKSPACE)
+            .cloned()
+            .unwrap_or_default();
+        Ok(!fill::volume_exists(&self.inner.engine, &c.owner, &ws, &volume.name).await?)
+    }
+
+    /// Fills the carried volumes of a container about to be created: its token file (written
+    /// on this host just before), P with the seed files, and the bundle when `bundle_new`.
+    pub(super) async fn fill_carried(
+        &self,
+        ws: &Workspace,
+        spec: &ContainerSpec,
+        bundle_new: bool,
+    ) -> Result<()> {
+        let c = &self.inner.config.container;
+        let token = spec::token_file(&c.po_home, &c.owner, &ws.id);
+        let seeds = spec::SEED_FILES
+            .iter()
+            .map(|f| (*f, c.po_home.join(f)))
+            .filter(|(_, p)| p.is_file())
+            .collect();
+        let carried = Carried {
+            workspace: &ws.id,
+            token: &token,
+            bundle: bundle_new.then_some(c.bundle.dir.as_path()),
+            seeds,
+            user: c.user,
+        };
+        let engine = self.changes();
+        fill::fill(&engine, spec, &carried).await?;
+        if bundle_new {
+            fill::remove_other_bundles(&engine, &c.owner, spec).await;
+        }
+        Ok(())
+    }
+
+    /// A bind-mode workspace cannot run where the engine sees no folder of this host's.
+    pub(super) fn check_carried_mode(&self, ws: &Workspace) -> Result<()> {
+        if !self.carried() || self.is_clone(ws) {
+            return Ok(());
+        }
+        Err(Error::WorkspaceInvalid {
+            what: format!("'{}'", ws.id),
+            reason: format!(
+                "its mode is bind, but the engine runs on another machine and cannot see {}: \
+                 use workspaceMode 'clone' (or PO_SANDBOX_WORKSPACE_MODE=clone), the default \
+                 with a remote engine",
+                ws.path.display()
+            ),
+        })
+    }
+
+    /// The links of a carried workspace's running container `container`, opened where they are
+    /// not live; the server's port on this host.
+    pub(super) async fn carry(&self, ws: &str, container: &str) -> Result<u16> {
+        let (port, broker_live) = {
+            let links = self.inner.carried.0.locked();
+            match links.get(ws).filter(|l| l.container == container) {
+                Some(l) if l.server.live() => {
+                    let port = l.server.info.host_port;
+                    (Some(port), l.broker.as_ref().is_some_and(|b| !b.is_ended()))
+                }
+                Some(l) => (Some(l.server.info.host_port), false),
+                None => (None, false),
+            }
+        };
+        let live_server = port.filter(|_| {
+            let links = self.inner.carried.0.locked();
+            links.get(ws).is_some_and(|l| l.server.live())
+        });
+        let server = match live_server {
+            Some(_) => None,
+            None => Some(
+                self.forward_server(ws, container, port.unwrap_or(0))
+                    .await?,
+            ),
+        };
+        let broker = match broker_live {
+            true => None,
+            false => self.carry_broker(ws, container).await,
+        };
+        let mut links = self.inner.carried.0.locked();
+        let entry = links.remove(ws).filter(|l| l.container == container);
+        let links_now = match (entry, server) {
+            (Some(mut l), server) => {
+                if let Some(s) = server {
+                    let old = std::mem::replace(&mut l.server, s);
+                    tokio::spawn(async move { old.close().await.ok() });
+                }
+                if broker.is_some() {
+                    l.broker = broker;
+                }
+                l
+            }
+            (None, Some(server)) => Links {
+                container: container.to_string(),
+                server,
+                broker,
+                keeper: self.spawn_keeper(ws, container),
+            },
+            (None, None) => unreachable!("a server forward is opened when there are no links"),
+        };
+        let port = links_now.server.info.host_port;
+        links.insert(ws.to_string(), links_now);
+        Ok(port)
+    }
+
+    /// The keeper of a workspace's links (a plain function: `carry`'s future does not hold the
+    /// keeper's, which holds `carry`'s).
+    fn spawn_keeper(&self, ws: &str, container: &str) -> tokio::task::JoinHandle<()> {
+        let inner = std::sync::Arc::downgrade(&self.inner);
+        tokio::spawn(keep(inner, ws.to_string(), container.to_string()))
+    }
+
+    /// The container's server port forwarded to this host's `127.0.0.1:<port>` (0: any; a
+    /// port taken meanwhile: any).
+    async fn forward_server(&self, ws: &str, container: &str, port: u16) -> Result<PortForward> {
+        let c = &self.inner.config.container;
+        let target = || Target {
+            workspace: ws,
+            container_id: container,
+            interpreter: c.bundle.interpreter(),
+            socket: None,
+            holder: None,
+        };
+        let server_port = c.bundle.server.port;
+        match forward::open(&self.inner.engine, target(), server_port, port).await {
+            Err(Error::PortInUse { .. }) if port != 0 => {
+                forward::open(&self.inner.engine, target(), server_port, 0).await
+            }
+            other => other,
+        }
+    }
+
+    /// The broker's sockets carried into the container, when the broker is on and the hub
+    /// holds the workspace's grant; `None` otherwise (said in the log).
+    async fn carry_broker(&self, ws: &str, container: &str) -> Option<Relay> {
+        let w = self.inner.config.broker.as_ref()?;
+        self.granted_now(ws)?;
+        let c = &self.inner.config.container;
+        let folder = w.socket_folder(&c.owner, ws);
+        let mut targets = HashMap::from([("broker.sock".to_string(), folder.join("broker.sock"))]);
+        if w.broker.egress_on() {
+            targets.insert(EGRESS_SOCKET.to_string(), folder.join(EGRESS_SOCKET));
+        }
+        let target = Target {
+            workspace: ws,
+            container_id: container,
+            interpreter: c.bundle.interpreter(),
+            socket: None,
+            holder: None,
+        };
+        match forward::open_reverse(&self.inner.engine, &target, BROKER_MOUNT, targets).await {
+            Ok(relay) => Some(relay),
+            Err(e) => {
+                tracing::warn!(workspace = ws, error = %e, "the broker's carrier did not open");
+                None
+            }
+        }
+    }
+
+    /// The server's port on this host of a carried workspace's container, while linked.
+    pub(super) fn carried_port(&self, ws: &str, container: &str) -> Option<u16> {
+        let links = self.inner.carried.0.locked();
+        let l = links.get(ws).filter(|l| l.container == container)?;
+        Some(l.server.info.host_port)
+    }
+
+    /// Lets a workspace's links go (it was stopped here).
+    pub(super) fn drop_carried(&self, ws: &str) {
+        let gone = self.inner.carried.0.locked().remove(ws);
+        drop(gone);
+    }
+}
+
+/// Keeps one workspace's links while its container `container` is the one linked: re-opens
+/// what ended every [`KEEP_EVERY`] while the container runs; ends when the links were let go or
+/// replaced, or the container is gone.
+async fn keep<E: EngineApi>(inner: std::sync::Weak<Inner<E>>, ws: String, container: String) {
+    loop {
+        tokio::time::sleep(KEEP_EVERY).await;
+        let Some(inner) = inner.upgrade() else { return };
+        let this = ContainerService { inner };
+        let whole = {
+            let links = this.inner.carried.0.locked();
+            match links.get(&ws).filter(|l| l.container == container) {
+                None => return,
+                Some(l) => {
+                    l.server.live()
+                        && (this.inner.config.broker.is_none()
+                            || l.broker.as_ref().is_some_and(|b| !b.is_ended()))
+                }
+            }
+        };
+        if whole {
+            continue;
+        }
+        match this.inner.engine.inspect_container(&container).await {
+            Ok(c) if c.state.as_ref().and_then(|s| s.running) == Some(true) => {
+                if let Err(e) = this.carry(&ws, &container).await {
+                    tracing::debug!(workspace = %ws, error = %e, "links not re-opened yet");
+                }
+            }
+            Err(crate::engine::EngineError::NotFound(_)) => {
+                this.drop_carried(&ws);
+                return;
+            }
+            _ => {}
+        }
+    }
+}
