@@ -421,7 +421,9 @@ async function engineOverTcp(t, name) {
     req.pipe(up)
   })
   await new Promise((resolve) => server.listen(0, address, resolve))
-  t.after(() => new Promise((resolve) => { server.closeAllConnections(); server.close(resolve) }))
+  // Listening ends first: a hub still running here (the provider test leaves its layer) must not
+  // open a connection between the two and keep the close waiting.
+  t.after(() => new Promise((resolve) => { server.close(resolve); server.closeAllConnections() }))
   return `tcp://${address}:${server.address().port}`
 }
 

@@ -7,12 +7,13 @@ import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { execFileSync, spawn } from 'node:child_process'
 import { createHash } from 'node:crypto'
-import { chmodSync, copyFileSync, mkdirSync, openSync, readFileSync, writeFileSync } from 'node:fs'
-import net from 'node:net'
+import { copyFileSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs'
+import os from 'node:os'
 import path from 'node:path'
 
 import { addon, homeOwner, root, run, tempDir, waitFor } from './helpers.mjs'
-import { alive, freePort, privateEngine, testCa } from './private-engine.mjs'
+import { privateEngine, testCa } from './private-engine.mjs'
+import { privateSshd } from './private-sshd.mjs'
 import { baseOptions, getJson, killHub, newOwner, openLayer, spawnHub, tempHome, tempWorkspace, useTestBaseImage, writeBundle, writeHubChild } from './provider-fixtures.mjs'
 import { startUpstream } from './upstreams.mjs'
 
@@ -70,6 +71,17 @@ async function remoteSandbox(t, engine, transport, env) {
     assert.ok(info.Mounts.some((m) => m.Type === 'volume' && m.Destination === dest && !m.RW), `${dest}: ${JSON.stringify(info.Mounts)}`)
   }
   assert.equal((await engine.docker('ps', '-aq', '--filter', `label=po.fill-of=${id}`)).stdout.trim(), '', 'no fill container left')
+  // Its rules refuse the engine's machine's own addresses, learned there (that machine shares
+  // this one's network in this test, so they are this machine's).
+  const holder = JSON.parse((await engine.docker('inspect', `pon-${owner}-${id}`)).stdout)[0]
+  const rules = holder.Config.Env.find((e) => e.startsWith('PO_NET_RULES='))
+  // The address of the interface of the default route (bridges come and go with other suites).
+  const dev = (await run('ip', ['route', 'show', 'default'])).stdout.match(/ dev (\S+)/)?.[1]
+  const own = (os.networkInterfaces()[dev] ?? []).filter((i) => i.family === 'IPv4')
+  assert.ok(own.length > 0, `this test needs an IPv4 address on the default route's interface (${dev})`)
+  for (const { address } of own) {
+    assert.match(rules, new RegExp(`ip daddr \\{[^}]*\\b${address.replaceAll('.', '\\.')}\\b[^}]*\\} jump refuse`), `${address} is not refused`)
+  }
   // Its server answers here, through the hub's forward; its token file is the one made here.
   const who = await getJson(c.url, '/whoami')
   assert.equal(who.tokenReadable, true, JSON.stringify(who))
@@ -121,61 +133,6 @@ async function remoteSandbox(t, engine, transport, env) {
   assert.match(again.stdout, /^200 /, `${again.stdout} ${again.stderr}`)
   assert.equal(upstream.requests.length, 2)
   await killHub(second)
-}
-
-/** An sshd of the test's own on a loopback port: its own host key, the test's key authorized
- * for root, and a client config (`command`: ssh -F it) with its own known-hosts file. */
-async function privateSshd(t, dir) {
-  mkdirSync(dir, { recursive: true, mode: 0o700 })
-  const keygen = (file) => execFileSync('ssh-keygen', ['-q', '-t', 'ed25519', '-N', '', '-C', 'po-sandbox test', '-f', path.join(dir, file)])
-  keygen('host_key')
-  keygen('id')
-  keygen('other_host_key')
-  copyFileSync(path.join(dir, 'id.pub'), path.join(dir, 'authorized_keys'))
-  chmodSync(path.join(dir, 'authorized_keys'), 0o600)
-  const port = await freePort()
-  const config = path.join(dir, 'sshd_config')
-  writeFileSync(config, [
-    `Port ${port}`, 'ListenAddress 127.0.0.1', `HostKey ${dir}/host_key`, `PidFile ${dir}/sshd.pid`,
-    `AuthorizedKeysFile ${dir}/authorized_keys`, 'PasswordAuthentication no', 'KbdInteractiveAuthentication no',
-    'PermitRootLogin prohibit-password', 'StrictModes no', 'UsePAM no', 'LogLevel VERBOSE', '',
-  ].join('\n'))
-  // sshd's privilege separation folder (the package's service makes it).
-  mkdirSync('/run/sshd', { recursive: true, mode: 0o755 })
-  const log = path.join(dir, 'sshd.log')
-  const out = openSync(log, 'a')
-  const child = spawn('/usr/sbin/sshd', ['-D', '-e', '-f', config], { stdio: ['ignore', out, out] })
-  const hostKey = readFileSync(path.join(dir, 'host_key.pub'), 'utf8').trim().split(' ').slice(0, 2).join(' ')
-  const otherKey = readFileSync(path.join(dir, 'other_host_key.pub'), 'utf8').trim().split(' ').slice(0, 2).join(' ')
-  const clientConfig = (name, knownHosts) => {
-    const file = path.join(dir, `${name}_config`)
-    writeFileSync(path.join(dir, `${name}_known_hosts`), knownHosts)
-    writeFileSync(file, [
-      'Host *', `  IdentityFile ${dir}/id`, '  IdentitiesOnly yes', `  UserKnownHostsFile ${dir}/${name}_known_hosts`,
-      '  GlobalKnownHostsFile /dev/null', '',
-    ].join('\n'))
-    return `ssh -F ${file}`
-  }
-  const sshd = {
-    port,
-    log: () => readFileSync(log, 'utf8'),
-    logins: () => (readFileSync(log, 'utf8').match(/Accepted publickey for root/g) ?? []).length,
-    command: clientConfig('good', `[127.0.0.1]:${port} ${hostKey}\n`),
-    // Another key recorded for the host (as after a reinstall, or someone in the middle).
-    wrongKey: clientConfig('wrong', `[localhost]:${port} ${otherKey}\n`),
-    // The host not recorded at all.
-    unknown: clientConfig('unknown', ''),
-  }
-  t.after(async () => {
-    await run('ssh', [...sshd.command.split(' ').slice(1), '-p', String(port), '-O', 'exit', 'root@127.0.0.1']).catch(() => {})
-    await run('pkill', ['-P', String(child.pid)])
-    child.kill('SIGTERM')
-    await waitFor(() => !alive(child.pid), 'the test sshd to exit', 10000)
-  })
-  await waitFor(() => new Promise((resolve) => {
-    const s = net.connect(port, '127.0.0.1', () => { s.destroy(); resolve(true) }).once('error', () => resolve(false))
-  }), `the test sshd to listen (log: ${log})`, 10000)
-  return sshd
 }
 
 const check = (env, extra = {}) => addon.checkEngine({ engine: 'docker', timeoutMs: 15000, env: { HOME: process.env.HOME, PATH: process.env.PATH, ...env }, ...extra })
@@ -297,6 +254,44 @@ test('a remote engine over TLS and SSH: detected, named remote by its identity, 
 
   await t.test('over TLS and over SSH: a hub runs a clone-mode sandbox there with nothing of this machine bound, serves it here, carries the broker back, and a restarted hub adopts it', async (t) => {
     for (const [transport, env] of [['tls', tlsEnv], ['ssh', sshEnv]]) await remoteSandbox(t, engine, transport, env)
+  })
+
+  await t.test('SSH lost while a sandbox runs: calls fail coded and bounded, the status says the engine is not answering, and everything resumes when it returns', async (t) => {
+    const upstream = await startUpstream({ name: 'anthropic', t })
+    const poHome = tempHome(t)
+    const owner = newOwner()
+    writeBundle(poHome)
+    const env = { ...process.env, ...sshEnv, ANTHROPIC_API_KEY: REAL, ANTHROPIC_BASE_URL: upstream.origin }
+    const { layer } = openLayer(baseOptions(poHome, owner, { engine: 'docker', env, workspaces: [{ id: 'cut', path: tempWorkspace(t) }] }))
+    t.after(() => layer.containers.stopAll().catch(() => {}))
+    const status = await layer.provider.ready()
+    const c = status.workspaces[0].container
+    assert.ok(c, JSON.stringify(status.workspaces[0]))
+    assert.equal((await getJson(c.url, '/api/health')).ok, true)
+
+    await sshd.stop()
+    const began = Date.now()
+    const failed = await layer.containers.list().then(() => null, (e) => e)
+    assert.ok(failed, 'a call over a dead SSH connection succeeded')
+    assert.match(failed.code, /^ENGINE_/, `${failed.code}: ${failed.message}`)
+    assert.ok(Date.now() - began < 35000, `the call took ${Date.now() - began} ms`)
+    const down = layer.provider.status()
+    assert.equal(down.engineAnswering, false, JSON.stringify(down))
+    assert.match(down.engineProblem, /probes the engine every \d+ s/)
+    // Its URL is this machine's forward: down with the connection, not answered by anything else.
+    assert.equal(await fetch(`${c.url}/api/health`, { signal: AbortSignal.timeout(5000) }).then(() => 'answered', () => 'down'), 'down')
+
+    await sshd.start()
+    await waitFor(() => layer.provider.status().engineAnswering, 'the provider to see the engine answer again', 30000)
+    // The hub's links come back by themselves: the same URL, the broker's carrier too.
+    assert.equal((await waitFor(() => getJson(c.url, '/api/health').catch(() => null), 'the server to answer on the same URL', 30000)).ok, true)
+    const call = await waitFor(async () => {
+      const r = await engine.docker('exec', c.containerId, 'node', '-e', BROKER_CALL)
+      return /^200 /.test(r.stdout) && r
+    }, 'a model call through the carrier again', 30000)
+    assert.match(call.stdout, /^200 /)
+    assert.equal(upstream.requests.at(-1).headers['x-api-key'], REAL)
+    assert.equal((await layer.containers.list()).length, 1)
   })
 
   await t.test('a workspace that asks for bind mode is refused with the fix, making nothing there', async (t) => {

@@ -61,6 +61,13 @@ pub(crate) fn failure_in<'a>(e: &'a (dyn std::error::Error + 'static)) -> Option
         {
             return Some(f);
         }
+        // bollard's I/O error is transparent: its source is the I/O error's source, which
+        // skips the Failure the I/O error holds.
+        if let Some(bollard::errors::Error::IOError { err }) = e.downcast_ref()
+            && let Some(f) = err.get_ref().and_then(|i| i.downcast_ref::<Failure>())
+        {
+            return Some(f);
+        }
         at = e.source();
     }
     None
@@ -190,5 +197,8 @@ mod tests {
         assert_eq!(failure_in(&outer), Some(&f));
         let plain = std::io::Error::other("refused");
         assert_eq!(failure_in(&plain), None);
+        // As the client hands a connection's last failure on: bollard's transparent I/O error.
+        let bollard = bollard::errors::Error::from(f.clone().io());
+        assert_eq!(failure_in(&bollard), Some(&f));
     }
 }

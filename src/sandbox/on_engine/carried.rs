@@ -206,6 +206,81 @@ async fn create_fill(
         ))
 }
 
+/// What the addresses helper prints: the machine's own IPv4 addresses (its routing table's
+/// local entries) and IPv6 addresses (`v6 <32 hex digits>`), read from `/proc/net` in the
+/// engine's host network namespace.
+const ADDRESSES_SCRIPT: &str = r#"p=
+while read -r a b c d; do
+  [ "$a $b $c" = "/32 host LOCAL" ] && echo "$p"
+  [ "$a" = "|--" ] && p=$b
+done </proc/net/fib_trie
+while read -r h rest; do echo "v6 $h"; done </proc/net/if_inet6 2>/dev/null
+true"#;
+
+/// The addresses of the machine the engine runs on, as seen from its host network namespace:
+/// a helper container of `image` (no capability, read-only, never privileged) in the host's
+/// network reads them from `/proc/net` and is removed. An engine whose "host" network is not
+/// the machine's (rootless engines: their own namespace) gives that namespace's.
+pub async fn machine_addresses(
+    engine: &impl EngineApi,
+    image: &str,
+    owner: &str,
+) -> Result<Vec<std::net::IpAddr>> {
+    let name = format!("po-{owner}-addresses");
+    let _ = engine.remove_container(&name).await;
+    let body = ContainerCreateBody {
+        image: Some(image.to_string()),
+        cmd: Some(vec!["-c".into(), ADDRESSES_SCRIPT.into()]),
+        entrypoint: Some(vec!["/bin/sh".into()]),
+        user: Some("65534:65534".into()),
+        labels: Some(HashMap::from([
+            (LABEL_OWNER.to_string(), owner.to_string()),
+            (LABEL_SANDBOX.to_string(), "1".to_string()),
+        ])),
+        host_config: Some(HostConfig {
+            network_mode: Some("host".into()),
+            cap_drop: Some(vec!["ALL".into()]),
+            security_opt: Some(vec!["no-new-privileges".into()]),
+            readonly_rootfs: Some(true),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let create = Operation::Create(Resource::Container, name.clone());
+    let id =
+        (engine.create_container(Some(&name), body).await).map_err(engine_err(engine, create))?;
+    let ran = async {
+        engine.start_container(&id).await?;
+        engine.wait_container(&id).await
+    }
+    .await;
+    let out = engine.logs_tail(&id, 512).await;
+    let _ = engine.remove_container(&id).await;
+    ran.map_err(engine_err(engine, Operation::Wait(id)))?;
+    Ok(parse_addresses(&out))
+}
+
+/// The addresses [`ADDRESSES_SCRIPT`] printed, loopback and duplicates left out.
+pub fn parse_addresses(out: &str) -> Vec<std::net::IpAddr> {
+    let mut found: Vec<std::net::IpAddr> = out
+        .lines()
+        .filter_map(|l| {
+            let l = l.trim();
+            match l.strip_prefix("v6 ") {
+                Some(hex) if hex.len() == 32 => u128::from_str_radix(hex, 16)
+                    .ok()
+                    .map(|n| std::net::IpAddr::V6(n.into())),
+                Some(_) => None,
+                None => l.parse::<std::net::Ipv4Addr>().ok().map(Into::into),
+            }
+        })
+        .filter(|a| !a.is_loopback() && !a.is_unspecified())
+        .collect();
+    found.sort();
+    found.dedup();
+    found
+}
+
 /// The tar files of one fill.
 struct Tars {
     token: PathBuf,

@@ -29,14 +29,19 @@ use crate::sandbox::on_engine::forward::{self, PortForward, Target};
 /// How often a keeper looks at its links.
 const KEEP_EVERY: Duration = Duration::from_secs(1);
 
-/// The links of each carried workspace this hub keeps.
+/// The links of each carried workspace this hub keeps, and the remote machine's addresses.
 #[derive(Default)]
-pub(super) struct CarriedLinks(Mutex<HashMap<String, Links>>);
+pub(super) struct CarriedLinks {
+    links: Mutex<HashMap<String, Links>>,
+    /// The engine's machine's own addresses, once learned (see [`fill::machine_addresses`]).
+    machine: Mutex<Option<Vec<std::net::IpAddr>>>,
+}
 
 /// One workspace's links to its container.
 struct Links {
     container: String,
-    server: PortForward,
+    /// Its server's forward (a hub's; an exec's links have none).
+    server: Option<PortForward>,
     broker: Option<Relay>,
     keeper: tokio::task::JoinHandle<()>,
 }
@@ -45,7 +50,7 @@ impl Drop for Links {
     fn drop(&mut self) {
         self.keeper.abort();
         let (server, broker) = (self.server.clone(), self.broker.clone());
-        if let Ok(rt) = tokio::runtime::Handle::try_current() {
+        if let (Some(server), Ok(rt)) = (server, tokio::runtime::Handle::try_current()) {
             rt.spawn(async move {
                 let _ = server.close().await;
             });
@@ -122,58 +127,77 @@ impl<E: EngineApi> ContainerService<E> {
         })
     }
 
-    /// The links of a carried workspace's running container `container`, opened where they are
-    /// not live; the server's port on this host.
-    pub(super) async fn carry(&self, ws: &str, container: &str) -> Result<u16> {
-        let (port, broker_live) = {
-            let links = self.inner.carried.0.locked();
-            match links.get(ws).filter(|l| l.container == container) {
-                Some(l) if l.server.live() => {
-                    let port = l.server.info.host_port;
-                    (Some(port), l.broker.as_ref().is_some_and(|b| !b.is_ended()))
-                }
-                Some(l) => (Some(l.server.info.host_port), false),
-                None => (None, false),
+    /// The remote machine's own addresses, which every holder's rules refuse: learned once per
+    /// hub through a helper container in the engine's host network (`image`); none, with a
+    /// warning, when that fails (the private ranges and the per-hub gateway are refused anyway).
+    pub(super) async fn machine_addresses(&self, image: &str) -> Vec<std::net::IpAddr> {
+        if let Some(known) = self.inner.carried.machine.locked().clone() {
+            return known;
+        }
+        let owner = &self.inner.config.container.owner;
+        match fill::machine_addresses(&self.changes(), image, owner).await {
+            Ok(found) => {
+                *self.inner.carried.machine.locked() = Some(found.clone());
+                found
             }
+            Err(e) => {
+                tracing::warn!(error = %e, "the remote machine's addresses are not known: its rules refuse the private ranges and the gateway only");
+                vec![]
+            }
+        }
+    }
+
+    /// The links of a carried workspace's running container `container`, opened where they are
+    /// not live: the broker's carrier (when this hub holds the workspace's grant) and, with
+    /// `server` (a hub's start or adoption; not an exec, which needs no URL), the server's
+    /// forward. The server's port here, when it is forwarded.
+    pub(super) async fn carry(
+        &self,
+        ws: &str,
+        container: &str,
+        server: bool,
+    ) -> Result<Option<u16>> {
+        let (forward, broker) = {
+            let links = self.inner.carried.links.locked();
+            let l = links.get(ws).filter(|l| l.container == container);
+            let forward = l.and_then(|l| l.server.as_ref());
+            (
+                forward.map(|f| (f.live(), f.info.host_port)),
+                l.is_some_and(|l| l.broker.as_ref().is_some_and(|b| !b.is_ended())),
+            )
         };
-        let live_server = port.filter(|_| {
-            let links = self.inner.carried.0.locked();
-            links.get(ws).is_some_and(|l| l.server.live())
-        });
-        let server = match live_server {
-            Some(_) => None,
-            None => Some(
-                self.forward_server(ws, container, port.unwrap_or(0))
-                    .await?,
-            ),
+        let server = match forward {
+            Some((true, _)) => None,
+            Some((false, port)) => Some(self.forward_server(ws, container, port).await?),
+            None if server => Some(self.forward_server(ws, container, 0).await?),
+            None => None,
         };
-        let broker = match broker_live {
+        let broker = match broker {
             true => None,
             false => self.carry_broker(ws, container).await,
         };
-        let mut links = self.inner.carried.0.locked();
-        let entry = links.remove(ws).filter(|l| l.container == container);
-        let links_now = match (entry, server) {
-            (Some(mut l), server) => {
-                if let Some(s) = server {
-                    let old = std::mem::replace(&mut l.server, s);
-                    tokio::spawn(async move { old.close().await.ok() });
-                }
-                if broker.is_some() {
-                    l.broker = broker;
-                }
-                l
-            }
-            (None, Some(server)) => Links {
+        let mut links = self.inner.carried.links.locked();
+        let mut l = match links.remove(ws).filter(|l| l.container == container) {
+            Some(l) => l,
+            None => Links {
                 container: container.to_string(),
-                server,
-                broker,
+                server: None,
+                broker: None,
                 keeper: self.spawn_keeper(ws, container),
             },
-            (None, None) => unreachable!("a server forward is opened when there are no links"),
         };
-        let port = links_now.server.info.host_port;
-        links.insert(ws.to_string(), links_now);
+        if let Some(s) = server
+            && let Some(old) = l.server.replace(s)
+        {
+            tokio::spawn(async move { old.close().await.ok() });
+        }
+        if let Some(b) = broker
+            && let Some(old) = l.broker.replace(b)
+        {
+            old.close("replaced");
+        }
+        let port = l.server.as_ref().map(|f| f.info.host_port);
+        links.insert(ws.to_string(), l);
         Ok(port)
     }
 
@@ -233,14 +257,14 @@ impl<E: EngineApi> ContainerService<E> {
 
     /// The server's port on this host of a carried workspace's container, while linked.
     pub(super) fn carried_port(&self, ws: &str, container: &str) -> Option<u16> {
-        let links = self.inner.carried.0.locked();
+        let links = self.inner.carried.links.locked();
         let l = links.get(ws).filter(|l| l.container == container)?;
-        Some(l.server.info.host_port)
+        l.server.as_ref().map(|f| f.info.host_port)
     }
 
     /// Lets a workspace's links go (it was stopped here).
     pub(super) fn drop_carried(&self, ws: &str) {
-        let gone = self.inner.carried.0.locked().remove(ws);
+        let gone = self.inner.carried.links.locked().remove(ws);
         drop(gone);
     }
 }
@@ -254,11 +278,11 @@ async fn keep<E: EngineApi>(inner: std::sync::Weak<Inner<E>>, ws: String, contai
         let Some(inner) = inner.upgrade() else { return };
         let this = ContainerService { inner };
         let whole = {
-            let links = this.inner.carried.0.locked();
+            let links = this.inner.carried.links.locked();
             match links.get(&ws).filter(|l| l.container == container) {
                 None => return,
                 Some(l) => {
-                    l.server.live()
+                    l.server.as_ref().is_none_or(PortForward::live)
                         && (this.inner.config.broker.is_none()
                             || l.broker.as_ref().is_some_and(|b| !b.is_ended()))
                 }
@@ -269,7 +293,7 @@ async fn keep<E: EngineApi>(inner: std::sync::Weak<Inner<E>>, ws: String, contai
         }
         match this.inner.engine.inspect_container(&container).await {
             Ok(c) if c.state.as_ref().and_then(|s| s.running) == Some(true) => {
-                if let Err(e) = this.carry(&ws, &container).await {
+                if let Err(e) = this.carry(&ws, &container, false).await {
                     tracing::debug!(workspace = %ws, error = %e, "links not re-opened yet");
                 }
             }

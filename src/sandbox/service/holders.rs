@@ -244,7 +244,11 @@ impl<E: EngineApi> ContainerService<E> {
             broadcast: own.broadcast,
             network_v6: own.v6,
             dns,
-            host_addresses: c.host_addresses.clone(),
+            // On a remote engine: that machine's own, learned from it.
+            host_addresses: match self.carried() {
+                true => self.machine_addresses(&spec.image).await,
+                false => c.host_addresses.clone(),
+            },
             broker_port,
             egress_port,
             server_port: spec.container_port,

@@ -199,7 +199,8 @@ impl<E: EngineApi> ContainerService<E> {
         }
         self.ensure_rules(id, &live).await?;
         if self.carried() {
-            self.carry(id, &live.id).await?;
+            // An exec needs the broker's carrier, not the server's URL.
+            self.carry(id, &live.id, !answered).await?;
         }
         if !answered {
             self.wait_ready(id, spec, &live).await?;
@@ -511,7 +512,7 @@ impl<E: EngineApi> ContainerService<E> {
         );
         if self.carried() {
             // Its server's port here and the broker's sockets there, before it is awaited.
-            self.carry(&ws.id, id).await?;
+            self.carry(&ws.id, id, true).await?;
         }
         // Unhealthy: the error carries its logs, and the rollback removes it.
         self.wait_ready(&ws.id, spec, &live).await?;

@@ -160,3 +160,19 @@ async fn a_fill_uploads_into_a_fill_container_it_removes_and_a_failed_one_takes_
     assert!(!engine.state().volumes.contains_key(&bundle_volume));
     assert!(engine.state().containers.is_empty());
 }
+
+#[test]
+fn the_machines_addresses_are_its_routing_tables_local_ones_and_its_ipv6_list() {
+    let out = "203.0.113.5\n127.0.0.1\n172.17.0.1\n203.0.113.5\n\
+               v6 20010db8000000000000000000000001\nv6 00000000000000000000000000000001\n\
+               v6 fe80000000000000021122fffe334455\nnot an address\nv6 12\n";
+    let want = [
+        "172.17.0.1",
+        "203.0.113.5",
+        "2001:db8::1",
+        "fe80::211:22ff:fe33:4455",
+    ];
+    let want: Vec<std::net::IpAddr> = want.iter().map(|a| a.parse().unwrap()).collect();
+    assert_eq!(parse_addresses(out), want);
+    assert!(parse_addresses("").is_empty());
+}
