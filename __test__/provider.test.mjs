@@ -418,6 +418,9 @@ async function engineOverTcp(t, name) {
       })
     })
     up.on('error', () => res.destroy())
+    // A client gone (a hub's event stream among them) ends its request to the engine too: an
+    // open one would keep this process alive after the tests.
+    res.on('close', () => up.destroy())
     req.pipe(up)
   })
   await new Promise((resolve) => server.listen(0, address, resolve))

@@ -8,6 +8,7 @@ import assert from 'node:assert/strict'
 import { execFileSync, spawn } from 'node:child_process'
 import { createHash } from 'node:crypto'
 import { copyFileSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs'
+import http from 'node:http'
 import os from 'node:os'
 import path from 'node:path'
 
@@ -31,6 +32,26 @@ const req = http.request({ socketPath: process.env.PO_BROKER_SOCKET, path: '/ant
 })
 req.on('error', (e) => { console.log('error ' + e.code); process.exit(1) })
 req.end(body)`
+
+/** Each of TEXTS through the egress socket (as the bridge does), then a direct connection to
+ * DIRECT: one JSON line of what each got. */
+const EGRESS_PROBE = String.raw`const net = require('node:net')
+const once = (connect, text) => new Promise((resolve) => {
+  let out = ''
+  const s = connect()
+  s.on('connect', () => { if (text) s.write(text); else { s.destroy(); resolve('connected') } })
+  s.on('data', (d) => { out += d; if (/^HTTP\/1\.1 [0-9]{3}[^]*\r\n\r\n/.test(out) && !/^HTTP\/1\.1 200/.test(out)) s.destroy() })
+  s.on('error', (e) => resolve(out || 'error ' + e.code))
+  s.on('close', () => resolve(out))
+  setTimeout(() => { s.destroy(); resolve(out || 'timeout') }, 8000)
+})
+;(async () => {
+  const results = []
+  for (const t of JSON.parse(process.env.TEXTS)) results.push(await once(() => net.connect(process.env.PO_BROKER_EGRESS_SOCKET), t))
+  const [host, port] = process.env.DIRECT.split(':')
+  results.push(await once(() => net.connect(Number(port), host), null))
+  console.log(JSON.stringify(results))
+})()`
 
 /** One transport's round: a hub child starts the workspace's sandbox on the remote engine (a copy,
  * its parts in volumes filled through the engine), serves its server here and carries the broker's
@@ -88,9 +109,9 @@ async function remoteSandbox(t, engine, transport, env) {
   const token = readFileSync(c.tokenFile, 'utf8').trim()
   assert.equal(who.tokenSha256, createHash('sha256').update(token).digest('hex'))
   assert.ok(!JSON.stringify(who.env).includes(REAL), 'the real key is in the container')
-  const look = await engine.docker('exec', c.containerId, 'sh', '-c', 'cat hello.txt; cat "$PO_HOME/modes.yaml"; touch "$PO_HOME/x" && echo p-writable; stat -c %a /run/po-sandbox/token; touch /opt/po/x 2>/dev/null || echo bundle-read-only')
+  const look = await engine.docker('exec', c.containerId, 'sh', '-c', 'cat hello.txt; cat "$PO_HOME/modes.yaml"; touch "$PO_HOME/x" && echo p-writable; stat -c %a "$PO_HOME" "$PO_HOME/modes.yaml" /run/po-sandbox/token; touch /opt/po/x 2>/dev/null || echo bundle-read-only')
   assert.equal(look.code, 0, look.stderr)
-  assert.equal(look.stdout, `hello from ${transport}\nmodes: []\np-writable\n400\nbundle-read-only\n`)
+  assert.equal(look.stdout, `hello from ${transport}\nmodes: []\np-writable\n1777\n444\n400\nbundle-read-only\n`)
   // A model call from inside reaches the fake provider through the carrier and this broker.
   const call = await engine.docker('exec', c.containerId, 'node', '-e', BROKER_CALL)
   assert.match(call.stdout, /^200 /, `${call.stdout} ${call.stderr}`)
@@ -99,6 +120,19 @@ async function remoteSandbox(t, engine, transport, env) {
   const cli = path.join(root, 'bin', 'po-sandbox.js')
   const image = ['--base-image', options.baseImage, '--image-variant', 'minimal']
   const po = (command, ...rest) => run(process.execPath, [cli, command, folder, '--po-home', poHome, ...image, ...rest], { env: hostEnv })
+  if (transport === 'ssh') {
+    // The real pi inside (copied in through an exec's input): its streamed call rides the carrier.
+    const pi = await po('exec', '--', 'pi', '-p', '--no-session', '--provider', 'anthropic', '--model', 'claude-haiku-4-5', 'ping')
+    assert.equal(pi.code, 0, `pi in the remote sandbox failed:\n${pi.stdout}\n${pi.stderr}`)
+    assert.match(pi.stdout, /pong from anthropic/)
+    const calls = upstream.requests.filter((q) => q.api === 'anthropic-messages')
+    assert.ok(calls.length >= 2 && calls.every((q) => q.headers['x-api-key'] === REAL), JSON.stringify(calls.map((q) => q.headers['x-api-key'])))
+  }
+  // A command's input reaches it, and so does its end (over SSH too: the command exits). 1 MiB.
+  const input = 'x'.repeat(1 << 20)
+  const piped = await run(process.execPath, [cli, 'exec', folder, '--po-home', poHome, ...image, '--', 'sh', '-c', 'wc -c; echo ended'], { env: hostEnv, input })
+  assert.equal(piped.code, 0, piped.stderr)
+  assert.equal(piped.stdout, `${input.length}\nended\n`)
   const work = await po('exec', '--', 'sh', '-c', 'echo agent > agent.txt && git add agent.txt && git -c user.name=Agent -c user.email=agent@example.invalid commit -q -m agent && git rev-parse HEAD')
   assert.equal(work.code, 0, work.stderr)
   const commit = work.stdout.trim()
@@ -129,9 +163,10 @@ async function remoteSandbox(t, engine, transport, env) {
   assert.equal(c2?.containerId, c.containerId, JSON.stringify(s2.workspaces[0]))
   assert.equal(c2.adopted, true)
   assert.equal((await getJson(c2.url, '/whoami')).tokenSha256, who.tokenSha256)
+  const before = upstream.requests.length
   const again = await engine.docker('exec', c.containerId, 'node', '-e', BROKER_CALL)
   assert.match(again.stdout, /^200 /, `${again.stdout} ${again.stderr}`)
-  assert.equal(upstream.requests.length, 2)
+  assert.equal(upstream.requests.length, before + 1)
   await killHub(second)
 }
 
@@ -292,6 +327,45 @@ test('a remote engine over TLS and SSH: detected, named remote by its identity, 
     assert.match(call.stdout, /^200 /)
     assert.equal(upstream.requests.at(-1).headers['x-api-key'], REAL)
     assert.equal((await layer.containers.list()).length, 1)
+  })
+
+  await t.test('allowlist over SSH: the egress proxy, carried back to this machine, lets the container reach an allowed stand-in here and nothing else', async (t) => {
+    const seen = []
+    const standIn = http.createServer((req, res) => { seen.push(req.url); res.end(`stand-in saw ${req.url}`) })
+    await new Promise((resolve) => standIn.listen(0, '0.0.0.0', resolve))
+    t.after(() => new Promise((resolve) => { standIn.close(resolve); standIn.closeAllConnections() }))
+    const P = standIn.address().port
+    const poHome = tempHome(t)
+    writeBundle(poHome)
+    const { layer } = openLayer(baseOptions(poHome, newOwner(), {
+      engine: 'docker',
+      env: { ...process.env, ...sshEnv },
+      network: 'allowlist',
+      networkAllow: [`allowed.test:${P}`],
+      networkResolve: ['allowed.test=127.0.0.1', 'denied.test=127.0.0.1'],
+      workspaces: [{ id: 'fence', path: tempWorkspace(t) }],
+    }))
+    t.after(() => layer.containers.stopAll().catch(() => {}))
+    const status = await layer.provider.ready()
+    const c = status.workspaces[0].container
+    assert.ok(c, JSON.stringify(status.workspaces[0]))
+    const dev = (await run('ip', ['route', 'show', 'default'])).stdout.match(/ dev (\S+)/)?.[1]
+    const here = (os.networkInterfaces()[dev] ?? []).find((i) => i.family === 'IPv4')?.address
+    assert.ok(here, `this test needs an IPv4 address on the default route's interface (${dev})`)
+    const texts = [
+      `GET http://allowed.test:${P}/in HTTP/1.1\r\nHost: allowed.test:${P}\r\nConnection: close\r\n\r\n`,
+      `GET http://denied.test:${P}/out HTTP/1.1\r\nHost: denied.test:${P}\r\nConnection: close\r\n\r\n`,
+      `CONNECT ${here}:${P} HTTP/1.1\r\nHost: ${here}:${P}\r\n\r\n`,
+    ]
+    const r = await engine.docker('exec', '-e', `TEXTS=${JSON.stringify(texts)}`, '-e', `DIRECT=${here}:${P}`, c.containerId, 'node', '-e', EGRESS_PROBE)
+    assert.equal(r.code, 0, `${r.stdout}\n${r.stderr}`)
+    const [allowed, denied, literal, direct] = JSON.parse(r.stdout.trim().split('\n').pop())
+    assert.match(allowed, /^HTTP\/1\.1 200[^]*stand-in saw \/in/)
+    assert.match(denied, /^HTTP\/1\.1 403/)
+    assert.match(literal, /^HTTP\/1\.1 403/)
+    // Without the proxy, this machine (the engine's, here) is refused by the rules.
+    assert.match(direct, /^error (EHOSTUNREACH|ECONNREFUSED|ENETUNREACH|EACCES|EPERM)/)
+    assert.deepEqual(seen, ['/in'], 'only the allowed request reached the stand-in')
   })
 
   await t.test('a workspace that asks for bind mode is refused with the fix, making nothing there', async (t) => {

@@ -113,6 +113,19 @@ impl Frame {
         }
     }
 
+    /// How many bytes [`encode`](Self::encode) appends.
+    pub fn encoded_len(&self) -> usize {
+        let payload = match self {
+            Frame::Hello { .. } | Frame::Window { .. } => 4,
+            Frame::Data { bytes, .. } => bytes.len(),
+            Frame::Close { reason, .. } => short(reason).len(),
+            Frame::Socket { path, .. } => SECRET_LEN + path.len(),
+            Frame::Connect { name, .. } => name.len(),
+            Frame::Open { .. } | Frame::Opened { .. } | Frame::End { .. } | Frame::Dial { .. } => 0,
+        };
+        HEADER_LEN + payload
+    }
+
     /// Appends the frame's bytes to `out`.
     pub fn encode(&self, out: &mut BytesMut) {
         let socket_payload;

@@ -12,7 +12,7 @@
 //! - [`AGENT`]: the container side, plain Node, run as `node -e <bootstrap> po-sandbox-forward
 //!   <port> <hostPort>` (the argv words let anyone list forwards from the process table).
 //!
-//! It knows nothing of sandboxes. Run the other way ([`CARRIER_WORD`], [`mux::Relay::serve_reverse`]),
+//! It knows nothing of sandboxes. Run the other way ([`CARRIER_WORD`], [`mux::Relay::start_with`]),
 //! the agent listens on Unix sockets inside and each connection made there is carried to the
 //! host's socket of the same name: the broker's carrier on a remote engine.
 
@@ -50,7 +50,7 @@ pub fn agent_command(interpreter: &str, port: u16, host_port: u16) -> Vec<String
 /// The reverse agent's `argv[1]`: the broker carrier of a container on a remote engine.
 pub const CARRIER_WORD: &str = "po-sandbox-carrier";
 
-/// The command running the agent the other way (see [`mux::Relay::serve_reverse`]): it
+/// The command running the agent the other way (see [`mux::Relay::start_with`]): it
 /// listens on the Unix sockets `<dir>/<name>` inside; run it with [`agent_env`].
 pub fn carrier_command(interpreter: &str, dir: &str, names: &[&str]) -> Vec<String> {
     let bootstrap = format!("eval(process.env.{AGENT_VAR})");

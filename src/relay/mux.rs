@@ -4,7 +4,7 @@
 //! When the pair ends, every connection ends and [`Relay::ended`] says why.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -20,6 +20,11 @@ use crate::lock::Locked;
 
 /// Each direction of a stream may have this many bytes sent and not yet drained.
 pub const WINDOW: u32 = 256 * 1024;
+/// The most bytes of frames queued for the agent: past it, the agent is not reading and the
+/// relay ends (a legitimate relay queues at most a window per stream).
+const MAX_QUEUED: usize = 64 << 20;
+/// The most streams the agent may have open at once (the reverse relay's CONNECTs).
+const MAX_AGENT_STREAMS: usize = 256;
 /// The receiver grants credit back once it drained this much (fewer, larger WINDOW frames).
 const GRANT_AT: u64 = WINDOW as u64 / 4;
 /// The most bytes of frames written to the peer in one write.
@@ -53,12 +58,24 @@ struct Shared {
     /// The container's network namespace, once the hub entered it (see
     /// [`Relay::use_namespace`]).
     namespace: Mutex<Option<Namespace>>,
-    /// Run the other way (see [`Relay::serve_reverse`]): the host's sockets a CONNECT may name.
+    /// Run the other way (see [`Relay::start_with`]): the host's sockets a CONNECT may name.
     reverse: Mutex<HashMap<String, std::path::PathBuf>>,
+    /// Bytes of frames queued for the agent and not yet written to it.
+    queued: AtomicUsize,
 }
 
 impl Shared {
     fn send(&self, frame: Frame) {
+        // An agent that stops reading (its process stopped, or credit granted but never
+        // drained) must not fill this process: past the bound the relay ends.
+        let len = frame.encoded_len();
+        let queued = self.queued.fetch_add(len, Ordering::AcqRel) + len;
+        if queued > MAX_QUEUED {
+            self.end(format!(
+                "the relay in the sandbox stopped reading ({queued} bytes waiting for it)"
+            ));
+            return;
+        }
         // The writer is gone only when the relay ended, which ends the connection too.
         let _ = self.out.send(frame);
     }
@@ -98,7 +115,22 @@ impl Relay {
     /// Starts the relay over the agent's output `from` and input `to`: waits for the agent's
     /// HELLO (its version must be [`VERSION`]), then serves. Fails with why when the agent
     /// does not greet as expected.
-    pub async fn start<R, W>(mut from: R, to: W) -> Result<Relay, String>
+    pub async fn start<R, W>(from: R, to: W) -> Result<Relay, String>
+    where
+        R: AsyncRead + Unpin + Send + 'static,
+        W: AsyncWrite + Unpin + Send + 'static,
+    {
+        Relay::start_with(from, to, HashMap::new()).await
+    }
+
+    /// As [`start`](Self::start), run the other way from its first frame on: each CONNECT of
+    /// the agent's (a process inside connected to its socket of that name) is carried to the
+    /// host's Unix socket `reverse` names; a name not among them is closed with why.
+    pub async fn start_with<R, W>(
+        mut from: R,
+        to: W,
+        reverse: HashMap<String, std::path::PathBuf>,
+    ) -> Result<Relay, String>
     where
         R: AsyncRead + Unpin + Send + 'static,
         W: AsyncWrite + Unpin + Send + 'static,
@@ -118,7 +150,8 @@ impl Relay {
             ended: watch::channel(None).0,
             socket: Mutex::new(None),
             namespace: Mutex::new(None),
-            reverse: Mutex::new(HashMap::new()),
+            reverse: Mutex::new(reverse),
+            queued: AtomicUsize::new(0),
         });
         tokio::spawn(write_frames(shared.clone(), rx, to));
         tokio::spawn(read_frames(shared.clone(), from, decoder));
@@ -150,13 +183,6 @@ impl Relay {
     /// the stream pair stays the control channel.
     pub fn use_namespace(&self, namespace: Namespace) {
         *self.shared.namespace.locked() = Some(namespace);
-    }
-
-    /// Runs the relay the other way: each CONNECT of the agent's (a process inside connected to
-    /// its socket of that name) is carried to the host's Unix socket `targets` names; a name
-    /// not among them is closed with why.
-    pub fn serve_reverse(&self, targets: HashMap<String, std::path::PathBuf>) {
-        *self.shared.reverse.locked() = targets;
     }
 
     /// Carries one accepted connection over the relay (its bytes over the namespace's own
@@ -282,6 +308,7 @@ async fn write_frames<W: AsyncWrite + Unpin>(
             shared.end(format!("the relay's input could not be written: {e}"));
             break;
         }
+        shared.queued.fetch_sub(buf.len(), Ordering::AcqRel);
     }
     let _ = to.shutdown().await;
 }
@@ -375,6 +402,9 @@ fn connect(shared: &Arc<Shared>, id: u32, name: String) {
         _ if id & AGENT_STREAM == 0 || streams.contains_key(&id) => {
             Err(format!("stream {id} is not one the sandbox may open"))
         }
+        _ if streams.keys().filter(|s| *s & AGENT_STREAM != 0).count() >= MAX_AGENT_STREAMS => Err(
+            format!("the sandbox has {MAX_AGENT_STREAMS} connections open already"),
+        ),
         None => Err(format!("the host carries no socket named {name:?}")),
         Some(path) => Ok(path),
     };

@@ -49,11 +49,13 @@ async fn connections_inside_reach_the_host_socket_of_their_name_and_no_other() {
     // `gone.sock` is listened on inside, but the host carries no socket of that name.
     let cmd = carrier_command("node", dir, &["broker.sock", "egress.sock", "gone.sock"]);
     let (child, from, to) = spawn_command(cmd);
-    let relay = Relay::start(from, to).await.expect("the agent greets");
-    relay.serve_reverse(HashMap::from([
+    let targets = HashMap::from([
         ("broker.sock".to_string(), host.path().join("broker.sock")),
         ("egress.sock".to_string(), host.path().join("egress.sock")),
-    ]));
+    ]);
+    let relay = Relay::start_with(from, to, targets)
+        .await
+        .expect("the agent greets");
     appears(&inside_dir.join("gone.sock")).await;
     use std::os::unix::fs::PermissionsExt;
     let mode = std::fs::metadata(&inside_dir).unwrap().permissions().mode();
@@ -92,4 +94,50 @@ async fn connections_inside_reach_the_host_socket_of_their_name_and_no_other() {
     // The relay closed: the agent exits and its sockets refuse.
     relay.close("the test is done");
     assert!(exited(child).await.success());
+}
+
+#[tokio::test]
+async fn an_agent_that_grants_credit_but_stops_reading_ends_the_relay_not_the_hub() {
+    use super::frame::{Frame, VERSION};
+    use bytes::BytesMut;
+    // The test plays the agent: it greets, grants a stream far more credit than a window and
+    // then never reads what the relay writes to it.
+    let (agent_out, relay_in) = tokio::io::duplex(64 * 1024);
+    let (relay_out, _agent_in) = tokio::io::duplex(64 * 1024);
+    let mut agent_out = agent_out;
+    let mut hello = BytesMut::new();
+    Frame::Hello { version: VERSION }.encode(&mut hello);
+    agent_out.write_all(&hello).await.unwrap();
+    let relay = Relay::start(relay_in, relay_out).await.expect("greeted");
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let r = relay.clone();
+    tokio::spawn(async move {
+        while let Ok((c, _)) = listener.accept().await {
+            r.carry(c);
+        }
+    });
+    let mut client = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let mut grant = BytesMut::new();
+    for _ in 0..64 {
+        Frame::Window {
+            stream: 1,
+            credit: u32::MAX / 2,
+        }
+        .encode(&mut grant);
+    }
+    agent_out.write_all(&grant).await.unwrap();
+    let chunk = vec![7u8; 1 << 20];
+    let writer = tokio::spawn(async move {
+        for _ in 0..200 {
+            if client.write_all(&chunk).await.is_err() {
+                break;
+            }
+        }
+    });
+    let why = tokio::time::timeout(Duration::from_secs(20), relay.ended())
+        .await
+        .expect("the relay ends");
+    assert!(why.contains("stopped reading"), "{why}");
+    writer.abort();
 }

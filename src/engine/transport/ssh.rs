@@ -220,7 +220,7 @@ impl Dial for SshDial {
                 })
             });
             Ok(Stream::new(SshStream {
-                stdin,
+                stdin: Some(stdin),
                 stdout,
                 child,
                 stderr,
@@ -243,7 +243,9 @@ type Waiting = Pin<Box<tokio::time::Timeout<tokio::task::JoinHandle<()>>>>;
 /// One ssh process: its output is the engine's answers, its input the requests. When its
 /// output ends with an error on its error output, reading fails with that error in words.
 struct SshStream {
-    stdin: ChildStdin,
+    /// ssh's input; `None` once shut down (closed: ssh sends the end on to the engine, as an
+    /// exec's input ending must reach the command).
+    stdin: Option<ChildStdin>,
     stdout: ChildStdout,
     child: Child,
     stderr: Arc<Mutex<String>>,
@@ -313,7 +315,10 @@ impl AsyncWrite for SshStream {
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<std::io::Result<usize>> {
-        match Pin::new(&mut self.stdin).poll_write(cx, buf) {
+        let Some(stdin) = self.stdin.as_mut() else {
+            return Poll::Ready(Err(std::io::ErrorKind::BrokenPipe.into()));
+        };
+        match Pin::new(stdin).poll_write(cx, buf) {
             // ssh is gone before the request went: why, when it said.
             Poll::Ready(Err(e)) => match self.as_mut().why_ended(cx) {
                 Poll::Pending => Poll::Pending,
@@ -324,10 +329,21 @@ impl AsyncWrite for SshStream {
         }
     }
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        Pin::new(&mut self.stdin).poll_flush(cx)
+        match self.stdin.as_mut() {
+            Some(stdin) => Pin::new(stdin).poll_flush(cx),
+            None => Poll::Ready(Ok(())),
+        }
     }
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        Pin::new(&mut self.stdin).poll_shutdown(cx)
+        // A child's input is not closed by its shutdown (a no-op): dropped, it is.
+        if let Some(mut stdin) = self.stdin.take() {
+            let flushed = Pin::new(&mut stdin).poll_flush(cx);
+            if flushed.is_pending() {
+                self.stdin = Some(stdin);
+                return Poll::Pending;
+            }
+        }
+        Poll::Ready(Ok(()))
     }
 }
 

@@ -132,7 +132,8 @@ pub async fn fill(
     if tars.bundle.is_some() {
         mounts.push((bundle_vol, "bundle"));
     }
-    let name = format!("{}-fill", spec.name);
+    // `pof-`: no workspace container's name (`po-<owner>-<id>`) can be a fill container's.
+    let name = format!("pof{}", spec.name.trim_start_matches("po"));
     let id = create_fill(engine, spec, &name, ws, &mounts).await?;
     let uploads = async {
         let at = |what: &str| format!("{FILL_ROOT}/{what}");
@@ -226,7 +227,8 @@ pub async fn machine_addresses(
     image: &str,
     owner: &str,
 ) -> Result<Vec<std::net::IpAddr>> {
-    let name = format!("po-{owner}-addresses");
+    // `poa-`: no workspace container's name (`po-<owner>-<id>`) can be this helper's.
+    let name = format!("poa-{owner}");
     let _ = engine.remove_container(&name).await;
     let body = ContainerCreateBody {
         image: Some(image.to_string()),
@@ -256,8 +258,18 @@ pub async fn machine_addresses(
     .await;
     let out = engine.logs_tail(&id, 512).await;
     let _ = engine.remove_container(&id).await;
-    ran.map_err(engine_err(engine, Operation::Wait(id)))?;
-    Ok(parse_addresses(&out))
+    let code = ran.map_err(engine_err(engine, Operation::Wait(id)))?;
+    let found = parse_addresses(&out);
+    if code != 0 || found.is_empty() {
+        return Err(Error::container(
+            "",
+            format!(
+                "cannot learn the addresses of the engine's machine for the network rules (its helper {name} exited {code} and printed: {}); its sandboxes are not made without them",
+                out.trim()
+            ),
+        ));
+    }
+    Ok(found)
 }
 
 /// The addresses [`ADDRESSES_SCRIPT`] printed, loopback and duplicates left out.
@@ -288,9 +300,10 @@ struct Tars {
     bundle: Option<PathBuf>,
 }
 
-/// Writes the fill's tar files into `dir`: the token file (0400, the user's); P (0700, the
-/// user's) with the seed files (0444, root's); the bundle's tree (root's, nothing writable
-/// but by root), when given.
+/// Writes the fill's tar files into `dir`: the token file (0400, the user's); P with the seed
+/// files (0444, root's), P itself root's and sticky (1777): the container user makes what it
+/// likes there but cannot remove or replace the seed files (unless it is root); the bundle's
+/// tree (root's, nothing writable but by root), when given.
 fn prepare_tars(
     dir: &Path,
     user: UserIds,
@@ -309,9 +322,9 @@ fn prepare_tars(
     append(&mut t, "token", &bytes, 0o400, user)?;
     t.into_inner()?.sync_all()?;
     let mut t = tar::Builder::new(std::fs::File::create(&tars.p)?);
-    let mut head = header(tar::EntryType::Directory, 0o700, user, 0);
-    t.append_data(&mut head, format!("{p}/"), io::empty())?;
     let root = UserIds { uid: 0, gid: 0 };
+    let mut head = header(tar::EntryType::Directory, 0o1777, root, 0);
+    t.append_data(&mut head, format!("{p}/"), io::empty())?;
     for (name, path) in seeds {
         append(
             &mut t,

@@ -77,6 +77,11 @@ impl PortForward {
         Ok(())
     }
 
+    /// Ends the forward now, not waiting for it to be over (see [`close`](Self::close)).
+    pub fn end(&self) {
+        self.relay.close(CLOSED);
+    }
+
     /// How it ended, once it has.
     pub async fn ended(&self) -> Result<ForwardEnd> {
         let reason = self.wait().await;
@@ -259,7 +264,7 @@ pub async fn open<E: EngineApi>(
     Ok(PortForward { info, relay, end })
 }
 
-/// Runs the relay the other way in the target's container (see [`Relay::serve_reverse`]): its
+/// Runs the relay the other way in the target's container (see [`Relay::start_with`]): its
 /// agent listens on `<dir>/<name>` inside for each name of `targets`, and each connection made
 /// there reaches the host's socket of that name. It ends with the exec (the container stopped
 /// or restarted) or when it is closed.
@@ -273,14 +278,15 @@ pub async fn open_reverse<E: EngineApi>(
     let cmd = relay::carrier_command(target.interpreter, dir, &names);
     let (output, input) = start_agent(engine, target, cmd).await?;
     let stderr = output.stderr.clone();
-    let relay = Relay::start(output, input).await.map_err(|why| {
-        let said = stderr.locked().trim().to_string();
-        Error::container(
-            target.workspace,
-            format!("the broker's carrier did not start: {why} {said}"),
-        )
-    })?;
-    relay.serve_reverse(targets);
+    let relay = Relay::start_with(output, input, targets)
+        .await
+        .map_err(|why| {
+            let said = stderr.locked().trim().to_string();
+            Error::container(
+                target.workspace,
+                format!("the broker's carrier did not start: {why} {said}"),
+            )
+        })?;
     Ok(relay)
 }
 

@@ -33,8 +33,12 @@ const KEEP_EVERY: Duration = Duration::from_secs(1);
 #[derive(Default)]
 pub(super) struct CarriedLinks {
     links: Mutex<HashMap<String, Links>>,
-    /// The engine's machine's own addresses, once learned (see [`fill::machine_addresses`]).
-    machine: Mutex<Option<Vec<std::net::IpAddr>>>,
+    /// The engine's machine's own addresses, once learned (see [`fill::machine_addresses`]),
+    /// learned by one call at a time.
+    machine: tokio::sync::Mutex<Option<Vec<std::net::IpAddr>>>,
+    /// Held while links are opened: two calls at once (a keeper's, an exec's) would each bind
+    /// the container's broker sockets, and the later close the earlier's.
+    carrying: tokio::sync::Mutex<()>,
 }
 
 /// One workspace's links to its container.
@@ -49,13 +53,10 @@ struct Links {
 impl Drop for Links {
     fn drop(&mut self) {
         self.keeper.abort();
-        let (server, broker) = (self.server.clone(), self.broker.clone());
-        if let (Some(server), Ok(rt)) = (server, tokio::runtime::Handle::try_current()) {
-            rt.spawn(async move {
-                let _ = server.close().await;
-            });
+        if let Some(server) = &self.server {
+            server.end();
         }
-        if let Some(b) = broker {
+        if let Some(b) = &self.broker {
             b.close("the workspace's links were let go");
         }
     }
@@ -128,23 +129,17 @@ impl<E: EngineApi> ContainerService<E> {
     }
 
     /// The remote machine's own addresses, which every holder's rules refuse: learned once per
-    /// hub through a helper container in the engine's host network (`image`); none, with a
-    /// warning, when that fails (the private ranges and the per-hub gateway are refused anyway).
-    pub(super) async fn machine_addresses(&self, image: &str) -> Vec<std::net::IpAddr> {
-        if let Some(known) = self.inner.carried.machine.locked().clone() {
-            return known;
+    /// hub (one call at a time) through a helper container in the engine's host network
+    /// (`image`). A failure is not kept: the holder is not made, and the next start asks again.
+    pub(super) async fn machine_addresses(&self, image: &str) -> Result<Vec<std::net::IpAddr>> {
+        let mut known = self.inner.carried.machine.lock().await;
+        if let Some(known) = known.as_ref() {
+            return Ok(known.clone());
         }
         let owner = &self.inner.config.container.owner;
-        match fill::machine_addresses(&self.changes(), image, owner).await {
-            Ok(found) => {
-                *self.inner.carried.machine.locked() = Some(found.clone());
-                found
-            }
-            Err(e) => {
-                tracing::warn!(error = %e, "the remote machine's addresses are not known: its rules refuse the private ranges and the gateway only");
-                vec![]
-            }
-        }
+        let found = fill::machine_addresses(&self.changes(), image, owner).await?;
+        *known = Some(found.clone());
+        Ok(found)
     }
 
     /// The links of a carried workspace's running container `container`, opened where they are
@@ -157,6 +152,7 @@ impl<E: EngineApi> ContainerService<E> {
         container: &str,
         server: bool,
     ) -> Result<Option<u16>> {
+        let _one = self.inner.carried.carrying.lock().await;
         let (forward, broker) = {
             let links = self.inner.carried.links.locked();
             let l = links.get(ws).filter(|l| l.container == container);
@@ -166,15 +162,16 @@ impl<E: EngineApi> ContainerService<E> {
                 l.is_some_and(|l| l.broker.as_ref().is_some_and(|b| !b.is_ended())),
             )
         };
-        let server = match forward {
-            Some((true, _)) => None,
-            Some((false, port)) => Some(self.forward_server(ws, container, port).await?),
-            None if server => Some(self.forward_server(ws, container, 0).await?),
-            None => None,
-        };
+        // The broker's first: a server forward that fails leaves it carried.
         let broker = match broker {
             true => None,
             false => self.carry_broker(ws, container).await,
+        };
+        let server = match forward {
+            Some((true, _)) => Ok(None),
+            Some((false, port)) => self.forward_server(ws, container, port).await.map(Some),
+            None if server => self.forward_server(ws, container, 0).await.map(Some),
+            None => Ok(None),
         };
         let mut links = self.inner.carried.links.locked();
         let mut l = match links.remove(ws).filter(|l| l.container == container) {
@@ -186,19 +183,19 @@ impl<E: EngineApi> ContainerService<E> {
                 keeper: self.spawn_keeper(ws, container),
             },
         };
-        if let Some(s) = server
-            && let Some(old) = l.server.replace(s)
-        {
-            tokio::spawn(async move { old.close().await.ok() });
-        }
         if let Some(b) = broker
             && let Some(old) = l.broker.replace(b)
         {
             old.close("replaced");
         }
-        let port = l.server.as_ref().map(|f| f.info.host_port);
+        let server = server.map(|s| {
+            if let Some(old) = s.and_then(|s| l.server.replace(s)) {
+                old.end();
+            }
+            l.server.as_ref().map(|f| f.info.host_port)
+        });
         links.insert(ws.to_string(), l);
-        Ok(port)
+        server
     }
 
     /// The keeper of a workspace's links (a plain function: `carry`'s future does not hold the
@@ -281,9 +278,10 @@ async fn keep<E: EngineApi>(inner: std::sync::Weak<Inner<E>>, ws: String, contai
             let links = this.inner.carried.links.locked();
             match links.get(&ws).filter(|l| l.container == container) {
                 None => return,
+                // The broker's carrier is wanted only while this hub holds the grant.
                 Some(l) => {
                     l.server.as_ref().is_none_or(PortForward::live)
-                        && (this.inner.config.broker.is_none()
+                        && (this.granted_now(&ws).is_none()
                             || l.broker.as_ref().is_some_and(|b| !b.is_ended()))
                 }
             }
@@ -298,7 +296,12 @@ async fn keep<E: EngineApi>(inner: std::sync::Weak<Inner<E>>, ws: String, contai
                 }
             }
             Err(crate::engine::EngineError::NotFound(_)) => {
-                this.drop_carried(&ws);
+                let mut links = this.inner.carried.links.locked();
+                if links.get(&ws).is_some_and(|l| l.container == container) {
+                    let gone = links.remove(&ws);
+                    drop(links);
+                    drop(gone);
+                }
                 return;
             }
             _ => {}

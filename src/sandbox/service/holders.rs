@@ -246,7 +246,7 @@ impl<E: EngineApi> ContainerService<E> {
             dns,
             // On a remote engine: that machine's own, learned from it.
             host_addresses: match self.carried() {
-                true => self.machine_addresses(&spec.image).await,
+                true => self.machine_addresses(&spec.image).await?,
                 false => c.host_addresses.clone(),
             },
             broker_port,

@@ -265,6 +265,10 @@ impl<E: EngineApi> ContainerService<E> {
         let mut made = Rollback::new(self, &ws.id);
         // Undone with the rest (from here on): an empty copy kept would never be filled.
         made.copy_volume = copy.as_ref().map(|(name, _)| name.clone());
+        made.bundle_volume = bundle_new
+            .then(|| crate::sandbox::on_engine::carried::volume(spec, spec::CARRIED_BUNDLE))
+            .flatten()
+            .map(|v| v.name.clone());
         let copy = copy.map(|(_, c)| c);
         let result = match container::ensure_volumes(&self.changes(), spec).await {
             Ok(()) => {

@@ -20,6 +20,9 @@ pub(super) struct Rollback<'a, E> {
     pub(super) container: Option<String>,
     /// A copy volume this create made (holding nothing of the agent's yet).
     pub(super) copy_volume: Option<String>,
+    /// A runtime bundle's volume this create is to fill (remote engines): empty or half-filled
+    /// until the create succeeds, so never kept when it fails.
+    pub(super) bundle_volume: Option<String>,
 }
 
 impl<'a, E: EngineApi> Rollback<'a, E> {
@@ -33,6 +36,7 @@ impl<'a, E: EngineApi> Rollback<'a, E> {
             granted: false,
             container: None,
             copy_volume: None,
+            bundle_volume: None,
         }
     }
 
@@ -43,6 +47,7 @@ impl<'a, E: EngineApi> Rollback<'a, E> {
         self.granted = false;
         self.container = None;
         self.copy_volume = None;
+        self.bundle_volume = None;
     }
 
     /// Undoes what was made, newest first: the container (and its holder), the token file, the
@@ -52,6 +57,9 @@ impl<'a, E: EngineApi> Rollback<'a, E> {
             let _ = self.service.stop_and_remove(id, self.workspace).await;
         }
         // Made by this create and holding nothing of the agent's yet.
+        if let Some(volume) = &self.bundle_volume {
+            let _ = self.service.changes().remove_volume(volume).await;
+        }
         if let Some(volume) = &self.copy_volume {
             let _ = self.service.changes().remove_volume(volume).await;
         }

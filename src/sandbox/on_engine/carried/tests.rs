@@ -69,7 +69,8 @@ fn the_token_is_the_users_alone_p_its_folder_the_seeds_and_bundle_roots() {
     assert_eq!(
         entries(&tars.p),
         [
-            f("acme/", 'd', 0o700, 1000, ""),
+            // Root's and sticky: the user writes there, the seed files stay.
+            f("acme/", 'd', 0o1777, 0, ""),
             f("acme/modes.yaml", 'f', 0o444, 0, "modes: []\n"),
         ]
     );
