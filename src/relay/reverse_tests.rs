@@ -141,3 +141,83 @@ async fn an_agent_that_grants_credit_but_stops_reading_ends_the_relay_not_the_hu
     assert!(why.contains("stopped reading"), "{why}");
     writer.abort();
 }
+
+#[tokio::test]
+async fn a_connect_out_of_place_is_closed_with_why_and_nothing_is_dialled() {
+    use super::frame::{AGENT_STREAM, Decoder, Frame, VERSION};
+    use bytes::BytesMut;
+    let host = tempfile::tempdir().unwrap();
+    let sock = host.path().join("broker.sock");
+    let listener = UnixListener::bind(&sock).unwrap();
+    let (mut agent_out, relay_in) = tokio::io::duplex(64 * 1024);
+    let (relay_out, mut agent_in) = tokio::io::duplex(64 * 1024);
+    let mut frames = BytesMut::new();
+    Frame::Hello { version: VERSION }.encode(&mut frames);
+    let valid = AGENT_STREAM | 7;
+    for f in [
+        // A host stream's id (no agent bit), a name the host does not carry, the same id twice.
+        Frame::Connect {
+            stream: 5,
+            name: "broker.sock".into(),
+        },
+        Frame::Connect {
+            stream: AGENT_STREAM | 1,
+            name: "other.sock".into(),
+        },
+        Frame::Connect {
+            stream: valid,
+            name: "broker.sock".into(),
+        },
+        Frame::Connect {
+            stream: valid,
+            name: "broker.sock".into(),
+        },
+    ] {
+        f.encode(&mut frames);
+    }
+    agent_out.write_all(&frames).await.unwrap();
+    let targets = HashMap::from([("broker.sock".to_string(), sock.clone())]);
+    let _relay = Relay::start_with(relay_in, relay_out, targets)
+        .await
+        .expect("greeted");
+    let (mut decoder, mut got, mut buf) = (Decoder::default(), Vec::new(), vec![0u8; 4096]);
+    while got.len() < 4 {
+        let n = tokio::time::timeout(Duration::from_secs(5), agent_in.read(&mut buf))
+            .await
+            .expect("the relay answers")
+            .unwrap();
+        decoder.push(&buf[..n]);
+        while let Some(f) = decoder.next_frame().unwrap() {
+            got.push(f);
+        }
+    }
+    let closed = |id: u32| {
+        got.iter().find_map(|f| match f {
+            Frame::Close { stream, reason } if *stream == id => Some(reason.clone()),
+            _ => None,
+        })
+    };
+    assert!(
+        closed(5).unwrap().contains("not one the sandbox may open"),
+        "{got:?}"
+    );
+    assert!(
+        closed(AGENT_STREAM | 1)
+            .unwrap()
+            .contains("no socket named \"other.sock\"")
+    );
+    // The valid one is dialled once and opened; its repeat is refused.
+    assert!(got.contains(&Frame::Opened { stream: valid }), "{got:?}");
+    assert!(
+        closed(valid)
+            .unwrap()
+            .contains("not one the sandbox may open"),
+        "{got:?}"
+    );
+    let (_one, _) = tokio::time::timeout(Duration::from_secs(5), listener.accept())
+        .await
+        .unwrap()
+        .unwrap();
+    let second = tokio::time::timeout(Duration::from_millis(300), listener.accept()).await;
+    assert!(second.is_err(), "a refused CONNECT was dialled");
+}

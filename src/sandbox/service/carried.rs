@@ -23,6 +23,7 @@ use crate::names::paths::BROKER_MOUNT;
 use crate::relay::mux::Relay;
 use crate::sandbox::blueprint::spec::{self, CARRIED_BUNDLE, ContainerSpec};
 use crate::sandbox::folder::workspace::Workspace;
+use crate::sandbox::on_engine::LiveContainer;
 use crate::sandbox::on_engine::carried::{self as fill, Carried};
 use crate::sandbox::on_engine::forward::{self, PortForward, Target};
 
@@ -208,18 +209,11 @@ impl<E: EngineApi> ContainerService<E> {
     /// The container's server port forwarded to this host's `127.0.0.1:<port>` (0: any; a
     /// port taken meanwhile: any).
     async fn forward_server(&self, ws: &str, container: &str, port: u16) -> Result<PortForward> {
-        let c = &self.inner.config.container;
-        let target = || Target {
-            workspace: ws,
-            container_id: container,
-            interpreter: c.bundle.interpreter(),
-            socket: None,
-            holder: None,
-        };
-        let server_port = c.bundle.server.port;
-        match forward::open(&self.inner.engine, target(), server_port, port).await {
+        let server_port = self.inner.config.container.bundle.server.port;
+        let engine = &self.inner.engine;
+        match forward::open(engine, self.target(ws, container), server_port, port).await {
             Err(Error::PortInUse { .. }) if port != 0 => {
-                forward::open(&self.inner.engine, target(), server_port, 0).await
+                forward::open(engine, self.target(ws, container), server_port, 0).await
             }
             other => other,
         }
@@ -236,13 +230,7 @@ impl<E: EngineApi> ContainerService<E> {
         if w.broker.egress_on() {
             targets.insert(EGRESS_SOCKET.to_string(), folder.join(EGRESS_SOCKET));
         }
-        let target = Target {
-            workspace: ws,
-            container_id: container,
-            interpreter: c.bundle.interpreter(),
-            socket: None,
-            holder: None,
-        };
+        let target = self.target(ws, container);
         match forward::open_reverse(&self.inner.engine, &target, BROKER_MOUNT, targets).await {
             Ok(relay) => Some(relay),
             Err(e) => {
@@ -252,11 +240,27 @@ impl<E: EngineApi> ContainerService<E> {
         }
     }
 
-    /// The server's port on this host of a carried workspace's container, while linked.
-    pub(super) fn carried_port(&self, ws: &str, container: &str) -> Option<u16> {
+    /// Where the server of `ws`'s container `live` answers on this host: its published port,
+    /// or on an engine on another machine (whose published port is that machine's) the hub's
+    /// forward of it, while linked.
+    pub(super) fn server_port(&self, ws: &str, live: &LiveContainer) -> Option<u16> {
+        if !self.carried() {
+            return live.host_port;
+        }
         let links = self.inner.carried.links.locked();
-        let l = links.get(ws).filter(|l| l.container == container)?;
+        let l = links.get(ws).filter(|l| l.container == live.id)?;
         l.server.as_ref().map(|f| f.info.host_port)
+    }
+
+    /// What a forward or the broker's carrier needs of a carried workspace's container.
+    fn target<'a>(&'a self, ws: &'a str, container: &'a str) -> Target<'a> {
+        Target {
+            workspace: ws,
+            container_id: container,
+            interpreter: self.inner.config.container.bundle.interpreter(),
+            socket: None,
+            holder: None,
+        }
     }
 
     /// Lets a workspace's links go (it was stopped here).

@@ -214,10 +214,7 @@ impl<E: EngineApi> ContainerService<E> {
     /// Waits until the container's server answers; `CONTAINER_UNHEALTHY` (with its logs) when it does not.
     async fn wait_ready(&self, id: &str, spec: &ContainerSpec, live: &LiveContainer) -> Result<()> {
         let c = &self.inner.config;
-        let port = match self.carried() {
-            true => self.carried_port(id, &live.id),
-            false => live.host_port,
-        };
+        let port = self.server_port(id, live);
         let Some(port) = port else {
             return Err(Error::container(
                 id,

@@ -296,12 +296,7 @@ impl<E: EngineApi> ContainerService<E> {
         let exec_spawner = spawner::read_record(&spawner::record_path(&token_file))
             .filter(|r| r.container_id == live.id)
             .and_then(|r| r.failed);
-        // On an engine on another machine, its published port is that machine's: the hub's
-        // forward of it is the one to use here.
-        let host_port = match self.carried() {
-            true => self.carried_port(&id, &live.id),
-            false => live.host_port,
-        };
+        let host_port = self.server_port(&id, live);
         WorkspaceContainer {
             token_file: token_file.to_string_lossy().into_owned(),
             workspace_id: id,
