@@ -545,6 +545,13 @@ export interface ContainerProviderOptions {
    */
   oneShot?: boolean
   /**
+   * Pull the base image from its registry at start-up, before the image check (default
+   * false; `po-sandbox up --pull`): a base that changed there is built on, and a running
+   * container on the old one is replaced at its start. A failed pull is
+   * `IMAGE_PULL_FAILED`, and nothing is made.
+   */
+  pullBase?: boolean
+  /**
    * Extra engine options for every container, each self-contained (`--flag=value`), e.g.
    * `['--runtime=runsc', '--memory=2g']`: the complete list (default
    * `PO_SANDBOX_RUN_FLAGS`, whitespace-separated). Only flags that add a bound, pick a
@@ -969,8 +976,12 @@ export interface ImageOptions {
   env?: Record<string, string | undefined | null>
 }
 
-/** Where an image is: `checking`, `cached`, `building`, `progress`, `built` or `failed`. */
-export type ImagePhase = 'checking' | 'cached' | 'building' | 'progress' | 'built' | 'failed'
+/**
+ * Where an image is: `checking`, `cached`, `building`, `progress`, `built` or `failed`; a
+ * base pulled from its registry (`pullBase`): `pulling`, `progress`, `pulled` or `failed`,
+ * on the base's name.
+ */
+export type ImagePhase = 'checking' | 'cached' | 'building' | 'progress' | 'built' | 'failed' | 'pulling' | 'pulled'
 
 /** The image `ensureSandboxImage` made sure of. */
 export interface ImageResult {

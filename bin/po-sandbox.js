@@ -22,7 +22,9 @@ Commands:
                         and print its URL and security posture. Uses Po's runtime bundle, or
                         the embedded demo bundle when Po's is not installed. With --clone the
                         container works on a copy of the folder in a volume of its own (filled
-                        once; the folder is not mounted and nothing reaches it).
+                        once; the folder is not mounted and nothing reaches it). With --pull
+                        the base image is pulled from its registry first: when it changed, the
+                        sandbox image is built on it and a running container replaced.
   down [dir]            Stop and remove the folder's sandbox container (volumes are kept, the
                         copy of a --clone sandbox too; --discard removes that copy).
   exec [dir] -- <command...>
@@ -65,6 +67,7 @@ Options:
   --all                 ls: every hub's containers; stop: every container of this hub.
   --volumes             prune: also the volumes of workspaces gone with their folder.
   --clone               up: work on a copy of the folder (PO_SANDBOX_WORKSPACE_MODE=clone).
+  --pull                up: pull the base image from its registry first (newer security fixes).
   --discard             down: also remove the folder's copy (--clone), with the work in it.
   --branch <name>       apply: the branch to set (default po-sandbox/<workspace>).
   --patch <file>        apply: write the uncommitted work to this file as a patch instead.
@@ -85,6 +88,7 @@ const OPTIONS = {
   all: { type: 'boolean' },
   volumes: { type: 'boolean' },
   clone: { type: 'boolean' },
+  pull: { type: 'boolean' },
   discard: { type: 'boolean' },
   'dry-run': { type: 'boolean' },
   branch: { type: 'string' },
@@ -181,7 +185,7 @@ function checkUsage(opts) {
   const { command, args } = opts
   if (!['doctor', 'ls', 'stop', 'prune', 'up', 'down', 'exec', 'port', 'review', 'diff', 'apply', 'demo'].includes(command)) fail(`unknown command '${command}'`)
   if ((opts.volumes || opts.dryRun) && command !== 'prune') fail(`${opts.volumes ? '--volumes' : '--dry-run'} is an option of prune only`)
-  if (opts.clone && command !== 'up') fail('--clone is an option of up only')
+  if ((opts.clone || opts.pull) && command !== 'up') fail(`${opts.clone ? '--clone' : '--pull'} is an option of up only`)
   if (opts.discard && command !== 'down') fail('--discard is an option of down only')
   if ((opts.branch !== undefined || opts.patch !== undefined) && command !== 'apply') fail(`${opts.branch !== undefined ? '--branch' : '--patch'} is an option of apply only`)
   if ((opts.yes || opts.includeExecutable) && command !== 'apply') fail(`${opts.yes ? '--yes' : '--include-executable'} is an option of apply only`)

@@ -36,7 +36,9 @@ function showProgress(layer, opts) {
   if (opts.json || !process.stderr.isTTY) return
   layer.provider.onEvent((e) => {
     if (e.type !== 'image') return
-    if (e.phase === 'building') process.stderr.write(`Building the sandbox image ${e.tag} (once; later runs reuse it)...\n`)
+    if (e.phase === 'pulling') process.stderr.write(`Pulling the base image ${e.tag} from its registry...\n`)
+    else if (e.phase === 'pulled') process.stderr.write(`Pulled ${e.tag}: ${e.message}.\n`)
+    else if (e.phase === 'building') process.stderr.write(`Building the sandbox image ${e.tag} (once; later runs reuse it)...\n`)
     else if (e.phase === 'progress' && /^Step \d+\/\d+/.test(e.message ?? '')) process.stderr.write(`  ${e.message.trim()}\n`)
     else if (e.phase === 'built') process.stderr.write(`Built ${e.tag}.\n`)
   })
@@ -47,7 +49,7 @@ function runtimeLine(version) {
 }
 
 /** What `up` prints: the URL and the posture the engine reports. */
-function upText(ws, c, runtimeVersion, hints) {
+function upText(ws, c, runtimeVersion, hints, pulled) {
   const p = c.posture
   const mounts = p.mounts.map((m) => `${m.target} (${m.readOnly ? 'ro' : 'rw'}${m.kind === 'volume' ? `, volume ${m.source}` : m.source !== m.target ? `, from ${m.source}` : ''})`)
   const broker = p.mounts.some((m) => m.target === '/run/po-broker') ? 'brokered: the container holds per-session tokens, never a key' : 'no credentials'
@@ -56,6 +58,7 @@ function upText(ws, c, runtimeVersion, hints) {
     `  URL         ${c.url}`,
     `  Workspace   ${ws.id}${c.workspaceMode === 'clone' ? ' (clone mode: a copy in its own volume; the folder is not mounted)' : ''}`,
     `  Runtime     ${runtimeLine(runtimeVersion)}`,
+    ...(pulled ? [`  Base        pulled from its registry: ${pulled}`] : []),
     `  Container   ${c.name} (${c.containerId.slice(0, 12)}), image ${c.image}`,
     `  Posture     user ${p.user}; ${p.noCapabilities ? 'all capabilities dropped' : 'CAPABILITIES NOT ALL DROPPED'}; ${p.noNewPrivileges ? 'no-new-privileges' : 'NEW PRIVILEGES ALLOWED'}; ${p.privileged ? 'PRIVILEGED' : 'not privileged'}; pid limit ${p.pidsLimit ?? 'none'}; network ${p.networks.join(', ') || p.networkMode}`,
     `  Limits      memory ${p.memory ? `${Math.round(p.memory / 2 ** 20)} MiB` : 'NONE'}; cpus ${p.nanoCpus ? p.nanoCpus / 1e9 : 'NONE'}; cpu shares ${p.cpuShares || 'default'}; root file system ${p.readOnlyRoot ? 'read-only' : 'WRITABLE'}; health check ${p.healthCheck ? 'yes' : 'NONE'}`,
@@ -70,13 +73,17 @@ function upText(ws, c, runtimeVersion, hints) {
 }
 
 async function up(addon, opts, ws) {
-  const layer = layerFor(addon, opts)
+  const layer = layerFor(addon, opts, opts.pull ? { pullBase: true } : {})
   showProgress(layer, opts)
+  let pulled
+  layer.provider.onEvent((e) => {
+    if (e.type === 'image' && e.phase === 'pulled') pulled = e.message
+  })
   const c = await layer.containers.start({ id: ws.id, path: ws.path, ...(opts.clone ? { mode: 'clone' } : {}) })
   const { runtimeVersion, warnings } = layer.provider.status()
   if (!opts.json) for (const w of warnings ?? []) process.stderr.write(`po-sandbox: warning: ${w}\n`)
-  if (opts.json) process.stdout.write(`${JSON.stringify({ ok: true, workspace: ws, runtimeVersion, demo: runtimeVersion === 'demo', warnings, container: c }, null, 2)}\n`)
-  else process.stdout.write(upText(ws, c, runtimeVersion, opts.command === 'up'))
+  if (opts.json) process.stdout.write(`${JSON.stringify({ ok: true, workspace: ws, runtimeVersion, demo: runtimeVersion === 'demo', warnings, ...(pulled ? { pulled } : {}), container: c }, null, 2)}\n`)
+  else process.stdout.write(upText(ws, c, runtimeVersion, opts.command === 'up', pulled))
   return { layer, container: c }
 }
 

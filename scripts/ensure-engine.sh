@@ -4,7 +4,8 @@
 # their own `podman system service`, also as a normal user). When something is missing and
 # this runs as root on Debian, it installs Debian's docker.io / podman and starts dockerd;
 # otherwise it fails and says what to do. It also makes sure `openssl` (the broker TLS test
-# makes a test CA with it), the OpenSSH server (remote-engine.test.mjs runs one of its own), FUSE 3 and python3-venv (clone.test.mjs's case-insensitive folder)
+# makes a test CA with it), the OpenSSH server (remote-engine.test.mjs runs one of its own), Debian's image registry
+# (pull.test.mjs runs one of its own), FUSE 3 and python3-venv (clone.test.mjs's case-insensitive folder)
 # are here. It never stops anything; when PO_SANDBOX_DOCKERD_PIDFILE is
 # set and it starts dockerd, it writes that dockerd's pid there, so the caller can stop exactly it.
 set -euo pipefail
@@ -40,6 +41,8 @@ command -v podman >/dev/null 2>&1 || missing+=(podman)
 command -v openssl >/dev/null 2>&1 || missing+=(openssl)
 # The remote-engine suite runs a private sshd of its own on a loopback port.
 [ -x /usr/sbin/sshd ] || missing+=(openssh-server)
+# pull.test.mjs runs an image registry of its own on a loopback port.
+command -v docker-registry >/dev/null 2>&1 || missing+=(docker-registry)
 # Rootless Podman as a normal user (nonroot.test.mjs): sub-id mapping, user-mode networking and
 # the FUSE overlay driver.
 command -v newuidmap >/dev/null 2>&1 || missing+=(uidmap)

@@ -612,6 +612,9 @@ fn runtime_section(rt: &RuntimeCheck) -> String {
 }
 
 /// The image's tag, recipe and base, and whether it (or its base) is on the engine.
+/// From this age on, the image line says how to pull the base again (its security fixes).
+const STALE_BASE_DAYS: u64 = 30;
+
 fn image_section(im: &ImageCheck) -> String {
     let base = match (&im.base_id, &im.base_created) {
         (Some(id), created) => {
@@ -622,6 +625,9 @@ fn image_section(im: &ImageCheck) -> String {
                 .map(|days| match days {
                     0 => ", made today".to_string(),
                     1 => ", made 1 day ago".to_string(),
+                    n if n >= STALE_BASE_DAYS => {
+                        format!(", made {n} days ago; `po-sandbox up --pull` gets its newest")
+                    }
                     n => format!(", made {n} days ago"),
                 })
                 .unwrap_or_default();

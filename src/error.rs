@@ -91,6 +91,13 @@ pub enum Error {
         tail: String,
     },
 
+    /// The base image could not be pulled from its registry (`pullBase`, `up --pull`); nothing
+    /// was made.
+    #[error(
+        "Pulling the base image {image} failed: {detail}. Check its name and that the engine reaches its registry (docker pull {image} there), or start without --pull (pullBase) to use the base the engine has."
+    )]
+    ImagePullFailed { image: String, detail: String },
+
     /// A run flag (`runFlags`, `PO_SANDBOX_RUN_FLAGS`) is malformed, unknown, or would weaken
     /// the container's containment or take over a part of the spec; nothing was made.
     #[error(
@@ -192,6 +199,7 @@ impl Error {
             Error::RuntimeNotInstalled { .. } => "RUNTIME_NOT_INSTALLED",
             Error::RuntimeInvalid { .. } => "RUNTIME_INVALID",
             Error::ImageBuildFailed { .. } => "IMAGE_BUILD_FAILED",
+            Error::ImagePullFailed { .. } => "IMAGE_PULL_FAILED",
             Error::RunFlagsInvalid { .. } => "RUN_FLAGS_INVALID",
             Error::WorkspaceInvalid { .. } => "WORKSPACE_INVALID",
             Error::ContainerFailed { .. } => "CONTAINER_FAILED",

@@ -18,7 +18,9 @@ pub enum ProviderState {
     Unavailable,
 }
 
-/// Where an image is: `checking`, `cached`, `building`, `progress`, `built` or `failed`.
+/// Where an image is: `checking`, `cached`, `building`, `progress`, `built` or `failed`; a
+/// base pulled from its registry (`pullBase`): `pulling`, `progress`, `pulled` or `failed`,
+/// on the base's name.
 #[napi(string_enum = "lowercase")]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ImagePhase {
@@ -32,8 +34,12 @@ pub enum ImagePhase {
     Progress,
     /// The build finished and the tag exists.
     Built,
-    /// The build failed (the message says where).
+    /// The build failed (the message says where), or the pull did.
     Failed,
+    /// A pull of the base from its registry started.
+    Pulling,
+    /// The pull finished (the message says whether the base changed).
+    Pulled,
 }
 
 /// What happened to a workspace's container.

@@ -427,7 +427,17 @@ fn the_image_line_says_which_base_and_how_old() {
         line.starts_with("Image     po-sandbox:x (full recipe on b abababababab, made "),
         "{line}"
     );
-    assert!(line.ends_with(" ago): present\n"), "{line}");
+    // 30 days on, the line also says how to pull it again.
+    assert!(
+        line.contains(" ago") && line.ends_with("): present\n"),
+        "{line}"
+    );
+    im.base_created = Some("2000-01-01T00:00:00Z".into());
+    let stale = image_section(&im);
+    assert!(
+        stale.ends_with(" days ago; `po-sandbox up --pull` gets its newest): present\n"),
+        "{stale}"
+    );
     let day = std::time::Duration::from_secs(86_400);
     let at = |days: u64| std::time::UNIX_EPOCH + day * days as u32;
     assert_eq!(age_days("1970-01-01T00:00:00Z", at(0)), Some(0));

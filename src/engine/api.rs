@@ -53,6 +53,19 @@ pub(crate) struct ImageFacts {
     pub created: Option<String>,
 }
 
+/// `name[:tag]` or `name@digest` as the engine's pull takes them: the name, and the tag or
+/// digest (`latest` when none is given, as `docker pull` does). A registry's port is not a tag.
+pub(crate) fn split_reference(reference: &str) -> (&str, &str) {
+    if let Some((name, digest)) = reference.split_once('@') {
+        return (name, digest);
+    }
+    let last = reference.rfind('/').map_or(0, |i| i + 1);
+    match reference[last..].rfind(':') {
+        Some(i) => (&reference[..last + i], &reference[last + i + 1..]),
+        None => (reference, "latest"),
+    }
+}
+
 /// Label filters as the engine takes them: `{"label": ["k=v", "k"]}` and the like.
 pub(crate) type Filters = HashMap<String, Vec<String>>;
 
@@ -148,6 +161,9 @@ pub(crate) trait EngineApi: Clone + Send + Sync + 'static {
         &self,
         labels: Vec<String>,
     ) -> impl Future<Output = EngineResult<Vec<(HashMap<String, String>, i64)>>> + Send;
+    /// Pulls `reference` (`name[:tag]` or `name@digest`) from its registry: the engine's
+    /// progress as lines (`<layer>: <status>`); a failure in the stream is an error item.
+    fn pull_image(&self, reference: &str) -> BoxStream<'_, EngineResult<String>>;
     /// Builds an image from an in-memory tar context; the engine's progress messages.
     fn build_image(
         &self,
@@ -376,6 +392,24 @@ impl EngineApi for Docker {
             .build();
         let images = Docker::list_images(self, Some(options)).await?;
         Ok(images.into_iter().map(|i| (i.labels, i.created)).collect())
+    }
+
+    fn pull_image(&self, reference: &str) -> BoxStream<'_, EngineResult<String>> {
+        let (from, tag) = split_reference(reference);
+        let options = bollard::query_parameters::CreateImageOptionsBuilder::default()
+            .from_image(from)
+            .tag(tag)
+            .build();
+        Docker::create_image(self, Some(options), None, None)
+            .map_ok(|info| {
+                let status = info.status.unwrap_or_default();
+                match info.id {
+                    Some(id) => format!("{id}: {status}"),
+                    None => status,
+                }
+            })
+            .map_err(EngineError::from)
+            .boxed()
     }
 
     fn build_image(

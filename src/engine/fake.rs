@@ -71,6 +71,8 @@ pub(crate) struct State {
     pub images: Vec<String>,
     /// The ID of an image tag, where a test gave one (else derived from the tag).
     pub image_ids: HashMap<String, String>,
+    /// The images a pull finds in their registry: reference, ID.
+    pub registry: HashMap<String, String>,
     /// The labels of the images built, by tag.
     pub image_labels: HashMap<String, HashMap<String, String>>,
     /// Archives uploaded: container id, path, the tar file (gone once the upload returned).
@@ -657,6 +659,24 @@ impl EngineApi for FakeEngine {
     }
 
     /// A build of one step that tags the image, or fails as told.
+    fn pull_image(&self, reference: &str) -> BoxStream<'_, EngineResult<String>> {
+        let reference = reference.to_string();
+        futures_util::stream::once(async move {
+            self.enter("pull_image", &reference).await?;
+            let mut s = self.state();
+            let Some(id) = s.registry.get(&reference).cloned() else {
+                let said = format!("manifest for {reference} not found: manifest unknown");
+                return Err(EngineError::answered(0, said));
+            };
+            if !s.images.contains(&reference) {
+                s.images.push(reference.clone());
+            }
+            s.image_ids.insert(reference.clone(), id);
+            Ok(format!("Status: Downloaded newer image for {reference}"))
+        })
+        .boxed()
+    }
+
     fn build_image(
         &self,
         options: BuildOptions,

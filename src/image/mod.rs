@@ -524,5 +524,8 @@ fn strip_ansi(text: &str) -> String {
     out
 }
 
+mod pull;
+pub use pull::pull_base;
+
 #[cfg(test)]
 mod tests;

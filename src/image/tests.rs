@@ -326,3 +326,82 @@ async fn a_removed_base_keeps_the_image_built_on_it() {
     let full = ImageRecipe::resolve(Some("local/base:1"), Some("full"), &env(&[])).unwrap();
     assert_eq!(full.on_base_of(&labels), None);
 }
+
+/// A pull: the tag or digest apart from the name, a registry's port not taken for a tag.
+#[test]
+fn a_reference_is_split_as_the_engine_pulls_it() {
+    use crate::engine::api::split_reference as split;
+    assert_eq!(split("node:24-bookworm-slim"), ("node", "24-bookworm-slim"));
+    assert_eq!(split("node"), ("node", "latest"));
+    assert_eq!(
+        split("127.0.0.1:5000/po/base"),
+        ("127.0.0.1:5000/po/base", "latest")
+    );
+    assert_eq!(split("127.0.0.1:5000/base:1"), ("127.0.0.1:5000/base", "1"));
+    let digest = format!("sha256:{}", "ab".repeat(32));
+    let pinned = format!("127.0.0.1:5000/base@{digest}");
+    assert_eq!(split(&pinned), ("127.0.0.1:5000/base", digest.as_str()));
+}
+
+/// `pullBase`: a base the registry has anew is pulled (its events on the base's name), says it
+/// changed, and the next ensure builds on it; the same base again is up to date; a base the
+/// registry lacks is IMAGE_PULL_FAILED with the engine's words and a failed event, the
+/// engine's base unchanged.
+#[tokio::test]
+async fn a_pulled_base_that_changed_is_built_on() {
+    let (engine, recipe) = engine_with_base("sha256:old");
+    let events = EventBus::default();
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let s = seen.clone();
+    events.subscribe(Arc::new(move |e| {
+        if let crate::events::Event::Image {
+            phase,
+            tag,
+            message,
+        } = e
+        {
+            s.lock()
+                .unwrap()
+                .push((*phase, tag.clone(), message.clone()));
+        }
+    }));
+    let bounds = crate::engine::Bounds::default();
+    let (_, first) = ensure(&engine, &recipe, &events, &bounds).await.unwrap();
+    let registry = |id: &str| {
+        let id = id.to_string();
+        engine.state().registry.insert("local/base:1".into(), id);
+    };
+    registry("sha256:0123456789abcdef");
+    seen.lock().unwrap().clear();
+    assert!(pull_base(&engine, &recipe, &events, &bounds).await.unwrap());
+    {
+        let seen = seen.lock().unwrap();
+        let phases: Vec<_> = seen.iter().map(|(p, ..)| *p).collect();
+        use ImagePhase::*;
+        assert_eq!(phases, [Pulling, Progress, Pulled]);
+        assert!(seen.iter().all(|(_, tag, _)| tag == "local/base:1"));
+        let said = seen[2].2.as_deref().unwrap();
+        assert!(said.starts_with("a newer image (0123456789ab)"), "{said}");
+    }
+    let (built, second) = ensure(&engine, &recipe, &events, &bounds).await.unwrap();
+    assert_eq!(built, Provenance::Built);
+    assert_ne!(second.tag(), first.tag());
+    assert!(!pull_base(&engine, &recipe, &events, &bounds).await.unwrap());
+    engine.state().registry.clear();
+    let e = pull_base(&engine, &recipe, &events, &bounds)
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), "IMAGE_PULL_FAILED", "{e}");
+    let text = e.to_string();
+    assert!(
+        text.contains("local/base:1") && text.contains("manifest unknown"),
+        "{text}"
+    );
+    assert!(text.contains("--pull"), "{text}");
+    let last = seen.lock().unwrap().last().cloned().unwrap();
+    assert_eq!(
+        (last.0, last.1.as_str()),
+        (ImagePhase::Failed, "local/base:1")
+    );
+    assert_eq!(pin(&engine, &recipe).await.unwrap(), second);
+}

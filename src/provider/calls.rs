@@ -14,9 +14,11 @@ use crate::sandbox::service::WorkspaceContainer;
 
 impl<C: Connector> Provider<C> {
     /// Adopts the workspace's running container or creates one (see `ContainerService::start`).
-    /// A one-shot provider adopts a container that runs as asked without a start-up.
+    /// A one-shot provider adopts a container that runs as asked without a start-up (unless
+    /// it pulls the base first).
     pub async fn start_workspace(self: &Arc<Self>, ws: Workspace) -> Result<WorkspaceContainer> {
         if self.options.one_shot
+            && !self.options.pull_base
             && let Some(c) = self.watched(self.adopt_running(&ws)).await?
         {
             return Ok(c);

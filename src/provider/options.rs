@@ -121,6 +121,11 @@ pub struct GivenOptions {
     /// For one command (the CLI's `up` and `exec`): nothing starts up until a call needs it;
     /// `start` and `exec` adopt the workspace's running container without a start-up (default false).
     pub one_shot: Option<bool>,
+    /// Pull the base image from its registry at start-up, before the image check (default
+    /// false; `po-sandbox up --pull`): a base that changed there is built on, and a running
+    /// container on the old one is replaced at its start. A failed pull is
+    /// `IMAGE_PULL_FAILED`, and nothing is made.
+    pub pull_base: Option<bool>,
     /// Extra engine options for every container, each self-contained (`--flag=value`), e.g.
     /// `['--runtime=runsc', '--memory=2g']`: the complete list (default
     /// `PO_SANDBOX_RUN_FLAGS`, whitespace-separated). Only flags that add a bound, pick a
@@ -194,6 +199,9 @@ pub struct ProviderOptions {
     /// For one command (`oneShot`): no start-up until a call needs it; `start` and `exec`
     /// adopt the workspace's running container without one.
     pub one_shot: bool,
+    /// Pull the base from its registry at start-up (`pullBase`); a one-shot start then never
+    /// adopts without one.
+    pub pull_base: bool,
     /// `baseImage` or `imageVariant` was given (else an exec checks a container against the
     /// recipe it was made with).
     pub image_given: bool,
@@ -691,6 +699,7 @@ impl ProviderOptions {
             broker: g.broker.unwrap_or(true),
             demo_runtime: g.demo_runtime.unwrap_or(false),
             one_shot,
+            pull_base: g.pull_base.unwrap_or(false),
             image_given: base.is_some() || variant.is_some(),
             run_flags,
             broker_socket_dir,

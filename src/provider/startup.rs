@@ -46,7 +46,11 @@ impl<C: Connector> Provider<C> {
             locks.clear();
         }
         let guards = self.guards_ahead();
-        let pinned = read_ahead::image(&self.connector, &self.options);
+        // A base pulled first is pinned after its pull, not ahead.
+        let pinned = match self.options.pull_base {
+            true => None,
+            false => read_ahead::image(&self.connector, &self.options),
+        };
         // The person's git is asked while the engine is checked.
         let git_safety = self.git_safety();
         let (report, engine) = self.check_engine().await?;
@@ -245,6 +249,9 @@ impl<C: Connector> Provider<C> {
         let recipe = &ahead.unwrap_or_else(|| self.options.recipe.clone());
         self.update(|s| s.image = Some(recipe.tag()));
         let bounds = engine::bounds(&self.options.host)?;
+        if self.options.pull_base {
+            image::pull_base(engine, recipe, &self.events, &bounds).await?;
+        }
         let (provenance, pinned) = image::ensure(engine, recipe, &self.events, &bounds).await?;
         self.update(|s| s.image = Some(pinned.tag()));
         Ok((provenance == image::Provenance::Built, pinned))
