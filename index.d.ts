@@ -690,10 +690,20 @@ export interface DoctorReport {
   /** The run flags every container gets (`runFlags`, `PO_SANDBOX_RUN_FLAGS`), long form. */
   runFlags: Array<string>
   /**
-   * The egress mode every container gets (`network`, `PO_SANDBOX_NETWORK`): `open`, `none`
-   * or `allowlist`.
+   * The egress mode every container gets (`network`, `PO_SANDBOX_NETWORK`, the policy
+   * file): `open`, `none` or `allowlist`.
    */
   network: string
+  /**
+   * Where the mode came from: `the network option`, `the variable PO_SANDBOX_NETWORK`,
+   * `sandbox-policy.yaml line 2` or `the default`.
+   */
+  networkSource: string
+  /**
+   * What is wrong with the policy file (`<poHome>/sandbox-policy.yaml`), when it is not
+   * good: its line, field and the expected form. No hub starts until it is fixed.
+   */
+  policyProblem?: string
   /** The per-hub networks on the engine (absent when no engine answered). */
   networks?: NetworkCheck
   /**
@@ -1035,6 +1045,70 @@ export interface NodeCheck {
   required: string
 }
 
+/** What `sandboxPolicy` answers. */
+export interface PolicyAnswer {
+  /** The policy file. */
+  file: string
+  /** The file is there. */
+  exists: boolean
+  /**
+   * `show`, `check` without a target: the file is good (or absent). `check`: the target is
+   * allowed. `allow`, `deny`, `init`: done (or nothing to do).
+   */
+  ok: boolean
+  /** `allow`, `deny`, `init`: the file was written. */
+  changed: boolean
+  /** What is wrong with the file. */
+  problem?: string
+  /** The line of the problem, when known. */
+  line?: number
+  /** The field of the problem. */
+  field?: string
+  /** `check`: what allows or refuses the target, and where it is written. */
+  rule?: string
+  /** `show`: each value in force. */
+  values: Array<PolicyValue>
+  /** The answer as the CLI prints it. */
+  text: string
+}
+
+/** What `sandboxPolicy` is asked. */
+export interface PolicyRequest {
+  /** `show`, `check`, `allow`, `deny` or `init`. */
+  command: 'show' | 'check' | 'allow' | 'deny' | 'init'
+  /**
+   * `check`, `allow`, `deny`: `host[:port]` (port 443 when none is given) or
+   * `*.suffix:port`. `check` without one checks the file.
+   */
+  target?: string
+  /**
+   * `check`, `allow`, `deny`: this workspace's own list (its id) rather than every
+   * workspace's.
+   */
+  workspace?: string
+  /** `init`: `open`, `balanced` or `closed`. */
+  preset?: 'open' | 'balanced' | 'closed'
+  /** The Po home (default `~/.po`). */
+  poHome?: string
+  /** The environment to read instead of `process.env`. */
+  env?: Record<string, string | undefined | null>
+}
+
+/** What a change of the policy file did. */
+export type PolicyState = 'applied' | 'pending' | 'invalid'
+
+/** One value in force and where it came from. */
+export interface PolicyValue {
+  /** `network`, `allow`, `resolve` or `workspaces.<id>.allow`. */
+  name: string
+  value: string
+  /**
+   * `the networkAllow option`, `the variable PO_SANDBOX_NETWORK`, `sandbox-policy.yaml line 3`
+   * or `the default`.
+   */
+  source: string
+}
+
 /** The provider's state. */
 export type ProviderState = 'starting' | 'ready' | 'unavailable'
 
@@ -1203,6 +1277,11 @@ export type SandboxEvent =
     reason?: string; /** Bytes sent to the upstream. */
     bytesUp: number; /** Bytes received from the upstream. */
   bytesDown: number; durationMs: number }
+  | { type: 'policy'; state: PolicyState; /**
+     * What changed and where it applies, or what is wrong with the file (its line and
+     * field) and that the last good policy stays in force.
+     */
+  message: string }
   | { type: 'provider'; state: ProviderState; /** Why it is unavailable, and what to do. */
     reason?: string; /** The code of that reason. */
   code?: string }
@@ -1229,12 +1308,26 @@ export interface SandboxLayer {
   containers: WorkspaceContainers
 }
 
-/** Which sandbox containers. */
+/**
+ * The policy file of a Po home (`<poHome>/sandbox-policy.yaml`): `show` the values in force
+ * and their sources, `check` it (or a destination), `allow`/`deny` a destination (the file
+ * edited, its comments kept), `init` it from a preset. Throws `POLICY_INVALID` naming the
+ * line and field when `allow`/`deny` meet a bad file, `OPTIONS_INVALID` for a bad request.
+ */
+export declare function sandboxPolicy(request: PolicyRequest): PolicyAnswer
+
+/**
+ * Which sandbox containers (`listSandboxContainers`, `stopSandboxContainers`,
+ * `pruneSandboxLeftovers`, `reviewSandboxWorkspace`; the CLI's `ls`, `stop`, `prune` and
+ * `review`).
+ */
 export interface SandboxQuery {
   /** The Po home whose owner to use (default `~/.po`). */
   poHome?: string
   /** The owner id (default: the Po home's, as the provider takes it). */
   owner?: string
+  /** Only this engine. */
+  engine?: string
   /** `listSandboxContainers`: every owner's containers, not only this owner's. */
   allOwners?: boolean
   /** `stopSandboxContainers`: only this workspace. */
@@ -1253,8 +1346,6 @@ export interface SandboxQuery {
   dryRun?: boolean
   /** `listSandboxContainers`: each running container's forwarded ports too (`forwards`). */
   forwards?: boolean
-  /** Only this engine. */
-  engine?: string
   /** The environment to read instead of `process.env`. */
   env?: Record<string, string | undefined | null>
 }

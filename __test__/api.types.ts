@@ -43,6 +43,7 @@ import {
   type WorkspacePhase,
   type WorkspaceChange,
   type EgressDecision,
+  type PolicyState,
   type ImagePhase,
   type RouteKind,
   type SandboxContainerRow,
@@ -61,7 +62,7 @@ async function providerUsage(): Promise<void> {
   }
   const layer = registerSandboxLayer(host, { poHome: '/home/u/.po', workspaces: [{ id: 'w', path: '/src/w', sandbox: 'container', mode: 'clone' }], workspaceMode: 'bind', imageVariant: 'minimal', runFlags: ['--runtime=runsc', '--memory=2g'], networkAllow: ['registry.npmjs.org:443', '*.crates.io:443'], networkResolve: ['registry.test=127.0.0.1'] })
   if (layer === null) return
-  layer.provider.onEvent((e: SandboxEvent) => { const t: 'engine' | 'runtime' | 'image' | 'workspace' | 'egress' | 'provider' = e.type; void t })
+  layer.provider.onEvent((e: SandboxEvent) => { const t: 'engine' | 'runtime' | 'image' | 'workspace' | 'egress' | 'policy' | 'provider' = e.type; void t })
   const status: ProviderStatus = await layer.provider.ready()
   const state: 'starting' | 'ready' | 'unavailable' | 'stopped' = status.state
   const c: WorkspaceContainer = await layer.containers.start({ id: 'w', path: '/src/w' })
@@ -120,6 +121,13 @@ function describe(e: SandboxEvent): string {
       // @ts-expect-error an egress event has no state
       void e.state
       return `${e.workspaceId} ${e.host}:${port} ${decision} ${bytes} ${e.reason ?? ''}`
+    }
+    case 'policy': {
+      const state: PolicyState = e.state
+      const message: string = e.message
+      // @ts-expect-error a policy event names no workspace
+      void e.workspaceId
+      return `${state} ${message}`
     }
     default: {
       const exhaustive: never = e
@@ -217,3 +225,16 @@ async function cloneUsage(service: WorkspaceContainers): Promise<void> {
   void [cls, ids, changed, tip, d.base, d.committed.stat, d.committed.patch, a.message, a.uncommittedCommit, kind, outcome, wrong, d.kind]
 }
 void cloneUsage
+
+import { sandboxPolicy, type PolicyAnswer, type PolicyValue } from '../index.js'
+
+function policyUsage(): void {
+  const a: PolicyAnswer = sandboxPolicy({ command: 'check', target: 'example.com:443', poHome: '/tmp/po' })
+  const allowed: boolean = a.ok
+  const line: number | undefined = a.line
+  const values: PolicyValue[] = sandboxPolicy({ command: 'show' }).values
+  // @ts-expect-error a policy command is one of five words
+  sandboxPolicy({ command: 'remove' })
+  void [allowed, line, values.map((v) => `${v.name} ${v.value} ${v.source}`), a.text]
+}
+void policyUsage

@@ -173,7 +173,7 @@ test('allowlist egress through the proxy: allowed, denied, SNI and Host mismatch
   assert.deepEqual(plainRequests.find((r) => r.url === '/plain?q=1'), { url: '/plain?q=1', host: `plain.test:${P}`, proxyAuth: undefined })
   // A denied host: 403 and the one-line reason.
   assert.match(results[2].answer, /^HTTP\/1\.1 403/)
-  assert.match(results[2].answer, /egress denied: denied\.test:443 is not in networkAllow\n$/)
+  assert.match(results[2].answer, /egress denied: denied\.test:443 is not in networkAllow \(the sandbox policy\); the person can allow it on the host: po-sandbox allow denied\.test:443\n$/)
   // SNI mismatch: refused before anything is dialled (a TLS alert, no TLS session).
   assert.match(results[3].head, /^HTTP\/1\.1 200/)
   assert.ok(results[3].tlsError, JSON.stringify(results[3]))
@@ -204,7 +204,7 @@ test('allowlist egress through the proxy: allowed, denied, SNI and Host mismatch
   const denied = egress().find((e) => e.host === 'denied.test')
   assert.deepEqual({ ...denied, grant: 'g', durationMs: 0 }, {
     type: 'egress', workspaceId: 'egress', grant: 'g', host: 'denied.test', port: 443, decision: 'denied',
-    reason: 'denied.test:443 is not in networkAllow', bytesUp: 0, bytesDown: 0, durationMs: 0,
+    reason: 'denied.test:443 is not in networkAllow (the sandbox policy); the person can allow it on the host: po-sandbox allow denied.test:443', bytesUp: 0, bytesDown: 0, durationMs: 0,
   })
   const sni = egress().find((e) => e.host === 'allowed.test' && e.decision === 'denied')
   assert.match(sni.reason, /names "other\.test", not the CONNECT host allowed\.test/)
@@ -354,7 +354,7 @@ test('npm install in a workspace container goes through the egress proxy: an all
 
   // The unlisted registry: npm fails on the proxy's 403, its reason in npm's output; the registry
   // behind the name never got a connection; the denial is audited.
-  const reason = `unlisted.npm.test:${unlisted.port} is not in networkAllow`
+  const reason = `unlisted.npm.test:${unlisted.port} is not in networkAllow (the sandbox policy); the person can allow it on the host: po-sandbox allow unlisted.npm.test:${unlisted.port}`
   assert.match(out('c2'), /npm error code E403/, all)
   assert.ok(out('c2').includes(`egress denied: ${reason}`), all)
   assert.match(out('c2'), /npm exit [1-9]/, all)

@@ -18,7 +18,7 @@ test('index.d.ts declares exactly what index.js exports', () => {
     [...dts.matchAll(/^export type (\w+) = ((?:'[a-z-]+'(?: \| )?)+)$/gm)].map((m) => [m[1], m[2].split(' | ').map((v) => v.slice(1, -1))]),
   )
   const enums = Object.keys(addon).filter((k) => unions.has(k))
-  assert.deepEqual(enums.sort(), ['CandidateOutcome', 'CloneOutcome', 'EgressDecision', 'ImagePhase', 'ProviderState', 'ReviewChangeKind', 'ReviewClass', 'RouteKind', 'WorkspaceChange', 'WorkspacePhase'])
+  assert.deepEqual(enums.sort(), ['CandidateOutcome', 'CloneOutcome', 'EgressDecision', 'ImagePhase', 'PolicyState', 'ProviderState', 'ReviewChangeKind', 'ReviewClass', 'RouteKind', 'WorkspaceChange', 'WorkspacePhase'])
   for (const name of enums) assert.deepEqual(Object.values(addon[name]).sort(), [...unions.get(name)].sort(), name)
   assert.deepEqual(Object.keys(addon).filter((k) => !unions.has(k)).sort(), declared.sort())
   for (const name of ['checkEngine', 'engineCandidates', 'doctor', 'DefaultSandboxExtensionService']) assert.ok(declared.includes(name), name)

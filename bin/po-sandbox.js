@@ -55,6 +55,23 @@ Commands:
                         only with --yes (without it: what would be), where the host still has
                         what went into the copy (else kept: a conflict); files the host may run,
                         executable files and links only with --include-executable.
+  policy show           The sandbox policy in force (network mode, allow list, name overrides,
+                        each workspace's own additions) and where each value comes from: an
+                        option, a variable, <po-home>/sandbox-policy.yaml (its line) or the
+                        default.
+  policy check [<host[:port]>] [dir]
+                        Without a host: whether the policy file is good (else its line and
+                        field; exit 1). With one: allowed or not (exit 1), and by which rule.
+  policy init <preset>  Write the policy file from a preset: open, balanced (allowlist with
+                        the registries and git hosts) or closed (none). Never over a file.
+  allow <host[:port]> [dir]
+                        Add a destination (port 443 when none; *.suffix:port for every name
+                        under one) to the allow list of every workspace, or of the folder's
+                        workspace only; the file keeps its comments. A running hub applies it
+                        within a second, without restarting anything.
+  deny <host[:port]> [dir]
+                        Take a destination out of that list; a running hub closes the open
+                        connections to it.
   demo                  What 'npm start' runs: the doctor, then 'up' of a throw-away folder on
                         the demo bundle, a check that it answers and reports it is contained,
                         then 'down'. Exits 0 when the layer works here.
@@ -183,7 +200,7 @@ function pruned(r) {
 /** Exits 2 with the usage when the arguments do not fit the command. */
 function checkUsage(opts) {
   const { command, args } = opts
-  if (!['doctor', 'ls', 'stop', 'prune', 'up', 'down', 'exec', 'port', 'review', 'diff', 'apply', 'demo'].includes(command)) fail(`unknown command '${command}'`)
+  if (!['doctor', 'ls', 'stop', 'prune', 'up', 'down', 'exec', 'port', 'review', 'diff', 'apply', 'demo', 'policy', 'allow', 'deny'].includes(command)) fail(`unknown command '${command}'`)
   if ((opts.volumes || opts.dryRun) && command !== 'prune') fail(`${opts.volumes ? '--volumes' : '--dry-run'} is an option of prune only`)
   if ((opts.clone || opts.pull) && command !== 'up') fail(`${opts.clone ? '--clone' : '--pull'} is an option of up only`)
   if (opts.discard && command !== 'down') fail('--discard is an option of down only')
@@ -199,6 +216,16 @@ function checkUsage(opts) {
     if (inside < 1 || inside > 65535) fail(`port: ${inside} is not a port from 1 to 65535`)
     if (host > 65535) fail(`port: host port ${host} is not a port from 1 to 65535 (or 0: any free port)`)
   }
+  if (command === 'policy') {
+    const [verb, ...rest] = args
+    if (!['show', 'check', 'init'].includes(verb)) fail(`policy needs show, check or init${verb === undefined ? '' : `, not '${verb}'`}`)
+    if (verb === 'show' && rest.length > 0) fail(`unexpected argument '${rest[0]}'`)
+    if (verb === 'check' && rest.length > 2) fail(`unexpected argument '${rest[2]}'`)
+    if (verb === 'init' && rest.length !== 1) fail('policy init needs one preset: open, balanced or closed')
+    return
+  }
+  if (['allow', 'deny'].includes(command) && (args.length < 1 || args.length > 2)) fail(`${command} needs a host, as in: po-sandbox ${command} registry.example.com[:443] [dir]`)
+  if (['allow', 'deny'].includes(command)) return
   const folderCommand = ['up', 'down', 'exec', 'review', 'diff', 'apply'].includes(command)
   if (folderCommand && args.length > 1) fail(`${command} takes at most one folder, not '${args[1]}'`)
   if (!folderCommand && !['stop', 'port'].includes(command) && args.length > 0) fail(`unexpected argument '${args[0]}'`)
@@ -221,6 +248,7 @@ async function main() {
   }
   const common = { poHome: opts.poHome, engine: opts.engine }
   const portLs = opts.command === 'port' && opts.args[0] === 'ls'
+  if (['policy', 'allow', 'deny'].includes(opts.command)) return policyCommand(addon, opts)
   if (!portLs && ['up', 'down', 'exec', 'port', 'review', 'diff', 'apply', 'demo'].includes(opts.command)) return folderCommand(addon, opts)
   try {
     if (opts.command === 'doctor') {
@@ -249,6 +277,23 @@ async function main() {
     else if (stopped.length === 0) process.stdout.write(opts.all ? 'No containers of this hub to stop.\n' : `Workspace '${opts.args[0]}' has no container of this hub.\n`)
     else process.stdout.write(`Stopped and removed: ${stopped.join(', ')} (volumes kept).\n`)
     return 0
+  } catch (err) {
+    if (opts.json) process.stdout.write(`${JSON.stringify({ ok: false, error: { code: err.code, message: err.message } }, null, 2)}\n`)
+    else process.stderr.write(`po-sandbox: ${shown(String(err.message))} [${shown(String(err.code))}]\n`)
+    return 1
+  }
+}
+
+/** `policy show|check|init`, `allow`, `deny`: the Po home's policy file. A folder names its
+ * workspace's own list. Exit 0 when done or allowed, 1 when denied or the file is not good. */
+function policyCommand(addon, opts) {
+  const [verb, ...rest] = opts.command === 'policy' ? opts.args : [opts.command, ...opts.args]
+  try {
+    const folder = verb === 'check' || verb === 'allow' || verb === 'deny' ? rest[1] : undefined
+    const workspace = folder === undefined ? undefined : addon.workspaceForFolder(folder).id
+    const r = addon.sandboxPolicy({ command: verb, poHome: opts.poHome, target: verb === 'init' ? undefined : rest[0], preset: verb === 'init' ? rest[0] : undefined, workspace })
+    process.stdout.write(opts.json ? `${JSON.stringify(r, null, 2)}\n` : shown(r.text))
+    return r.ok ? 0 : 1
   } catch (err) {
     if (opts.json) process.stdout.write(`${JSON.stringify({ ok: false, error: { code: err.code, message: err.message } }, null, 2)}\n`)
     else process.stderr.write(`po-sandbox: ${shown(String(err.message))} [${shown(String(err.code))}]\n`)

@@ -86,12 +86,17 @@ pub struct DoctorOptions {
     pub run_flags: crate::sandbox::blueprint::RunFlags,
     /// The egress mode containers get.
     pub network_mode: crate::sandbox::blueprint::NetworkMode,
+    /// Where the mode came from (an option, a variable, the policy file's line, the default).
+    pub network_source: String,
+    /// What is wrong with the policy file, when it is not good (`POLICY_INVALID`'s message).
+    pub policy_problem: Option<String>,
 }
 
 impl DoctorOptions {
     /// What the doctor checks for the provider's options (the same Po home, bundle, recipe
     /// and engine).
     pub fn of(options: crate::provider::ProviderOptions) -> DoctorOptions {
+        let policy_problem = options.policy_good().err().map(|e| e.to_string());
         DoctorOptions {
             detect: options.detect,
             po_home: options.po_home,
@@ -100,8 +105,10 @@ impl DoctorOptions {
             recipe: options.recipe,
             guarded_paths: options.guarded_paths,
             demo_runtime: options.demo_runtime,
-            run_flags: options.run_flags,
             network_mode: options.network_mode,
+            network_source: options.network_policy.mode.1.to_string(),
+            policy_problem,
+            run_flags: options.run_flags,
         }
     }
 }
@@ -242,9 +249,15 @@ pub struct DoctorReport {
     pub guarded_paths: Vec<String>,
     /// The run flags every container gets (`runFlags`, `PO_SANDBOX_RUN_FLAGS`), long form.
     pub run_flags: Vec<String>,
-    /// The egress mode every container gets (`network`, `PO_SANDBOX_NETWORK`): `open`, `none`
-    /// or `allowlist`.
+    /// The egress mode every container gets (`network`, `PO_SANDBOX_NETWORK`, the policy
+    /// file): `open`, `none` or `allowlist`.
     pub network: String,
+    /// Where the mode came from: `the network option`, `the variable PO_SANDBOX_NETWORK`,
+    /// `sandbox-policy.yaml line 2` or `the default`.
+    pub network_source: String,
+    /// What is wrong with the policy file (`<poHome>/sandbox-policy.yaml`), when it is not
+    /// good: its line, field and the expected form. No hub starts until it is fixed.
+    pub policy_problem: Option<String>,
     /// The per-hub networks on the engine (absent when no engine answered).
     pub networks: Option<NetworkCheck>,
     /// This hub's owner and the other hubs' sandboxes on the engine (absent when no engine
@@ -375,7 +388,11 @@ pub async fn doctor(
         }
         networks = network_check(&engine, &mut warnings).await;
     }
-    let ok = node.ok && found.available && (!found.remote || REMOTE_CARRIED) && runtime.ok;
+    let ok = node.ok
+        && found.available
+        && (!found.remote || REMOTE_CARRIED)
+        && runtime.ok
+        && options.policy_problem.is_none();
     warnings.extend(host_warnings(&found, host, &options.guarded_paths).await);
     warnings.extend(spawner_warnings(&options.po_home));
     let mut report = DoctorReport {
@@ -387,6 +404,8 @@ pub async fn doctor(
         guarded_paths: options.guarded_paths,
         run_flags: options.run_flags.given,
         network: options.network_mode.as_str().to_string(),
+        network_source: options.network_source,
+        policy_problem: options.policy_problem,
         networks,
         hubs,
         round_trip_ms,
@@ -463,9 +482,12 @@ pub fn render(r: &DoctorReport) -> String {
     out.push_str(&guards_section(&r.guarded_paths));
     out.push_str(&run_flags_section(&r.run_flags));
     out.push_str(&format!(
-        "Network   {} (network, PO_SANDBOX_NETWORK; other workspaces, the host, link-local and private ranges refused in every mode)\n",
-        r.network
+        "Network   {} (from {}; other workspaces, the host, link-local and private ranges refused in every mode)\n",
+        r.network, r.network_source
     ));
+    if let Some(p) = &r.policy_problem {
+        out.push_str(&format!("Policy    NOT GOOD: {p}\n"));
+    }
     if let Some(n) = &r.networks {
         out.push_str(&format!(
             "Networks  {} per-hub networks, {} with no container (po-sandbox prune removes those)\n",
@@ -742,6 +764,9 @@ fn not_ready_actions(r: &DoctorReport) -> Vec<String> {
     }
     if !r.runtime.ok {
         why.push("install the runtime bundle (see Runtime above)".to_string());
+    }
+    if r.policy_problem.is_some() {
+        why.push("fix the policy file (see Policy above)".to_string());
     }
     why
 }

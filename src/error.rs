@@ -98,6 +98,13 @@ pub enum Error {
     )]
     ImagePullFailed { image: String, detail: String },
 
+    /// The policy file (`<poHome>/sandbox-policy.yaml`) does not parse or breaks a rule; the
+    /// problem names its line and field.
+    #[error(
+        "The sandbox policy {file} is not good: {problem}. Fix it and save it again (`po-sandbox policy check` checks it); nothing was started or changed."
+    )]
+    PolicyInvalid { file: String, problem: String },
+
     /// A run flag (`runFlags`, `PO_SANDBOX_RUN_FLAGS`) is malformed, unknown, or would weaken
     /// the container's containment or take over a part of the spec; nothing was made.
     #[error(
@@ -200,6 +207,7 @@ impl Error {
             Error::RuntimeInvalid { .. } => "RUNTIME_INVALID",
             Error::ImageBuildFailed { .. } => "IMAGE_BUILD_FAILED",
             Error::ImagePullFailed { .. } => "IMAGE_PULL_FAILED",
+            Error::PolicyInvalid { .. } => "POLICY_INVALID",
             Error::RunFlagsInvalid { .. } => "RUN_FLAGS_INVALID",
             Error::WorkspaceInvalid { .. } => "WORKSPACE_INVALID",
             Error::ContainerFailed { .. } => "CONTAINER_FAILED",

@@ -42,6 +42,20 @@ pub enum ImagePhase {
     Pulled,
 }
 
+/// What a change of the policy file did.
+#[napi(string_enum = "lowercase")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PolicyState {
+    /// Its host-side values (the allow lists, the name overrides) are in force for the
+    /// running containers.
+    Applied,
+    /// A container-side value (the network mode) changed: it applies when the hub starts
+    /// again, which replaces the containers.
+    Pending,
+    /// It does not parse or breaks a rule: nothing changed, the last good policy stays.
+    Invalid,
+}
+
 /// What happened to a workspace's container.
 #[napi(string_enum = "lowercase")]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -139,6 +153,13 @@ pub enum Event {
         /// Bytes received from the upstream.
         bytes_down: i64,
         duration_ms: i64,
+    },
+    /// The policy file (`<poHome>/sandbox-policy.yaml`) changed while the hub runs.
+    Policy {
+        state: PolicyState,
+        /// What changed and where it applies, or what is wrong with the file (its line and
+        /// field) and that the last good policy stays in force.
+        message: String,
     },
     /// The provider changed state.
     Provider {

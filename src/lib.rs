@@ -16,6 +16,7 @@ mod logging;
 mod names;
 mod napi;
 mod platform;
+mod policy;
 mod provider;
 mod relay;
 mod runtime_bundle;

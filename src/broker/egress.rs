@@ -69,6 +69,62 @@ pub struct EgressPolicy {
     /// The host's own addresses ([`crate::host::interface_addresses`]): a name that resolves
     /// to one is refused, as the packet rules refuse them.
     pub host_addresses: Vec<IpAddr>,
+    /// What single workspaces may reach beyond `allow` (the policy file's `workspaces`).
+    pub workspaces: BTreeMap<String, Vec<AllowEntry>>,
+}
+
+impl EgressPolicy {
+    /// The allow list of `workspace`: every workspace's, then its own additions.
+    pub fn list_for(&self, workspace: &str) -> Vec<AllowEntry> {
+        let own = self.workspaces.get(workspace).into_iter().flatten();
+        self.allow.iter().chain(own).cloned().collect()
+    }
+}
+
+/// The egress policy in force, replaced while the broker runs (the policy file); every
+/// connection made under it watches it and ends when a new one no longer allows its
+/// destination.
+pub struct LiveEgress {
+    tx: tokio::sync::watch::Sender<Arc<EgressPolicy>>,
+}
+
+impl LiveEgress {
+    pub fn new(policy: EgressPolicy) -> LiveEgress {
+        LiveEgress {
+            tx: tokio::sync::watch::Sender::new(Arc::new(policy)),
+        }
+    }
+
+    /// The policy in force.
+    pub fn now(&self) -> Arc<EgressPolicy> {
+        self.tx.borrow().clone()
+    }
+
+    /// Puts `policy` in force; connections it does not allow end.
+    pub fn replace(&self, policy: EgressPolicy) {
+        self.tx.send_replace(Arc::new(policy));
+    }
+
+    /// Resolves once a policy put in force from now on no longer allows `target` for
+    /// `workspace`.
+    fn revoked(
+        &self,
+        workspace: String,
+        target: Target,
+    ) -> impl std::future::Future<Output = ()> + Send + 'static {
+        let mut rx = self.tx.subscribe();
+        async move {
+            loop {
+                if rx.changed().await.is_err() {
+                    return std::future::pending().await;
+                }
+                let now = rx.borrow_and_update().clone();
+                if !rules::allowed(&now.list_for(&workspace), &target) {
+                    return;
+                }
+            }
+        }
+    }
 }
 
 /// A connection's share of its grant's [`EGRESS_CONNECTIONS`].
@@ -77,7 +133,7 @@ type Permit = Arc<tokio::sync::OwnedSemaphorePermit>;
 /// One grant's egress connections share this.
 pub(super) struct Scope {
     audit: Arc<Audit>,
-    policy: Arc<EgressPolicy>,
+    policy: Arc<LiveEgress>,
     grant: String,
     workspace: String,
 }
@@ -85,7 +141,7 @@ pub(super) struct Scope {
 impl Scope {
     pub(super) fn new(
         audit: Arc<Audit>,
-        policy: Arc<EgressPolicy>,
+        policy: Arc<LiveEgress>,
         grant: &str,
         workspace: &str,
     ) -> Scope {
@@ -181,6 +237,7 @@ fn reason_phrase(line: &str) -> Option<hyper::ext::ReasonPhrase> {
 /// The destination of a request, checked: its canonical form and the addresses to dial.
 async fn admit(
     policy: &EgressPolicy,
+    workspace: &str,
     authority: &str,
     default_port: Option<u16>,
     hosts: &[&[u8]],
@@ -191,7 +248,7 @@ async fn admit(
     if default_port.is_some() || !hosts.is_empty() {
         rules::host_header(hosts, &target, default_port.unwrap_or(target.port)).map_err(denied)?;
     }
-    match rules::decide(&policy.allow, &policy.resolve, &target) {
+    match rules::decide(&policy.list_for(workspace), &policy.resolve, &target) {
         Verdict::Denied(why) => Err(denied(why)),
         Verdict::Dial(ip) => Ok((target.clone(), vec![SocketAddr::new(ip, target.port)])),
         Verdict::Lookup(name) => {
@@ -363,7 +420,8 @@ impl Scope {
                 .authority()
                 .map(|a| a.as_str().to_string())
                 .unwrap_or_else(|| req.uri().to_string());
-            return match admit(&self.policy, &authority, None, &hosts).await {
+            let policy = self.policy.now();
+            return match admit(&policy, &self.workspace, &authority, None, &hosts).await {
                 Err((t, why)) => {
                     let mut r = self.deny(t.as_ref().ok_or(authority.as_str()), why, started);
                     r.headers_mut()
@@ -426,11 +484,17 @@ impl Scope {
         }
         let last = upstream.last_ms.clone();
         let born = upstream.born;
+        let revoked = self.policy.revoked(self.workspace.clone(), target.clone());
+        tokio::pin!(revoked);
         let copy = tokio::io::copy_bidirectional(&mut client, &mut upstream);
         tokio::pin!(copy);
         loop {
             tokio::select! {
                 _ = &mut copy => break,
+                _ = &mut revoked => {
+                    tracing::debug!(%target, "egress tunnel closed: the policy no longer allows it");
+                    break;
+                }
                 _ = tokio::time::sleep(Duration::from_secs(5)) => {
                     let idle = born.elapsed().as_millis() as u64 - last.load(Ordering::Relaxed);
                     if idle >= IDLE_TIMEOUT.as_millis() as u64 {
@@ -462,7 +526,10 @@ impl Scope {
             );
             return self.deny(Err(&authority), why, started);
         }
-        let (target, addrs) = match admit(&self.policy, &authority, Some(80), hosts).await {
+        let policy = self.policy.now();
+        let (target, addrs) = match admit(&policy, &self.workspace, &authority, Some(80), hosts)
+            .await
+        {
             Ok(ok) => ok,
             Err((t, why)) => return self.deny(t.as_ref().ok_or(authority.as_str()), why, started),
         };
@@ -490,8 +557,14 @@ impl Scope {
                     );
                 }
             };
+        // The upstream connection ends when the policy no longer allows it (its response
+        // with it).
+        let revoked = self.policy.revoked(self.workspace.clone(), target.clone());
         tokio::spawn(async move {
-            let _ = conn.await;
+            tokio::select! {
+                _ = conn => {}
+                _ = revoked => {}
+            }
         });
         match sender.send_request(Request::from_parts(parts, body)).await {
             Ok(response) => {

@@ -19,7 +19,9 @@ use subtle::ConstantTimeEq;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use super::audit::{Audit, AuditListener, EgressListener};
-use super::egress::{EGRESS_SOCKET, EgressPolicy, EgressSocket, Scope, serve_egress_tcp};
+use super::egress::{
+    EGRESS_SOCKET, EgressPolicy, EgressSocket, LiveEgress, Scope, serve_egress_tcp,
+};
 use super::forward::{Admitted, Forwarder, UpstreamClient};
 use super::framing::{FaultFlag, MAX_HEAD_BYTES, Watched};
 use super::limits::{HEAD_TIMEOUT, MAX_TCP_CONNECTIONS};
@@ -122,8 +124,8 @@ pub struct Inner {
     pub client: UpstreamClient,
     /// The listeners of requests and of egress connections.
     pub audit: Arc<Audit>,
-    /// The egress proxy's policy (`None`: no egress socket).
-    pub egress: Option<Arc<EgressPolicy>>,
+    /// The egress proxy's policy in force (`None`: no egress socket).
+    pub egress: Option<Arc<LiveEgress>>,
     /// The TCP route's egress port and its listener.
     egress_tcp: Mutex<Option<(SocketAddr, tokio::task::JoinHandle<()>)>>,
     /// The TCP route's grants by the hash of their `Proxy-Authorization` value.
@@ -148,6 +150,17 @@ impl Inner {
 #[derive(Clone)]
 pub struct Broker {
     pub(super) inner: Arc<Inner>,
+}
+
+/// A broker handle that does not keep it alive (a watcher's).
+#[derive(Clone)]
+pub struct WeakBroker(std::sync::Weak<Inner>);
+
+impl WeakBroker {
+    /// The broker, while it runs.
+    pub fn upgrade(&self) -> Option<Broker> {
+        self.0.upgrade().map(|inner| Broker { inner })
+    }
 }
 
 /// One connection: the grant whose socket it came in on (none on the TCP port), the framing
@@ -195,7 +208,7 @@ impl Broker {
             tcp: Mutex::new(None),
             client: UpstreamClient::default(),
             audit: Arc::new(Audit::default()),
-            egress: options.egress.map(Arc::new),
+            egress: options.egress.map(|p| Arc::new(LiveEgress::new(p))),
             egress_tcp: Mutex::new(None),
             egress_auth: RwLock::new(HashMap::new()),
             tcp_connections: Arc::new(Semaphore::new(MAX_TCP_CONNECTIONS)),
@@ -240,6 +253,29 @@ impl Broker {
     /// The broker is on (`PO_SANDBOX_BROKER` is not `0`).
     pub fn enabled(&self) -> bool {
         self.inner.enabled
+    }
+
+    /// The egress policy in force, when the broker has an egress proxy.
+    pub fn egress_policy(&self) -> Option<Arc<EgressPolicy>> {
+        self.inner.egress.as_ref().map(|live| live.now())
+    }
+
+    /// Puts `policy` in force for every grant's egress proxy at once: new connections are
+    /// checked against it, open ones it does not allow end. `false` when the broker has no
+    /// egress proxy (nothing changed).
+    pub fn set_egress_policy(&self, policy: EgressPolicy) -> bool {
+        match &self.inner.egress {
+            Some(live) => {
+                live.replace(policy);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// A handle that does not keep the broker alive.
+    pub fn downgrade(&self) -> WeakBroker {
+        WeakBroker(Arc::downgrade(&self.inner))
     }
 
     /// Socket grants get an egress proxy (the broker has an egress policy).

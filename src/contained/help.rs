@@ -168,7 +168,7 @@ fn network(md: &mut String, s: &SandboxState) {
     });
     if let Some(socket) = &egress {
         md.push_str(&format!(
-            "\n\nOutbound connections go through the host's egress proxy (`{socket}`), which lets through only the hosts and ports the host lists (`networkAllow`); anything else is answered `403 egress denied: <host>:<port> is not in networkAllow`. "
+            "\n\nOutbound connections go through the host's egress proxy (`{socket}`), which lets through only the hosts and ports the host lists (`networkAllow`); anything else is answered `403 egress denied: <host>:<port> is not in networkAllow …`, naming the command with which the person allows it on the host (`po-sandbox allow <host>:<port>`): ask the person, do not work around a denial. "
         ));
         match &s.egress_proxy {
             Some(proxy) => md.push_str(&format!(

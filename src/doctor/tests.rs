@@ -48,6 +48,8 @@ fn report(engine_ok: bool, runtime_ok: bool) -> DoctorReport {
         guarded_paths: vec![".git/hooks".into()],
         run_flags: vec![],
         network: "open".into(),
+        network_source: "the default".into(),
+        policy_problem: None,
         networks: None,
         hubs: None,
         round_trip_ms: None,

@@ -1,6 +1,8 @@
 //! `ls` and `stop` without a hub: which sandbox containers of a Po home (or of every owner),
 //! checked without I/O, then one engine connection for the list or the stops.
 
+use napi_derive::napi;
+
 use crate::engine;
 use crate::error::{Error, Result};
 use crate::host::HostEnv;
@@ -12,28 +14,36 @@ use crate::sandbox::on_engine::{PruneAsk, PruneReport};
 
 use super::{GivenOptions, ProviderOptions, refuse_nesting};
 
-/// Which sandbox containers, as `listSandboxContainers` / `stopSandboxContainers` and the CLI
-/// ask.
+/// Which sandbox containers (`listSandboxContainers`, `stopSandboxContainers`,
+/// `pruneSandboxLeftovers`, `reviewSandboxWorkspace`; the CLI's `ls`, `stop`, `prune` and
+/// `review`).
+#[napi(object, js_name = "SandboxQuery")]
 #[derive(Debug, Default)]
 pub struct QueryOptions {
+    /// The Po home whose owner to use (default `~/.po`).
     pub po_home: Option<String>,
+    /// The owner id (default: the Po home's, as the provider takes it).
     pub owner: Option<String>,
+    /// Only this engine.
     pub engine: Option<String>,
-    /// Every owner's containers, not only this owner's (`ls`).
-    pub all_owners: bool,
-    /// Only this workspace (`stop`).
+    /// `listSandboxContainers`: every owner's containers, not only this owner's.
+    pub all_owners: Option<bool>,
+    /// `stopSandboxContainers`: only this workspace.
     pub workspace: Option<String>,
-    /// Every container of this owner (`stop`; required when no workspace).
-    pub all: bool,
-    /// Also remove the volumes (`stop`; `prune`: of workspaces whose container and folder
-    /// are gone).
-    pub remove_volumes: bool,
-    /// `stop`: also remove the copy volumes (clone mode).
-    pub discard: bool,
-    /// `prune`: list only.
-    pub dry_run: bool,
-    /// `ls`: each running container's forwarded ports too (one more engine call each).
-    pub forwards: bool,
+    /// `stopSandboxContainers`: every container of this owner (required when no workspace).
+    pub all: Option<bool>,
+    /// `stopSandboxContainers`: also remove the volumes (home, caches, git) of what it stops,
+    /// and those of the workspace when its container was already gone (default false: kept).
+    /// `pruneSandboxLeftovers`: also the volumes of workspaces whose container and folder are gone.
+    pub remove_volumes: Option<bool>,
+    /// `stopSandboxContainers`: also remove the workspace's copy (clone mode), which nothing else removes.
+    pub discard: Option<bool>,
+    /// `pruneSandboxLeftovers`: only list what it would remove.
+    pub dry_run: Option<bool>,
+    /// `listSandboxContainers`: each running container's forwarded ports too (`forwards`).
+    pub forwards: Option<bool>,
+    /// The environment to read instead of `process.env`.
+    pub env: Option<std::collections::HashMap<String, Option<String>>>,
 }
 
 /// A checked query.
@@ -52,9 +62,10 @@ pub struct Query {
 }
 
 impl Query {
-    /// Refuses nesting, resolves the Po home, owner and engine as the provider does, and
-    /// checks the workspace id.
-    pub fn new(host: HostEnv, q: QueryOptions) -> Result<Query> {
+    /// Refuses nesting, resolves the Po home, owner and engine as the provider does (its
+    /// environment `q.env`, else this process's), and checks the workspace id.
+    pub fn new(mut q: QueryOptions) -> Result<Query> {
+        let host = HostEnv::given(q.env.take());
         refuse_nesting(&host)?;
         let given_owner = q.owner.clone();
         let raw = GivenOptions {
@@ -70,13 +81,13 @@ impl Query {
         Ok(Query {
             host,
             options,
-            all_owners: q.all_owners,
+            all_owners: q.all_owners.unwrap_or(false),
             workspace: q.workspace,
-            all: q.all,
-            remove_volumes: q.remove_volumes,
-            discard: q.discard,
-            dry_run: q.dry_run,
-            forwards: q.forwards,
+            all: q.all.unwrap_or(false),
+            remove_volumes: q.remove_volumes.unwrap_or(false),
+            discard: q.discard.unwrap_or(false),
+            dry_run: q.dry_run.unwrap_or(false),
+            forwards: q.forwards.unwrap_or(false),
             given_owner,
         })
     }

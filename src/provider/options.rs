@@ -14,7 +14,8 @@ use crate::error::{Error, Result};
 use crate::host::{HostEnv, HostOs, UserIds};
 use crate::image::ImageRecipe;
 use crate::names::vars::WORKSPACE_MODE_VAR;
-use crate::names::vars::{CPUS_VAR, MEMORY_VAR, NETWORK_ALLOW_VAR, NETWORK_RESOLVE_VAR};
+use crate::names::vars::{CPUS_VAR, MEMORY_VAR};
+use crate::policy::effective::{Given, NetworkPolicy, problem_error};
 use crate::runtime_bundle::{self, RuntimeBundle};
 use crate::sandbox::blueprint;
 use crate::sandbox::blueprint::NetworkMode;
@@ -218,8 +219,14 @@ pub struct ProviderOptions {
     pub network_allow: Option<Vec<AllowEntry>>,
     /// `networkResolve` / `PO_SANDBOX_NETWORK_RESOLVE`, checked.
     pub network_resolve: BTreeMap<String, IpAddr>,
-    /// The egress mode (`network`, `PO_SANDBOX_NETWORK`; default `open`).
+    /// The egress mode (`network`, `PO_SANDBOX_NETWORK`, the policy file; default `open`).
     pub network_mode: NetworkMode,
+    /// The network values in force and where each came from (the policy file's included):
+    /// what the hub's policy watcher starts from.
+    pub network_policy: NetworkPolicy,
+    /// What is wrong with the policy file, when it is not good (the values above are then
+    /// without it).
+    pub policy_problem: Option<crate::policy::Problem>,
     /// The default workspace mode (`workspaceMode`, `PO_SANDBOX_WORKSPACE_MODE`).
     pub workspace_mode: WorkspaceMode,
     /// The workspace mode was given (option or variable), not the default: a remote engine's
@@ -229,67 +236,34 @@ pub struct ProviderOptions {
     pub set_git_safe_bare: bool,
 }
 
-/// The option's list, else the variable's comma-separated entries, with the name to blame.
-fn list_or_var(
-    option: Option<Vec<String>>,
-    name: &'static str,
-    var: &'static str,
+/// The network values in force, the Po home's policy file read whole for them. A bad file is
+/// kept as the problem, not an error here: it fails what would start a container
+/// ([`ProviderOptions::policy_good`]), not a listing or a stop.
+fn network_policy(
+    given: Given,
+    po_home: &std::path::Path,
     host: &HostEnv,
-) -> Option<(&'static str, Vec<String>)> {
-    match (option, host.vars().get(var)) {
-        (Some(list), _) => Some((name, list)),
-        (None, Some(v)) if !v.trim().is_empty() => Some((
-            var,
-            v.split(',')
-                .map(str::trim)
-                .filter(|e| !e.is_empty())
-                .map(str::to_string)
-                .collect(),
-        )),
-        _ => None,
-    }
-}
-
-/// `networkAllow`, else `PO_SANDBOX_NETWORK_ALLOW`: each entry `host:port` or `*.suffix:port`.
-fn network_allow(option: Option<Vec<String>>, host: &HostEnv) -> Result<Option<Vec<AllowEntry>>> {
-    let Some((name, list)) = list_or_var(option, "networkAllow", NETWORK_ALLOW_VAR, host) else {
-        return Ok(None);
+) -> Result<(NetworkPolicy, Option<crate::policy::Problem>)> {
+    let (file, problem) = match crate::policy::load(po_home) {
+        Ok(file) => (file.map(|(file, _)| file), None),
+        Err(problem) => (None, Some(problem)),
     };
-    list.iter()
-        .map(|e| rules::parse_allow(e).map_err(|why| invalid(name, why)))
-        .collect::<Result<Vec<_>>>()
-        .map(Some)
-}
-
-/// `networkResolve`, else `PO_SANDBOX_NETWORK_RESOLVE`: each entry `host=ip`, one per host.
-fn network_resolve(
-    option: Option<Vec<String>>,
-    host: &HostEnv,
-) -> Result<BTreeMap<String, IpAddr>> {
-    let Some((name, list)) = list_or_var(option, "networkResolve", NETWORK_RESOLVE_VAR, host)
-    else {
-        return Ok(BTreeMap::new());
-    };
-    let mut map = BTreeMap::new();
-    for entry in &list {
-        let (host, ip) = rules::parse_resolve(entry).map_err(|why| invalid(name, why))?;
-        if map
-            .insert(host.clone(), ip)
-            .is_some_and(|before| before != ip)
-        {
-            return Err(invalid(
-                name,
-                format!(
-                    "{entry:?} maps {host} a second time, to another address; expected one {} per host",
-                    rules::RESOLVE_FORM
-                ),
-            ));
-        }
-    }
-    Ok(map)
+    Ok((NetworkPolicy::resolve(given, host, file.as_ref())?, problem))
 }
 
 impl ProviderOptions {
+    /// `POLICY_INVALID` when the policy file is not good: a start-up (or a command that may
+    /// make a container) must not go on without the policy the person wrote.
+    pub fn policy_good(&self) -> Result<()> {
+        match &self.policy_problem {
+            None => Ok(()),
+            Some(p) => Err(problem_error(
+                &crate::policy::path_in(&self.po_home),
+                p.clone(),
+            )),
+        }
+    }
+
     /// What every container of this hub shares, derived here once: these options, the image
     /// `recipe` as the engine has its base ([`crate::image::pin`]), the runtime `bundle`, the
     /// limits the engine's `report` allows and the engine `mode`.
@@ -371,6 +345,12 @@ impl ProviderOptions {
                 .clone()
                 .unwrap_or_else(rules::default_allow),
             resolve: self.network_resolve.clone(),
+            workspaces: self
+                .network_policy
+                .workspaces
+                .iter()
+                .map(|(id, at)| (id.clone(), at.value.clone()))
+                .collect(),
             // The proxy dials from the host, whatever the engine: its own addresses are
             // always the host's.
             host_addresses: crate::host::interface_addresses(),
@@ -430,17 +410,7 @@ pub fn default_owner(po_home: &std::path::Path) -> String {
 
 /// `poHome`: absolute, no `..`; default `~/.po`.
 fn po_home(value: Option<String>, host: &HostEnv) -> Result<PathBuf> {
-    let po_home = match value.filter(|s| !s.is_empty()) {
-        Some(p) => PathBuf::from(p),
-        None => host.home().map(|h| h.join(".po")).ok_or_else(|| {
-            invalid(
-                "poHome",
-                "not given and HOME is not set; pass the Po home folder",
-            )
-        })?,
-    };
-    folder::check_po_home(&po_home)?;
-    Ok(po_home)
+    folder::resolve_po_home(value, host)
 }
 
 /// `owner`: 1-32 lowercase letters or digits; `None` when it is not given: the Po home's is
@@ -636,11 +606,6 @@ fn health_interval(value: Option<f64>) -> Result<Duration> {
 }
 
 /// `network`, else `PO_SANDBOX_NETWORK`: `open` (default), `none` or `allowlist`.
-fn network_mode(value: Option<&str>, host: &HostEnv) -> Result<NetworkMode> {
-    let var = host.vars().get(crate::sandbox::blueprint::NETWORK_VAR);
-    NetworkMode::resolve(value, var.map(String::as_str))
-}
-
 impl ProviderOptions {
     /// Checks everything that can be checked without I/O (but the Po home's owner file, read,
     /// or made once), one option at a time in the order of the run-flags table
@@ -668,10 +633,16 @@ impl ProviderOptions {
         let guarded_paths = guarded_paths(g.guarded_paths, &host)?;
         let memory = memory(g.memory, &host)?;
         let nano_cpus = cpus(g.cpus, &host)?;
-        let network_allow = network_allow(g.network_allow, &host)?;
-        let network_resolve = network_resolve(g.network_resolve, &host)?;
+        let given = Given {
+            mode: g.network.clone(),
+            allow: g.network_allow,
+            resolve: g.network_resolve,
+        };
+        let (network_policy, policy_problem) = network_policy(given, &po_home, &host)?;
+        let network_allow = network_policy.allow.0.clone();
+        let network_resolve = network_policy.resolve.0.clone();
         let health_interval = health_interval(g.health_interval_ms)?;
-        let network_mode = network_mode(g.network.as_deref(), &host)?;
+        let network_mode = network_policy.mode.0;
         let mode_var = host.vars().get(WORKSPACE_MODE_VAR).map(String::as_str);
         let workspace_mode = WorkspaceMode::resolve(g.workspace_mode.as_deref(), mode_var)?;
         let workspace_mode_given =
@@ -692,6 +663,8 @@ impl ProviderOptions {
             network_allow,
             network_resolve,
             network_mode,
+            network_policy,
+            policy_problem,
             memory,
             nano_cpus,
             health_interval,

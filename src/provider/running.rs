@@ -143,6 +143,7 @@ impl<C: Connector> Provider<C> {
         ws: &Workspace,
         recipe_of_container: bool,
     ) -> Result<(ContainerService<C::Engine>, Option<LiveContainer>)> {
+        self.options.policy_good()?;
         let (o, name) = (
             &self.options,
             blueprint::container_name(&self.options.owner, &ws.id),

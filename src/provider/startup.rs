@@ -36,6 +36,7 @@ impl<C: Connector> Provider<C> {
     /// stored and the provider is `ready`.
     pub(super) async fn setup(&self) -> Result<ContainerService<C::Engine>> {
         self.begin_attempt();
+        self.options.policy_good()?;
         // The owner's containers listed while the workspaces' start locks are taken; the rest
         // is read only of those whose lock was taken, so what is read holds for them.
         let (held, read_held) = tokio::sync::oneshot::channel();
@@ -69,6 +70,12 @@ impl<C: Connector> Provider<C> {
             async { guards.await.unwrap_or_default() }
         );
         let ((built, recipe), wiring) = (built?, wiring?);
+        // A hub follows its policy file while its broker runs (a command does not).
+        if let (false, Some(w)) = (self.options.one_shot, &wiring) {
+            let (home, policy) = (&self.options.po_home, &self.options.network_policy);
+            let broker = w.broker.downgrade();
+            crate::policy::watch::spawn(home.clone(), policy.clone(), broker, self.events.clone());
+        }
         if !built {
             *self.prefetched.locked() = Some(Prefetched {
                 known,

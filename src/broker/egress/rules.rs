@@ -284,6 +284,21 @@ pub fn parse_resolve(entry: &str) -> Result<(String, IpAddr), Why> {
     Ok((name, canonical_ip(ip)))
 }
 
+impl std::fmt::Display for AllowEntry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            AllowEntry::Exact(t) => write!(f, "{t}"),
+            AllowEntry::Suffix { suffix, port } => write!(f, "*.{suffix}:{port}"),
+        }
+    }
+}
+
+/// The entry of `list` that lets `target` through, if one does.
+pub fn allowing<'a>(list: &'a [AllowEntry], target: &Target) -> Option<&'a AllowEntry> {
+    list.iter()
+        .find(|e| allowed(std::slice::from_ref(e), target))
+}
+
 /// Whether the list lets `target` through.
 pub fn allowed(list: &[AllowEntry], target: &Target) -> bool {
     list.iter().any(|e| match e {
@@ -311,7 +326,9 @@ pub enum Verdict {
 /// The policy's decision for `target`.
 pub fn decide(list: &[AllowEntry], resolve: &BTreeMap<String, IpAddr>, target: &Target) -> Verdict {
     if !allowed(list, target) {
-        return Verdict::Denied(format!("{target} is not in networkAllow"));
+        return Verdict::Denied(format!(
+            "{target} is not in networkAllow (the sandbox policy); the person can allow it on the host: po-sandbox allow {target}"
+        ));
     }
     match &target.host {
         Host::Ip(ip) => Verdict::Dial(*ip),

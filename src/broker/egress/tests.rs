@@ -51,6 +51,7 @@ async fn proxy(
         allow: vec![rules::parse_allow(&format!("allowed.test:{port}")).unwrap()],
         resolve: BTreeMap::from([("allowed.test".to_string(), IpAddr::from([127, 0, 0, 1]))]),
         host_addresses: vec![],
+        workspaces: Default::default(),
     };
     let broker = Broker::start(BrokerOptions {
         host_env: HashMap::new(),
@@ -111,11 +112,11 @@ async fn an_unlisted_destination_is_denied_with_the_reason_and_audited() {
     // The reason in the status line too: npm shows that line of an error, not its body.
     assert!(
         answer
-            .starts_with("HTTP/1.1 403 egress denied: denied.test:443 is not in networkAllow\r\n"),
+            .starts_with("HTTP/1.1 403 egress denied: denied.test:443 is not in networkAllow (the sandbox policy); the person can allow it on the host: po-sandbox allow denied.test:443\r\n"),
         "{answer}"
     );
     assert!(
-        answer.ends_with("egress denied: denied.test:443 is not in networkAllow\n"),
+        answer.ends_with("egress denied: denied.test:443 is not in networkAllow (the sandbox policy); the person can allow it on the host: po-sandbox allow denied.test:443\n"),
         "{answer}"
     );
     let e = events.lock().unwrap()[0].clone();
@@ -204,6 +205,7 @@ async fn the_tcp_route_names_its_grant_with_proxy_credentials_on_every_request()
             allow: vec![rules::parse_allow(&format!("allowed.test:{port}")).unwrap()],
             resolve: BTreeMap::from([("allowed.test".to_string(), IpAddr::from([127, 0, 0, 1]))]),
             host_addresses: vec![],
+            workspaces: Default::default(),
         }),
         fetch_screen: false,
     })

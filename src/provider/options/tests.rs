@@ -1,6 +1,7 @@
 use std::path::Path;
 
 use super::*;
+use crate::names::vars::{NETWORK_ALLOW_VAR, NETWORK_RESOLVE_VAR};
 
 /// A home folder of the tests' own: resolving options without an `owner` keeps the Po home's
 /// owner id in it (never in a made-up `/h`).

@@ -11,7 +11,7 @@ pub(in crate::sandbox) mod spec;
 pub(crate) use engine_mode::{
     EngineMode, ROUTE_VAR, RouteChoice, UNENFORCED_LIMITS, limits_enforceable,
 };
-pub(crate) use firewall::{MODES, NETWORK_VAR, NetworkMode};
+pub(crate) use firewall::{MODES, NetworkMode};
 #[cfg(test)]
 pub(crate) use run_flags::parse as parse_run_flags;
 pub(crate) use run_flags::{

@@ -25,6 +25,7 @@ pub(crate) use guards::{
 pub(crate) use locks::HostLock;
 pub(crate) use review::{WorkspaceReview, review_off_thread};
 pub(crate) use workspace::{
-    Workspace, check_id as check_workspace_id, check_po_home, for_folder as workspace_for_folder,
-    resolve as resolve_workspace, resolve_with_mode as resolve_workspace_with_mode,
+    Workspace, check_id as check_workspace_id, for_folder as workspace_for_folder,
+    resolve as resolve_workspace, resolve_po_home,
+    resolve_with_mode as resolve_workspace_with_mode,
 };

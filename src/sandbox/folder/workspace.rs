@@ -227,6 +227,22 @@ pub fn folder_id(canonical: &Path) -> String {
     format!("{name}-{}", &hex::encode(digest)[..12])
 }
 
+/// The Po home `value` names, else `~/.po` of `host`; checked ([`check_po_home`]).
+pub fn resolve_po_home(value: Option<String>, host: &crate::host::HostEnv) -> Result<PathBuf> {
+    let po_home = match value.filter(|s| !s.is_empty()) {
+        Some(p) => PathBuf::from(p),
+        None => host
+            .home()
+            .map(|h| h.join(".po"))
+            .ok_or_else(|| Error::OptionsInvalid {
+                option: "poHome".into(),
+                reason: "not given and HOME is not set; pass the Po home folder".into(),
+            })?,
+    };
+    check_po_home(&po_home)?;
+    Ok(po_home)
+}
+
 /// Checks the Po home: absolute, no `..`.
 pub fn check_po_home(po_home: &Path) -> Result<()> {
     if !po_home.is_absolute()

@@ -281,7 +281,7 @@ fn the_decision_denies_unlisted_dials_listed_literals_and_mapped_names() {
     );
     assert_eq!(
         decide(&list, &resolve, &name("denied.test", 443)),
-        Verdict::Denied("denied.test:443 is not in networkAllow".into())
+        Verdict::Denied("denied.test:443 is not in networkAllow (the sandbox policy); the person can allow it on the host: po-sandbox allow denied.test:443".into())
     );
     // The same address in another spelling is the listed literal; unlisted literals are not.
     let hex = parse_authority("0x7f.1:8080", None).unwrap();
@@ -289,7 +289,7 @@ fn the_decision_denies_unlisted_dials_listed_literals_and_mapped_names() {
     let meta = parse_authority("169.254.169.254:80", None).unwrap();
     assert_eq!(
         decide(&list, &resolve, &meta),
-        Verdict::Denied("169.254.169.254:80 is not in networkAllow".into())
+        Verdict::Denied("169.254.169.254:80 is not in networkAllow (the sandbox policy); the person can allow it on the host: po-sandbox allow 169.254.169.254:80".into())
     );
     // A mapping does not allow a name by itself.
     let mut r2 = resolve.clone();

@@ -1,0 +1,258 @@
+//! The sandbox policy file of a Po home, `<poHome>/sandbox-policy.yaml`: the network mode, the
+//! allow list (every workspace's, and each workspace's own additions) and name overrides, in
+//! one place a person can read and change. Options and variables still win over it
+//! ([`effective`]: option > variable > file > default, every value's source kept).
+//!
+//! The file is read whole, bounded, and checked as the options are: a file that does not
+//! parse or breaks a rule is a [`Problem`] naming its line, its field and the expected form.
+//! A hub reads it at start-up (a bad file fails the start-up with `POLICY_INVALID`) and
+//! watches it while it runs ([`watch`]): the host-side values (the allow lists, the name
+//! overrides) apply to running containers at once, a bad file changes nothing.
+//! [`edit`] changes it keeping its comments (`po-sandbox allow`, `deny`, `policy init`).
+
+pub mod command;
+pub mod edit;
+pub mod effective;
+pub mod watch;
+
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+use crate::broker::egress::rules::{self, AllowEntry};
+use crate::names::network::{MODES, NetworkMode};
+
+/// The file's name in the Po home.
+pub const FILE: &str = "sandbox-policy.yaml";
+/// The largest file read (a policy is a few lines; anything larger is a mistake).
+pub const MAX_BYTES: u64 = 256 * 1024;
+
+/// The policy file of `po_home`.
+pub fn path_in(po_home: &Path) -> PathBuf {
+    po_home.join(FILE)
+}
+
+/// A value of the file and the line it is on (1-based).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AtLine<T> {
+    pub value: T,
+    pub line: usize,
+}
+
+/// The file as written, checked.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PolicyFile {
+    /// `network`: the mode.
+    pub network: Option<AtLine<NetworkMode>>,
+    /// `allow`: every workspace's allow list (replaces the default list).
+    pub allow: Option<AtLine<Vec<AllowEntry>>>,
+    /// `resolve`: name overrides, `name: address`.
+    pub resolve: Option<AtLine<BTreeMap<String, IpAddr>>>,
+    /// `workspaces.<id>.allow`: what one workspace may reach beyond the list every one has.
+    pub workspaces: BTreeMap<String, AtLine<Vec<AllowEntry>>>,
+}
+
+/// What is wrong with a file: where (line, when known), which field, and why (with the
+/// expected form).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Problem {
+    pub line: Option<usize>,
+    pub field: String,
+    pub reason: String,
+}
+
+impl std::fmt::Display for Problem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.line {
+            Some(line) => write!(f, "line {line}, {}: {}", self.field, self.reason),
+            None => write!(f, "{}: {}", self.field, self.reason),
+        }
+    }
+}
+
+/// The file's fields, as YAML gives them (anything else is refused).
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct Doc {
+    network: Option<String>,
+    allow: Option<Vec<String>>,
+    resolve: Option<BTreeMap<String, String>>,
+    workspaces: Option<BTreeMap<String, WorkspaceDoc>>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct WorkspaceDoc {
+    allow: Option<Vec<String>>,
+}
+
+/// Reads `po_home`'s policy file: `None` when there is none; a [`Problem`] when it cannot be
+/// read or is not a good policy.
+pub fn load(po_home: &Path) -> Result<Option<(PolicyFile, String)>, Problem> {
+    let path = path_in(po_home);
+    let unreadable = |reason: String| Problem {
+        line: None,
+        field: "the file".into(),
+        reason,
+    };
+    let file = match std::fs::File::open(&path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(unreadable(format!("it cannot be read ({e})"))),
+    };
+    let mut text = String::new();
+    use std::io::Read;
+    file.take(MAX_BYTES + 1)
+        .read_to_string(&mut text)
+        .map_err(|e| unreadable(format!("it cannot be read as UTF-8 text ({e})")))?;
+    if text.len() as u64 > MAX_BYTES {
+        return Err(unreadable(format!("it is larger than {MAX_BYTES} bytes")));
+    }
+    Ok(Some((parse(&text)?, text)))
+}
+
+/// Checks a policy's text.
+pub fn parse(text: &str) -> Result<PolicyFile, Problem> {
+    let blank = text
+        .lines()
+        .all(|l| l.trim().is_empty() || l.trim_start().starts_with('#'));
+    let doc: Doc = match blank {
+        true => Doc::default(),
+        false => serde_yaml_ng::from_str(text).map_err(|e| yaml_problem(&e))?,
+    };
+    let mut file = PolicyFile::default();
+    if let Some(mode) = doc.network {
+        let line = key_line(text, &["network"]);
+        let value = NetworkMode::parse(&mode).ok_or_else(|| Problem {
+            line: Some(line),
+            field: "network".into(),
+            reason: format!("{mode:?} is not a network mode: use {MODES}"),
+        })?;
+        file.network = Some(AtLine { value, line });
+    }
+    if let Some(list) = doc.allow {
+        file.allow = Some(allow_list(text, &["allow"], &list)?);
+    }
+    if let Some(map) = doc.resolve {
+        let line = key_line(text, &["resolve"]);
+        let mut checked = BTreeMap::new();
+        for (name, address) in &map {
+            let (host, ip) =
+                rules::parse_resolve(&format!("{name}={address}")).map_err(|why| Problem {
+                    line: Some(value_line(text, line, name)),
+                    field: format!("resolve.{name}"),
+                    reason: why.replace(rules::RESOLVE_FORM, "NAME: ADDRESS"),
+                })?;
+            checked.insert(host, ip);
+        }
+        file.resolve = Some(AtLine {
+            value: checked,
+            line,
+        });
+    }
+    for (id, ws) in doc.workspaces.unwrap_or_default() {
+        crate::sandbox::folder::check_workspace_id(&id).map_err(|e| Problem {
+            line: Some(key_line(text, &["workspaces", &id])),
+            field: format!("workspaces.{id}"),
+            reason: e.to_string(),
+        })?;
+        if let Some(list) = ws.allow {
+            let at = allow_list(text, &["workspaces", &id, "allow"], &list)?;
+            file.workspaces.insert(id, at);
+        }
+    }
+    Ok(file)
+}
+
+/// An allow list of the file, each entry checked.
+fn allow_list(
+    text: &str,
+    path: &[&str],
+    list: &[String],
+) -> Result<AtLine<Vec<AllowEntry>>, Problem> {
+    let line = key_line(text, path);
+    let entries = list
+        .iter()
+        .enumerate()
+        .map(|(i, e)| {
+            rules::parse_allow(e).map_err(|why| Problem {
+                line: Some(value_line(text, line, e)),
+                field: format!("{}[{i}]", path.join(".")),
+                reason: why,
+            })
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(AtLine {
+        value: entries,
+        line,
+    })
+}
+
+/// A YAML error as a problem: its line, and the field path serde_yaml puts before its message.
+fn yaml_problem(e: &serde_yaml_ng::Error) -> Problem {
+    let said = e.to_string();
+    let (field, rest) = match said.split_once(": ") {
+        Some((path, rest)) if !path.contains(' ') => (path.to_string(), rest.to_string()),
+        _ => ("the file".to_string(), said.clone()),
+    };
+    // The location is in the message too: said once, in the line.
+    let reason = match rest.rfind(" at line ") {
+        Some(i) => rest[..i].to_string(),
+        None => rest,
+    };
+    let hint = match reason.contains("anchor") || reason.contains("alias") {
+        true => " (an entry that starts with '*' must be quoted: \"*.example.com:443\")",
+        false => "",
+    };
+    let line = e.location().map(|l| l.line()).filter(|&l| l > 0);
+    Problem {
+        line,
+        field,
+        reason: format!(
+            "{reason}{hint}; expected the form docs/configuration.md#the-policy-file shows"
+        ),
+    }
+}
+
+/// The line of the key at `path` (each key at a deeper indentation than the one before), or
+/// 1 when it is not found as written (a flow mapping).
+fn key_line(text: &str, path: &[&str]) -> usize {
+    let mut from = 0;
+    let mut indent: Option<usize> = None;
+    for key in path {
+        let found = text.lines().enumerate().skip(from).find(|(_, l)| {
+            let i = l.len() - l.trim_start().len();
+            let t = l.trim_start();
+            indent.is_none_or(|d| i > d)
+                && [
+                    format!("{key}:"),
+                    format!("\"{key}\":"),
+                    format!("'{key}':"),
+                ]
+                .iter()
+                .any(|k| t.starts_with(k.as_str()))
+        });
+        match found {
+            Some((n, l)) => {
+                from = n + 1;
+                indent = Some(l.len() - l.trim_start().len());
+            }
+            None => return from.max(1),
+        }
+    }
+    from.max(1)
+}
+
+/// The first line at or after `from` (1-based) that holds `value`; `from` when none does.
+fn value_line(text: &str, from: usize, value: &str) -> usize {
+    text.lines()
+        .enumerate()
+        .skip(from.saturating_sub(1))
+        .find(|(_, l)| l.contains(value))
+        .map_or(from, |(n, _)| n + 1)
+}
+
+#[cfg(test)]
+mod tests;
