@@ -1068,14 +1068,28 @@ export interface PolicyAnswer {
   rule?: string
   /** `show`: each value in force. */
   values: Array<PolicyValue>
+  /** `log`: the recent denials by destination, the most denied first. */
+  denials: Array<PolicyDenials>
   /** The answer as the CLI prints it. */
   text: string
 }
 
+/** The recent denials of one destination (`policy log`). */
+export interface PolicyDenials {
+  /** `host:port`. */
+  destination: string
+  count: number
+  /** The last one: when (seconds since the epoch) and why. */
+  lastAt: number
+  lastReason: string
+  /** The workspaces denied it. */
+  workspaces: Array<string>
+}
+
 /** What `sandboxPolicy` is asked. */
 export interface PolicyRequest {
-  /** `show`, `check`, `allow`, `deny` or `init`. */
-  command: 'show' | 'check' | 'allow' | 'deny' | 'init'
+  /** `show`, `check`, `allow`, `deny`, `init` or `log`. */
+  command: 'show' | 'check' | 'allow' | 'deny' | 'init' | 'log'
   /**
    * `check`, `allow`, `deny`: `host[:port]` (port 443 when none is given) or
    * `*.suffix:port`. `check` without one checks the file.
@@ -1083,7 +1097,7 @@ export interface PolicyRequest {
   target?: string
   /**
    * `check`, `allow`, `deny`: this workspace's own list (its id) rather than every
-   * workspace's.
+   * workspace's. `log`: only this workspace's denials.
    */
   workspace?: string
   /** `init`: `open`, `balanced` or `closed`. */

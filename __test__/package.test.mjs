@@ -110,6 +110,7 @@ test('npm pack --dry-run ships exactly the published files', async () => {
     'bin/pi-in-sandbox.js',
     'bin/po-sandbox.js',
     'bin/sandbox-commands.js',
+    'docs/sandbox-policy.schema.json',
     'extensions/apiContracts.cjs',
     'extensions/apiContracts.d.cts',
     'extensions/apiContracts.d.mts',
@@ -146,13 +147,14 @@ test('./apiContracts: require() and import() give the same contract, as seed 001
   assert.deepEqual(JSON.parse(JSON.stringify(esm.default)), CONTRACT)
 })
 
-test('the exports map keeps the package root, its manifest, the extension and the CLI reachable, and nothing else', async () => {
+test('the exports map keeps the package root, its manifest, the extension, the CLI and the policy schema reachable, and nothing else', async () => {
   const main = require('@agimon-ai/po-sandbox')
   assert.equal(main, addon, 'the root export is index.js')
   assert.equal((await import('@agimon-ai/po-sandbox')).default, addon)
   assert.equal(require('@agimon-ai/po-sandbox/package.json').name, pkg.name)
   assert.equal(typeof require('@agimon-ai/po-sandbox/extensions/server.js'), 'function')
   assert.equal(require.resolve('@agimon-ai/po-sandbox/bin/po-sandbox.js'), path.join(root, 'bin', 'po-sandbox.js'))
+  assert.equal(require.resolve('@agimon-ai/po-sandbox/sandbox-policy.schema.json'), path.join(root, 'docs', 'sandbox-policy.schema.json'))
   for (const hidden of ['@agimon-ai/po-sandbox/index.js', '@agimon-ai/po-sandbox/src/lib.rs', '@agimon-ai/po-sandbox/apiContracts.cjs', '@agimon-ai/po-sandbox/__test__/helpers.mjs']) {
     assert.throws(() => require.resolve(hidden), { code: 'ERR_PACKAGE_PATH_NOT_EXPORTED' }, hidden)
   }

@@ -157,6 +157,18 @@ test('the policy file: allow applies to a running container with no restart, den
   assert.match(onBroken.stderr, /line 4, allow\[1\].*\[POLICY_INVALID\]/)
   assert.equal(readFileSync(file, 'utf8'), `network: allowlist\nallow:\n  - first.test:${P}\n  - later.test\n`)
 
+  // log: the denials this test caused, grouped by destination, with the allowing command.
+  const log = await po(['policy', 'log', '--po-home', poHome, '--json'])
+  assert.equal(log.code, 0, log.stderr)
+  const groups = JSON.parse(log.stdout).denials
+  const laterDenials = groups.find((g) => g.destination === `later.test:${P}`)
+  assert.ok(laterDenials && laterDenials.count >= 3, JSON.stringify(groups))
+  assert.deepEqual(laterDenials.workspaces, ['policy'])
+  assert.match(laterDenials.lastReason, /is not in networkAllow/)
+  assert.ok(!groups.some((g) => g.destination === `first.test:${P}`), JSON.stringify(groups))
+  const logText = await po(['policy', 'log', '--workspace', 'policy', '--po-home', poHome])
+  assert.match(logText.stdout, new RegExp(`later\\.test:${P} {2}\\d+ denials, the last \\d+ s ago \\(policy\\)\\n.*\\n {4}To allow it: po-sandbox allow later\\.test:${P}\\n`))
+
   // show: each value and where it comes from (a variable beats the file).
   writeFileSync(file, `network: allowlist\nallow:\n  - first.test:${P}\n`)
   const show = await po(['policy', 'show', '--po-home', poHome, '--json'], { PO_SANDBOX_NETWORK_RESOLVE: 'first.test=127.0.0.2' })

@@ -62,6 +62,9 @@ Commands:
   policy check [<host[:port]>] [dir]
                         Without a host: whether the policy file is good (else its line and
                         field; exit 1). With one: allowed or not (exit 1), and by which rule.
+  policy log [dir]      The egress denials recorded (every workspace's, or the folder's), by
+                        destination, the most frequent first, each with the command that
+                        allows it.
   policy init <preset>  Write the policy file from a preset: open, balanced (allowlist with
                         the registries and git hosts) or closed (none). Never over a file.
   allow <host[:port]> [dir]
@@ -81,6 +84,8 @@ Options:
   --json                Print JSON instead of text.
   --po-home <dir>       The Po home (default ~/.po); it also decides this hub's owner id.
   --owner <id>          ls, stop, review: the owner id (default: derived from the Po home).
+  --workspace <id>      policy check|log, allow, deny: this workspace id rather than the
+                        folder's (a hub's own ids, as Po's hub gives them).
   --all                 ls: every hub's containers; stop: every container of this hub.
   --volumes             prune: also the volumes of workspaces gone with their folder.
   --clone               up: work on a copy of the folder (PO_SANDBOX_WORKSPACE_MODE=clone).
@@ -117,6 +122,7 @@ const OPTIONS = {
   engine: { type: 'string' },
   'po-home': { type: 'string' },
   owner: { type: 'string' },
+  workspace: { type: 'string' },
   'runtime-version': { type: 'string' },
   'base-image': { type: 'string' },
   'image-variant': { type: 'string' },
@@ -204,6 +210,7 @@ function checkUsage(opts) {
   if ((opts.volumes || opts.dryRun) && command !== 'prune') fail(`${opts.volumes ? '--volumes' : '--dry-run'} is an option of prune only`)
   if ((opts.clone || opts.pull) && command !== 'up') fail(`${opts.clone ? '--clone' : '--pull'} is an option of up only`)
   if (opts.discard && command !== 'down') fail('--discard is an option of down only')
+  if (opts.workspace !== undefined && !['policy', 'allow', 'deny'].includes(command)) fail('--workspace is an option of policy, allow and deny only')
   if ((opts.branch !== undefined || opts.patch !== undefined) && command !== 'apply') fail(`${opts.branch !== undefined ? '--branch' : '--patch'} is an option of apply only`)
   if ((opts.yes || opts.includeExecutable) && command !== 'apply') fail(`${opts.yes ? '--yes' : '--include-executable'} is an option of apply only`)
   if (opts.rest !== undefined && command !== 'exec') fail("unknown option '--'")
@@ -218,7 +225,8 @@ function checkUsage(opts) {
   }
   if (command === 'policy') {
     const [verb, ...rest] = args
-    if (!['show', 'check', 'init'].includes(verb)) fail(`policy needs show, check or init${verb === undefined ? '' : `, not '${verb}'`}`)
+    if (!['show', 'check', 'init', 'log'].includes(verb)) fail(`policy needs show, check, log or init${verb === undefined ? '' : `, not '${verb}'`}`)
+    if (verb === 'log' && rest.length > 1) fail(`unexpected argument '${rest[1]}'`)
     if (verb === 'show' && rest.length > 0) fail(`unexpected argument '${rest[0]}'`)
     if (verb === 'check' && rest.length > 2) fail(`unexpected argument '${rest[2]}'`)
     if (verb === 'init' && rest.length !== 1) fail('policy init needs one preset: open, balanced or closed')
@@ -289,9 +297,9 @@ async function main() {
 function policyCommand(addon, opts) {
   const [verb, ...rest] = opts.command === 'policy' ? opts.args : [opts.command, ...opts.args]
   try {
-    const folder = verb === 'check' || verb === 'allow' || verb === 'deny' ? rest[1] : undefined
-    const workspace = folder === undefined ? undefined : addon.workspaceForFolder(folder).id
-    const r = addon.sandboxPolicy({ command: verb, poHome: opts.poHome, target: verb === 'init' ? undefined : rest[0], preset: verb === 'init' ? rest[0] : undefined, workspace })
+    const folder = verb === 'log' ? rest[0] : verb === 'check' || verb === 'allow' || verb === 'deny' ? rest[1] : undefined
+    const workspace = opts.workspace ?? (folder === undefined ? undefined : addon.workspaceForFolder(folder).id)
+    const r = addon.sandboxPolicy({ command: verb, poHome: opts.poHome, target: ['check', 'allow', 'deny'].includes(verb) ? rest[0] : undefined, preset: verb === 'init' ? rest[0] : undefined, workspace })
     process.stdout.write(opts.json ? `${JSON.stringify(r, null, 2)}\n` : shown(r.text))
     return r.ok ? 0 : 1
   } catch (err) {

@@ -105,27 +105,40 @@ impl LiveEgress {
         self.tx.send_replace(Arc::new(policy));
     }
 
-    /// Resolves once a policy put in force from now on no longer allows `target` for
-    /// `workspace`.
-    fn revoked(
-        &self,
-        workspace: String,
-        target: Target,
-    ) -> impl std::future::Future<Output = ()> + Send + 'static {
-        let mut rx = self.tx.subscribe();
-        async move {
-            loop {
-                if rx.changed().await.is_err() {
-                    return std::future::pending().await;
-                }
-                let now = rx.borrow_and_update().clone();
-                if !rules::allowed(&now.list_for(&workspace), &target) {
-                    return;
-                }
+    /// A view of the policy in force, taken before a connection is checked against it: a
+    /// policy put in force after it is seen by [`revoked`], however long the connection takes
+    /// to open.
+    fn view(&self) -> Watched {
+        self.tx.subscribe()
+    }
+}
+
+/// A connection's view of the policy in force.
+type Watched = tokio::sync::watch::Receiver<Arc<EgressPolicy>>;
+
+/// Resolves once the policy in force (from the one `rx` was checked against on) no longer
+/// lets `workspace` reach `target` at `dialled`: the destination is no longer listed, or its
+/// name is now dialled elsewhere, or it was dialled at an override's address that is gone.
+async fn revoked(mut rx: Watched, workspace: String, target: Target, dialled: Option<IpAddr>) {
+    loop {
+        let now = rx.borrow_and_update().clone();
+        let still = match rules::decide(&now.list_for(&workspace), &now.resolve, &target) {
+            Verdict::Denied(_) => false,
+            Verdict::Dial(ip) => dialled.is_none_or(|d| d == ip),
+            Verdict::Lookup(_) => {
+                dialled.is_none_or(|d| rules::refused(d, &now.host_addresses).is_none())
             }
+        };
+        if !still {
+            return;
+        }
+        if rx.changed().await.is_err() {
+            return std::future::pending().await;
         }
     }
 }
+
+impl LiveEgress {}
 
 /// A connection's share of its grant's [`EGRESS_CONNECTIONS`].
 type Permit = Arc<tokio::sync::OwnedSemaphorePermit>;
@@ -420,7 +433,8 @@ impl Scope {
                 .authority()
                 .map(|a| a.as_str().to_string())
                 .unwrap_or_else(|| req.uri().to_string());
-            let policy = self.policy.now();
+            let mut view = self.policy.view();
+            let policy = view.borrow_and_update().clone();
             return match admit(&policy, &self.workspace, &authority, None, &hosts).await {
                 Err((t, why)) => {
                     let mut r = self.deny(t.as_ref().ok_or(authority.as_str()), why, started);
@@ -430,12 +444,13 @@ impl Scope {
                 }
                 Ok((target, addrs)) => {
                     let upgrade = hyper::upgrade::on(req);
-                    tokio::spawn(self.tunnel(upgrade, target, addrs, started, permit));
+                    tokio::spawn(self.tunnel(upgrade, target, addrs, started, (permit, view)));
                     Response::new(Empty::new().map_err(|never| match never {}).boxed())
                 }
             };
         }
-        self.plain(req, &hosts, started).await
+        let view = self.policy.view();
+        self.plain(req, &hosts, started, view).await
     }
 
     /// A CONNECT tunnel, once answered: the ClientHello checked, then the upstream dialled and
@@ -446,7 +461,7 @@ impl Scope {
         target: Target,
         addrs: Vec<SocketAddr>,
         started: Instant,
-        _permit: Permit,
+        (_permit, view): (Permit, Watched),
     ) {
         let Ok(upgraded) = upgrade.await else { return };
         let mut client = TokioIo::new(upgraded);
@@ -478,13 +493,14 @@ impl Scope {
                 return;
             }
         };
+        let dialled = upstream.peer_addr().ok().map(|a| a.ip());
         let mut upstream = Counted::new(upstream, self.clone(), &target, started);
         if upstream.write_all(&hello).await.is_err() {
             return;
         }
         let last = upstream.last_ms.clone();
         let born = upstream.born;
-        let revoked = self.policy.revoked(self.workspace.clone(), target.clone());
+        let revoked = revoked(view, self.workspace.clone(), target.clone(), dialled);
         tokio::pin!(revoked);
         let copy = tokio::io::copy_bidirectional(&mut client, &mut upstream);
         tokio::pin!(copy);
@@ -512,6 +528,7 @@ impl Scope {
         req: Request<Incoming>,
         hosts: &[&[u8]],
         started: Instant,
+        mut view: Watched,
     ) -> Response<ResponseBody> {
         let uri = req.uri().clone();
         let Some(authority) = uri.authority().map(|a| a.as_str().to_string()) else {
@@ -526,15 +543,18 @@ impl Scope {
             );
             return self.deny(Err(&authority), why, started);
         }
-        let policy = self.policy.now();
+        let policy = view.borrow_and_update().clone();
         let (target, addrs) = match admit(&policy, &self.workspace, &authority, Some(80), hosts)
             .await
         {
             Ok(ok) => ok,
             Err((t, why)) => return self.deny(t.as_ref().ok_or(authority.as_str()), why, started),
         };
-        let upstream = match dial(&addrs).await {
-            Ok(s) => Counted::new(s, self.clone(), &target, started),
+        let (upstream, dialled) = match dial(&addrs).await {
+            Ok(s) => {
+                let dialled = s.peer_addr().ok().map(|a| a.ip());
+                (Counted::new(s, self.clone(), &target, started), dialled)
+            }
             Err(e) => return self.fail(&target, format!("cannot reach {target}: {e}"), started),
         };
         let (mut parts, body) = req.into_parts();
@@ -559,7 +579,7 @@ impl Scope {
             };
         // The upstream connection ends when the policy no longer allows it (its response
         // with it).
-        let revoked = self.policy.revoked(self.workspace.clone(), target.clone());
+        let revoked = revoked(view, self.workspace.clone(), target.clone(), dialled);
         tokio::spawn(async move {
             tokio::select! {
                 _ = conn => {}

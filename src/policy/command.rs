@@ -19,14 +19,14 @@ use crate::names::network::NetworkMode;
 #[napi(object, js_name = "PolicyRequest")]
 #[derive(Default)]
 pub struct PolicyRequest {
-    /// `show`, `check`, `allow`, `deny` or `init`.
-    #[napi(ts_type = "'show' | 'check' | 'allow' | 'deny' | 'init'")]
+    /// `show`, `check`, `allow`, `deny`, `init` or `log`.
+    #[napi(ts_type = "'show' | 'check' | 'allow' | 'deny' | 'init' | 'log'")]
     pub command: String,
     /// `check`, `allow`, `deny`: `host[:port]` (port 443 when none is given) or
     /// `*.suffix:port`. `check` without one checks the file.
     pub target: Option<String>,
     /// `check`, `allow`, `deny`: this workspace's own list (its id) rather than every
-    /// workspace's.
+    /// workspace's. `log`: only this workspace's denials.
     pub workspace: Option<String>,
     /// `init`: `open`, `balanced` or `closed`.
     #[napi(ts_type = "'open' | 'balanced' | 'closed'")]
@@ -46,6 +46,19 @@ pub struct PolicyValue {
     /// `the networkAllow option`, `the variable PO_SANDBOX_NETWORK`, `sandbox-policy.yaml line 3`
     /// or `the default`.
     pub source: String,
+}
+
+/// The recent denials of one destination (`policy log`).
+#[napi(object, object_from_js = false)]
+pub struct PolicyDenials {
+    /// `host:port`.
+    pub destination: String,
+    pub count: u32,
+    /// The last one: when (seconds since the epoch) and why.
+    pub last_at: i64,
+    pub last_reason: String,
+    /// The workspaces denied it.
+    pub workspaces: Vec<String>,
 }
 
 /// What `sandboxPolicy` answers.
@@ -70,6 +83,8 @@ pub struct PolicyAnswer {
     pub rule: Option<String>,
     /// `show`: each value in force.
     pub values: Vec<PolicyValue>,
+    /// `log`: the recent denials by destination, the most denied first.
+    pub denials: Vec<PolicyDenials>,
     /// The answer as the CLI prints it.
     pub text: String,
 }
@@ -100,6 +115,7 @@ pub fn answer(mut request: PolicyRequest) -> Result<PolicyAnswer> {
     }
     match (request.command.as_str(), parsed) {
         ("init", _) => init(&mut a, &home, request.preset.as_deref())?,
+        ("log", _) => log(&mut a, &home, workspace),
         ("show" | "check" | "allow" | "deny", Err(problem)) => {
             a.ok = false;
             a.text = format!("{} is not a good policy: {problem}\n", a.file);
@@ -138,8 +154,9 @@ pub fn answer(mut request: PolicyRequest) -> Result<PolicyAnswer> {
             )?;
         }
         (other, _) => {
-            let why =
-                format!("{other:?} is not a policy command: use show, check, allow, deny or init");
+            let why = format!(
+                "{other:?} is not a policy command: use show, check, allow, deny, init or log"
+            );
             return Err(invalid("command", why));
         }
     }
@@ -158,6 +175,7 @@ impl PolicyAnswer {
             field: None,
             rule: None,
             values: Vec::new(),
+            denials: Vec::new(),
             text: String::new(),
         }
     }
@@ -202,6 +220,15 @@ fn edit_list(
             now.allow.1
         ));
     }
+    if let ("deny", rules::AllowEntry::Exact(t)) = (verb, &entry) {
+        let still = still_allowing(&now, t, workspace);
+        if !still.is_empty() {
+            a.ok = false;
+            let by = still.join(" and by ");
+            a.text
+                .push_str(&format!("{t} is still allowed, by {by}: deny that too.\n"));
+        }
+    }
     if now.mode.0 != NetworkMode::Allowlist {
         a.text.push_str(&format!(
             "Note: the network mode is {} ({}): the allow list applies in the allowlist mode only.\n",
@@ -210,6 +237,61 @@ fn edit_list(
         ));
     }
     Ok(())
+}
+
+/// The recent denials, by destination, with the command that allows each.
+fn log(a: &mut PolicyAnswer, home: &std::path::Path, workspace: Option<&str>) {
+    let groups = super::denials::grouped(&super::denials::read(home), workspace);
+    let now = super::denials::now();
+    let file = home.join(super::denials::FILE);
+    a.text = match groups.is_empty() {
+        true => "No egress denials recorded.\n".to_string(),
+        false => format!(
+            "Egress denials, the most frequent first ({}):\n",
+            file.display()
+        ),
+    };
+    for g in &groups {
+        let workspaces: Vec<&str> = g.workspaces.iter().map(String::as_str).collect();
+        a.text.push_str(&format!(
+            "  {}  {} denial{}, the last {} ({})\n    {}\n    To allow it: po-sandbox allow {}\n",
+            g.destination,
+            g.count,
+            if g.count == 1 { "" } else { "s" },
+            super::denials::ago(g.last_at, now),
+            workspaces.join(", "),
+            g.last_reason,
+            g.destination,
+        ));
+    }
+    a.denials = groups
+        .into_iter()
+        .map(|g| PolicyDenials {
+            destination: g.destination,
+            count: g.count,
+            last_at: g.last_at as i64,
+            last_reason: g.last_reason,
+            workspaces: g.workspaces.into_iter().collect(),
+        })
+        .collect();
+}
+
+/// The entries of `p` that still let `t` through: of every workspace's list, and of the
+/// workspaces' own lists (of `workspace` only, when given).
+fn still_allowing(p: &NetworkPolicy, t: &Target, workspace: Option<&str>) -> Vec<String> {
+    let mut still: Vec<String> = rules::allowing(&p.allow_list(), t)
+        .map(|e| format!("the entry {e} of the allow list ({})", p.allow.1))
+        .into_iter()
+        .collect();
+    for (id, at) in &p.workspaces {
+        if workspace.is_none_or(|w| w == id)
+            && let Some(e) = rules::allowing(&at.value, t)
+        {
+            let line = Source::File(at.line);
+            still.push(format!("the entry {e} of workspace {id}'s list ({line})"));
+        }
+    }
+    still
 }
 
 fn invalid(option: &str, reason: String) -> Error {

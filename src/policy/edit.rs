@@ -80,6 +80,10 @@ pub fn allow(text: &str, of: ListOf<'_>, entry: &AllowEntry) -> Result<Edited, P
             format!("{entry} is already in the list at line {line}"),
         ));
     }
+    if of == ListOf::Every && items.is_none() && rules::default_allow().contains(entry) {
+        let note = format!("{entry} is already allowed by the default list");
+        return Ok(unchanged(text, note));
+    }
     let shown = entry.to_string();
     match (of, items) {
         (ListOf::Every, None) => {
@@ -93,7 +97,11 @@ pub fn allow(text: &str, of: ListOf<'_>, entry: &AllowEntry) -> Result<Edited, P
                 "  ",
             );
         }
-        (ListOf::Workspace(id), None) => add_workspace_list(&mut lines, id, &shown)?,
+        (ListOf::Workspace(id), None) => match find_key(&lines, &path_of(of)) {
+            // `allow:` with nothing under it (null).
+            Some(key) => insert_item(&mut lines, key, &shown)?,
+            None => add_workspace_list(&mut lines, id, &shown)?,
+        },
         (_, Some(_)) => {
             let path = path_of(of);
             let key = find_key(&lines, &path).ok_or_else(|| flow_problem(&path))?;
@@ -182,7 +190,14 @@ fn unchanged(text: &str, note: String) -> Edited {
 fn finish(lines: Vec<String>, note: String) -> Result<Edited, Problem> {
     let mut text = lines.join("\n");
     text.push('\n');
-    parse(&text)?;
+    parse(&text).map_err(|p| Problem {
+        line: None,
+        field: p.field,
+        reason: format!(
+            "this change would leave the file not good ({}): make it by hand",
+            p.reason
+        ),
+    })?;
     Ok(Edited {
         text,
         changed: true,
@@ -348,7 +363,26 @@ fn remove_item(lines: &mut Vec<String>, key: usize, entry: &AllowEntry) -> Resul
     for i in gone.into_iter().rev() {
         lines.remove(i);
     }
+    // An empty list is written `[]`: an `allow:` with nothing would read as no list at all,
+    // which for every workspace is the default list.
+    if items_of(lines, key).is_empty() {
+        let indent = " ".repeat(indent_of(&lines[key]));
+        let name = lines[key]
+            .trim_start()
+            .split(':')
+            .next()
+            .unwrap_or("allow")
+            .to_string();
+        lines[key] = format!("{indent}{name}: []{}", comment_of(&lines[key]));
+    }
     Ok(())
+}
+
+/// The comment at the end of a line (with its ` #`), or nothing.
+fn comment_of(line: &str) -> String {
+    line.split_once(" #")
+        .map(|(_, c)| format!(" #{c}"))
+        .unwrap_or_default()
 }
 
 /// A top-level key with a block list, appended at the end of the file.
@@ -357,7 +391,8 @@ fn push_block(lines: &mut Vec<String>, key: &str, comment: &str, entries: &[Stri
         .iter()
         .position(|l| indent_of(l) == 0 && l.starts_with(key))
     {
-        // `allow:` with nothing (null): the list goes under it.
+        // `allow:` with nothing (null, `~`): the list goes under it.
+        lines[at] = format!("{key}{}", comment_of(&lines[at]));
         let items = block_items(entries, indent);
         for (n, l) in items.lines().enumerate() {
             lines.insert(at + 1 + n, l.to_string());

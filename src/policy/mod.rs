@@ -11,6 +11,7 @@
 //! [`edit`] changes it keeping its comments (`po-sandbox allow`, `deny`, `policy init`).
 
 pub mod command;
+pub mod denials;
 pub mod edit;
 pub mod effective;
 pub mod watch;
@@ -78,8 +79,8 @@ impl std::fmt::Display for Problem {
 struct Doc {
     network: Option<String>,
     allow: Option<Vec<String>>,
-    resolve: Option<BTreeMap<String, String>>,
-    workspaces: Option<BTreeMap<String, WorkspaceDoc>>,
+    resolve: Option<Entries<String>>,
+    workspaces: Option<Entries<WorkspaceDoc>>,
 }
 
 #[derive(Deserialize, Default)]
@@ -135,8 +136,16 @@ pub fn parse(text: &str) -> Result<PolicyFile, Problem> {
     if let Some(list) = doc.allow {
         file.allow = Some(allow_list(text, &["allow"], &list)?);
     }
-    if let Some(map) = doc.resolve {
+    if let Some(Entries(map)) = doc.resolve {
         let line = key_line(text, &["resolve"]);
+        let canonical = |n: &str| n.trim_end_matches('.').to_ascii_lowercase();
+        if let Some(name) = twice(&map, canonical) {
+            return Err(Problem {
+                line: Some(value_line(text, line, &name)),
+                field: format!("resolve.{name}"),
+                reason: "the name is mapped twice; expected one address per name".into(),
+            });
+        }
         let mut checked = BTreeMap::new();
         for (name, address) in &map {
             let (host, ip) =
@@ -152,7 +161,15 @@ pub fn parse(text: &str) -> Result<PolicyFile, Problem> {
             line,
         });
     }
-    for (id, ws) in doc.workspaces.unwrap_or_default() {
+    let workspaces = doc.workspaces.map(|Entries(e)| e).unwrap_or_default();
+    if let Some(id) = twice(&workspaces, str::to_string) {
+        return Err(Problem {
+            line: Some(key_line(text, &["workspaces", &id])),
+            field: format!("workspaces.{id}"),
+            reason: "the workspace is written twice; expected one entry per workspace".into(),
+        });
+    }
+    for (id, ws) in workspaces {
         crate::sandbox::folder::check_workspace_id(&id).map_err(|e| Problem {
             line: Some(key_line(text, &["workspaces", &id])),
             field: format!("workspaces.{id}"),
@@ -225,7 +242,7 @@ fn key_line(text: &str, path: &[&str]) -> usize {
         let found = text.lines().enumerate().skip(from).find(|(_, l)| {
             let i = l.len() - l.trim_start().len();
             let t = l.trim_start();
-            indent.is_none_or(|d| i > d)
+            indent.map_or(i == 0, |d| i > d)
                 && [
                     format!("{key}:"),
                     format!("\"{key}\":"),
@@ -245,13 +262,59 @@ fn key_line(text: &str, path: &[&str]) -> usize {
     from.max(1)
 }
 
-/// The first line at or after `from` (1-based) that holds `value`; `from` when none does.
+/// The first line at or after `from` (1-based) whose item or key is `value` (else the first
+/// that holds it); `from` when none does.
 fn value_line(text: &str, from: usize, value: &str) -> usize {
-    text.lines()
-        .enumerate()
-        .skip(from.saturating_sub(1))
-        .find(|(_, l)| l.contains(value))
+    let lines = || text.lines().enumerate().skip(from.saturating_sub(1));
+    let is_it = |l: &str| {
+        let t = l.trim_start();
+        let t = t.strip_prefix("- ").unwrap_or(t);
+        let t = t.split(" #").next().unwrap_or("").trim();
+        let unquoted = t.trim_matches(|c| c == '"' || c == '\'');
+        unquoted == value
+            || unquoted.starts_with(&format!("{value}:"))
+            || t.starts_with(&format!("\"{value}\":"))
+    };
+    lines()
+        .find(|(_, l)| is_it(l))
+        .or_else(|| lines().find(|(_, l)| l.contains(value)))
         .map_or(from, |(n, _)| n + 1)
+}
+
+/// A YAML mapping read as its entries in order, every key kept: a key written twice is found
+/// (a map type would keep the last one without a word).
+struct Entries<T>(Vec<(String, T)>);
+
+impl<'de, T: Deserialize<'de>> Deserialize<'de> for Entries<T> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Visit<T>(std::marker::PhantomData<T>);
+        impl<'de, T: Deserialize<'de>> serde::de::Visitor<'de> for Visit<T> {
+            type Value = Entries<T>;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a mapping")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<Self::Value, A::Error> {
+                let mut entries = Vec::new();
+                while let Some(entry) = map.next_entry::<String, T>()? {
+                    entries.push(entry);
+                }
+                Ok(Entries(entries))
+            }
+        }
+        d.deserialize_map(Visit(std::marker::PhantomData))
+    }
+}
+
+/// The first key written twice, when one is.
+fn twice<T>(entries: &[(String, T)], same: impl Fn(&str) -> String) -> Option<String> {
+    let mut seen = std::collections::BTreeSet::new();
+    entries
+        .iter()
+        .map(|(k, _)| same(k))
+        .find(|k| !seen.insert(k.clone()))
 }
 
 #[cfg(test)]

@@ -244,7 +244,7 @@ fn the_default_list_is_written_out_before_it_changes() {
         "allow: # short\n  - a.test:443\n  - \"*.b.test:443\"\n  - c.test:443\n"
     );
     let emptied = edit::deny("allow: [a.test:443]\n", ListOf::Every, &entry("a.test:443")).unwrap();
-    assert_eq!(parse(&emptied.text).unwrap().allow, None);
+    assert_eq!(parse(&emptied.text).unwrap().allow.unwrap().value, vec![]);
 }
 
 #[test]
@@ -272,4 +272,103 @@ fn an_entry_takes_443_when_it_names_no_port_and_presets_are_good_policies() {
         rules::default_allow()
     );
     assert!(edit::preset("lax").is_none());
+}
+
+/// The denials log: appended, read back oldest first, grouped by destination (the most denied
+/// first, the last reason kept), rotated past its bound with the lines before kept once.
+#[test]
+fn denials_are_kept_grouped_and_bounded() {
+    use super::denials::{self, Denial};
+    let dir = tempfile::tempdir().unwrap();
+    let d = |at: u64, ws: &str, host: &str, reason: &str| Denial {
+        at,
+        workspace: ws.into(),
+        host: host.into(),
+        port: 443,
+        reason: reason.into(),
+    };
+    denials::record(dir.path(), &d(10, "w1", "a.test", "first"));
+    denials::record(dir.path(), &d(20, "w2", "a.test", "second"));
+    denials::record(dir.path(), &d(15, "w1", "b.test", "other"));
+    std::fs::write(
+        dir.path().join(denials::FILE),
+        std::fs::read_to_string(dir.path().join(denials::FILE)).unwrap() + "not json\n",
+    )
+    .unwrap();
+    let read = denials::read(dir.path());
+    assert_eq!(read.len(), 3);
+    let groups = denials::grouped(&read, None);
+    assert_eq!(groups[0].destination, "a.test:443");
+    assert_eq!((groups[0].count, groups[0].last_at), (2, 20));
+    assert_eq!(groups[0].last_reason, "second");
+    assert_eq!(groups[0].workspaces.len(), 2);
+    let w1 = denials::grouped(&read, Some("w1"));
+    assert_eq!(w1.iter().map(|g| g.count).sum::<u32>(), 2);
+    // Past the bound: the file becomes .1 and a new one starts; both are read.
+    let big = "x".repeat(denials::MAX_BYTES as usize + 1);
+    denials::record(dir.path(), &d(30, "w1", "c.test", &big));
+    denials::record(dir.path(), &d(40, "w1", "d.test", "after"));
+    assert!(dir.path().join(format!("{}.1", denials::FILE)).exists());
+    let all = denials::read(dir.path());
+    assert_eq!(all.last().unwrap().host, "d.test");
+    assert!(all.len() >= 2);
+    assert_eq!(denials::ago(100, 130), "30 s ago");
+    assert_eq!(denials::ago(0, 7200), "2 h ago");
+}
+
+/// What a review found: the last entry denied leaves `allow: []` (not the default list); a
+/// default host allowed again changes nothing; a workspace's `allow:` with nothing under it
+/// takes the entry; a name mapped twice or a workspace written twice is refused; a nested
+/// `allow:` before the top-level one does not take its line.
+#[test]
+fn edits_keep_the_meaning_and_duplicates_are_refused() {
+    let one = "network: allowlist\nallow:   # mine\n  - example.com:443\n";
+    let emptied = edit::deny(one, ListOf::Every, &entry("example.com:443")).unwrap();
+    assert_eq!(emptied.text, "network: allowlist\nallow: [] # mine\n");
+    assert_eq!(parse(&emptied.text).unwrap().allow.unwrap().value, vec![]);
+    let flow = edit::deny(
+        "allow: [example.com:443]\n",
+        ListOf::Every,
+        &entry("example.com:443"),
+    )
+    .unwrap();
+    assert_eq!(parse(&flow.text).unwrap().allow.unwrap().value, vec![]);
+    let again = edit::allow(
+        "network: allowlist\n",
+        ListOf::Every,
+        &entry("github.com:443"),
+    )
+    .unwrap();
+    assert!(
+        !again.changed && again.note.contains("default list"),
+        "{}",
+        again.note
+    );
+    let null = "workspaces:\n  w1:\n    allow:\n";
+    let added = edit::allow(null, ListOf::Workspace("w1"), &entry("a.test:443")).unwrap();
+    assert_eq!(
+        parse(&added.text).unwrap().workspaces["w1"].value,
+        vec![entry("a.test:443")]
+    );
+    let tilde = edit::allow("allow: ~\n", ListOf::Every, &entry("a.test:443")).unwrap();
+    assert!(
+        parse(&tilde.text)
+            .unwrap()
+            .allow
+            .unwrap()
+            .value
+            .contains(&entry("a.test:443"))
+    );
+    let twice = parse("resolve:\n  a.test: 10.0.0.1\n  A.test.: 10.0.0.2\n").unwrap_err();
+    assert_eq!(
+        (twice.line, twice.field.as_str()),
+        (Some(2), "resolve.a.test"),
+        "{twice}"
+    );
+    let ws = parse("workspaces:\n  w1:\n    allow: []\n  w1:\n    allow: []\n").unwrap_err();
+    assert_eq!(ws.field, "workspaces.w1", "{ws}");
+    let nested_first = "workspaces:\n  w1:\n    allow: [a.test:443]\nallow:\n  - b.test:443\n";
+    assert_eq!(parse(nested_first).unwrap().allow.unwrap().line, 4);
+    let p = parse("allow:\n  - example.com:443\n  - example.com:4430x\n").unwrap_err();
+    assert_eq!(p.line, Some(3), "{p}");
 }

@@ -1,54 +1,64 @@
-//! A hub watching its policy file: each saved change is read, and the host-side values
-//! (the allow lists, the name overrides) go to the broker's egress proxy at once, which closes
-//! the connections the new policy no longer allows. A file that does not parse or validate
-//! changes nothing: the last good policy stays, and an event says where the file is wrong. A
-//! changed network mode applies when the hub starts again (an event says so).
+//! A broker following its Po home's policy file: each saved change is read, and the host-side
+//! values (the allow lists, the name overrides) go to the broker's egress proxy at once, which
+//! closes the connections the new policy no longer allows. A file that does not parse or
+//! validate changes nothing: the last good policy stays, and an event says where the file is
+//! wrong. A changed network mode applies when the hub starts again (an event says so).
 
 use std::path::PathBuf;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
+use super::PolicyFile;
 use super::effective::NetworkPolicy;
 use crate::broker::server::{Broker, WeakBroker};
 use crate::events::{Event, EventBus, PolicyState};
+use crate::names::network::NetworkMode;
 
-/// How often the file's identity (size, time, inode) is looked at: a change is in force well
-/// within a second.
+/// How often the file is read: a change is in force within two reads (a file being saved is
+/// taken once it reads the same twice in a row, so a half-written file is never applied).
 pub const POLL: Duration = Duration::from_millis(250);
 
-/// What is looked at to see a change: length, modification time and (on Unix) the inode, so
-/// a file replaced by a rename (as editors and [`super::edit::write`] save) is seen.
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct Stamp(Option<(u64, Option<SystemTime>, u64)>);
-
-fn stamp(path: &std::path::Path) -> Stamp {
-    Stamp(std::fs::metadata(path).ok().map(|m| {
-        #[cfg(unix)]
-        let inode = std::os::unix::fs::MetadataExt::ino(&m);
-        #[cfg(not(unix))]
-        let inode = 0;
-        (m.len(), m.modified().ok(), inode)
-    }))
+/// What the file holds now: `None` when it is not there; else a hash of its bytes.
+fn snapshot(path: &std::path::Path) -> Option<u64> {
+    use std::hash::{Hash, Hasher};
+    let bytes = std::fs::read(path).ok()?;
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    bytes.hash(&mut h);
+    Some(h.finish())
 }
 
-/// Watches `po_home`'s policy file while `broker` (the hub's) runs; `policy` is what the hub
-/// started with.
+/// The host-side values as compared: without the lines they are written on.
+fn host_side(p: &NetworkPolicy) -> impl PartialEq + use<> {
+    let lists: Vec<(String, Vec<crate::broker::egress::rules::AllowEntry>)> = p
+        .workspaces
+        .iter()
+        .map(|(id, at)| (id.clone(), at.value.clone()))
+        .collect();
+    (p.allow.0.clone(), p.resolve.0.clone(), lists)
+}
+
+/// Watches `po_home`'s policy file while `broker` runs; `policy` is what it started with.
 pub fn spawn(po_home: PathBuf, policy: NetworkPolicy, broker: WeakBroker, events: EventBus) {
     tokio::spawn(async move {
         let path = super::path_in(&po_home);
-        // Nothing seen yet: the first look reads the file, so a change saved between the
-        // hub's start-up read and this watcher's start is not missed.
-        let mut seen = Stamp(Some((u64::MAX, None, u64::MAX)));
+        let started = policy.mode.0;
         let mut good = policy;
+        // What was applied (or refused) last, and what the last read saw. Nothing applied
+        // yet: the first stable read is taken, so a change saved between the start-up's read
+        // and this watcher's start is not missed.
+        let (mut applied, mut last): (Option<Option<u64>>, Option<Option<u64>>) = (None, None);
+        let mut last_file: Option<PolicyFile> = None;
         loop {
             tokio::time::sleep(POLL).await;
             let Some(live) = broker.upgrade() else {
                 return;
             };
-            let now = stamp(&path);
-            if now == seen {
+            let now = snapshot(&path);
+            let stable = last == Some(now);
+            last = Some(now);
+            if !stable || applied == Some(now) {
                 continue;
             }
-            seen = now;
+            applied = Some(now);
             let file = match super::load(&po_home) {
                 Ok(file) => file.map(|(f, _)| f).unwrap_or_default(),
                 Err(problem) => {
@@ -63,40 +73,71 @@ pub fn spawn(po_home: PathBuf, policy: NetworkPolicy, broker: WeakBroker, events
                 }
             };
             let next = good.with_file(&file);
-            let host_side = next.allow != good.allow
-                || next.resolve != good.resolve
-                || next.workspaces != good.workspaces;
-            if host_side {
-                let message = match apply(&live, &next) {
-                    true => (PolicyState::Applied, applied(&next)),
+            if let Some(message) = pinned(&good, last_file.as_ref(), &file) {
+                events.emit(Event::Policy {
+                    state: PolicyState::Pending,
+                    message,
+                });
+            }
+            last_file = Some(file);
+            if host_side(&next) != host_side(&good) {
+                let (state, message) = match apply(&live, &next) {
+                    true => (PolicyState::Applied, applied_text(&next)),
                     false => (
                         PolicyState::Pending,
                         format!(
                             "the allow list or the name overrides changed; this hub runs the {} network mode, without the egress proxy: they apply once the mode is allowlist and the hub starts again",
-                            good.mode.0.as_str()
+                            started.as_str()
                         ),
                     ),
                 };
-                events.emit(Event::Policy {
-                    state: message.0,
-                    message: message.1,
-                });
+                events.emit(Event::Policy { state, message });
             }
             if next.mode.0 != good.mode.0 {
                 events.emit(Event::Policy {
                     state: PolicyState::Pending,
-                    message: format!(
-                        "the network mode is now {} ({}); the running containers keep {} until the hub starts again, which replaces them",
-                        next.mode.0.as_str(),
-                        next.mode.1,
-                        good.mode.0.as_str()
-                    ),
+                    message: mode_text(&next, started),
                 });
             }
-            // Said once: a mode changed back says so again.
             good = next;
         }
     });
+}
+
+/// What a changed mode means for the containers of a hub that started in `started`.
+fn mode_text(next: &NetworkPolicy, started: NetworkMode) -> String {
+    match next.mode.0 == started {
+        true => format!(
+            "the network mode is {} again ({}), as the running containers have it",
+            started.as_str(),
+            next.mode.1
+        ),
+        false => format!(
+            "the network mode is now {} ({}); the running containers keep {} until the hub starts again, which replaces them",
+            next.mode.0.as_str(),
+            next.mode.1,
+            started.as_str()
+        ),
+    }
+}
+
+/// A change of the file's own list or overrides that an option or a variable overrules here.
+fn pinned(good: &NetworkPolicy, before: Option<&PolicyFile>, file: &PolicyFile) -> Option<String> {
+    let before = before?;
+    let lists = |f: &PolicyFile| f.allow.as_ref().map(|a| a.value.clone());
+    let overrides = |f: &PolicyFile| f.resolve.as_ref().map(|a| a.value.clone());
+    let said = |what: &str, source: super::effective::Source| {
+        format!(
+            "the file's {what} changed, but this hub's comes from {source}, which wins: the change does not apply here"
+        )
+    };
+    if !good.allow.1.follows_file() && lists(before) != lists(file) {
+        return Some(said("allow list", good.allow.1));
+    }
+    if !good.resolve.1.follows_file() && overrides(before) != overrides(file) {
+        return Some(said("name overrides", good.resolve.1));
+    }
+    None
 }
 
 /// Puts `p`'s host-side values in force on `broker`'s egress proxy; `false` when it has none.
@@ -116,7 +157,7 @@ fn apply(broker: &Broker, p: &NetworkPolicy) -> bool {
 }
 
 /// What an applied policy says.
-fn applied(p: &NetworkPolicy) -> String {
+fn applied_text(p: &NetworkPolicy) -> String {
     let list = p.allow_list();
     let extra: usize = p.workspaces.values().map(|w| w.value.len()).sum();
     format!(

@@ -70,12 +70,6 @@ impl<C: Connector> Provider<C> {
             async { guards.await.unwrap_or_default() }
         );
         let ((built, recipe), wiring) = (built?, wiring?);
-        // A hub follows its policy file while its broker runs (a command does not).
-        if let (false, Some(w)) = (self.options.one_shot, &wiring) {
-            let (home, policy) = (&self.options.po_home, &self.options.network_policy);
-            let broker = w.broker.downgrade();
-            crate::policy::watch::spawn(home.clone(), policy.clone(), broker, self.events.clone());
-        }
         if !built {
             *self.prefetched.locked() = Some(Prefetched {
                 known,
@@ -319,7 +313,19 @@ impl<C: Connector> Provider<C> {
             return Ok(None);
         }
         let events = self.events.clone();
+        let home = o.po_home.clone();
         broker.on_egress(Arc::new(move |e: &EgressEvent| {
+            // Denials are kept for `po-sandbox policy log`.
+            if e.decision == crate::broker::egress::EgressDecision::Denied {
+                let denial = crate::policy::denials::Denial {
+                    at: crate::policy::denials::now(),
+                    workspace: e.workspace.clone(),
+                    host: e.host.clone(),
+                    port: e.port,
+                    reason: e.reason.clone().unwrap_or_default(),
+                };
+                crate::policy::denials::record(&home, &denial);
+            }
             events.emit(Event::Egress {
                 workspace_id: e.workspace.clone(),
                 grant: e.grant.clone(),
@@ -332,6 +338,10 @@ impl<C: Connector> Provider<C> {
                 duration_ms: e.duration_ms as i64,
             })
         }));
+        // Its egress proxy follows the policy file while it runs (a hub's, and a command's
+        // such as `po-sandbox exec` that serves its container's grant).
+        let (home, policy) = (o.po_home.clone(), o.network_policy.clone());
+        crate::policy::watch::spawn(home, policy, broker.downgrade(), self.events.clone());
         Ok(Some(BrokerWiring {
             broker,
             transport,

@@ -298,3 +298,61 @@ fn a_reason_phrase_is_the_line_when_short_and_printable() {
         Some(&b"egress denied: why"[..])
     );
 }
+
+/// A connection's view taken before its check sees every later policy: one put in force
+/// before the connection even opened ends it too; a policy that still allows it (another
+/// entry changed) does not; a name override that moves, or goes for a non-public address,
+/// ends it.
+#[tokio::test]
+async fn a_connection_ends_when_a_later_policy_no_longer_allows_it() {
+    use std::net::Ipv4Addr;
+    let target = rules::parse_authority("a.test:443", None).unwrap();
+    let entry = |e: &str| rules::parse_allow(e).unwrap();
+    let policy = |allow: &[&str], resolve: &[(&str, [u8; 4])]| EgressPolicy {
+        allow: allow.iter().map(|e| entry(e)).collect(),
+        resolve: resolve
+            .iter()
+            .map(|(n, ip)| (n.to_string(), IpAddr::V4(Ipv4Addr::from(*ip))))
+            .collect(),
+        ..Default::default()
+    };
+    let live = LiveEgress::new(policy(&["a.test:443"], &[("a.test", [127, 0, 0, 1])]));
+    let settled = |f: std::pin::Pin<&mut (dyn std::future::Future<Output = ()> + Send)>| {
+        futures_util::FutureExt::now_or_never(f).is_some()
+    };
+    let dialled = Some(IpAddr::V4(Ipv4Addr::LOCALHOST));
+    // Taken before the check; the deny comes before the watch starts: it still ends.
+    let view = live.view();
+    live.replace(policy(&["b.test:443"], &[("a.test", [127, 0, 0, 1])]));
+    let mut r: std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>> =
+        Box::pin(revoked(view, "w".into(), target.clone(), dialled));
+    assert!(settled(r.as_mut()));
+    // Another entry added: still allowed; then the override moves: ended.
+    let live = LiveEgress::new(policy(&["a.test:443"], &[("a.test", [127, 0, 0, 1])]));
+    let mut r: std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>> =
+        Box::pin(revoked(live.view(), "w".into(), target.clone(), dialled));
+    assert!(!settled(r.as_mut()));
+    live.replace(policy(
+        &["a.test:443", "c.test:443"],
+        &[("a.test", [127, 0, 0, 1])],
+    ));
+    assert!(!settled(r.as_mut()));
+    live.replace(policy(&["a.test:443"], &[]));
+    assert!(settled(r.as_mut()), "the loopback override is gone: ended");
+    // A workspace's own entry holds for it only.
+    let mut own = policy(&[], &[("a.test", [127, 0, 0, 1])]);
+    own.workspaces.insert("w".into(), vec![entry("a.test:443")]);
+    let live = LiveEgress::new(own.clone());
+    let mut mine: std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>> =
+        Box::pin(revoked(live.view(), "w".into(), target.clone(), dialled));
+    let mut other: std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>> =
+        Box::pin(revoked(live.view(), "v".into(), target.clone(), dialled));
+    assert!(!settled(mine.as_mut()));
+    assert!(
+        settled(other.as_mut()),
+        "another workspace is not allowed it"
+    );
+    own.workspaces.clear();
+    live.replace(own);
+    assert!(settled(mine.as_mut()));
+}
