@@ -62,6 +62,10 @@ test('what the layer refuses, the schema refuses', (t) => {
     'workspaces:\n  w:\n    deny: []\n',
     'workspaces:\n  ".hidden":\n    allow: []\n',
     'allow: registry.npmjs.org:443\n',
+    'workspaceMode: copy\n',
+    'runFlags: privileged\n',
+    'runFlags:\n  - privileged\n',
+    'guardedPaths: .git/hooks\n',
   ]) {
     assert.equal(validate(YAML.parse(text)), false, `the schema took ${JSON.stringify(text)}`)
     assert.equal(layerCheck(t, text).ok, false, `the layer took ${JSON.stringify(text)}`)

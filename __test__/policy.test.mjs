@@ -184,6 +184,23 @@ test('the policy file: allow applies to a running container with no restart, den
   assert.equal(ownCheck.code, 0, ownCheck.stdout)
   assert.match(ownCheck.stdout, /allowed, by the entry later\.test:\d+ of workspace .*'s list \(sandbox-policy\.yaml line \d+\)/)
 
+  // A container-side value: said pending by the running hub; the hub's next start replaces
+  // the container, saying why.
+  const pendingFrom = events.length
+  writeFileSync(file, `network: none\nallow:\n  - first.test:${P}\n`)
+  await waitFor(() => events.slice(pendingFrom).some((e) => e.type === 'policy' && e.state === 'pending'), 'the pending event', 3000)
+  const pending = events.slice(pendingFrom).find((e) => e.type === 'policy' && e.state === 'pending')
+  assert.match(pending.message, /the network mode is now none \(sandbox-policy\.yaml line 1\); the running containers keep allowlist until the hub starts again, which replaces them/)
+  const values2 = JSON.parse((await po(['policy', 'show', '--po-home', poHome, '--json'])).stdout).values
+  assert.deepEqual(values2.find((v) => v.name === 'guardedPaths').source, 'the default')
+  const restarted = openLayer(options)
+  const s3 = await restarted.layer.provider.ready()
+  assert.equal(s3.workspaces[0].state, 'running', JSON.stringify(s3.workspaces[0]))
+  assert.notEqual(s3.workspaces[0].container.containerId, c.containerId)
+  const replaced = restarted.events.find((e) => e.type === 'workspace' && e.state === 'replaced')
+  assert.ok(replaced, JSON.stringify(restarted.events.filter((e) => e.type === 'workspace')))
+  assert.match(replaced.reason, /network mode is allowlist, not none/)
+
   // init: a preset in a new home; never over a file.
   const home2 = tempDir(t, 'po-policy-init-')
   const init = await po(['policy', 'init', 'balanced', '--po-home', home2])

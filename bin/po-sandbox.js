@@ -56,7 +56,8 @@ Commands:
                         what went into the copy (else kept: a conflict); files the host may run,
                         executable files and links only with --include-executable.
   policy show           The sandbox policy in force (network mode, allow list, name overrides,
-                        each workspace's own additions) and where each value comes from: an
+                        each workspace's own additions, workspace mode, guarded paths, run
+                        flags) and where each value comes from: an
                         option, a variable, <po-home>/sandbox-policy.yaml (its line) or the
                         default.
   policy check [<host[:port]>] [dir]

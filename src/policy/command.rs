@@ -125,7 +125,10 @@ pub fn answer(mut request: PolicyRequest) -> Result<PolicyAnswer> {
                 return Err(super::effective::problem_error(&path, problem));
             }
         }
-        ("show", Ok(file)) => show(&mut a, &policy(&host, &file)?),
+        ("show", Ok(file)) => {
+            let extra = container_values(&host, &file);
+            show(&mut a, &policy(&host, &file)?, extra)
+        }
         ("check", Ok(file)) => match request.target.as_deref() {
             None => {
                 a.text = format!(
@@ -317,7 +320,41 @@ fn target(raw: &str) -> Result<Target> {
     rules::parse_authority(&with_port, None).map_err(|why| invalid("target", why))
 }
 
-fn show(a: &mut PolicyAnswer, p: &NetworkPolicy) {
+/// The container-side values in force for a hub with no options, and their sources.
+fn container_values(host: &HostEnv, file: &PolicyFile) -> Vec<PolicyValue> {
+    use crate::names::vars::{GUARDED_PATHS_VAR, RUN_FLAGS_VAR, WORKSPACE_MODE_VAR};
+    let var = |name: &str| {
+        host.vars()
+            .get(name)
+            .filter(|v| !v.trim().is_empty())
+            .cloned()
+    };
+    let pick = |name: &str,
+                var_name: &'static str,
+                at: Option<(String, usize)>,
+                default: String| match (var(var_name), at) {
+        (Some(v), _) => value(name, v, Source::Variable(var_name)),
+        (None, Some((v, line))) => value(name, v, Source::File(line)),
+        (None, None) => value(name, default, Source::Default),
+    };
+    let mode = file
+        .workspace_mode
+        .as_ref()
+        .map(|a| (a.value.clone(), a.line));
+    let guarded = file
+        .guarded_paths
+        .as_ref()
+        .map(|a| (a.value.join(", "), a.line));
+    let flags = file.run_flags.as_ref().map(|a| (a.value.join(" "), a.line));
+    let guards = crate::sandbox::folder::DEFAULT_GUARDED_PATHS.join(", ");
+    vec![
+        pick("workspaceMode", WORKSPACE_MODE_VAR, mode, "bind".into()),
+        pick("guardedPaths", GUARDED_PATHS_VAR, guarded, guards),
+        pick("runFlags", RUN_FLAGS_VAR, flags, String::new()),
+    ]
+}
+
+fn show(a: &mut PolicyAnswer, p: &NetworkPolicy, extra: Vec<PolicyValue>) {
     let mut values = vec![
         value("network", p.mode.0.as_str().to_string(), p.mode.1),
         value(
@@ -339,6 +376,7 @@ fn show(a: &mut PolicyAnswer, p: &NetworkPolicy) {
             p.resolve.1,
         ),
     ];
+    values.extend(extra);
     for (id, at) in &p.workspaces {
         values.push(value(
             &format!("workspaces.{id}.allow"),

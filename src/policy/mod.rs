@@ -53,6 +53,12 @@ pub struct PolicyFile {
     pub resolve: Option<AtLine<BTreeMap<String, IpAddr>>>,
     /// `workspaces.<id>.allow`: what one workspace may reach beyond the list every one has.
     pub workspaces: BTreeMap<String, AtLine<Vec<AllowEntry>>>,
+    /// `workspaceMode`: `bind` or `clone` (container-side: at the next start).
+    pub workspace_mode: Option<AtLine<String>>,
+    /// `guardedPaths`: the complete list (container-side).
+    pub guarded_paths: Option<AtLine<Vec<String>>>,
+    /// `runFlags`: the complete list, each self-contained (container-side).
+    pub run_flags: Option<AtLine<Vec<String>>>,
 }
 
 /// What is wrong with a file: where (line, when known), which field, and why (with the
@@ -81,6 +87,12 @@ struct Doc {
     allow: Option<Vec<String>>,
     resolve: Option<Entries<String>>,
     workspaces: Option<Entries<WorkspaceDoc>>,
+    #[serde(rename = "workspaceMode")]
+    workspace_mode: Option<String>,
+    #[serde(rename = "guardedPaths")]
+    guarded_paths: Option<Vec<String>>,
+    #[serde(rename = "runFlags")]
+    run_flags: Option<Vec<String>>,
 }
 
 #[derive(Deserialize, Default)]
@@ -161,6 +173,13 @@ pub fn parse(text: &str) -> Result<PolicyFile, Problem> {
             line,
         });
     }
+    container_side(
+        text,
+        &mut file,
+        doc.workspace_mode,
+        doc.guarded_paths,
+        doc.run_flags,
+    )?;
     let workspaces = doc.workspaces.map(|Entries(e)| e).unwrap_or_default();
     if let Some(id) = twice(&workspaces, str::to_string) {
         return Err(Problem {
@@ -181,6 +200,47 @@ pub fn parse(text: &str) -> Result<PolicyFile, Problem> {
         }
     }
     Ok(file)
+}
+
+/// The container-side values, checked as their options are.
+fn container_side(
+    text: &str,
+    file: &mut PolicyFile,
+    mode: Option<String>,
+    guarded: Option<Vec<String>>,
+    flags: Option<Vec<String>>,
+) -> Result<(), Problem> {
+    let problem = |key: &str, e: crate::error::Error| Problem {
+        line: Some(key_line(text, &[key])),
+        field: key.to_string(),
+        reason: match e {
+            crate::error::Error::OptionsInvalid { reason, .. } => reason,
+            other => other.to_string(),
+        },
+    };
+    if let Some(m) = mode {
+        crate::sandbox::folder::WorkspaceMode::parse(&m, "workspaceMode")
+            .map_err(|e| problem("workspaceMode", e))?;
+        let line = key_line(text, &["workspaceMode"]);
+        file.workspace_mode = Some(AtLine {
+            value: m.trim().to_string(),
+            line,
+        });
+    }
+    if let Some(list) = guarded {
+        crate::sandbox::folder::guarded_from_option(&list)
+            .map_err(|e| problem("guardedPaths", e))?;
+        let line = key_line(text, &["guardedPaths"]);
+        file.guarded_paths = Some(AtLine { value: list, line });
+    }
+    if let Some(list) = flags {
+        let pids = crate::sandbox::blueprint::DEFAULT_PIDS_LIMIT;
+        crate::sandbox::blueprint::resolve_run_flags(Some(&list), None, pids)
+            .map_err(|e| problem("runFlags", e))?;
+        let line = key_line(text, &["runFlags"]);
+        file.run_flags = Some(AtLine { value: list, line });
+    }
+    Ok(())
 }
 
 /// An allow list of the file, each entry checked.

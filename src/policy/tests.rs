@@ -372,3 +372,36 @@ fn edits_keep_the_meaning_and_duplicates_are_refused() {
     let p = parse("allow:\n  - example.com:443\n  - example.com:4430x\n").unwrap_err();
     assert_eq!(p.line, Some(3), "{p}");
 }
+
+/// The container-side keys: checked as their options are, with their lines.
+#[test]
+fn container_side_values_are_checked_with_their_lines() {
+    let f = parse(
+        "workspaceMode: clone\nguardedPaths: [.git/hooks, .envrc]\nrunFlags:\n  - --memory=2g\n",
+    )
+    .unwrap();
+    assert_eq!(
+        f.workspace_mode,
+        Some(AtLine {
+            value: "clone".into(),
+            line: 1
+        })
+    );
+    assert_eq!(
+        f.guarded_paths.unwrap().value,
+        vec![".git/hooks".to_string(), ".envrc".into()]
+    );
+    assert_eq!(f.run_flags.unwrap().line, 3);
+    for (text, line, field) in [
+        ("network: none\nworkspaceMode: copy\n", 2, "workspaceMode"),
+        ("guardedPaths:\n  - ../up\n", 1, "guardedPaths"),
+        ("runFlags: [--privileged]\n", 1, "runFlags"),
+    ] {
+        let p = parse(text).unwrap_err();
+        assert_eq!(
+            (p.line, p.field.as_str()),
+            (Some(line), field),
+            "{text:?}: {p}"
+        );
+    }
+}

@@ -73,6 +73,12 @@ pub fn spawn(po_home: PathBuf, policy: NetworkPolicy, broker: WeakBroker, events
                 }
             };
             let next = good.with_file(&file);
+            if let Some(message) = container_side(last_file.as_ref(), &file) {
+                events.emit(Event::Policy {
+                    state: PolicyState::Pending,
+                    message,
+                });
+            }
             if let Some(message) = pinned(&good, last_file.as_ref(), &file) {
                 events.emit(Event::Policy {
                     state: PolicyState::Pending,
@@ -119,6 +125,33 @@ fn mode_text(next: &NetworkPolicy, started: NetworkMode) -> String {
             started.as_str()
         ),
     }
+}
+
+/// A change of the file's container-side values (the mode is said apart): what it means.
+fn container_side(before: Option<&PolicyFile>, file: &PolicyFile) -> Option<String> {
+    let before = before?;
+    let value = |f: &PolicyFile| {
+        (
+            f.workspace_mode.as_ref().map(|a| a.value.clone()),
+            f.guarded_paths.as_ref().map(|a| a.value.clone()),
+            f.run_flags.as_ref().map(|a| a.value.clone()),
+        )
+    };
+    let (was, now) = (value(before), value(file));
+    let changed: Vec<&str> = [
+        (was.0 != now.0, "workspaceMode"),
+        (was.1 != now.1, "guardedPaths"),
+        (was.2 != now.2, "runFlags"),
+    ]
+    .into_iter()
+    .filter_map(|(changed, name)| changed.then_some(name))
+    .collect();
+    (!changed.is_empty()).then(|| {
+        format!(
+            "the file's {} changed: the running containers keep theirs until the hub starts again, which replaces them (unless an option or a variable sets it)",
+            changed.join(", ")
+        )
+    })
 }
 
 /// A change of the file's own list or overrides that an option or a variable overrules here.

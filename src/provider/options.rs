@@ -236,19 +236,55 @@ pub struct ProviderOptions {
     pub set_git_safe_bare: bool,
 }
 
-/// The network values in force, the Po home's policy file read whole for them. A bad file is
-/// kept as the problem, not an error here: it fails what would start a container
-/// ([`ProviderOptions::policy_good`]), not a listing or a stop.
-fn network_policy(
-    given: Given,
+/// The Po home's policy file, read whole: a bad one is kept as the problem, not an error
+/// here (it fails what would start a container, [`ProviderOptions::policy_good`], not a listing
+/// or a stop), and none of its values is used.
+fn policy_file(
     po_home: &std::path::Path,
-    host: &HostEnv,
-) -> Result<(NetworkPolicy, Option<crate::policy::Problem>)> {
-    let (file, problem) = match crate::policy::load(po_home) {
+) -> (
+    Option<crate::policy::PolicyFile>,
+    Option<crate::policy::Problem>,
+) {
+    match crate::policy::load(po_home) {
         Ok(file) => (file.map(|(file, _)| file), None),
         Err(problem) => (None, Some(problem)),
+    }
+}
+
+/// `runFlags`, else `PO_SANDBOX_RUN_FLAGS`, else the policy file's `runFlags`.
+fn run_flags(
+    option: Option<Vec<String>>,
+    host: &HostEnv,
+    file: Option<&crate::policy::PolicyFile>,
+    pids_limit: i64,
+) -> Result<RunFlags> {
+    let var = host.vars().get(RUN_FLAGS_VAR).map(String::as_str);
+    let from_file = match var.is_some_and(|v| !v.trim().is_empty()) {
+        true => None,
+        false => file
+            .and_then(|f| f.run_flags.as_ref())
+            .map(|at| at.value.clone()),
     };
-    Ok((NetworkPolicy::resolve(given, host, file.as_ref())?, problem))
+    let given = option.or(from_file);
+    let var = var.filter(|_| given.is_none());
+    blueprint::resolve_run_flags(given.as_deref(), var, pids_limit)
+}
+
+/// `workspaceMode`, else `PO_SANDBOX_WORKSPACE_MODE`, else the policy file's; whether one of
+/// them gave it (a remote engine's default is `clone`, a given `bind` is refused there).
+fn workspace_mode(
+    option: Option<String>,
+    host: &HostEnv,
+    file: Option<&crate::policy::PolicyFile>,
+) -> Result<(WorkspaceMode, bool)> {
+    let var = host.vars().get(WORKSPACE_MODE_VAR).map(String::as_str);
+    let var = var.filter(|v| !v.trim().is_empty());
+    let from_file = file
+        .and_then(|f| f.workspace_mode.as_ref())
+        .map(|at| at.value.clone());
+    let option = option.or(from_file.filter(|_| var.is_none()));
+    let given = option.is_some() || var.is_some();
+    Ok((WorkspaceMode::resolve(option.as_deref(), var)?, given))
 }
 
 impl ProviderOptions {
@@ -529,11 +565,21 @@ fn broker_route(option: Option<String>, host: &HostEnv) -> Result<RouteChoice> {
 }
 
 /// `guardedPaths` (the complete list), else `PO_SANDBOX_GUARDED_PATHS`, else the defaults.
-fn guarded_paths(option: Option<Vec<String>>, host: &HostEnv) -> Result<Vec<String>> {
-    match (option, host.vars().get(folder::GUARDED_PATHS_VAR)) {
-        (Some(list), _) => folder::guarded_from_option(&list),
-        (None, Some(value)) => folder::guarded_from_var(value),
-        (None, None) => Ok(folder::DEFAULT_GUARDED_PATHS
+fn guarded_paths(
+    option: Option<Vec<String>>,
+    host: &HostEnv,
+    file: Option<&crate::policy::PolicyFile>,
+) -> Result<Vec<String>> {
+    let from_file = file.and_then(|f| f.guarded_paths.as_ref());
+    match (
+        option,
+        host.vars().get(folder::GUARDED_PATHS_VAR),
+        from_file,
+    ) {
+        (Some(list), _, _) => folder::guarded_from_option(&list),
+        (None, Some(value), _) => folder::guarded_from_var(value),
+        (None, None, Some(at)) => folder::guarded_from_option(&at.value),
+        (None, None, None) => Ok(folder::DEFAULT_GUARDED_PATHS
             .iter()
             .map(|p| p.to_string())
             .collect()),
@@ -613,6 +659,8 @@ impl ProviderOptions {
     pub fn resolve(given: GivenOptions, host: HostEnv) -> Result<ProviderOptions> {
         let g = given;
         let po_home = po_home(g.po_home, &host)?;
+        let (file, policy_problem) = policy_file(&po_home);
+        let file = file.as_ref();
         let owner = given_owner(g.owner)?;
         let workspaces = workspaces(g.workspaces.unwrap_or_default())?;
         let runtime_version = runtime_version(g.runtime_version)?;
@@ -620,9 +668,7 @@ impl ProviderOptions {
         let recipe = ImageRecipe::resolve(base, variant, host.vars())?;
         let user = user(g.user, &host)?;
         let pids_limit = pids_limit(g.pids_limit)?;
-        let flags_var = host.vars().get(RUN_FLAGS_VAR).map(String::as_str);
-        let run_flags =
-            blueprint::resolve_run_flags(g.run_flags.as_deref(), flags_var, pids_limit)?;
+        let run_flags = run_flags(g.run_flags, &host, file, pids_limit)?;
         let health_timeout = health_timeout(g.health_timeout_ms)?;
         let concurrency = concurrency(g.concurrency)?;
         let mut detect = detect(g.engine, g.engine_timeout_ms, &host)?;
@@ -630,7 +676,7 @@ impl ProviderOptions {
         let socket_dir = g.broker_socket_dir.as_deref().filter(|d| !d.is_empty());
         let broker_socket_dir = host.broker_socket_dir(socket_dir, "brokerSocketDir")?;
         let broker_route = broker_route(g.broker_route, &host)?;
-        let guarded_paths = guarded_paths(g.guarded_paths, &host)?;
+        let guarded_paths = guarded_paths(g.guarded_paths, &host, file)?;
         let memory = memory(g.memory, &host)?;
         let nano_cpus = cpus(g.cpus, &host)?;
         let given = Given {
@@ -638,15 +684,12 @@ impl ProviderOptions {
             allow: g.network_allow,
             resolve: g.network_resolve,
         };
-        let (network_policy, policy_problem) = network_policy(given, &po_home, &host)?;
+        let network_policy = NetworkPolicy::resolve(given, &host, file)?;
         let network_allow = network_policy.allow.0.clone();
         let network_resolve = network_policy.resolve.0.clone();
         let health_interval = health_interval(g.health_interval_ms)?;
         let network_mode = network_policy.mode.0;
-        let mode_var = host.vars().get(WORKSPACE_MODE_VAR).map(String::as_str);
-        let workspace_mode = WorkspaceMode::resolve(g.workspace_mode.as_deref(), mode_var)?;
-        let workspace_mode_given =
-            g.workspace_mode.is_some() || mode_var.is_some_and(|v| !v.trim().is_empty());
+        let (workspace_mode, workspace_mode_given) = workspace_mode(g.workspace_mode, &host, file)?;
         let set_git_safe_bare = crate::sandbox::folder::safe_bare_opted_in(
             g.set_git_safe_bare_repository,
             host.vars(),

@@ -633,3 +633,54 @@ fn an_exec_takes_the_recipe_and_run_flags_of_the_container_unless_an_image_is_na
         blueprint::resolve_run_flags(Some(&[]), None, o.pids_limit).unwrap()
     );
 }
+
+/// The policy file gives the container-side values where no option or variable does; a
+/// variable beats it, an option beats both; a bad file is kept as the problem, its values
+/// unused, and what would start a container is refused with it.
+#[test]
+fn the_policy_file_sits_between_the_variables_and_the_defaults() {
+    let dir = tempfile::tempdir().unwrap();
+    let po = dir.path().join("po");
+    std::fs::create_dir_all(&po).unwrap();
+    std::fs::write(
+        po.join(crate::policy::FILE),
+        "network: none\nworkspaceMode: clone\nguardedPaths: [.envrc]\nrunFlags: [--memory=2g]\n",
+    )
+    .unwrap();
+    let given = || GivenOptions {
+        po_home: Some(po.to_string_lossy().into()),
+        owner: Some("t1".into()),
+        ..GivenOptions::default()
+    };
+    let plain = HostEnv::with_vars(&[("HOME", home())]);
+    let o = ProviderOptions::resolve(given(), plain).unwrap();
+    assert_eq!(o.network_mode, NetworkMode::None);
+    assert_eq!((o.workspace_mode, o.workspace_mode_given), (WorkspaceMode::Clone, true));
+    assert_eq!(o.guarded_paths, vec![".envrc".to_string()]);
+    assert_eq!(o.run_flags.given, vec!["--memory=2g".to_string()]);
+    o.policy_good().unwrap();
+    let vars = HostEnv::with_vars(&[
+        ("HOME", home()),
+        ("PO_SANDBOX_WORKSPACE_MODE", "bind"),
+        ("PO_SANDBOX_RUN_FLAGS", "--cpus=1"),
+        ("PO_SANDBOX_GUARDED_PATHS", ".git/hooks"),
+    ]);
+    let o = ProviderOptions::resolve(given(), vars.clone()).unwrap();
+    assert_eq!(o.workspace_mode, WorkspaceMode::Bind);
+    assert_eq!(o.run_flags.given, vec!["--cpus=1".to_string()]);
+    assert_eq!(o.guarded_paths, vec![".git/hooks".to_string()]);
+    let opt = GivenOptions {
+        workspace_mode: Some("clone".into()),
+        guarded_paths: Some(vec![]),
+        ..given()
+    };
+    let o = ProviderOptions::resolve(opt, vars).unwrap();
+    assert_eq!(o.workspace_mode, WorkspaceMode::Clone);
+    assert!(o.guarded_paths.is_empty());
+    std::fs::write(po.join(crate::policy::FILE), "network: closed\n").unwrap();
+    let o = ProviderOptions::resolve(given(), HostEnv::with_vars(&[("HOME", home())])).unwrap();
+    assert_eq!(o.network_mode, NetworkMode::Open, "a bad file's values are not used");
+    let e = o.policy_good().unwrap_err();
+    assert_eq!(e.code(), "POLICY_INVALID");
+    assert!(e.to_string().contains("line 1, network"), "{e}");
+}
