@@ -1113,7 +1113,10 @@ export type PolicyState = 'applied' | 'pending' | 'invalid'
 
 /** One value in force and where it came from. */
 export interface PolicyValue {
-  /** `network`, `allow`, `resolve` or `workspaces.<id>.allow`. */
+  /**
+   * `network`, `allow`, `resolve`, `workspaceMode`, `guardedPaths`, `runFlags` or
+   * `workspaces.<id>.allow`.
+   */
   name: string
   value: string
   /**

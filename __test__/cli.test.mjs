@@ -121,7 +121,7 @@ test('port checks the port before looking for the sandbox: out of range is a usa
 })
 
 test('usage errors exit 2 and print the usage', async () => {
-  for (const args of [['frobnicate'], ['doctor', '--timeout-ms', 'soon'], ['doctor', '--nope'], ['stop'], ['stop', 'a', 'b'], ['ls', 'x'], ['doctor', '--'], ['stop', '-'], ['doctor', '--json=yes']]) {
+  for (const args of [['frobnicate'], ['doctor', '--timeout-ms', 'soon'], ['doctor', '--nope'], ['stop'], ['stop', 'a', 'b'], ['ls', 'x'], ['doctor', '--'], ['stop', '-'], ['doctor', '--json=yes'], ['policy'], ['policy', 'remove'], ['policy', 'show', 'x'], ['policy', 'init'], ['policy', 'show', '--workspace', 'w'], ['policy', 'log', '.', '--workspace', 'w'], ['allow'], ['allow', 'a.test', '.', '--workspace', 'w'], ['ls', '--workspace', 'w']]) {
     const r = await run(process.execPath, [bin, ...args])
     assert.equal(r.code, 2, args.join(' '))
     assert.match(r.stderr, /Usage: po-sandbox/)

@@ -211,7 +211,7 @@ function checkUsage(opts) {
   if ((opts.volumes || opts.dryRun) && command !== 'prune') fail(`${opts.volumes ? '--volumes' : '--dry-run'} is an option of prune only`)
   if ((opts.clone || opts.pull) && command !== 'up') fail(`${opts.clone ? '--clone' : '--pull'} is an option of up only`)
   if (opts.discard && command !== 'down') fail('--discard is an option of down only')
-  if (opts.workspace !== undefined && !['policy', 'allow', 'deny'].includes(command)) fail('--workspace is an option of policy, allow and deny only')
+  if (opts.workspace !== undefined && !['policy', 'allow', 'deny'].includes(command)) fail('--workspace is an option of policy check|log, allow and deny only')
   if ((opts.branch !== undefined || opts.patch !== undefined) && command !== 'apply') fail(`${opts.branch !== undefined ? '--branch' : '--patch'} is an option of apply only`)
   if ((opts.yes || opts.includeExecutable) && command !== 'apply') fail(`${opts.yes ? '--yes' : '--include-executable'} is an option of apply only`)
   if (opts.rest !== undefined && command !== 'exec') fail("unknown option '--'")
@@ -228,12 +228,15 @@ function checkUsage(opts) {
     const [verb, ...rest] = args
     if (!['show', 'check', 'init', 'log'].includes(verb)) fail(`policy needs show, check, log or init${verb === undefined ? '' : `, not '${verb}'`}`)
     if (verb === 'log' && rest.length > 1) fail(`unexpected argument '${rest[1]}'`)
+    if (opts.workspace !== undefined && !['check', 'log'].includes(verb)) fail(`--workspace is an option of policy check|log, allow and deny only`)
+    if (opts.workspace !== undefined && (verb === 'log' ? rest.length > 0 : rest.length > 1)) fail('name the workspace by its folder or by --workspace, not both')
     if (verb === 'show' && rest.length > 0) fail(`unexpected argument '${rest[0]}'`)
     if (verb === 'check' && rest.length > 2) fail(`unexpected argument '${rest[2]}'`)
     if (verb === 'init' && rest.length !== 1) fail('policy init needs one preset: open, balanced or closed')
     return
   }
   if (['allow', 'deny'].includes(command) && (args.length < 1 || args.length > 2)) fail(`${command} needs a host, as in: po-sandbox ${command} registry.example.com[:443] [dir]`)
+  if (['allow', 'deny'].includes(command) && opts.workspace !== undefined && args.length > 1) fail('name the workspace by its folder or by --workspace, not both')
   if (['allow', 'deny'].includes(command)) return
   const folderCommand = ['up', 'down', 'exec', 'review', 'diff', 'apply'].includes(command)
   if (folderCommand && args.length > 1) fail(`${command} takes at most one folder, not '${args[1]}'`)

@@ -14,8 +14,12 @@
 //! grants, so none of the serving is used there.
 #![cfg_attr(not(unix), allow(dead_code, unused_imports))]
 
+mod live;
 pub(crate) mod rules;
 pub(crate) mod sni;
+
+pub use live::LiveEgress;
+use live::{NotOpened, Route, WITHDRAWN, Watched, dial_for, revoked};
 
 use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};
@@ -81,65 +85,6 @@ impl EgressPolicy {
     }
 }
 
-/// The egress policy in force, replaced while the broker runs (the policy file); every
-/// connection made under it watches it and ends when a new one no longer allows its
-/// destination.
-pub struct LiveEgress {
-    tx: tokio::sync::watch::Sender<Arc<EgressPolicy>>,
-}
-
-impl LiveEgress {
-    pub fn new(policy: EgressPolicy) -> LiveEgress {
-        LiveEgress {
-            tx: tokio::sync::watch::Sender::new(Arc::new(policy)),
-        }
-    }
-
-    /// The policy in force.
-    pub fn now(&self) -> Arc<EgressPolicy> {
-        self.tx.borrow().clone()
-    }
-
-    /// Puts `policy` in force; connections it does not allow end.
-    pub fn replace(&self, policy: EgressPolicy) {
-        self.tx.send_replace(Arc::new(policy));
-    }
-
-    /// A view of the policy in force, taken before a connection is checked against it: a
-    /// policy put in force after it is seen by [`revoked`], however long the connection takes
-    /// to open.
-    fn view(&self) -> Watched {
-        self.tx.subscribe()
-    }
-}
-
-/// A connection's view of the policy in force.
-type Watched = tokio::sync::watch::Receiver<Arc<EgressPolicy>>;
-
-/// Resolves once the policy in force (from the one `rx` was checked against on) no longer
-/// lets `workspace` reach `target` at `dialled`: the destination is no longer listed, or its
-/// name is now dialled elsewhere, or it was dialled at an override's address that is gone.
-async fn revoked(mut rx: Watched, workspace: String, target: Target, dialled: Option<IpAddr>) {
-    loop {
-        let now = rx.borrow_and_update().clone();
-        let still = match rules::decide(&now.list_for(&workspace), &now.resolve, &target) {
-            Verdict::Denied(_) => false,
-            Verdict::Dial(ip) => dialled.is_none_or(|d| d == ip),
-            Verdict::Lookup(_) => {
-                dialled.is_none_or(|d| rules::refused(d, &now.host_addresses).is_none())
-            }
-        };
-        if !still {
-            return;
-        }
-        if rx.changed().await.is_err() {
-            return std::future::pending().await;
-        }
-    }
-}
-
-impl LiveEgress {}
-
 /// A connection's share of its grant's [`EGRESS_CONNECTIONS`].
 type Permit = Arc<tokio::sync::OwnedSemaphorePermit>;
 
@@ -188,6 +133,18 @@ impl Scope {
         event.reason = reason;
         event.duration_ms = started.elapsed().as_millis() as u64;
         self.audit.egress(event);
+    }
+
+    /// The route of a connection to `target` admitted under `policy` (not dialled yet).
+    fn route(&self, policy: &EgressPolicy, target: &Target) -> Route {
+        let overridden =
+            matches!(&target.host, rules::Host::Name(n) if policy.resolve.contains_key(n));
+        Route {
+            workspace: self.workspace.clone(),
+            target: target.clone(),
+            dialled: None,
+            overridden,
+        }
     }
 
     /// Audits a denial and answers it.
@@ -444,7 +401,9 @@ impl Scope {
                 }
                 Ok((target, addrs)) => {
                     let upgrade = hyper::upgrade::on(req);
-                    tokio::spawn(self.tunnel(upgrade, target, addrs, started, (permit, view)));
+                    let route = self.route(&policy, &target);
+                    let watch = (permit, view, route);
+                    tokio::spawn(self.tunnel(upgrade, target, addrs, started, watch));
                     Response::new(Empty::new().map_err(|never| match never {}).boxed())
                 }
             };
@@ -461,7 +420,7 @@ impl Scope {
         target: Target,
         addrs: Vec<SocketAddr>,
         started: Instant,
-        (_permit, view): (Permit, Watched),
+        (_permit, view, route): (Permit, Watched, Route),
     ) {
         let Ok(upgraded) = upgrade.await else { return };
         let mut client = TokioIo::new(upgraded);
@@ -481,26 +440,27 @@ impl Scope {
                 return;
             }
         };
-        let upstream = match dial(&addrs).await {
-            Ok(s) => s,
-            Err(e) => {
-                let why = format!("cannot reach {target}: {e}");
-                self.emit(
-                    self.event(Ok(&target), EgressDecision::Failed),
-                    Some(why),
-                    started,
-                );
+        let (upstream, route) = match dial_for(&addrs, &view, route).await {
+            Ok(opened) => opened,
+            Err(not) => {
+                let (decision, why) = match not {
+                    NotOpened::Withdrawn => (EgressDecision::Denied, WITHDRAWN.to_string()),
+                    NotOpened::Failed(e) => (
+                        EgressDecision::Failed,
+                        format!("cannot reach {target}: {e}"),
+                    ),
+                };
+                self.emit(self.event(Ok(&target), decision), Some(why), started);
                 return;
             }
         };
-        let dialled = upstream.peer_addr().ok().map(|a| a.ip());
         let mut upstream = Counted::new(upstream, self.clone(), &target, started);
         if upstream.write_all(&hello).await.is_err() {
             return;
         }
         let last = upstream.last_ms.clone();
         let born = upstream.born;
-        let revoked = revoked(view, self.workspace.clone(), target.clone(), dialled);
+        let revoked = revoked(view, route);
         tokio::pin!(revoked);
         let copy = tokio::io::copy_bidirectional(&mut client, &mut upstream);
         tokio::pin!(copy);
@@ -550,12 +510,12 @@ impl Scope {
             Ok(ok) => ok,
             Err((t, why)) => return self.deny(t.as_ref().ok_or(authority.as_str()), why, started),
         };
-        let (upstream, dialled) = match dial(&addrs).await {
-            Ok(s) => {
-                let dialled = s.peer_addr().ok().map(|a| a.ip());
-                (Counted::new(s, self.clone(), &target, started), dialled)
+        let (upstream, route) = match dial_for(&addrs, &view, self.route(&policy, &target)).await {
+            Ok((s, route)) => (Counted::new(s, self.clone(), &target, started), route),
+            Err(NotOpened::Withdrawn) => return self.deny(Ok(&target), WITHDRAWN.into(), started),
+            Err(NotOpened::Failed(e)) => {
+                return self.fail(&target, format!("cannot reach {target}: {e}"), started);
             }
-            Err(e) => return self.fail(&target, format!("cannot reach {target}: {e}"), started),
         };
         let (mut parts, body) = req.into_parts();
         parts.uri = uri
@@ -579,11 +539,12 @@ impl Scope {
             };
         // The upstream connection ends when the policy no longer allows it (its response
         // with it).
-        let revoked = revoked(view, self.workspace.clone(), target.clone(), dialled);
+        let revoked = revoked(view, route);
         tokio::spawn(async move {
             tokio::select! {
-                _ = conn => {}
+                biased;
                 _ = revoked => {}
+                _ = conn => {}
             }
         });
         match sender.send_request(Request::from_parts(parts, body)).await {

@@ -40,7 +40,8 @@ pub struct PolicyRequest {
 /// One value in force and where it came from.
 #[napi(object, object_from_js = false)]
 pub struct PolicyValue {
-    /// `network`, `allow`, `resolve` or `workspaces.<id>.allow`.
+    /// `network`, `allow`, `resolve`, `workspaceMode`, `guardedPaths`, `runFlags` or
+    /// `workspaces.<id>.allow`.
     pub name: String,
     pub value: String,
     /// `the networkAllow option`, `the variable PO_SANDBOX_NETWORK`, `sandbox-policy.yaml line 3`
@@ -257,14 +258,17 @@ fn log(a: &mut PolicyAnswer, home: &std::path::Path, workspace: Option<&str>) {
     for g in &groups {
         let workspaces: Vec<&str> = g.workspaces.iter().map(String::as_str).collect();
         a.text.push_str(&format!(
-            "  {}  {} denial{}, the last {} ({})\n    {}\n    To allow it: po-sandbox allow {}\n",
+            "  {}  {} denial{}, the last {} ({})\n    {}\n    {}\n",
             g.destination,
             g.count,
             if g.count == 1 { "" } else { "s" },
             super::denials::ago(g.last_at, now),
             workspaces.join(", "),
             g.last_reason,
-            g.destination,
+            match g.last_reason.contains("is not in networkAllow") {
+                true => format!("To allow it: po-sandbox allow {}", g.destination),
+                false => "Not a matter of the allow list (the request itself was refused).".into(),
+            },
         ));
     }
     a.denials = groups
@@ -320,23 +324,29 @@ fn target(raw: &str) -> Result<Target> {
     rules::parse_authority(&with_port, None).map_err(|why| invalid("target", why))
 }
 
-/// The container-side values in force for a hub with no options, and their sources.
+/// The container-side values in force for a hub with no options, and their sources, as the
+/// options resolve them: a guards or flags variable set even empty (none) wins over the file;
+/// an empty mode variable does not count.
 fn container_values(host: &HostEnv, file: &PolicyFile) -> Vec<PolicyValue> {
     use crate::names::vars::{GUARDED_PATHS_VAR, RUN_FLAGS_VAR, WORKSPACE_MODE_VAR};
-    let var = |name: &str| {
-        host.vars()
-            .get(name)
-            .filter(|v| !v.trim().is_empty())
-            .cloned()
-    };
+    let var = |name: &str| host.vars().get(name).cloned();
     let pick = |name: &str,
-                var_name: &'static str,
+                var: Option<(&'static str, String)>,
                 at: Option<(String, usize)>,
-                default: String| match (var(var_name), at) {
-        (Some(v), _) => value(name, v, Source::Variable(var_name)),
-        (None, Some((v, line))) => value(name, v, Source::File(line)),
-        (None, None) => value(name, default, Source::Default),
+                default: String| {
+        match (var, at) {
+            (Some((var, v)), _) => value(name, v, Source::Variable(var)),
+            (None, Some((v, line))) => value(name, v, Source::File(line)),
+            (None, None) => value(name, default, Source::Default),
+        }
     };
+    let mode_var = var(WORKSPACE_MODE_VAR).filter(|v| !v.trim().is_empty());
+    let guards_var = var(GUARDED_PATHS_VAR).map(|v| {
+        crate::sandbox::folder::guarded_from_var(&v)
+            .map(|list| list.join(", "))
+            .unwrap_or_else(|e| format!("not good: {e}"))
+    });
+    let flags_var = var(RUN_FLAGS_VAR).map(|v| v.split_whitespace().collect::<Vec<_>>().join(" "));
     let mode = file
         .workspace_mode
         .as_ref()
@@ -348,9 +358,24 @@ fn container_values(host: &HostEnv, file: &PolicyFile) -> Vec<PolicyValue> {
     let flags = file.run_flags.as_ref().map(|a| (a.value.join(" "), a.line));
     let guards = crate::sandbox::folder::DEFAULT_GUARDED_PATHS.join(", ");
     vec![
-        pick("workspaceMode", WORKSPACE_MODE_VAR, mode, "bind".into()),
-        pick("guardedPaths", GUARDED_PATHS_VAR, guarded, guards),
-        pick("runFlags", RUN_FLAGS_VAR, flags, String::new()),
+        pick(
+            "workspaceMode",
+            mode_var.map(|v| (WORKSPACE_MODE_VAR, v)),
+            mode,
+            "bind".into(),
+        ),
+        pick(
+            "guardedPaths",
+            guards_var.map(|v| (GUARDED_PATHS_VAR, v)),
+            guarded,
+            guards,
+        ),
+        pick(
+            "runFlags",
+            flags_var.map(|v| (RUN_FLAGS_VAR, v)),
+            flags,
+            String::new(),
+        ),
     ]
 }
 

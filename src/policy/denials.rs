@@ -26,14 +26,31 @@ pub struct Denial {
     pub reason: String,
 }
 
+/// One writer at a time in this process: the size is checked and the file rotated under it.
+static WRITING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 /// Appends `d` to `po_home`'s log (rotating it when full). Best effort: a log that cannot be
-/// written is said in the trace and changes nothing else.
+/// written, or rotated, is said in the trace and not written (never past its bound). A
+/// destination that could not be read is kept as `-`, with no reason: the request's words
+/// (a path, userinfo) are never kept.
 pub fn record(po_home: &Path, d: &Denial) {
     let path = po_home.join(FILE);
-    if std::fs::metadata(&path).is_ok_and(|m| m.len() > MAX_BYTES) {
-        let _ = std::fs::rename(&path, po_home.join(format!("{FILE}.1")));
+    let _one = WRITING.lock().unwrap_or_else(|e| e.into_inner());
+    if std::fs::metadata(&path).is_ok_and(|m| m.len() > MAX_BYTES)
+        && let Err(e) = std::fs::rename(&path, po_home.join(format!("{FILE}.1")))
+    {
+        tracing::debug!(error = %e, path = %path.display(), "the denials log was not rotated");
+        return;
     }
-    let Ok(mut line) = serde_json::to_string(d) else {
+    let kept = match d.port {
+        0 => Denial {
+            host: "-".into(),
+            reason: "the request named no destination that could be read".into(),
+            ..d.clone()
+        },
+        _ => d.clone(),
+    };
+    let Ok(mut line) = serde_json::to_string(&kept) else {
         return;
     };
     line.push('\n');

@@ -115,15 +115,26 @@ pub fn load(po_home: &Path) -> Result<Option<(PolicyFile, String)>, Problem> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(unreadable(format!("it cannot be read ({e})"))),
     };
-    let mut text = String::new();
+    let mut bytes = Vec::new();
     use std::io::Read;
     file.take(MAX_BYTES + 1)
-        .read_to_string(&mut text)
-        .map_err(|e| unreadable(format!("it cannot be read as UTF-8 text ({e})")))?;
-    if text.len() as u64 > MAX_BYTES {
+        .read_to_end(&mut bytes)
+        .map_err(|e| unreadable(format!("it cannot be read ({e})")))?;
+    let text = text_of(bytes)?;
+    Ok(Some((parse(&text)?, text)))
+}
+
+/// A file's bytes as its text: at most [`MAX_BYTES`], UTF-8.
+pub fn text_of(bytes: Vec<u8>) -> Result<String, Problem> {
+    let unreadable = |reason: String| Problem {
+        line: None,
+        field: "the file".into(),
+        reason,
+    };
+    if bytes.len() as u64 > MAX_BYTES {
         return Err(unreadable(format!("it is larger than {MAX_BYTES} bytes")));
     }
-    Ok(Some((parse(&text)?, text)))
+    String::from_utf8(bytes).map_err(|e| unreadable(format!("it is not UTF-8 text ({e})")))
 }
 
 /// Checks a policy's text.

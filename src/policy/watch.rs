@@ -17,13 +17,19 @@ use crate::names::network::NetworkMode;
 /// taken once it reads the same twice in a row, so a half-written file is never applied).
 pub const POLL: Duration = Duration::from_millis(250);
 
-/// What the file holds now: `None` when it is not there; else a hash of its bytes.
-fn snapshot(path: &std::path::Path) -> Option<u64> {
+/// What the file holds now: `None` when it is not there; else a hash of its bytes (at most
+/// one more than [`super::MAX_BYTES`]) and the bytes, the ones then checked and applied.
+fn snapshot(path: &std::path::Path) -> Option<(u64, Vec<u8>)> {
     use std::hash::{Hash, Hasher};
-    let bytes = std::fs::read(path).ok()?;
+    use std::io::Read;
+    let mut bytes = Vec::new();
+    let file = std::fs::File::open(path).ok()?;
+    file.take(super::MAX_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .ok()?;
     let mut h = std::collections::hash_map::DefaultHasher::new();
     bytes.hash(&mut h);
-    Some(h.finish())
+    Some((h.finish(), bytes))
 }
 
 /// The host-side values as compared: without the lines they are written on.
@@ -36,78 +42,113 @@ fn host_side(p: &NetworkPolicy) -> impl PartialEq + use<> {
     (p.allow.0.clone(), p.resolve.0.clone(), lists)
 }
 
-/// Watches `po_home`'s policy file while `broker` runs; `policy` is what it started with.
-pub fn spawn(po_home: PathBuf, policy: NetworkPolicy, broker: WeakBroker, events: EventBus) {
+/// Watches `po_home`'s policy file while `broker` runs; `policy` is what it started with,
+/// read from `file` (the start-up's read of it).
+pub fn spawn(
+    po_home: PathBuf,
+    (policy, file): (NetworkPolicy, Option<PolicyFile>),
+    broker: WeakBroker,
+    events: EventBus,
+) {
     tokio::spawn(async move {
-        let path = super::path_in(&po_home);
-        let started = policy.mode.0;
-        let mut good = policy;
-        // What was applied (or refused) last, and what the last read saw. Nothing applied
-        // yet: the first stable read is taken, so a change saved between the start-up's read
-        // and this watcher's start is not missed.
-        let (mut applied, mut last): (Option<Option<u64>>, Option<Option<u64>>) = (None, None);
-        let mut last_file: Option<PolicyFile> = None;
+        let mut w = Watcher {
+            path: super::path_in(&po_home),
+            started: policy.mode.0,
+            good: policy,
+            last_file: file.unwrap_or_default(),
+            was_bad: false,
+            events,
+        };
+        // What was taken (or refused) last, and what the last read saw. Nothing taken yet:
+        // the first stable read is, so a change saved between the start-up's read and this
+        // watcher's start is not missed.
+        let (mut taken, mut last): (Option<Option<u64>>, Option<Option<u64>>) = (None, None);
         loop {
             tokio::time::sleep(POLL).await;
             let Some(live) = broker.upgrade() else {
                 return;
             };
-            let now = snapshot(&path);
+            let read = snapshot(&w.path);
+            let now = read.as_ref().map(|(hash, _)| *hash);
             let stable = last == Some(now);
             last = Some(now);
-            if !stable || applied == Some(now) {
-                continue;
+            if stable && taken != Some(now) {
+                taken = Some(now);
+                w.take(&live, read.map(|(_, bytes)| bytes));
             }
-            applied = Some(now);
-            let file = match super::load(&po_home) {
-                Ok(file) => file.map(|(f, _)| f).unwrap_or_default(),
-                Err(problem) => {
-                    events.emit(Event::Policy {
-                        state: PolicyState::Invalid,
-                        message: format!(
-                            "{} is not a good policy ({problem}): nothing changed, the last good policy stays in force. `po-sandbox policy check` says the same.",
-                            path.display()
-                        ),
-                    });
-                    continue;
-                }
-            };
-            let next = good.with_file(&file);
-            if let Some(message) = container_side(last_file.as_ref(), &file) {
-                events.emit(Event::Policy {
-                    state: PolicyState::Pending,
-                    message,
-                });
-            }
-            if let Some(message) = pinned(&good, last_file.as_ref(), &file) {
-                events.emit(Event::Policy {
-                    state: PolicyState::Pending,
-                    message,
-                });
-            }
-            last_file = Some(file);
-            if host_side(&next) != host_side(&good) {
-                let (state, message) = match apply(&live, &next) {
-                    true => (PolicyState::Applied, applied_text(&next)),
-                    false => (
-                        PolicyState::Pending,
-                        format!(
-                            "the allow list or the name overrides changed; this hub runs the {} network mode, without the egress proxy: they apply once the mode is allowlist and the hub starts again",
-                            started.as_str()
-                        ),
-                    ),
-                };
-                events.emit(Event::Policy { state, message });
-            }
-            if next.mode.0 != good.mode.0 {
-                events.emit(Event::Policy {
-                    state: PolicyState::Pending,
-                    message: mode_text(&next, started),
-                });
-            }
-            good = next;
         }
     });
+}
+
+/// A broker's watch on its policy file.
+struct Watcher {
+    path: PathBuf,
+    /// The network mode the broker's containers run in.
+    started: NetworkMode,
+    /// The policy in force.
+    good: NetworkPolicy,
+    /// The file last taken.
+    last_file: PolicyFile,
+    /// The last read was not a good policy.
+    was_bad: bool,
+    events: EventBus,
+}
+
+impl Watcher {
+    fn say(&self, state: PolicyState, message: String) {
+        self.events.emit(Event::Policy { state, message });
+    }
+
+    /// Takes the file's bytes (`None`: no file), read the same twice: the ones checked.
+    fn take(&mut self, live: &Broker, bytes: Option<Vec<u8>>) {
+        let parsed = match bytes {
+            None => Ok(PolicyFile::default()),
+            Some(bytes) => super::text_of(bytes).and_then(|t| super::parse(&t)),
+        };
+        let file = match parsed {
+            Ok(file) => file,
+            Err(problem) => {
+                self.was_bad = true;
+                let path = self.path.display();
+                self.say(PolicyState::Invalid, format!(
+                    "{path} is not a good policy ({problem}): nothing changed, the last good policy stays in force. `po-sandbox policy check` says the same."
+                ));
+                return;
+            }
+        };
+        let next = self.good.with_file(&file);
+        let host_changed = host_side(&next) != host_side(&self.good);
+        if std::mem::take(&mut self.was_bad) && !host_changed {
+            let path = self.path.display();
+            self.say(
+                PolicyState::Applied,
+                format!("{path} is good again: {}", applied_text(&next)),
+            );
+        }
+        for message in [
+            container_side(&self.last_file, &file),
+            pinned(&self.good, &self.last_file, &file),
+        ]
+        .into_iter()
+        .flatten()
+        {
+            self.say(PolicyState::Pending, message);
+        }
+        self.last_file = file;
+        if host_changed {
+            match apply(live, &next) {
+                true => self.say(PolicyState::Applied, applied_text(&next)),
+                false => self.say(PolicyState::Pending, format!(
+                    "the allow list or the name overrides changed; this hub runs the {} network mode, without the egress proxy: they apply once the mode is allowlist and the hub starts again",
+                    self.started.as_str()
+                )),
+            }
+        }
+        if next.mode.0 != self.good.mode.0 {
+            self.say(PolicyState::Pending, mode_text(&next, self.started));
+        }
+        self.good = next;
+    }
 }
 
 /// What a changed mode means for the containers of a hub that started in `started`.
@@ -128,8 +169,7 @@ fn mode_text(next: &NetworkPolicy, started: NetworkMode) -> String {
 }
 
 /// A change of the file's container-side values (the mode is said apart): what it means.
-fn container_side(before: Option<&PolicyFile>, file: &PolicyFile) -> Option<String> {
-    let before = before?;
+fn container_side(before: &PolicyFile, file: &PolicyFile) -> Option<String> {
     let value = |f: &PolicyFile| {
         (
             f.workspace_mode.as_ref().map(|a| a.value.clone()),
@@ -155,8 +195,7 @@ fn container_side(before: Option<&PolicyFile>, file: &PolicyFile) -> Option<Stri
 }
 
 /// A change of the file's own list or overrides that an option or a variable overrules here.
-fn pinned(good: &NetworkPolicy, before: Option<&PolicyFile>, file: &PolicyFile) -> Option<String> {
-    let before = before?;
+fn pinned(good: &NetworkPolicy, before: &PolicyFile, file: &PolicyFile) -> Option<String> {
     let lists = |f: &PolicyFile| f.allow.as_ref().map(|a| a.value.clone());
     let overrides = |f: &PolicyFile| f.resolve.as_ref().map(|a| a.value.clone());
     let said = |what: &str, source: super::effective::Source| {
@@ -169,6 +208,10 @@ fn pinned(good: &NetworkPolicy, before: Option<&PolicyFile>, file: &PolicyFile) 
     }
     if !good.resolve.1.follows_file() && overrides(before) != overrides(file) {
         return Some(said("name overrides", good.resolve.1));
+    }
+    let mode = |f: &PolicyFile| f.network.as_ref().map(|a| a.value);
+    if !good.mode.1.follows_file() && mode(before) != mode(file) {
+        return Some(said("network mode", good.mode.1));
     }
     None
 }

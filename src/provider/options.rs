@@ -227,6 +227,9 @@ pub struct ProviderOptions {
     /// What is wrong with the policy file, when it is not good (the values above are then
     /// without it).
     pub policy_problem: Option<crate::policy::Problem>,
+    /// The policy file as read here (none when absent or not good): what a watcher starts
+    /// from.
+    pub policy_file: Option<crate::policy::PolicyFile>,
     /// The default workspace mode (`workspaceMode`, `PO_SANDBOX_WORKSPACE_MODE`).
     pub workspace_mode: WorkspaceMode,
     /// The workspace mode was given (option or variable), not the default: a remote engine's
@@ -258,8 +261,9 @@ fn run_flags(
     file: Option<&crate::policy::PolicyFile>,
     pids_limit: i64,
 ) -> Result<RunFlags> {
+    // The variable set, even empty (no flags), wins over the file as over the default.
     let var = host.vars().get(RUN_FLAGS_VAR).map(String::as_str);
-    let from_file = match var.is_some_and(|v| !v.trim().is_empty()) {
+    let from_file = match var.is_some() {
         true => None,
         false => file
             .and_then(|f| f.run_flags.as_ref())
@@ -270,8 +274,9 @@ fn run_flags(
     blueprint::resolve_run_flags(given.as_deref(), var, pids_limit)
 }
 
-/// `workspaceMode`, else `PO_SANDBOX_WORKSPACE_MODE`, else the policy file's; whether one of
-/// them gave it (a remote engine's default is `clone`, a given `bind` is refused there).
+/// `workspaceMode`, else `PO_SANDBOX_WORKSPACE_MODE`, else the policy file's; whether the
+/// option or the variable gave it (a remote engine's default is `clone`, a given `bind` is
+/// refused there).
 fn workspace_mode(
     option: Option<String>,
     host: &HostEnv,
@@ -282,8 +287,10 @@ fn workspace_mode(
     let from_file = file
         .and_then(|f| f.workspace_mode.as_ref())
         .map(|at| at.value.clone());
-    let option = option.or(from_file.filter(|_| var.is_none()));
+    // Given: by the option or the variable. The file is every hub's of the Po home: on a
+    // remote engine (where `bind` is refused) its `bind` gives way to the remote default.
     let given = option.is_some() || var.is_some();
+    let option = option.or(from_file.filter(|_| var.is_none()));
     Ok((WorkspaceMode::resolve(option.as_deref(), var)?, given))
 }
 
@@ -708,6 +715,7 @@ impl ProviderOptions {
             network_mode,
             network_policy,
             policy_problem,
+            policy_file: file.cloned(),
             memory,
             nano_cpus,
             health_interval,

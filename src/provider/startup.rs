@@ -324,7 +324,14 @@ impl<C: Connector> Provider<C> {
                     port: e.port,
                     reason: e.reason.clone().unwrap_or_default(),
                 };
-                crate::policy::denials::record(&home, &denial);
+                let home = home.clone();
+                // Off the proxy's threads: a file append.
+                match tokio::runtime::Handle::try_current() {
+                    Ok(rt) => drop(
+                        rt.spawn_blocking(move || crate::policy::denials::record(&home, &denial)),
+                    ),
+                    Err(_) => crate::policy::denials::record(&home, &denial),
+                }
             }
             events.emit(Event::Egress {
                 workspace_id: e.workspace.clone(),
@@ -340,7 +347,8 @@ impl<C: Connector> Provider<C> {
         }));
         // Its egress proxy follows the policy file while it runs (a hub's, and a command's
         // such as `po-sandbox exec` that serves its container's grant).
-        let (home, policy) = (o.po_home.clone(), o.network_policy.clone());
+        let policy = (o.network_policy.clone(), o.policy_file.clone());
+        let home = o.po_home.clone();
         crate::policy::watch::spawn(home, policy, broker.downgrade(), self.events.clone());
         Ok(Some(BrokerWiring {
             broker,

@@ -321,16 +321,22 @@ async fn a_connection_ends_when_a_later_policy_no_longer_allows_it() {
         futures_util::FutureExt::now_or_never(f).is_some()
     };
     let dialled = Some(IpAddr::V4(Ipv4Addr::LOCALHOST));
+    let route = |workspace: &str| Route {
+        workspace: workspace.into(),
+        target: target.clone(),
+        dialled,
+        overridden: true,
+    };
     // Taken before the check; the deny comes before the watch starts: it still ends.
     let view = live.view();
     live.replace(policy(&["b.test:443"], &[("a.test", [127, 0, 0, 1])]));
     let mut r: std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>> =
-        Box::pin(revoked(view, "w".into(), target.clone(), dialled));
+        Box::pin(revoked(view, route("w")));
     assert!(settled(r.as_mut()));
     // Another entry added: still allowed; then the override moves: ended.
     let live = LiveEgress::new(policy(&["a.test:443"], &[("a.test", [127, 0, 0, 1])]));
     let mut r: std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>> =
-        Box::pin(revoked(live.view(), "w".into(), target.clone(), dialled));
+        Box::pin(revoked(live.view(), route("w")));
     assert!(!settled(r.as_mut()));
     live.replace(policy(
         &["a.test:443", "c.test:443"],
@@ -344,9 +350,9 @@ async fn a_connection_ends_when_a_later_policy_no_longer_allows_it() {
     own.workspaces.insert("w".into(), vec![entry("a.test:443")]);
     let live = LiveEgress::new(own.clone());
     let mut mine: std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>> =
-        Box::pin(revoked(live.view(), "w".into(), target.clone(), dialled));
+        Box::pin(revoked(live.view(), route("w")));
     let mut other: std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>> =
-        Box::pin(revoked(live.view(), "v".into(), target.clone(), dialled));
+        Box::pin(revoked(live.view(), route("v")));
     assert!(!settled(mine.as_mut()));
     assert!(
         settled(other.as_mut()),
@@ -355,4 +361,26 @@ async fn a_connection_ends_when_a_later_policy_no_longer_allows_it() {
     own.workspaces.clear();
     live.replace(own);
     assert!(settled(mine.as_mut()));
+    // An override to a public address that goes ends the connection too (an address only: no
+    // traffic here): the name would now
+    // be looked up, maybe elsewhere.
+    let public = Some(IpAddr::V4(Ipv4Addr::new(11, 0, 0, 1)));
+    let live = LiveEgress::new(policy(&["a.test:443"], &[("a.test", [11, 0, 0, 1])]));
+    let by_override = Route {
+        dialled: public,
+        ..route("w")
+    };
+    let looked_up = Route {
+        dialled: public,
+        overridden: false,
+        ..route("w")
+    };
+    let mut a: std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>> =
+        Box::pin(revoked(live.view(), by_override));
+    assert!(!settled(a.as_mut()));
+    live.replace(policy(&["a.test:443"], &[]));
+    assert!(settled(a.as_mut()));
+    let mut b: std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>> =
+        Box::pin(revoked(live.view(), looked_up));
+    assert!(!settled(b.as_mut()), "a public address looked up stays");
 }

@@ -655,7 +655,11 @@ fn the_policy_file_sits_between_the_variables_and_the_defaults() {
     let plain = HostEnv::with_vars(&[("HOME", home())]);
     let o = ProviderOptions::resolve(given(), plain).unwrap();
     assert_eq!(o.network_mode, NetworkMode::None);
-    assert_eq!((o.workspace_mode, o.workspace_mode_given), (WorkspaceMode::Clone, true));
+    // The file's mode is not "given": on a remote engine the remote default stands.
+    assert_eq!(
+        (o.workspace_mode, o.workspace_mode_given),
+        (WorkspaceMode::Clone, false)
+    );
     assert_eq!(o.guarded_paths, vec![".envrc".to_string()]);
     assert_eq!(o.run_flags.given, vec!["--memory=2g".to_string()]);
     o.policy_good().unwrap();
@@ -677,9 +681,17 @@ fn the_policy_file_sits_between_the_variables_and_the_defaults() {
     let o = ProviderOptions::resolve(opt, vars).unwrap();
     assert_eq!(o.workspace_mode, WorkspaceMode::Clone);
     assert!(o.guarded_paths.is_empty());
+    // An empty flags variable means no flags, over the file's.
+    let empty = HostEnv::with_vars(&[("HOME", home()), ("PO_SANDBOX_RUN_FLAGS", "")]);
+    let o = ProviderOptions::resolve(given(), empty).unwrap();
+    assert!(o.run_flags.given.is_empty());
     std::fs::write(po.join(crate::policy::FILE), "network: closed\n").unwrap();
     let o = ProviderOptions::resolve(given(), HostEnv::with_vars(&[("HOME", home())])).unwrap();
-    assert_eq!(o.network_mode, NetworkMode::Open, "a bad file's values are not used");
+    assert_eq!(
+        o.network_mode,
+        NetworkMode::Open,
+        "a bad file's values are not used"
+    );
     let e = o.policy_good().unwrap_err();
     assert_eq!(e.code(), "POLICY_INVALID");
     assert!(e.to_string().contains("line 1, network"), "{e}");
