@@ -316,7 +316,9 @@ test('npm install in a workspace container goes through the egress proxy: an all
   // What the container itself has: the egress socket, no proxy variable; the extension sets those.
   const env = inspect(c.containerId).Config.Env
   assert.ok(env.includes('PO_BROKER_EGRESS_SOCKET=/run/po-broker/egress.sock'), env.join('\n'))
-  assert.deepEqual(env.filter((kv) => /^(https?_proxy|HTTPS?_PROXY)=/.test(kv)), [])
+  // Every process of the container (not only pi's session) reaches the proxy: the variables
+  // point at the bridge its start gate runs.
+  assert.deepEqual(env.filter((kv) => /^(https?_proxy|HTTPS?_PROXY)=/.test(kv)).sort(), ['HTTPS_PROXY', 'HTTP_PROXY', 'http_proxy', 'https_proxy'].map((k) => `${k}=http://127.0.0.1:47391`).sort())
 
   // The real pi in the workspace container, its extension loaded: its bash tool runs npm with
   // the environment the extension gave pi (no proxy flag: npm reads the variables).

@@ -105,6 +105,14 @@ test('the policy file: allow applies to a running container with no restart, den
   assert.match(denied.stdout, /^status 403\n/, denied.stderr)
   assert.ok(denied.stdout.includes(`egress denied: later.test:${P} is not in networkAllow (the sandbox policy); the person can allow it on the host: po-sandbox allow later.test:${P}`), denied.stdout)
   assert.ok(!seen.some((s) => s.startsWith('later.test')))
+  // Every process gets the proxy, not only pi's: a plain command run in the container (busybox
+  // wget reads http_proxy) reaches the allowed host through the bridge that lives with it.
+  const wget = await run('docker', ['exec', c.containerId, 'wget', '-q', '-O', '-', `http://first.test:${P}/by-exec`])
+  assert.equal(wget.code, 0, wget.stderr)
+  assert.equal(wget.stdout, `hello first.test:${P}\n`)
+  const refusedWget = await run('docker', ['exec', c.containerId, 'wget', '-q', '-O', '-', `http://later.test:${P}/by-exec`])
+  assert.notEqual(refusedWget.code, 0)
+  assert.ok(!seen.some((s) => s.startsWith('later.test')))
   const checked = await po(['policy', 'check', `later.test:${P}`, '--po-home', poHome])
   assert.equal(checked.code, 1, checked.stdout)
   assert.match(checked.stdout, new RegExp(`later\\.test:${P} is denied: no entry of the allow list \\(sandbox-policy\\.yaml line 3\\)\\. To allow it: po-sandbox allow later\\.test:${P}`))

@@ -112,8 +112,22 @@ pub fn health_probe(bundle: &RuntimeBundle, interval: std::time::Duration) -> He
 /// The workspace's start gate (POSIX sh): the bundle's interpreter waits until the namespace's
 /// network rules are loaded (`firewall::mark_probe`), then the server runs in the shell's place.
 /// The holder loads no rules itself (it has no capability): a short-lived helper does, after
-/// every start of the holder; until then the workspace's own process waits here.
-pub const GATE: &str = r#"p=$1; shift; "$1" -e "$p" && exec "$@""#;
+/// every start of the holder; until then the workspace's own process waits here. In an
+/// allowlist container on the socket route it first starts the egress bridge beside the server
+/// ([`EGRESS_BRIDGE_VAR`]), so it lives with the container.
+pub const GATE: &str = r#"p=$1; shift; "$1" -e "$p" || exit 1; [ -z "$PO_SANDBOX_EGRESS_BRIDGE" ] || "$1" -e "$PO_SANDBOX_EGRESS_BRIDGE" po-sandbox-egress-bridge "$PO_SANDBOX_EGRESS_PORT" </dev/null >/dev/null 2>&1 & exec "$@""#;
+
+/// The variable holding the egress bridge's source ([`EGRESS_BRIDGE`]), set only where it runs.
+pub const EGRESS_BRIDGE_VAR: &str = "PO_SANDBOX_EGRESS_BRIDGE";
+/// The variable naming the bridge's loopback port.
+pub const EGRESS_PORT_VAR: &str = "PO_SANDBOX_EGRESS_PORT";
+/// The egress bridge: a loopback port carried to the egress proxy's socket.
+pub const EGRESS_BRIDGE: &str = include_str!("egress_bridge.js");
+/// The bridge's port on the container's loopback (each workspace has its own network
+/// namespace).
+pub const EGRESS_PORT: u16 = 47391;
+/// The variables keeping loopback direct beside the proxy ones.
+const NO_PROXY_VARS: [&str; 2] = ["NO_PROXY", "no_proxy"];
 
 /// A bundle command behind the [`GATE`]: `/bin/sh -c GATE po-net-gate <probe> <command…>`.
 pub fn gated(command: Vec<String>) -> Vec<String> {
@@ -503,7 +517,30 @@ pub(super) fn layer_env(input: &SpecInput, p_str: &str) -> BTreeMap<String, Stri
     for (k, v) in input.extra_env {
         own.insert(k.clone(), v.clone());
     }
+    egress_env(&mut own);
     own
+}
+
+/// Every process of an allowlist container reaches the egress proxy through the standard
+/// variables: on the socket route through the bridge the start gate runs, on the TCP route at
+/// the proxy's URL itself. Loopback stays direct.
+fn egress_env(own: &mut BTreeMap<String, String>) {
+    use crate::names::vars::{EGRESS_PROXY_VAR, EGRESS_SOCKET_VAR};
+    let proxy = match (own.get(EGRESS_SOCKET_VAR), own.get(EGRESS_PROXY_VAR)) {
+        (Some(_), _) => {
+            own.insert(EGRESS_BRIDGE_VAR.into(), EGRESS_BRIDGE.into());
+            own.insert(EGRESS_PORT_VAR.into(), EGRESS_PORT.to_string());
+            format!("http://127.0.0.1:{EGRESS_PORT}")
+        }
+        (None, Some(url)) => url.clone(),
+        (None, None) => return,
+    };
+    for name in PROXY_VARS {
+        own.insert(name.into(), proxy.clone());
+    }
+    for name in NO_PROXY_VARS {
+        own.insert(name.into(), LOOPBACK.join(","));
+    }
 }
 
 /// Hashes the spec with the layer's variables but the per-grant ones, then sets its
@@ -543,7 +580,12 @@ fn labels(input: &SpecInput, spec_hash: &str, ws_path: String) -> BTreeMap<Strin
 
 /// Variables whose values change with every grant (tokens) stay out of the hash.
 fn is_per_grant(name: &str) -> bool {
+    // The proxy variables follow the grant's egress route (on the TCP route they carry its
+    // credentials).
     name.starts_with("PO_BROKER_")
+        || name.starts_with("PO_SANDBOX_EGRESS_")
+        || PROXY_VARS.contains(&name)
+        || NO_PROXY_VARS.contains(&name)
         || name.ends_with("_API_KEY")
         || name.ends_with("_TOKEN")
         || name.ends_with("_KEY")

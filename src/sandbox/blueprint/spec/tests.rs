@@ -1,7 +1,9 @@
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 
-use super::build::{binds, layer_env};
+use super::build::{
+    EGRESS_BRIDGE, EGRESS_BRIDGE_VAR, EGRESS_PORT, EGRESS_PORT_VAR, binds, layer_env,
+};
 use super::posture::{
     DEFAULT_CAPABILITIES, check_devices, check_network, check_pids_limit, mount_allowed,
 };
@@ -1091,7 +1093,8 @@ fn the_posture_summary_shows_the_egress_mode_and_the_holders_network() {
 
 #[test]
 fn spec_hashes_are_pinned() {
-    // A change here re-creates every running container: only on purpose.
+    // A change here re-creates every running container: only on purpose (the last: the start
+    // gate runs the egress bridge of an allowlist container).
     let flags = spec_with_flags(&["--runtime=runsc", "--tmpfs=/scratch"]);
     let hashes = [
         spec_with(&[("TERM", "xterm")], &["modes.yaml"]).spec_hash,
@@ -1102,10 +1105,10 @@ fn spec_hashes_are_pinned() {
     assert_eq!(
         hashes,
         [
-            "5236f877c8e20d53409a447163a8390d",
-            "35bfc5a8aec2ec83aa51a2539f6caaca",
-            "0879ba2b5cda9157ddd9adcf4e9fad4a",
-            "9126c9fd12648bde14480a0444a617aa",
+            "4c297f92982de7a1e011a7e0d3103224",
+            "efbee9cd9cf592bd904494b871a89519",
+            "046771372fd20ce8a9e58675c0ea004c",
+            "3f56df769e9998a6d682ecb7b7986788",
         ]
     );
 }
@@ -1346,4 +1349,43 @@ fn a_carried_spec_binds_nothing_and_carries_its_parts_in_volumes() {
     });
     assert_ne!(local.spec_hash, s.spec_hash);
     assert!(local.binds.iter().any(|b| b.target == "/opt/po"));
+}
+
+/// An allowlist grant's egress route gives every process of the container the proxy
+/// variables: the bridge's loopback port (and the bridge for the start gate) on the socket
+/// route, the proxy's URL on the TCP route; loopback stays direct; a host's own proxy gives
+/// way; none of it is in the hash.
+#[test]
+fn every_process_of_an_allowlist_container_gets_the_egress_proxy() {
+    let socket = [("PO_BROKER_EGRESS_SOCKET", "/run/po-broker/egress.sock")];
+    let s = with_input(
+        &[("HTTPS_PROXY", "http://corp.test:3128")],
+        &[],
+        &socket,
+        build,
+    );
+    let bridge = format!("http://127.0.0.1:{EGRESS_PORT}");
+    for name in [
+        "HTTPS_PROXY",
+        "HTTP_PROXY",
+        "https_proxy",
+        "http_proxy",
+        "ALL_PROXY",
+    ] {
+        assert_eq!(s.env[name], bridge, "{name}");
+    }
+    assert_eq!(s.env["NO_PROXY"], "localhost,127.0.0.1,::1");
+    assert_eq!(s.env[EGRESS_BRIDGE_VAR], EGRESS_BRIDGE);
+    assert_eq!(s.env[EGRESS_PORT_VAR], EGRESS_PORT.to_string());
+    let url = "http://po:tok@host.docker.internal:40123";
+    let tcp = with_input(&[], &[], &[("PO_BROKER_EGRESS_PROXY", url)], build);
+    assert_eq!(tcp.env["HTTPS_PROXY"], url);
+    assert!(!tcp.env.contains_key(EGRESS_BRIDGE_VAR));
+    let plain = with_input(&[], &[], &[], build);
+    assert!(!plain.env.contains_key("HTTPS_PROXY"));
+    assert_eq!(s.spec_hash, tcp.spec_hash);
+    assert_eq!(s.spec_hash, plain.spec_hash);
+    // The gate runs the bridge only where its source is set, and still execs the server.
+    assert!(GATE.contains("[ -z \"$PO_SANDBOX_EGRESS_BRIDGE\" ] ||"));
+    assert!(GATE.ends_with("& exec \"$@\""));
 }
