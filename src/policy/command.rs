@@ -95,21 +95,13 @@ pub fn answer(mut request: PolicyRequest) -> Result<PolicyAnswer> {
     let host = HostEnv::given(request.env.take());
     let home = crate::sandbox::folder::resolve_po_home(request.po_home.take(), &host)?;
     let path = super::path_in(&home);
-    let text = match std::fs::read_to_string(&path) {
-        Ok(text) => Some(text),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-        Err(e) => {
-            return Err(invalid(
-                "poHome",
-                format!("{} cannot be read ({e})", path.display()),
-            ));
-        }
+    // Read once: the file checked is the text an edit starts from.
+    let (parsed, text) = match super::load(&home) {
+        Ok(Some((file, text))) => (Ok(file), Some(text)),
+        Ok(None) => (Ok(PolicyFile::default()), None),
+        Err(problem) => (Err(problem), Some(String::new())),
     };
     let mut a = PolicyAnswer::new(&path, text.is_some());
-    let parsed = match &text {
-        Some(_) => super::load(&home).map(|f| f.map(|(f, _)| f).unwrap_or_default()),
-        None => Ok(PolicyFile::default()),
-    };
     let workspace = request.workspace.as_deref();
     if let Some(id) = workspace {
         crate::sandbox::folder::check_workspace_id(id)?;

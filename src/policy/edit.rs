@@ -317,10 +317,7 @@ fn as_block(lines: &mut Vec<String>, key: usize) -> Result<(), Problem> {
         .filter(|e| !e.is_empty())
         .collect();
     let indent = " ".repeat(indent_of(&lines[key]));
-    let comment = lines[key]
-        .split_once(" #")
-        .map(|(_, c)| format!(" #{c}"))
-        .unwrap_or_default();
+    let comment = comment_of(&lines[key]);
     let key_text = lines[key]
         .trim_start()
         .split(':')

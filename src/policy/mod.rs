@@ -105,11 +105,6 @@ struct WorkspaceDoc {
 /// read or is not a good policy.
 pub fn load(po_home: &Path) -> Result<Option<(PolicyFile, String)>, Problem> {
     let path = path_in(po_home);
-    let unreadable = |reason: String| Problem {
-        line: None,
-        field: "the file".into(),
-        reason,
-    };
     let file = match std::fs::File::open(&path) {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
@@ -126,15 +121,19 @@ pub fn load(po_home: &Path) -> Result<Option<(PolicyFile, String)>, Problem> {
 
 /// A file's bytes as its text: at most [`MAX_BYTES`], UTF-8.
 pub fn text_of(bytes: Vec<u8>) -> Result<String, Problem> {
-    let unreadable = |reason: String| Problem {
-        line: None,
-        field: "the file".into(),
-        reason,
-    };
     if bytes.len() as u64 > MAX_BYTES {
         return Err(unreadable(format!("it is larger than {MAX_BYTES} bytes")));
     }
     String::from_utf8(bytes).map_err(|e| unreadable(format!("it is not UTF-8 text ({e})")))
+}
+
+/// A problem of the file as a whole (it cannot be read as a policy's text).
+fn unreadable(reason: String) -> Problem {
+    Problem {
+        line: None,
+        field: "the file".into(),
+        reason,
+    }
 }
 
 /// Checks a policy's text.
