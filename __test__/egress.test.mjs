@@ -17,7 +17,7 @@ import https from 'node:https'
 import path from 'node:path'
 
 import { root, run, tempDir, waitFor } from './helpers.mjs'
-import { PI_DRIVER, bundlePiAndExtension, piAnswers, piInContainer } from './pi-fixtures.mjs'
+import { PI_DRIVER, bundlePiAndExtension, piAnswers, piInContainer, piLines } from './pi-fixtures.mjs'
 import {
   TEST_BASE, baseOptions, brokerDirOf, brokerFolder, cleanupOwner, inspect, newOwner, openLayer,
   tempHome, tempWorkspace, useTestBaseImage, writeBundle,
@@ -326,6 +326,7 @@ test('npm install in a workspace container goes through the egress proxy: an all
     { type: 'bash', command: 'echo "proxy=$HTTPS_PROXY|$HTTP_PROXY|$https_proxy|$http_proxy no=$NO_PROXY"', excludeFromContext: true },
     { type: 'bash', command: `cd ${ws}/allowed && ${npm} 2>&1; echo "npm exit $?"; node -e "console.log(require('po-tiny'))"`, excludeFromContext: true },
     { type: 'bash', command: `cd ${ws}/unlisted && ${npm} 2>&1; echo "npm exit $?"`, excludeFromContext: true },
+    { type: 'await_notify', match: `unlisted.npm.test:${unlisted.port}` },
   ]
   const r = await piInContainer(c.containerId, inBundle, commands, { workdir: ws })
   const out = (id) => r.answer(id)?.data?.output ?? ''
@@ -365,4 +366,11 @@ test('npm install in a workspace container goes through the egress proxy: an all
   await waitFor(() => egress().some((e) => e.host === 'unlisted.npm.test'), 'the egress event for unlisted.npm.test')
   assert.deepEqual(egress().filter((e) => e.host === 'unlisted.npm.test').map((e) => [e.decision, e.port, e.reason]), [['denied', unlisted.port, reason]])
   assert.ok(!existsSync(path.join(ws, 'unlisted', 'node_modules', 'po-tiny')))
+  // The extension showed the person (a notify UI request, not the model's context) the denial,
+  // with the host command that allows it.
+  const notices = piLines(r.stdout).filter((m) => m.type === 'extension_ui_request' && m.method === 'notify')
+  const denial = notices.filter((m) => m.message.includes(`unlisted.npm.test:${unlisted.port}`))
+  assert.ok(denial.length >= 1, all)
+  assert.equal(denial[0].notifyType, 'warning')
+  assert.match(denial[0].message, new RegExp(`^Po sandbox refused a connection: unlisted\\.npm\\.test:${unlisted.port}( \\(\\d+ times\\))? is not in the allow list; to allow it, run on the host: po-sandbox allow unlisted\\.npm\\.test:${unlisted.port}$`), all)
 })

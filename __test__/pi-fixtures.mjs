@@ -10,14 +10,25 @@ import { root, run } from './helpers.mjs'
  * Runs in a container: the real pi in RPC mode with the extension in `EXTENSION` (a package
  * folder), sending each of `COMMANDS` after the previous one's answer (after a prompt that
  * started a run, once pi reports `agent_settled`: the model call is over); prints pi's lines.
+ * A command `{ type: 'await_notify', match }` is not sent: the driver waits (at most 20 s) for
+ * a notify UI request whose message contains `match` (also one that came before it).
  */
 export const PI_DRIVER = String.raw`
 const { spawn } = require('node:child_process')
 const commands = JSON.parse(process.env.COMMANDS), NL = String.fromCharCode(10)
 const pi = spawn('node', [process.env.PI, '--mode', 'rpc', '--no-session', '--extension', process.env.EXTENSION], { stdio: ['pipe', 'pipe', 'inherit'] })
-let buf = '', sent = 0, pending = null
-const next = () => { if (sent < commands.length) { pending = commands[sent].type === 'prompt' ? { answered: false, settled: false } : null; pi.stdin.write(JSON.stringify({ ...commands[sent], id: 'c' + sent }) + NL); sent++ } else pi.stdin.end() }
+let buf = '', sent = 0, pending = null, awaiting = null
+const notices = []
+const next = () => {
+  const c = commands[sent]
+  if (c?.type === 'await_notify') { sent++; if (notices.some((n) => n.includes(c.match))) return next(); awaiting = { match: c.match, timer: setTimeout(() => { awaiting = null; next() }, 20000) }; return }
+  if (sent < commands.length) { pending = commands[sent].type === 'prompt' ? { answered: false, settled: false } : null; pi.stdin.write(JSON.stringify({ ...commands[sent], id: 'c' + sent }) + NL); sent++ } else pi.stdin.end() }
 const onMessage = (m) => {
+  if (m.type === 'extension_ui_request' && m.method === 'notify') {
+    notices.push(String(m.message))
+    if (awaiting && String(m.message).includes(awaiting.match)) { clearTimeout(awaiting.timer); awaiting = null; next() }
+    return
+  }
   if (m.type === 'response') { if (pending) { pending.answered = true; if (!m.success || m.data?.disposition === 'handled') pending.settled = true } }
   else if (m.type === 'agent_settled' && pending) pending.settled = true
   else return

@@ -22,12 +22,20 @@
 // variables are set to that URL directly, with no bridge. On `session_shutdown` the variables are put back
 // as they were and the bridge is closed.
 //
+// Denials, for the person: while a session with a UI runs behind the egress proxy, the
+// extension asks the proxy for its container's denials (`GET http://po-sandbox.invalid/denials`,
+// a name the proxy answers itself; it waits for the next denial and gathers a burst) and shows
+// the notice each answer carries with `ctx.ui.notify`: to the person, never into the model's
+// context. The notice names the host command that allows the destination. It stops on
+// `session_shutdown`; its sockets and timers never keep pi running.
+//
 // Help resources: inside a container, on `resources_discover` the extension writes the help
 // skill `po-sandbox` (its SKILL.md comes from the addon: `helpSkill`, the same variables as
 // `/po-sandbox`) into a private temporary folder and offers that folder's skill to pi; on the
 // host it offers nothing. The folder is removed on `session_shutdown`.
 
 const fs = require('node:fs')
+const http = require('node:http')
 const os = require('node:os')
 const path = require('node:path')
 
@@ -62,13 +70,64 @@ function restoreProxy(saved) {
   }
 }
 
+// The egress proxy answers this name itself: the container's recent denials.
+const DENIALS = 'http://po-sandbox.invalid/denials'
+// How long one ask waits for a denial (the proxy bounds it at 30 s), and the pause after a
+// failed ask (the proxy restarting with the hub).
+const DENIALS_WAIT_S = 25
+const DENIALS_RETRY_MS = 2000
+
+/** One ask of the denials through the proxy at `proxyUrl` (its credentials, on the TCP route, as Proxy-Authorization); resolves with the answer's JSON. */
+function askDenials(proxyUrl, query, signal) {
+  const proxy = new URL(proxyUrl)
+  const headers = { host: 'po-sandbox.invalid' }
+  if (proxy.username) {
+    const pair = `${decodeURIComponent(proxy.username)}:${decodeURIComponent(proxy.password)}`
+    headers['proxy-authorization'] = `Basic ${Buffer.from(pair).toString('base64')}`
+  }
+  return new Promise((resolve, reject) => {
+    const req = http.get({ host: proxy.hostname, port: proxy.port, path: DENIALS + query, headers, signal, agent: false }, (res) => {
+      let body = ''
+      res.setEncoding('utf8')
+      res.on('data', (d) => { body += d })
+      res.on('error', reject)
+      res.on('end', () => {
+        try {
+          if (res.statusCode !== 200) throw new Error(`the egress proxy answered ${res.statusCode}: ${body.trim()}`)
+          resolve(JSON.parse(body))
+        } catch (err) {
+          reject(err)
+        }
+      })
+    })
+    req.on('socket', (socket) => socket.unref())
+    req.on('error', reject)
+  })
+}
+
+/** Shows `notify` each batch of the container's denials from now on, until `signal` aborts. */
+async function watchDenials(proxyUrl, notify, signal) {
+  let next
+  while (!signal.aborted) {
+    try {
+      const query = next === undefined ? '' : `?after=${next}&wait=${DENIALS_WAIT_S}`
+      const answer = await askDenials(proxyUrl, query, signal)
+      if (next !== undefined && answer.notice) notify(answer.notice)
+      next = answer.next
+    } catch {
+      if (signal.aborted) return
+      await new Promise((resolve) => setTimeout(resolve, DENIALS_RETRY_MS).unref())
+    }
+  }
+}
+
 function egressError(err) {
   return new Error(`Po sandbox: the egress proxy bridge could not start (${err.message}); this session's tools have no way out until it can.`)
 }
 
 /** @param {import('@earendil-works/pi-coding-agent').ExtensionAPI} pi */
 function poSandboxExtension(pi) {
-  /** @type {{ bridge?: { close(): Promise<void> }, egress?: { close(): Promise<void> }, proxySaved?: Record<string, string | undefined>, providers: string[] } | undefined} */
+  /** @type {{ bridge?: { close(): Promise<void> }, egress?: { close(): Promise<void> }, proxySaved?: Record<string, string | undefined>, denials?: AbortController, providers: string[] } | undefined} */
   let active
 
   async function release() {
@@ -76,6 +135,7 @@ function poSandboxExtension(pi) {
     active = undefined
     if (!current) return
     for (const name of current.providers) pi.unregisterProvider(name)
+    current.denials?.abort()
     if (current.proxySaved) restoreProxy(current.proxySaved)
     await current.bridge?.close()
     await current.egress?.close()
@@ -126,6 +186,19 @@ function poSandboxExtension(pi) {
     } else if (state.egressProxyRoute) {
       // The TCP route (VM engines): the host's egress port, reached directly, no bridge.
       active.proxySaved = setProxy(state.egressProxyRoute)
+    }
+    const proxyUrl = active.egress?.url ?? state.egressProxyRoute
+    if (proxyUrl && ctx.hasUI) {
+      const denials = new AbortController()
+      active.denials = denials
+      const notify = (text) => {
+        try {
+          ctx.ui.notify(text, 'warning')
+        } catch {
+          denials.abort() // a session replaced under it
+        }
+      }
+      void watchDenials(proxyUrl, notify, denials.signal)
     }
     // Providers named for the broker whose variables are inconsistent (a missing workspace, a
     // bad route) fail closed as well: their key variables hold grant tokens, not keys.

@@ -14,6 +14,7 @@
 //! grants, so none of the serving is used there.
 #![cfg_attr(not(unix), allow(dead_code, unused_imports))]
 
+mod feed;
 mod live;
 pub(crate) mod rules;
 pub(crate) mod sni;
@@ -29,8 +30,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
-use http_body_util::{BodyExt, Empty, Full};
+use http_body_util::{BodyExt, Empty};
 use hyper::body::Incoming;
 use hyper::header::{HOST, HeaderValue};
 use hyper::{Method, Request, Response, StatusCode};
@@ -45,7 +45,7 @@ pub use super::audit::{EgressDecision, EgressEvent};
 use super::framing::MAX_HEAD_BYTES;
 use super::headers::HOP_BY_HOP;
 use super::limits::{HEAD_TIMEOUT, IDLE_TIMEOUT};
-use super::reply::ResponseBody;
+use super::reply::{ResponseBody, full};
 use super::socket::SocketListener;
 
 /// The egress socket's file name in a grant's route folder.
@@ -94,6 +94,8 @@ pub(super) struct Scope {
     policy: Arc<LiveEgress>,
     grant: String,
     workspace: String,
+    /// Its recent denials, for the person ([`feed`]).
+    feed: feed::Feed,
 }
 
 impl Scope {
@@ -108,6 +110,7 @@ impl Scope {
             policy,
             grant: grant.to_string(),
             workspace: workspace.to_string(),
+            feed: feed::Feed::default(),
         }
     }
 
@@ -132,6 +135,14 @@ impl Scope {
     fn emit(&self, mut event: EgressEvent, reason: Option<String>, started: Instant) {
         event.reason = reason;
         event.duration_ms = started.elapsed().as_millis() as u64;
+        if event.decision == EgressDecision::Denied {
+            let destination = match event.port {
+                0 => event.host.clone(),
+                port => format!("{}:{port}", event.host),
+            };
+            self.feed
+                .push(&destination, event.reason.as_deref().unwrap_or_default());
+        }
         self.audit.egress(event);
     }
 
@@ -176,11 +187,7 @@ impl Scope {
 /// The proxy's own answer: `line` as the body and as the status line's reason phrase, since
 /// clients such as npm show the status line of an error and never its body.
 fn text(status: StatusCode, line: &str) -> Response<ResponseBody> {
-    let mut r = Response::new(
-        Full::new(Bytes::from(format!("{line}\n")))
-            .map_err(|never| match never {})
-            .boxed(),
-    );
+    let mut r = Response::new(full(format!("{line}\n")));
     *r.status_mut() = status;
     r.headers_mut().insert(
         hyper::header::CONTENT_TYPE,
@@ -376,6 +383,11 @@ impl Scope {
         req: Request<Incoming>,
         permit: Permit,
     ) -> Response<ResponseBody> {
+        match feed::asked(&req) {
+            Some(Ok(query)) => return feed::respond(&self.feed.answer(query).await),
+            Some(Err(why)) => return feed::refuse(&why),
+            None => {}
+        }
         let started = Instant::now();
         let hosts: Vec<Vec<u8>> = req
             .headers()

@@ -14,17 +14,20 @@ pub type ResponseBody = BoxBody<Bytes, BoxError>;
 /// Why a request is refused or failed: the status and the message (no key, no token).
 pub struct Failure(pub StatusCode, pub String);
 
+/// A whole body, as an answer carries it.
+pub fn full(bytes: impl Into<Bytes>) -> ResponseBody {
+    Full::new(bytes.into())
+        .map_err(|never| match never {})
+        .boxed()
+}
+
 /// The broker's own answer: JSON `{"error":{"type":"po_broker","message":…}}`.
 pub fn plain(status: StatusCode, message: &str) -> Response<ResponseBody> {
     let body = format!(
         "{{\"error\":{{\"type\":\"po_broker\",\"message\":{}}}}}\n",
         serde_json::Value::String(message.to_string())
     );
-    let mut r = Response::new(
-        Full::new(Bytes::from(body))
-            .map_err(|never| match never {})
-            .boxed(),
-    );
+    let mut r = Response::new(full(body));
     *r.status_mut() = status;
     r.headers_mut().insert(
         hyper::header::CONTENT_TYPE,

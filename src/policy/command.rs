@@ -257,7 +257,7 @@ fn log(a: &mut PolicyAnswer, home: &std::path::Path, workspace: Option<&str>) {
             super::denials::ago(g.last_at, now),
             workspaces.join(", "),
             g.last_reason,
-            match g.last_reason.contains("is not in networkAllow") {
+            match crate::broker::egress::rules::unlisted(&g.last_reason) {
                 true => format!("To allow it: po-sandbox allow {}", g.destination),
                 false => "Not a matter of the allow list (the request itself was refused).".into(),
             },

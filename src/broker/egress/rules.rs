@@ -313,6 +313,11 @@ pub fn allowed(list: &[AllowEntry], target: &Target) -> bool {
     })
 }
 
+/// Whether `reason` is the allow list's refusal (the one `po-sandbox allow` lifts).
+pub fn unlisted(reason: &str) -> bool {
+    reason.contains(" is not in networkAllow (the sandbox policy)")
+}
+
 /// What the policy says of a destination before any lookup: denied (with the reason), an
 /// address to dial as it is (a listed literal, or a name `networkResolve` maps), or a name to
 /// look up (each of its addresses then checked with [`non_public`]).

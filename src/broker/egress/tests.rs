@@ -237,9 +237,10 @@ async fn the_tcp_route_names_its_grant_with_proxy_credentials_on_every_request()
         format!("@host.docker.internal:{}", egress.port())
     );
     assert!(!format!("{grant:?}").contains(&token));
-    let send = |auth: Option<String>| {
+    let get = |url: String, auth: Option<String>| {
+        let host = url.trim_start_matches("http://").split('/').next().unwrap();
         let request = format!(
-            "GET http://allowed.test:{port}/t HTTP/1.1\r\nHost: allowed.test:{port}\r\n{}Connection: close\r\n\r\n",
+            "GET {url} HTTP/1.1\r\nHost: {host}\r\n{}Connection: close\r\n\r\n",
             auth.map(|a| format!("Proxy-Authorization: {a}\r\n"))
                 .unwrap_or_default()
         );
@@ -251,6 +252,7 @@ async fn the_tcp_route_names_its_grant_with_proxy_credentials_on_every_request()
             String::from_utf8_lossy(&out).into_owned()
         }
     };
+    let send = |auth| get(format!("http://allowed.test:{port}/t"), auth);
     assert!(send(None).await.starts_with("HTTP/1.1 407"));
     assert!(
         send(Some(basic_credentials("forged")))
@@ -264,6 +266,14 @@ async fn the_tcp_route_names_its_grant_with_proxy_credentials_on_every_request()
         !seen.lock().unwrap()[0]
             .to_ascii_lowercase()
             .contains("proxy-authorization")
+    );
+    // The grant's denial feed, by the same credentials (none: 407).
+    let ask = |auth| get("http://po-sandbox.invalid/denials".into(), auth);
+    assert!(ask(None).await.starts_with("HTTP/1.1 407"));
+    let fed = ask(Some(basic_credentials(&token))).await;
+    assert!(
+        fed.starts_with("HTTP/1.1 200") && fed.ends_with(r#"{"next":0,"denials":[]}"#),
+        "{fed}"
     );
     broker.revoke(&grant.id);
     assert!(
@@ -383,4 +393,40 @@ async fn a_connection_ends_when_a_later_policy_no_longer_allows_it() {
     let mut b: std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>> =
         Box::pin(revoked(live.view(), looked_up));
     assert!(!settled(b.as_mut()), "a public address looked up stays");
+}
+
+#[tokio::test]
+async fn the_feed_of_a_grant_holds_its_own_denials_and_is_answered_by_the_proxy_itself() {
+    let (port, seen) = upstream().await;
+    let (_b, _dir, socket, events) = proxy(port).await;
+    let feed_at = |after: &str| {
+        format!(
+            "GET http://po-sandbox.invalid/denials{after} HTTP/1.1\r\nHost: po-sandbox.invalid\r\nConnection: close\r\n\r\n"
+        )
+    };
+    let start = exchange(&socket, feed_at("").as_bytes()).await;
+    assert!(start.starts_with("HTTP/1.1 200"), "{start}");
+    assert!(start.ends_with(r#"{"next":0,"denials":[]}"#), "{start}");
+    let _ = exchange(
+        &socket,
+        b"CONNECT denied.test:443 HTTP/1.1\r\nHost: denied.test:443\r\n\r\n",
+    )
+    .await;
+    let _ = exchange(
+        &socket,
+        b"GET http://denied.test/x HTTP/1.1\r\nHost: denied.test\r\nConnection: close\r\n\r\n",
+    )
+    .await;
+    let answer = exchange(&socket, feed_at("?after=0&wait=5").as_bytes()).await;
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert!(answer.contains(r#""next":2"#), "{answer}");
+    assert!(
+        answer.contains("- denied.test:443 is not in the allow list; to allow it, run on the host: po-sandbox allow denied.test:443\\n- denied.test:80 is not in the allow list"),
+        "{answer}"
+    );
+    // The feed's own requests are neither audited nor dialled; a bad one is refused.
+    let bad = exchange(&socket, b"GET http://po-sandbox.invalid/etc HTTP/1.1\r\nHost: po-sandbox.invalid\r\nConnection: close\r\n\r\n").await;
+    assert!(bad.starts_with("HTTP/1.1 400"), "{bad}");
+    assert_eq!(events.lock().unwrap().len(), 2);
+    assert!(seen.lock().unwrap().is_empty());
 }
