@@ -694,16 +694,17 @@ export interface DoctorReport {
    * file): `open`, `none` or `allowlist`.
    */
   network: string
-  /**
-   * Where the mode came from: `the network option`, `the variable PO_SANDBOX_NETWORK`,
-   * `sandbox-policy.yaml line 2` or `the default`.
-   */
+  /** Where the mode came from (`the variable PO_SANDBOX_NETWORK`, `the default`, …). */
   networkSource: string
-  /**
-   * What is wrong with the policy file (`<poHome>/sandbox-policy.yaml`), when it is not
-   * good: its line, field and the expected form. No hub starts until it is fixed.
-   */
+  /** What is wrong with the policy file, when it is not good (no hub starts until fixed). */
   policyProblem?: string
+  /**
+   * The git hosts the broker carries, each with its credential's source; where the hosts
+   * came from; how many push rules the policy adds.
+   */
+  git: Array<GitHostCheck>
+  gitSource: string
+  gitPushRules: number
   /** The per-hub networks on the engine (absent when no engine answered). */
   networks?: NetworkCheck
   /**
@@ -910,6 +911,19 @@ export interface ForwardOptions {
   hostPort?: number
   /** The workspace folder (default: the one the container was started for). */
   path?: string
+}
+
+/** One git host the broker carries. */
+export interface GitHostCheck {
+  /** Its name as remotes use it. */
+  host: string
+  /** Where the broker sends its requests. */
+  origin: string
+  /**
+   * Where its credential comes from (`git credential fill`, `GH_TOKEN`, the command); absent
+   * when none was found (then the host is reached without one: public repositories only).
+   */
+  credential?: string
 }
 
 /** What a grant is for. */
@@ -1414,6 +1428,11 @@ export interface SandboxState {
    * `PO_SANDBOX_WORKSPACE_MODE=clone`): nothing written reaches the host until taken.
    */
   clone: boolean
+  /**
+   * The git hosts whose HTTPS (and SSH-form) remotes go through the broker's git route
+   * (the container's git configuration, `GIT_CONFIG_*`, with `PO_BROKER_GIT_TOKEN`).
+   */
+  gitHosts: Array<string>
 }
 
 /**

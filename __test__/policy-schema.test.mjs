@@ -27,7 +27,7 @@ function docExamples() {
   for (const name of readdirSync(path.join(root, 'docs')).filter((f) => f.endsWith('.md'))) {
     const text = readFileSync(path.join(root, 'docs', name), 'utf8')
     for (const m of text.matchAll(/```yaml\n([\s\S]*?)```/g)) {
-      if (/^(network|allow|resolve|workspaces):/m.test(m[1])) found.push({ where: name, text: m[1] })
+      if (/^(network|allow|resolve|workspaces|git):/m.test(m[1])) found.push({ where: name, text: m[1] })
     }
   }
   return found
@@ -66,6 +66,15 @@ test('what the layer refuses, the schema refuses', (t) => {
     'runFlags: privileged\n',
     'runFlags:\n  - privileged\n',
     'guardedPaths: .git/hooks\n',
+    'git:\n  hosts: github.com\n',
+    'git:\n  hosts:\n    - Git.Test\n',
+    'git:\n  hosts:\n    - "git.test=ftp://127.0.0.1:1"\n',
+    'git:\n  hosts:\n    - "git.test=https://h/path"\n',
+    'git:\n  pushes: []\n',
+    'git:\n  push:\n    - repo: github.com/acme/*\n',
+    'git:\n  push:\n    - repo: acme\n      refs: refs/heads/*\n',
+    'git:\n  push:\n    - repo: github.com/acme/*\n      refs: heads/agent/*\n',
+    'git:\n  push:\n    - repo: github.com/acme/*\n      refs: refs/heads/*\n      force: yes please\n',
   ]) {
     assert.equal(validate(YAML.parse(text)), false, `the schema took ${JSON.stringify(text)}`)
     assert.equal(layerCheck(t, text).ok, false, `the layer took ${JSON.stringify(text)}`)

@@ -90,6 +90,12 @@ pub struct DoctorOptions {
     pub network_source: String,
     /// What is wrong with the policy file, when it is not good (`POLICY_INVALID`'s message).
     pub policy_problem: Option<String>,
+    /// The git route's policy, where its hosts came from, and the host environment.
+    pub git: (
+        crate::broker::git::GitPolicy,
+        String,
+        std::collections::HashMap<String, String>,
+    ),
 }
 
 impl DoctorOptions {
@@ -97,6 +103,7 @@ impl DoctorOptions {
     /// and engine).
     pub fn of(options: crate::provider::ProviderOptions) -> DoctorOptions {
         let policy_problem = options.policy_good().err().map(|e| e.to_string());
+        let (git_policy, git_source) = options.git_policy.clone();
         DoctorOptions {
             detect: options.detect,
             po_home: options.po_home,
@@ -109,6 +116,11 @@ impl DoctorOptions {
             network_source: options.network_policy.mode.1.to_string(),
             policy_problem,
             run_flags: options.run_flags,
+            git: (
+                git_policy,
+                git_source.to_string(),
+                options.host.vars().clone(),
+            ),
         }
     }
 }
@@ -252,12 +264,15 @@ pub struct DoctorReport {
     /// The egress mode every container gets (`network`, `PO_SANDBOX_NETWORK`, the policy
     /// file): `open`, `none` or `allowlist`.
     pub network: String,
-    /// Where the mode came from: `the network option`, `the variable PO_SANDBOX_NETWORK`,
-    /// `sandbox-policy.yaml line 2` or `the default`.
+    /// Where the mode came from (`the variable PO_SANDBOX_NETWORK`, `the default`, …).
     pub network_source: String,
-    /// What is wrong with the policy file (`<poHome>/sandbox-policy.yaml`), when it is not
-    /// good: its line, field and the expected form. No hub starts until it is fixed.
+    /// What is wrong with the policy file, when it is not good (no hub starts until fixed).
     pub policy_problem: Option<String>,
+    /// The git hosts the broker carries, each with its credential's source; where the hosts
+    /// came from; how many push rules the policy adds.
+    pub git: Vec<git::GitHostCheck>,
+    pub git_source: String,
+    pub git_push_rules: u32,
     /// The per-hub networks on the engine (absent when no engine answered).
     pub networks: Option<NetworkCheck>,
     /// This hub's owner and the other hubs' sandboxes on the engine (absent when no engine
@@ -406,6 +421,9 @@ pub async fn doctor(
         network: options.network_mode.as_str().to_string(),
         network_source: options.network_source,
         policy_problem: options.policy_problem,
+        git: git::check(&options.git.0, &options.git.2).await,
+        git_source: options.git.1,
+        git_push_rules: options.git.0.push.len() as u32,
         networks,
         hubs,
         round_trip_ms,
@@ -488,6 +506,11 @@ pub fn render(r: &DoctorReport) -> String {
     if let Some(p) = &r.policy_problem {
         out.push_str(&format!("Policy    NOT GOOD: {p}\n"));
     }
+    out.push_str(&git::section(
+        &r.git,
+        &r.git_source,
+        r.git_push_rules as usize,
+    ));
     if let Some(n) = &r.networks {
         out.push_str(&format!(
             "Networks  {} per-hub networks, {} with no container (po-sandbox prune removes those)\n",
@@ -770,6 +793,8 @@ fn not_ready_actions(r: &DoctorReport) -> Vec<String> {
     }
     why
 }
+
+mod git;
 
 #[cfg(test)]
 mod tests;

@@ -633,25 +633,7 @@ where
 /// The `Proxy-Authorization` value that names a grant on the TCP route: `Basic` and
 /// base64(`po:<token>`), what clients send for a proxy URL `http://po:<token>@host:port`.
 pub fn basic_credentials(token: &str) -> String {
-    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    let input = format!("po:{token}").into_bytes();
-    let mut out = String::from("Basic ");
-    for chunk in input.chunks(3) {
-        let b = [
-            chunk[0],
-            *chunk.get(1).unwrap_or(&0),
-            *chunk.get(2).unwrap_or(&0),
-        ];
-        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
-        for i in 0..4 {
-            if i <= chunk.len() {
-                out.push(ALPHABET[(n >> (18 - 6 * i) & 63) as usize] as char);
-            } else {
-                out.push('=');
-            }
-        }
-    }
-    out
+    super::git::credential::basic("po", token)
 }
 
 /// Serves the shared egress port of the TCP route: each request names its grant with

@@ -12,6 +12,7 @@ use sha2::Sha256;
 use tokio::sync::Semaphore;
 
 use super::egress::{EGRESS_SOCKET, EgressSocket, Scope, basic_credentials, serve_egress};
+use super::git;
 use super::limits::PER_GRANT_CONNECTIONS;
 use super::request::TokenIndex;
 use super::routes::{self, ProviderRoute};
@@ -92,6 +93,8 @@ pub struct GrantRequest {
     /// A stable folder for the socket instead of a fresh one (its path must not change for an
     /// adopted container).
     pub socket_folder: Option<PathBuf>,
+    /// The URLs of the workspace's git remotes (its pushes may go to those repositories).
+    pub git_remotes: Vec<String>,
 }
 
 impl GrantRequest {
@@ -114,6 +117,7 @@ impl GrantRequest {
             container_host: None,
             secret: None,
             socket_folder: None,
+            git_remotes: Vec::new(),
         })
     }
 }
@@ -341,6 +345,7 @@ pub fn mint(
             grant: grant.to_string(),
             providers: vec![c.route],
             token,
+            git: false,
         });
     }
     let providers: Vec<&str> = chosen.iter().map(|c| c.route.id).collect();
@@ -400,10 +405,13 @@ impl Broker {
             return Ok(grant_when_off(id, request.workspace, env));
         }
         let (chosen, withheld) = choose(request.providers.as_deref(), env)?;
-        let (mut grant_env, entries) = mint(&id, &chosen, request.secret.as_ref())?;
+        let (mut grant_env, mut entries) = mint(&id, &chosen, request.secret.as_ref())?;
         let connections = Arc::new(Semaphore::new(PER_GRANT_CONNECTIONS));
         let open = self.open_route(&request, &id, &connections)?;
         grant_env.insert(open.var.0.into(), Secret::new(open.var.1.clone()));
+        if let Some(entry) = self.git_grant(&request, &id, &open.route, &mut grant_env)? {
+            entries.push(entry);
+        }
         if let Some((url, _)) = &open.egress_tcp {
             grant_env.insert(EGRESS_PROXY_VAR.into(), Secret::new(url.clone()));
         }
@@ -413,7 +421,14 @@ impl Broker {
                 Secret::new(egress.container.clone()),
             );
         }
+        let remotes = match &self.inner.git {
+            Some(git) => git::remotes_on(&request.git_remotes, &git.policy().hosts),
+            None => Vec::new(),
+        };
         let route = self.register(&id, &request.workspace, entries, open, connections);
+        if let Some(g) = self.inner.grants.locked().get_mut(&id) {
+            g.git_remotes = remotes;
+        }
         Ok(Grant {
             id,
             workspace: request.workspace,
@@ -437,6 +452,12 @@ impl Broker {
         let (mut grant_env, _) = mint("unbound", &chosen, request.secret.as_ref())?;
         if let Some(socket) = &request.container_socket {
             grant_env.insert("PO_BROKER_SOCKET".into(), Secret::new(socket.clone()));
+            let route = GrantRoute::Socket {
+                host_socket: PathBuf::new(),
+                host_dir: PathBuf::new(),
+                container_socket: socket.clone(),
+            };
+            self.git_grant(&request, "unbound", &route, &mut grant_env)?;
             if self.inner.egress.is_some()
                 && let Some((folder, _)) = socket.rsplit_once('/')
             {
@@ -625,10 +646,75 @@ impl Broker {
                 connections,
                 egress: open.egress,
                 egress_auth: open.egress_tcp.map(|(_, h)| h),
+                git_remotes: Vec::new(),
             },
         );
         open.route
     }
+}
+
+impl Broker {
+    /// The grant's git placeholder and the container's git configuration for the route, when
+    /// the broker serves the git route: the token entry to register.
+    fn git_grant(
+        &self,
+        request: &GrantRequest,
+        id: &str,
+        route: &GrantRoute,
+        env: &mut BTreeMap<String, Secret>,
+    ) -> Result<Option<TokenEntry>> {
+        let Some(state) = &self.inner.git else {
+            return Ok(None);
+        };
+        let hosts = state.policy().hosts.clone();
+        if hosts.is_empty() {
+            return Ok(None);
+        }
+        let token = git_token(request.secret.as_ref())?;
+        let base = match route {
+            GrantRoute::Socket { .. } => {
+                env.insert(
+                    git::PORT_VAR.into(),
+                    Secret::new(git::BRIDGE_PORT.to_string()),
+                );
+                format!("http://127.0.0.1:{}", git::BRIDGE_PORT)
+            }
+            GrantRoute::Tcp {
+                container_address, ..
+            } => format!("http://{container_address}"),
+        };
+        for (k, v) in git::container_env(&base, &hosts) {
+            env.insert(k, Secret::new(v));
+        }
+        env.insert(git::TOKEN_VAR.into(), token.clone());
+        Ok(Some(TokenEntry {
+            grant: id.to_string(),
+            providers: vec![],
+            token,
+            git: true,
+        }))
+    }
+}
+
+/// A git placeholder: `po-git-` and 64 hex digits, derived from the container's secret (so an
+/// adopting hub honours it again) or random.
+fn git_token(secret: Option<&Secret>) -> Result<Secret> {
+    let tail = match secret {
+        Some(secret) => {
+            let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(secret.expose().as_bytes())
+                .expect("HMAC takes any key length");
+            mac.update(b"po-git-token/1");
+            hex::encode(mac.finalize().into_bytes())
+        }
+        None => hex::encode(
+            [
+                super::server::random_bytes()?,
+                super::server::random_bytes()?,
+            ]
+            .concat(),
+        ),
+    };
+    Ok(Secret::new(format!("{}{tail}", git::TOKEN_PREFIX)))
 }
 
 mod view;

@@ -4,6 +4,8 @@
 //!
 //! - [`server`]: the broker's state, its connections and the request path.
 //! - [`grant`]: choosing providers, minting tokens, opening a route.
+//! - [`git`]: the git route (git over HTTPS with the host's credential, pushes judged by rules;
+//!   like [`grant`], it adds to the server's [`server::Broker`]).
 //! - [`egress`]: the allowlist mode's forward proxy, a second socket per grant.
 //! - [`forward`]: the key swap, the upstream call and the streamed answer.
 //! - [`policy`]: which paths are forwarded for a provider; [`screen`]: the body screen of the
@@ -21,6 +23,7 @@ pub(crate) mod decode;
 pub(crate) mod egress;
 pub(crate) mod forward;
 pub(crate) mod framing;
+pub(crate) mod git;
 pub(crate) mod grant;
 pub(crate) mod headers;
 pub(crate) mod limits;

@@ -24,6 +24,7 @@ use super::egress::{
 };
 use super::forward::{Admitted, Forwarder, UpstreamClient};
 use super::framing::{FaultFlag, MAX_HEAD_BYTES, Watched};
+use super::git::{GitPolicy, GitState};
 use super::limits::{HEAD_TIMEOUT, MAX_TCP_CONNECTIONS};
 use super::policy::ForwardPolicy;
 use super::reply::{Failure, ResponseBody, plain};
@@ -53,6 +54,8 @@ pub struct BrokerOptions {
     /// Screen request bodies for URLs a provider would fetch (the `none` and `allowlist`
     /// modes; see [`super::screen`]).
     pub fetch_screen: bool,
+    /// Serve the git route with this policy ([`super::git`]).
+    pub git: Option<GitPolicy>,
 }
 
 impl BrokerOptions {
@@ -75,6 +78,7 @@ impl BrokerOptions {
             tcp: tcp.unwrap_or(false),
             egress: None,
             fetch_screen: mode != crate::names::network::NetworkMode::Open,
+            git: None,
         })
     }
 }
@@ -85,6 +89,8 @@ pub struct TokenEntry {
     pub grant: String,
     pub providers: Vec<&'static ProviderRoute>,
     pub token: Secret,
+    /// A git placeholder ([`super::git`]), good for the git route only.
+    pub git: bool,
 }
 
 /// The live tokens: by the SHA-256 of the whole token (lookup), and indexed by tail (search).
@@ -108,6 +114,8 @@ pub struct GrantState {
     pub egress: Option<EgressSocket>,
     /// The hash of its egress credentials on the TCP route, when it has them.
     pub egress_auth: Option<[u8; 32]>,
+    /// The repositories of the workspace's remotes on the git hosts (`host/path`).
+    pub git_remotes: Vec<String>,
 }
 
 pub struct Inner {
@@ -132,6 +140,8 @@ pub struct Inner {
     pub(super) egress_auth: RwLock<HashMap<[u8; 32], Arc<Scope>>>,
     tcp_connections: Arc<Semaphore>,
     pub next_id: AtomicU64,
+    /// The git route's policy, credentials and record (`None`: no git route).
+    pub git: Option<GitState>,
 }
 
 impl Inner {
@@ -165,9 +175,9 @@ impl WeakBroker {
 
 /// One connection: the grant whose socket it came in on (none on the TCP port), the framing
 /// fault its bytes showed, and the grant's connection permit it holds.
-struct Connection {
-    scope: Option<String>,
-    fault: FaultFlag,
+pub(super) struct Connection {
+    pub(super) scope: Option<String>,
+    pub(super) fault: FaultFlag,
     permit: Mutex<Option<OwnedSemaphorePermit>>,
 }
 
@@ -198,10 +208,11 @@ impl Broker {
             .host_env
             .get(DISABLE_VAR)
             .is_none_or(|v| v.trim() != "0");
+        let host_env = options.host_env.clone();
         let inner = Arc::new(Inner {
             enabled,
             policy,
-            host_env: options.host_env,
+            host_env: options.host_env.clone(),
             socket_dir: options.socket_dir,
             tokens: RwLock::new(Tokens::default()),
             grants: Mutex::new(HashMap::new()),
@@ -213,6 +224,9 @@ impl Broker {
             egress_auth: RwLock::new(HashMap::new()),
             tcp_connections: Arc::new(Semaphore::new(MAX_TCP_CONNECTIONS)),
             next_id: AtomicU64::new(1),
+            git: options
+                .git
+                .map(|policy| GitState::new(policy, host_env.clone())),
         });
         let broker = Broker { inner };
         if warm {
@@ -508,6 +522,11 @@ impl Broker {
         req: Request<Incoming>,
         connection: &Connection,
     ) -> Response<ResponseBody> {
+        if let Some(git) = &self.inner.git
+            && req.uri().path().starts_with(super::git::path::PREFIX)
+        {
+            return self.serve_git(req, connection, git).await;
+        }
         let started = Instant::now();
         let mut event = AuditEvent {
             grant: None,
@@ -641,7 +660,11 @@ impl Broker {
     }
 
     /// A TCP connection counts against the first grant that authenticates on it.
-    fn attribute(&self, connection: &Connection, grant: &str) -> std::result::Result<(), Refusal> {
+    pub(super) fn attribute(
+        &self,
+        connection: &Connection,
+        grant: &str,
+    ) -> std::result::Result<(), Refusal> {
         let mut held = connection.permit.locked();
         if held.is_some() {
             return Ok(());

@@ -58,6 +58,7 @@ pub fn skill(s: &SandboxState, facts: &HelpFacts, cwd: Option<&str>) -> Option<S
     mounts(&mut md, s, facts, cwd);
     providers(&mut md, s);
     network(&mut md, s);
+    git(&mut md, s);
     limits(&mut md);
     if !s.problems.is_empty() {
         md.push_str("\n## Problems with this container's variables\n\n");
@@ -180,6 +181,12 @@ fn network(md: &mut String, s: &SandboxState) {
         return;
     }
     md.push('\n');
+}
+
+fn git(md: &mut String, s: &SandboxState) {
+    if let Some(line) = crate::contained::identity::git_line(s) {
+        md.push_str(&format!("\n## Git\n\n{line} Use the remotes as they are (do not rewrite them, add credentials or set `GIT_CONFIG_*`); when a push is refused, ask the person rather than working around it.\n"));
+    }
 }
 
 fn limits(md: &mut String) {

@@ -69,6 +69,9 @@ pub struct SandboxState {
     /// The workspace is a copy in a volume of its own (clone mode:
     /// `PO_SANDBOX_WORKSPACE_MODE=clone`): nothing written reaches the host until taken.
     pub clone: bool,
+    /// The git hosts whose HTTPS (and SSH-form) remotes go through the broker's git route
+    /// (the container's git configuration, `GIT_CONFIG_*`, with `PO_BROKER_GIT_TOKEN`).
+    pub git_hosts: Vec<String>,
 }
 
 fn get<'a>(env: &'a HashMap<String, String>, name: &str) -> Option<&'a str> {
@@ -147,10 +150,14 @@ fn providers_var(env: &HashMap<String, String>, s: &mut SandboxState) {
                 names.push(name.to_string());
             }
         }
-        // A grant for the egress proxy alone names no provider.
-        let egress_only = [EGRESS_SOCKET_VAR, EGRESS_PROXY_VAR]
-            .iter()
-            .any(|var| get(env, var).is_some_and(|v| !v.trim().is_empty()));
+        // A grant for the egress proxy or the git route alone names no provider.
+        let egress_only = [
+            EGRESS_SOCKET_VAR,
+            EGRESS_PROXY_VAR,
+            crate::broker::git::TOKEN_VAR,
+        ]
+        .iter()
+        .any(|var| get(env, var).is_some_and(|v| !v.trim().is_empty()));
         if names.is_empty()
             && !egress_only
             && !s.problems.iter().any(|p| p.starts_with(PROVIDERS_VAR))
@@ -220,6 +227,7 @@ pub fn read_state(env: &HashMap<String, String>) -> SandboxState {
     s.guarded_paths = guarded_paths(env);
     s.clone = get(env, WORKSPACE_MODE_VAR).map(str::trim) == Some("clone");
     egress(env, &mut s);
+    s.git_hosts = git_hosts(env);
     s.network = network(env, &mut s.problems);
     // Half-right variables re-point nothing: a person fixes them first (`/po-sandbox` says how).
     s.brokered = s.route.is_some() && !s.brokered_providers.is_empty() && s.problems.is_empty();
@@ -250,6 +258,31 @@ fn egress(env: &HashMap<String, String>, s: &mut SandboxState) {
         .map(str::trim)
         .filter(|v| !v.is_empty())
         .map(str::to_string);
+}
+
+/// The hosts the container's git configuration sends to the broker's git route.
+fn git_hosts(env: &HashMap<String, String>) -> Vec<String> {
+    if get(env, crate::broker::git::TOKEN_VAR).is_none_or(str::is_empty) {
+        return Vec::new();
+    }
+    let count: usize = get(env, "GIT_CONFIG_COUNT")
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    let mut hosts: Vec<String> = (0..count.min(1000))
+        .filter_map(|i| get(env, &format!("GIT_CONFIG_KEY_{i}")))
+        .filter_map(|k| k.strip_prefix("url.")?.strip_suffix("/.insteadOf"))
+        .filter_map(|base| base.rsplit_once("/git/").map(|(_, host)| host.to_string()))
+        .collect();
+    hosts.dedup();
+    hosts
+}
+
+/// What the report and the help skill say of the git route.
+pub fn git_line(s: &SandboxState) -> Option<String> {
+    (!s.git_hosts.is_empty()).then(|| format!(
+        "Git over HTTPS to {} (HTTPS and SSH-form remotes alike) goes through the host's broker, which adds the person's credential: this container holds only a placeholder. Pushes may create branches in the workspace's own remotes and move forward the branches this sandbox created; the default branch, tags, force updates, deletions and other repositories only where the person's policy allows (a refused push says why, and what the person can allow).",
+        s.git_hosts.join(", ")
+    ))
 }
 
 /// A proxy URL without its credentials (`http://po:…@host:port` → `http://host:port`).
@@ -340,7 +373,7 @@ pub fn report(s: &SandboxState) -> String {
             out.push_str(&format!("\nNetwork: {mode} ({}).", network_words(mode)));
         }
     }
-    if let Some(line) = egress_line(s) {
+    for line in [egress_line(s), git_line(s)].into_iter().flatten() {
         out.push('\n');
         out.push_str(&line);
     }

@@ -119,7 +119,8 @@ pub fn answer(mut request: PolicyRequest) -> Result<PolicyAnswer> {
             }
         }
         ("show", Ok(file)) => {
-            let extra = container_values(&host, &file);
+            let mut extra = container_values(&host, &file);
+            extra.extend(git_values(&host, &file));
             show(&mut a, &policy(&host, &file)?, extra)
         }
         ("check", Ok(file)) => match request.target.as_deref() {
@@ -314,6 +315,41 @@ fn target(raw: &str) -> Result<Target> {
         _ => format!("{raw}:443"),
     };
     rules::parse_authority(&with_port, None).map_err(|why| invalid("target", why))
+}
+
+/// The git route's hosts and push rules in force, and their sources.
+fn git_values(host: &HostEnv, file: &PolicyFile) -> Vec<PolicyValue> {
+    let (policy, source) = match super::effective::git_policy(host, Some(file)) {
+        Ok(p) => p,
+        Err(e) => {
+            return vec![value(
+                "git.hosts",
+                format!("not good: {e}"),
+                Source::Default,
+            )];
+        }
+    };
+    let hosts: Vec<String> = policy.hosts.iter().map(|h| h.entry()).collect();
+    let push: Vec<String> = policy
+        .push
+        .iter()
+        .map(|r| {
+            format!(
+                "{} {}{}",
+                r.repo,
+                r.refs,
+                if r.force { " (force)" } else { "" }
+            )
+        })
+        .collect();
+    let push_source = file
+        .git_push
+        .as_ref()
+        .map_or(Source::Default, |a| Source::File(a.line));
+    vec![
+        value("git.hosts", hosts.join(", "), source),
+        value("git.push", push.join(", "), push_source),
+    ]
 }
 
 /// The container-side values in force for a hub with no options, and their sources, as the

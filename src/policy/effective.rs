@@ -204,3 +204,31 @@ pub fn problem_error(file: &std::path::Path, problem: Problem) -> Error {
         problem: problem.to_string(),
     }
 }
+
+/// The git route's policy in force: the hosts from `PO_SANDBOX_GIT_HOSTS` (`none`: no host),
+/// else the file's `git.hosts`, else [`crate::broker::git::DEFAULT_HOSTS`]; the push rules
+/// from the file. A bad variable is `OPTIONS_INVALID`.
+pub fn git_policy(
+    host: &HostEnv,
+    file: Option<&PolicyFile>,
+) -> Result<(crate::broker::git::GitPolicy, Source)> {
+    use crate::broker::git::{self, GitPolicy};
+    let var = host.var(git::HOSTS_VAR).map(str::trim);
+    let (hosts, source) = match (var, file.and_then(|f| f.git_hosts.as_ref())) {
+        (Some("none"), _) => (Vec::new(), Source::Variable(git::HOSTS_VAR)),
+        (Some(v), _) => (
+            git::parse_hosts(v.split(',')).map_err(|reason| Error::OptionsInvalid {
+                option: git::HOSTS_VAR.into(),
+                reason: format!("{reason}; expected NAME or NAME=ORIGIN, comma-separated, or none"),
+            })?,
+            Source::Variable(git::HOSTS_VAR),
+        ),
+        (None, Some(at)) => (at.value.clone(), Source::File(at.line)),
+        (None, None) => (git::default_hosts(), Source::Default),
+    };
+    let push = file
+        .and_then(|f| f.git_push.as_ref())
+        .map(|a| a.value.clone())
+        .unwrap_or_default();
+    Ok((GitPolicy { hosts, push }, source))
+}

@@ -23,6 +23,7 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 
 use crate::broker::egress::rules::{self, AllowEntry};
+use crate::broker::git::{GitHost, PushRule};
 use crate::names::network::{MODES, NetworkMode};
 
 /// The file's name in the Po home.
@@ -59,6 +60,10 @@ pub struct PolicyFile {
     pub guarded_paths: Option<AtLine<Vec<String>>>,
     /// `runFlags`: the complete list, each self-contained (container-side).
     pub run_flags: Option<AtLine<Vec<String>>>,
+    /// `git.hosts`: the git hosts the broker carries (replaces the default list).
+    pub git_hosts: Option<AtLine<Vec<GitHost>>>,
+    /// `git.push`: the push rules beyond the default ones.
+    pub git_push: Option<AtLine<Vec<PushRule>>>,
 }
 
 /// What is wrong with a file: where (line, when known), which field, and why (with the
@@ -93,6 +98,23 @@ struct Doc {
     guarded_paths: Option<Vec<String>>,
     #[serde(rename = "runFlags")]
     run_flags: Option<Vec<String>>,
+    git: Option<GitDoc>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct GitDoc {
+    hosts: Option<Vec<String>>,
+    push: Option<Vec<PushDoc>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PushDoc {
+    repo: String,
+    refs: String,
+    #[serde(default)]
+    force: bool,
 }
 
 #[derive(Deserialize, Default)]
@@ -190,6 +212,9 @@ pub fn parse(text: &str) -> Result<PolicyFile, Problem> {
         doc.guarded_paths,
         doc.run_flags,
     )?;
+    if let Some(git) = doc.git {
+        git_rules(text, &mut file, git)?;
+    }
     let workspaces = doc.workspaces.map(|Entries(e)| e).unwrap_or_default();
     if let Some(id) = twice(&workspaces, str::to_string) {
         return Err(Problem {
@@ -210,6 +235,64 @@ pub fn parse(text: &str) -> Result<PolicyFile, Problem> {
         }
     }
     Ok(file)
+}
+
+/// The git route's hosts and push rules.
+fn git_rules(text: &str, file: &mut PolicyFile, git: GitDoc) -> Result<(), Problem> {
+    if let Some(list) = git.hosts {
+        let line = key_line(text, &["git", "hosts"]);
+        let mut hosts: Vec<GitHost> = Vec::new();
+        for (i, e) in list.iter().enumerate() {
+            let h = GitHost::parse(e).map_err(|why| Problem {
+                line: Some(value_line(text, line, e)),
+                field: format!("git.hosts[{i}]"),
+                reason: format!("{why}; expected NAME or NAME=ORIGIN (https://host[:port])"),
+            })?;
+            if hosts.iter().any(|o| o.name == h.name) {
+                return Err(Problem {
+                    line: Some(value_line(text, line, e)),
+                    field: format!("git.hosts[{i}]"),
+                    reason: format!("{} is written twice; expected each host once", h.name),
+                });
+            }
+            hosts.push(h);
+        }
+        file.git_hosts = Some(AtLine { value: hosts, line });
+    }
+    if let Some(list) = git.push {
+        let line = key_line(text, &["git", "push"]);
+        let mut rules = Vec::new();
+        for (i, r) in list.into_iter().enumerate() {
+            let bad = |what: &str, value: &str, why: &str| Problem {
+                line: Some(value_line(text, line, value)),
+                field: format!("git.push[{i}].{what}"),
+                reason: format!("{value:?} {why}"),
+            };
+            let repo = r.repo.trim().to_ascii_lowercase();
+            if repo.split('/').count() < 2 || repo.chars().any(|c| c.is_whitespace()) {
+                return Err(bad(
+                    "repo",
+                    &r.repo,
+                    "is not HOST/PATH (a pattern: * within a segment, ** across them), e.g. github.com/acme/*",
+                ));
+            }
+            let refs = r.refs.trim().to_string();
+            if !refs.starts_with("refs/") || refs.chars().any(|c| c.is_whitespace()) {
+                return Err(bad(
+                    "refs",
+                    &r.refs,
+                    "is not a ref pattern starting with refs/, e.g. refs/heads/agent/*",
+                ));
+            }
+            rules.push(PushRule {
+                repo,
+                refs,
+                force: r.force,
+            });
+        }
+        file.git_push = Some(AtLine { value: rules, line });
+    }
+    Ok(())
 }
 
 /// The container-side values, checked as their options are.

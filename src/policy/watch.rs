@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use super::PolicyFile;
 use super::effective::NetworkPolicy;
+use crate::broker::git::{GitHost, GitPolicy};
 use crate::broker::server::{Broker, WeakBroker};
 use crate::events::{Event, EventBus, PolicyState};
 use crate::names::network::NetworkMode;
@@ -43,10 +44,12 @@ fn host_side(p: &NetworkPolicy) -> impl PartialEq + use<> {
 }
 
 /// Watches `po_home`'s policy file while `broker` runs; `policy` is what it started with,
-/// read from `file` (the start-up's read of it).
+/// read from `file` (the start-up's read of it); `git_pinned`: the git hosts when a variable
+/// sets them (the file's then do not apply).
 pub fn spawn(
     po_home: PathBuf,
     (policy, file): (NetworkPolicy, Option<PolicyFile>),
+    git_pinned: Option<Vec<GitHost>>,
     broker: WeakBroker,
     events: EventBus,
 ) {
@@ -58,6 +61,7 @@ pub fn spawn(
             last_file: file.unwrap_or_default(),
             was_bad: false,
             events,
+            git_pinned,
         };
         // What was taken (or refused) last, and what the last read saw. Nothing taken yet:
         // the first stable read is, so a change saved between the start-up's read and this
@@ -92,6 +96,8 @@ struct Watcher {
     /// The last read was not a good policy.
     was_bad: bool,
     events: EventBus,
+    /// The git hosts a variable sets, when one does.
+    git_pinned: Option<Vec<GitHost>>,
 }
 
 impl Watcher {
@@ -116,6 +122,7 @@ impl Watcher {
                 return;
             }
         };
+        self.git(live, &file);
         let next = self.good.with_file(&file);
         let host_changed = host_side(&next) != host_side(&self.good);
         if std::mem::take(&mut self.was_bad) && !host_changed {
@@ -148,6 +155,41 @@ impl Watcher {
             self.say(PolicyState::Pending, mode_text(&next, self.started));
         }
         self.good = next;
+    }
+}
+
+impl Watcher {
+    /// Puts the file's git rules in force on `live`'s git route, when they changed.
+    fn git(&self, live: &Broker, file: &PolicyFile) {
+        let Some(current) = live.git_policy() else {
+            return;
+        };
+        let hosts = match (&self.git_pinned, &file.git_hosts) {
+            (Some(pinned), _) => pinned.clone(),
+            (None, Some(at)) => at.value.clone(),
+            (None, None) => crate::broker::git::default_hosts(),
+        };
+        let push = file.git_push.as_ref().map(|a| a.value.clone());
+        let next = GitPolicy {
+            hosts,
+            push: push.unwrap_or_default(),
+        };
+        if *current == next {
+            return;
+        }
+        let names: Vec<String> = next.hosts.iter().map(|h| h.entry()).collect();
+        let message = format!(
+            "the git rules in force: hosts {} and {} push rule{} (a host added reaches only the containers made after it)",
+            if names.is_empty() {
+                "none".to_string()
+            } else {
+                names.join(", ")
+            },
+            next.push.len(),
+            if next.push.len() == 1 { "" } else { "s" },
+        );
+        live.set_git_policy(next);
+        self.say(PolicyState::Applied, message);
     }
 }
 

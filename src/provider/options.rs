@@ -230,6 +230,11 @@ pub struct ProviderOptions {
     /// The policy file as read here (none when absent or not good): what a watcher starts
     /// from.
     pub policy_file: Option<crate::policy::PolicyFile>,
+    /// The git route's hosts and push rules, and where the hosts came from.
+    pub git_policy: (
+        crate::broker::git::GitPolicy,
+        crate::policy::effective::Source,
+    ),
     /// The default workspace mode (`workspaceMode`, `PO_SANDBOX_WORKSPACE_MODE`).
     pub workspace_mode: WorkspaceMode,
     /// The workspace mode was given (option or variable), not the default: a remote engine's
@@ -696,6 +701,7 @@ impl ProviderOptions {
         let network_resolve = network_policy.resolve.0.clone();
         let health_interval = health_interval(g.health_interval_ms)?;
         let network_mode = network_policy.mode.0;
+        let git_policy = crate::policy::effective::git_policy(&host, file)?;
         let (workspace_mode, workspace_mode_given) = workspace_mode(g.workspace_mode, &host, file)?;
         let set_git_safe_bare = crate::sandbox::folder::safe_bare_opted_in(
             g.set_git_safe_bare_repository,
@@ -716,6 +722,7 @@ impl ProviderOptions {
             network_policy,
             policy_problem,
             policy_file: file.cloned(),
+            git_policy,
             memory,
             nano_cpus,
             health_interval,

@@ -305,6 +305,7 @@ impl<C: Connector> Provider<C> {
                 tcp: transport == RouteKind::Tcp,
                 egress: o.egress_policy(),
                 fetch_screen: o.network_mode != crate::sandbox::blueprint::NetworkMode::Open,
+                git: Some(o.git_policy.0.clone()),
             },
             warm,
         )
@@ -349,7 +350,12 @@ impl<C: Connector> Provider<C> {
         // such as `po-sandbox exec` that serves its container's grant).
         let policy = (o.network_policy.clone(), o.policy_file.clone());
         let home = o.po_home.clone();
-        crate::policy::watch::spawn(home, policy, broker.downgrade(), self.events.clone());
+        let git_pinned = match o.git_policy.1 {
+            crate::policy::effective::Source::Variable(_) => Some(o.git_policy.0.hosts.clone()),
+            _ => None,
+        };
+        let events = self.events.clone();
+        crate::policy::watch::spawn(home, policy, git_pinned, broker.downgrade(), events);
         Ok(Some(BrokerWiring {
             broker,
             transport,

@@ -59,6 +59,7 @@ async fn proxy(
         tcp: false,
         egress: Some(policy),
         fetch_screen: false,
+        git: None,
     })
     .await
     .unwrap();
@@ -77,6 +78,7 @@ async fn proxy(
             container_host: None,
             secret: None,
             socket_folder: None,
+            git_remotes: Vec::new(),
         })
         .unwrap();
     assert_eq!(
@@ -208,6 +210,7 @@ async fn the_tcp_route_names_its_grant_with_proxy_credentials_on_every_request()
             workspaces: Default::default(),
         }),
         fetch_screen: false,
+        git: None,
     })
     .await
     .unwrap();
@@ -221,6 +224,7 @@ async fn the_tcp_route_names_its_grant_with_proxy_credentials_on_every_request()
             container_host: None,
             secret: None,
             socket_folder: None,
+            git_remotes: Vec::new(),
         })
         .unwrap();
     let egress = broker.egress_tcp_address().unwrap();

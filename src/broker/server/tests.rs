@@ -15,6 +15,7 @@ async fn broker_in(dir: &Path, env: HashMap<String, String>, tcp: bool) -> Broke
         tcp,
         egress: None,
         fetch_screen: false,
+        git: None,
     })
     .await
     .unwrap()
@@ -43,6 +44,7 @@ fn socket_grant_request() -> GrantRequest {
         container_host: None,
         secret: None,
         socket_folder: None,
+        git_remotes: Vec::new(),
     }
 }
 #[tokio::test]
@@ -103,6 +105,7 @@ async fn revoking_an_older_grant_spares_the_socket_and_tokens_of_its_successor()
         container_host: None,
         secret: Some(Secret::new("token-file-content")),
         socket_folder: Some(folder.clone()),
+        git_remotes: Vec::new(),
     };
     let old = b.grant(request()).unwrap();
     let new = b.grant(request()).unwrap();

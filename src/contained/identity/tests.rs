@@ -309,3 +309,40 @@ fn a_session_on_a_copy_says_how_the_person_takes_its_work() {
     ]));
     assert!(!bind.clone && !report(&bind).contains("po-sandbox apply"));
 }
+
+#[test]
+fn the_git_route_is_read_from_the_containers_git_configuration_and_said() {
+    let hosts =
+        crate::broker::git::parse_hosts(["github.com", "git.test=http://127.0.0.1:9"]).unwrap();
+    let config = crate::broker::git::container_env("http://127.0.0.1:47390", &hosts);
+    let mut vars: Vec<(&str, &str)> = config
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .collect();
+    vars.extend([
+        ("PO_SANDBOX", "1"),
+        ("PO_WORKSPACE", "w"),
+        ("PO_BROKER_PROVIDERS", ""),
+        ("PO_BROKER_SOCKET", "/run/po-broker/broker.sock"),
+    ]);
+    // Without the placeholder, the configuration alone is no git route.
+    assert_eq!(read_state(&env(&vars)).git_hosts, Vec::<String>::new());
+    vars.push(("PO_BROKER_GIT_TOKEN", "po-git-0123"));
+    let s = read_state(&env(&vars));
+    assert_eq!(s.git_hosts, ["github.com", "git.test"]);
+    assert!(s.problems.is_empty(), "{:?}", s.problems);
+    let r = report(&s);
+    assert!(r.contains("Git over HTTPS to github.com, git.test (HTTPS and SSH-form remotes alike) goes through the host's broker"), "{r}");
+    assert!(!r.contains("po-git-0123"), "{r}");
+    let skill =
+        crate::contained::help::skill(&s, &crate::contained::help::read_facts(&env(&vars)), None)
+            .unwrap();
+    assert!(
+        skill.contains("## Git\n\nGit over HTTPS to github.com, git.test"),
+        "{skill}"
+    );
+    assert!(
+        skill.contains("when a push is refused, ask the person"),
+        "{skill}"
+    );
+}

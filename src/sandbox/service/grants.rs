@@ -121,17 +121,18 @@ impl<E: EngineApi> ContainerService<E> {
             container_host: None,
             secret: Some(secret.clone()),
             socket_folder: Some(w.socket_folder(&c.container.owner, workspace_id)),
+            git_remotes: self.git_remotes(workspace_id),
         };
         if w.transport == RouteKind::Socket && !self.serves_broker(workspace_id)? {
             // Another hub on this socket folder serves the container: its tokens are the same
             // (from the same token file); this hub takes over when that one is gone.
             let grant = w.broker.unbound_grant(request)?;
-            return Ok((!grant.providers.is_empty() || w.broker.egress_on()).then_some(grant));
+            return Ok(carries(&grant, &w.broker).then_some(grant));
         }
         let grant = w.broker.grant(request)?;
-        if grant.providers.is_empty() && !w.broker.egress_on() {
-            // No key on the host that the broker carries and no egress proxy: nothing to hand
-            // the container.
+        if !carries(&grant, &w.broker) {
+            // No key on the host that the broker carries, no egress proxy and no git route:
+            // nothing to hand the container.
             w.broker.revoke(&grant.id);
             return Ok(None);
         }
@@ -147,6 +148,20 @@ impl<E: EngineApi> ContainerService<E> {
             w.broker.revoke(&old.id);
         }
         Ok(Some(grant))
+    }
+
+    /// The URLs of the remotes in the workspace folder's own git configuration (the host's
+    /// `.git/config`, a regular file, its includes not followed): where its pushes may go.
+    fn git_remotes(&self, workspace_id: &str) -> Vec<String> {
+        let folder = self.inner.folders.locked().get(workspace_id).cloned();
+        folder
+            .and_then(|f| crate::safe_read::read_regular(&f.join(".git").join("config"), 1 << 20))
+            .map(|bytes| {
+                crate::sandbox::folder::guards::GitConfig::remote_urls(&String::from_utf8_lossy(
+                    &bytes,
+                ))
+            })
+            .unwrap_or_default()
     }
 
     /// Whether this hub serves the workspace's broker socket: it holds the workspace's broker
@@ -271,4 +286,12 @@ impl<E: EngineApi> ContainerService<E> {
         self.revoke_for(id);
         self.drop_carried(id);
     }
+}
+
+/// Whether a grant hands the container anything: a provider's token, the egress proxy, or
+/// the git route.
+fn carries(grant: &Grant, broker: &crate::broker::server::Broker) -> bool {
+    !grant.providers.is_empty()
+        || broker.egress_on()
+        || grant.env.contains_key(crate::broker::git::TOKEN_VAR)
 }

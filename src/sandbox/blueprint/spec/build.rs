@@ -526,6 +526,10 @@ pub(super) fn layer_env(input: &SpecInput, p_str: &str) -> BTreeMap<String, Stri
 /// the proxy's URL itself. Loopback stays direct.
 fn egress_env(own: &mut BTreeMap<String, String>) {
     use crate::names::vars::{EGRESS_PROXY_VAR, EGRESS_SOCKET_VAR};
+    if own.contains_key(crate::broker::git::PORT_VAR) {
+        // The git route's port is carried by the same bridge.
+        own.insert(EGRESS_BRIDGE_VAR.into(), EGRESS_BRIDGE.into());
+    }
     let proxy = match (own.get(EGRESS_SOCKET_VAR), own.get(EGRESS_PROXY_VAR)) {
         (Some(_), _) => {
             own.insert(EGRESS_BRIDGE_VAR.into(), EGRESS_BRIDGE.into());
@@ -584,6 +588,8 @@ fn is_per_grant(name: &str) -> bool {
     // credentials).
     name.starts_with("PO_BROKER_")
         || name.starts_with("PO_SANDBOX_EGRESS_")
+        || name.starts_with("GIT_CONFIG_")
+        || name == crate::broker::git::PORT_VAR
         || PROXY_VARS.contains(&name)
         || NO_PROXY_VARS.contains(&name)
         || name.ends_with("_API_KEY")

@@ -1,16 +1,29 @@
-// The egress bridge of an allowlist container on the socket route: a loopback port the
-// container's processes use as HTTP(S)_PROXY, each connection carried to the egress proxy's
-// socket. Started by the container's start gate beside its server; it lives with the container.
-// argv: po-sandbox-egress-bridge <port>; the socket is PO_BROKER_EGRESS_SOCKET.
+// The bridges of a socket-route container: loopback ports its processes reach the host's
+// broker by, each connection carried to a socket in /run/po-broker. The egress port
+// (PO_SANDBOX_EGRESS_PORT, to PO_BROKER_EGRESS_SOCKET) is the HTTP(S)_PROXY of an allowlist
+// container; the git port (PO_SANDBOX_GIT_PORT, to PO_BROKER_SOCKET) is where the container's
+// git configuration sends git's HTTPS requests. Started by the container's start gate beside its
+// server; it lives with the container.
 'use strict'
 const net = require('node:net')
-const socket = process.env.PO_BROKER_EGRESS_SOCKET
-const server = net.createServer((c) => {
-  const u = net.connect(socket)
-  c.pipe(u)
-  u.pipe(c)
-  c.on('error', () => u.destroy())
-  u.on('error', () => c.destroy())
-})
-server.on('error', () => process.exit(1))
-server.listen(Number(process.argv[2]), '127.0.0.1')
+const env = process.env
+const pairs = [
+  [env.PO_SANDBOX_EGRESS_PORT, env.PO_BROKER_EGRESS_SOCKET],
+  [env.PO_SANDBOX_GIT_PORT, env.PO_BROKER_SOCKET],
+].filter(([port, socket]) => port && socket)
+let listening = pairs.length
+for (const [port, socket] of pairs) {
+  const server = net.createServer((c) => {
+    const u = net.connect(socket)
+    c.pipe(u)
+    u.pipe(c)
+    c.on('error', () => u.destroy())
+    u.on('error', () => c.destroy())
+  })
+  server.on('error', () => {
+    listening -= 1
+    if (listening === 0) process.exit(1)
+  })
+  server.listen(Number(port), '127.0.0.1')
+}
+if (listening === 0) process.exit(0)

@@ -321,6 +321,23 @@ impl Config {
         }
     }
 
+    /// Every `remote.<name>.url` (and `pushurl`) of a config file's text, without its includes.
+    pub fn remote_urls(text: &str) -> Vec<String> {
+        let Ok(file) = gix_config::File::try_from(text) else {
+            return Vec::new();
+        };
+        file.sections_by_name("remote")
+            .into_iter()
+            .flatten()
+            .flat_map(|s| {
+                let mut v: Vec<String> =
+                    s.values("url").into_iter().map(|v| v.to_string()).collect();
+                v.extend(s.values("pushurl").into_iter().map(|v| v.to_string()));
+                v
+            })
+            .collect()
+    }
+
     /// The value of `key` git would use (the last one), when `text` sets it.
     pub fn value(text: &str, key: &str) -> Option<String> {
         let file = gix_config::File::try_from(text).ok()?;

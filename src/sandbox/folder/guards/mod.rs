@@ -20,6 +20,7 @@ use crate::sandbox::blueprint::spec::Bind;
 pub mod case;
 pub mod defuse;
 mod git;
+pub use git::Config as GitConfig;
 pub mod git_safety;
 pub mod placeholders;
 
