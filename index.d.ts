@@ -233,6 +233,17 @@ export interface BrokerAuditEvent {
  */
 export declare function brokeredBaseUrl(baseUrl: string, provider: string, brokerOrigin: string): string
 
+/** What the broker carries beyond model calls. */
+export interface BrokeredCheck {
+  /** The git hosts, each with its credential's source. */
+  git: Array<GitHostCheck>
+  /** Where the git hosts came from, and how many push rules the policy adds. */
+  gitSource: string
+  gitPushRules: number
+  /** The package registries (those with a credential on this host). */
+  registries: Array<RegistryCheck>
+}
+
 /** What a container gets. */
 export interface BrokerGrant {
   /** The grant id, for `revoke`. */
@@ -698,13 +709,8 @@ export interface DoctorReport {
   networkSource: string
   /** What is wrong with the policy file, when it is not good (no hub starts until fixed). */
   policyProblem?: string
-  /**
-   * The git hosts the broker carries, each with its credential's source; where the hosts
-   * came from; how many push rules the policy adds.
-   */
-  git: Array<GitHostCheck>
-  gitSource: string
-  gitPushRules: number
+  /** What the broker carries beyond model calls: git hosts and package registries. */
+  brokered: BrokeredCheck
   /** The per-hub networks on the engine (absent when no engine answered). */
   networks?: NetworkCheck
   /**
@@ -1208,6 +1214,17 @@ export declare function pruneSandboxLeftovers(options?: SandboxQuery | undefined
  */
 export declare function registerSandboxLayer(host: SandboxHost, options?: ContainerProviderOptions | undefined | null): SandboxLayer | null
 
+/** A package registry the broker carries. */
+export interface RegistryCheck {
+  /** `npm (URL)`, `npm @scope (URL)` or `pip (URL)`. */
+  registry: string
+  /**
+   * Where its credential comes from (`NPM_TOKEN`, the host's npm config and its key,
+   * `PIP_INDEX_URL`).
+   */
+  credential: string
+}
+
 /** One reviewed file that changed since the baseline. */
 export interface ReviewChange {
   /** Its path below the workspace folder, `/`-separated. */
@@ -1433,6 +1450,11 @@ export interface SandboxState {
    * (the container's git configuration, `GIT_CONFIG_*`, with `PO_BROKER_GIT_TOKEN`).
    */
   gitHosts: Array<string>
+  /**
+   * The package registries reached through the broker's registry routes (`npm`,
+   * `npm @scope`, `pip`), from npm's generated user config and `PIP_INDEX_URL`.
+   */
+  registries: Array<string>
 }
 
 /**

@@ -193,6 +193,9 @@ test('git through the broker: clone, fetch and push a new branch with the host c
   assert.equal(r.stdout.trim(), 'done', r.stdout)
 
   // The host's token rotated: the next fetch uses the new one, no restart.
+  // (A credential is kept at least a second whatever the host says, so the sources are not run
+  // without end.)
+  await new Promise((resolve) => setTimeout(resolve, 1100))
   const ROTATED = 'ghp_rotated-token-fedcba9876543210'
   server.token = ROTATED
   writeFileSync(path.join(home, '.git-credentials'), `http://po-host:${ROTATED}@127.0.0.1:${server.port}\n`)

@@ -9,7 +9,7 @@ const { DefaultSandboxExtensionService } = addon
 test('on the host with nothing set', () => {
   const s = new DefaultSandboxExtensionService({})
   assert.equal(s.contained, false)
-  assert.deepEqual(s.state(), { contained: false, brokeredProviders: [], brokered: false, guardedPaths: [], problems: [], clone: false, gitHosts: [] })
+  assert.deepEqual(s.state(), { contained: false, brokeredProviders: [], brokered: false, guardedPaths: [], problems: [], clone: false, gitHosts: [], registries: [] })
   assert.match(s.report(), /runs directly on the host, not in a sandbox container/)
 })
 

@@ -268,11 +268,8 @@ pub struct DoctorReport {
     pub network_source: String,
     /// What is wrong with the policy file, when it is not good (no hub starts until fixed).
     pub policy_problem: Option<String>,
-    /// The git hosts the broker carries, each with its credential's source; where the hosts
-    /// came from; how many push rules the policy adds.
-    pub git: Vec<git::GitHostCheck>,
-    pub git_source: String,
-    pub git_push_rules: u32,
+    /// What the broker carries beyond model calls: git hosts and package registries.
+    pub brokered: git::BrokeredCheck,
     /// The per-hub networks on the engine (absent when no engine answered).
     pub networks: Option<NetworkCheck>,
     /// This hub's owner and the other hubs' sandboxes on the engine (absent when no engine
@@ -421,9 +418,7 @@ pub async fn doctor(
         network: options.network_mode.as_str().to_string(),
         network_source: options.network_source,
         policy_problem: options.policy_problem,
-        git: git::check(&options.git.0, &options.git.2).await,
-        git_source: options.git.1,
-        git_push_rules: options.git.0.push.len() as u32,
+        brokered: git::check(&options.git.0, options.git.1, &options.git.2).await,
         networks,
         hubs,
         round_trip_ms,
@@ -506,11 +501,7 @@ pub fn render(r: &DoctorReport) -> String {
     if let Some(p) = &r.policy_problem {
         out.push_str(&format!("Policy    NOT GOOD: {p}\n"));
     }
-    out.push_str(&git::section(
-        &r.git,
-        &r.git_source,
-        r.git_push_rules as usize,
-    ));
+    out.push_str(&git::section(&r.brokered));
     if let Some(n) = &r.networks {
         out.push_str(&format!(
             "Networks  {} per-hub networks, {} with no container (po-sandbox prune removes those)\n",

@@ -460,3 +460,21 @@ impl Drop for AuditedBody {
 
 #[cfg(test)]
 mod tests;
+
+/// An upstream's answer as the container gets it: its status and body (bounded by the idle
+/// limit, trailers dropped) and only the headers in `keep`.
+pub fn streamed(
+    response: Response<hyper::body::Incoming>,
+    keep: &[hyper::header::HeaderName],
+) -> Response<ResponseBody> {
+    let (parts, body) = response.into_parts();
+    let body = Idle::new(body, super::limits::IDLE_TIMEOUT).without_trailers();
+    let mut back = Response::new(body.map_err(Into::into).boxed());
+    *back.status_mut() = parts.status;
+    for name in keep {
+        for v in parts.headers.get_all(name) {
+            back.headers_mut().append(name, v.clone());
+        }
+    }
+    back
+}

@@ -19,6 +19,8 @@ mod serve;
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, RwLock};
 
+#[cfg(test)]
+pub use credential::MIN_KEPT;
 pub use credential::{COMMAND_VAR, Credentials};
 pub use push::PushRule;
 
@@ -121,9 +123,16 @@ impl GitPolicy {
 pub struct GitState {
     policy: RwLock<Arc<GitPolicy>>,
     pub credentials: Credentials,
-    /// The branches each workspace created, by repository.
+    /// The branches each workspace created, by repository (at most [`MAX_CREATED`] each).
     created: Mutex<HashMap<(String, String), HashSet<String>>>,
+    /// The pushes held at once.
+    pub pushes: tokio::sync::Semaphore,
 }
+
+/// The most branches recorded as created per workspace and repository.
+pub const MAX_CREATED: usize = 1000;
+/// The most pushes the broker holds at once.
+pub const MAX_PUSHES: usize = 4;
 
 impl GitState {
     pub fn new(policy: GitPolicy, env: HashMap<String, String>) -> GitState {
@@ -131,6 +140,7 @@ impl GitState {
             policy: RwLock::new(Arc::new(policy)),
             credentials: Credentials::new(env),
             created: Mutex::new(HashMap::new()),
+            pushes: tokio::sync::Semaphore::new(MAX_PUSHES),
         }
     }
 
@@ -142,19 +152,23 @@ impl GitState {
         *self.policy.write_locked() = Arc::new(policy);
     }
 
-    fn created(&self, workspace: &str, repository: &str, name: &str) -> bool {
+    /// The branches `workspace` created in `repository`.
+    fn created_in(&self, workspace: &str, repository: &str) -> HashSet<String> {
         self.created
             .locked()
             .get(&(workspace.to_string(), repository.to_string()))
-            .is_some_and(|s| s.contains(name))
+            .cloned()
+            .unwrap_or_default()
     }
 
     fn record_created(&self, workspace: &str, repository: &str, name: &str) {
-        self.created
-            .locked()
+        let mut created = self.created.locked();
+        let set = created
             .entry((workspace.to_string(), repository.to_string()))
-            .or_default()
-            .insert(name.to_string());
+            .or_default();
+        if set.len() < MAX_CREATED {
+            set.insert(name.to_string());
+        }
     }
 }
 
@@ -169,6 +183,9 @@ pub fn container_env(base: &str, hosts: &[GitHost]) -> Vec<(String, String)> {
         pairs.push((to.clone(), format!("git@{bare}:")));
         pairs.push((to, format!("ssh://git@{bare}/")));
     }
+    // The broker is reached directly, never through a proxy the environment names (the TCP
+    // route's host is no loopback address).
+    pairs.push((format!("http.{base}/.proxy"), String::new()));
     // The helpers configured before are dropped for the broker (an empty value resets the
     // list), so no helper inside stores the placeholder; git asks this one.
     let helper = format!("credential.{base}/git/.helper");

@@ -346,6 +346,7 @@ pub fn mint(
             providers: vec![c.route],
             token,
             git: false,
+            registry: false,
         });
     }
     let providers: Vec<&str> = chosen.iter().map(|c| c.route.id).collect();
@@ -412,6 +413,9 @@ impl Broker {
         if let Some(entry) = self.git_grant(&request, &id, &open.route, &mut grant_env)? {
             entries.push(entry);
         }
+        let (entry, sockets) =
+            self.registry_grant(&request, &id, &open.route, &connections, &mut grant_env)?;
+        entries.extend(entry);
         if let Some((url, _)) = &open.egress_tcp {
             grant_env.insert(EGRESS_PROXY_VAR.into(), Secret::new(url.clone()));
         }
@@ -428,6 +432,7 @@ impl Broker {
         let route = self.register(&id, &request.workspace, entries, open, connections);
         if let Some(g) = self.inner.grants.locked().get_mut(&id) {
             g.git_remotes = remotes;
+            g.registry_sockets = sockets;
         }
         Ok(Grant {
             id,
@@ -458,6 +463,8 @@ impl Broker {
                 container_socket: socket.clone(),
             };
             self.git_grant(&request, "unbound", &route, &mut grant_env)?;
+            let none = Arc::new(Semaphore::new(0));
+            self.registry_grant(&request, "unbound", &route, &none, &mut grant_env)?;
             if self.inner.egress.is_some()
                 && let Some((folder, _)) = socket.rsplit_once('/')
             {
@@ -520,10 +527,10 @@ impl Broker {
                 let this = self.clone();
                 let grant_id = id.to_string();
                 let connections = connections.clone();
-                let task =
-                    tokio::spawn(
-                        async move { this.serve_unix(listener, grant_id, connections).await },
-                    );
+                let task = tokio::spawn(async move {
+                    this.serve_unix(listener, (grant_id, None), connections)
+                        .await
+                });
                 let egress = match self.open_egress(request, id, &dir, &container_socket) {
                     Ok(egress) => egress,
                     Err(e) => {
@@ -647,6 +654,7 @@ impl Broker {
                 egress: open.egress,
                 egress_auth: open.egress_tcp.map(|(_, h)| h),
                 git_remotes: Vec::new(),
+                registry_sockets: Vec::new(),
             },
         );
         open.route
@@ -670,7 +678,11 @@ impl Broker {
         if hosts.is_empty() {
             return Ok(None);
         }
-        let token = git_token(request.secret.as_ref())?;
+        let token = service_token(
+            request.secret.as_ref(),
+            b"po-git-token/1",
+            git::TOKEN_PREFIX,
+        )?;
         let base = match route {
             GrantRoute::Socket { .. } => {
                 env.insert(
@@ -692,29 +704,27 @@ impl Broker {
             providers: vec![],
             token,
             git: true,
+            registry: false,
         }))
     }
 }
 
-/// A git placeholder: `po-git-` and 64 hex digits, derived from the container's secret (so an
-/// adopting hub honours it again) or random.
-fn git_token(secret: Option<&Secret>) -> Result<Secret> {
+/// A service placeholder: `prefix` and 64 hex digits, derived from the container's secret
+/// under `label` (so an adopting hub honours it again) or random.
+pub fn service_token(secret: Option<&Secret>, label: &[u8], prefix: &str) -> Result<Secret> {
     let tail = match secret {
         Some(secret) => {
             let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(secret.expose().as_bytes())
                 .expect("HMAC takes any key length");
-            mac.update(b"po-git-token/1");
+            mac.update(label);
             hex::encode(mac.finalize().into_bytes())
         }
-        None => hex::encode(
-            [
-                super::server::random_bytes()?,
-                super::server::random_bytes()?,
-            ]
-            .concat(),
-        ),
+        None => {
+            let random = super::server::random_bytes;
+            hex::encode([random()?, random()?].concat())
+        }
     };
-    Ok(Secret::new(format!("{}{tail}", git::TOKEN_PREFIX)))
+    Ok(Secret::new(format!("{prefix}{tail}")))
 }
 
 mod view;

@@ -5,7 +5,8 @@
 //! - [`server`]: the broker's state, its connections and the request path.
 //! - [`grant`]: choosing providers, minting tokens, opening a route.
 //! - [`git`]: the git route (git over HTTPS with the host's credential, pushes judged by rules;
-//!   like [`grant`], it adds to the server's [`server::Broker`]).
+//!   like [`grant`], it adds to the server's [`server::Broker`]); [`registry`]: npm registries
+//!   and a Python index with the host's credential, a route of their own each (the same).
 //! - [`egress`]: the allowlist mode's forward proxy, a second socket per grant.
 //! - [`forward`]: the key swap, the upstream call and the streamed answer.
 //! - [`policy`]: which paths are forwarded for a provider; [`screen`]: the body screen of the
@@ -28,6 +29,7 @@ pub(crate) mod grant;
 pub(crate) mod headers;
 pub(crate) mod limits;
 pub(crate) mod policy;
+pub(crate) mod registry;
 pub(crate) mod reply;
 pub(crate) mod request;
 pub(crate) mod routes;

@@ -35,3 +35,30 @@ pub fn plain(status: StatusCode, message: &str) -> Response<ResponseBody> {
     );
     r
 }
+
+/// A service route's own answer: `why` as text; a `401` carries a Basic challenge for
+/// `realm` (so the client asks its helper for the placeholder); `closes`: the connection ends.
+pub fn said(
+    status: StatusCode,
+    why: &str,
+    closes: bool,
+    realm: &'static str,
+) -> Response<ResponseBody> {
+    let mut r = Response::new(full(format!("{why}\n")));
+    *r.status_mut() = status;
+    let headers = r.headers_mut();
+    headers.insert(
+        hyper::header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    if status == StatusCode::UNAUTHORIZED {
+        headers.insert(
+            hyper::header::WWW_AUTHENTICATE,
+            HeaderValue::from_static(realm),
+        );
+    }
+    if closes {
+        headers.insert(hyper::header::CONNECTION, HeaderValue::from_static("close"));
+    }
+    r
+}

@@ -27,6 +27,7 @@ use super::framing::{FaultFlag, MAX_HEAD_BYTES, Watched};
 use super::git::{GitPolicy, GitState};
 use super::limits::{HEAD_TIMEOUT, MAX_TCP_CONNECTIONS};
 use super::policy::ForwardPolicy;
+use super::registry::Registry;
 use super::reply::{Failure, ResponseBody, plain};
 use super::request::{self, Refusal, TokenIndex};
 use super::routes::{self, ProviderRoute};
@@ -56,6 +57,8 @@ pub struct BrokerOptions {
     pub fetch_screen: bool,
     /// Serve the git route with this policy ([`super::git`]).
     pub git: Option<GitPolicy>,
+    /// Serve these registry routes ([`super::registry`]).
+    pub registries: Vec<Registry>,
 }
 
 impl BrokerOptions {
@@ -79,6 +82,7 @@ impl BrokerOptions {
             egress: None,
             fetch_screen: mode != crate::names::network::NetworkMode::Open,
             git: None,
+            registries: Vec::new(),
         })
     }
 }
@@ -91,6 +95,8 @@ pub struct TokenEntry {
     pub token: Secret,
     /// A git placeholder ([`super::git`]), good for the git route only.
     pub git: bool,
+    /// A registry placeholder ([`super::registry`]), good for the registry routes only.
+    pub registry: bool,
 }
 
 /// The live tokens: by the SHA-256 of the whole token (lookup), and indexed by tail (search).
@@ -116,6 +122,8 @@ pub struct GrantState {
     pub egress_auth: Option<[u8; 32]>,
     /// The repositories of the workspace's remotes on the git hosts (`host/path`).
     pub git_remotes: Vec<String>,
+    /// Its registry routes' socket listeners and the (device, inode) of each socket.
+    pub registry_sockets: super::registry::Sockets,
 }
 
 pub struct Inner {
@@ -142,6 +150,9 @@ pub struct Inner {
     pub next_id: AtomicU64,
     /// The git route's policy, credentials and record (`None`: no git route).
     pub git: Option<GitState>,
+    /// The registry routes, and on the TCP route their ports.
+    pub registries: Vec<Registry>,
+    pub(super) registry_tcp: Mutex<Vec<(SocketAddr, tokio::task::JoinHandle<()>)>>,
 }
 
 impl Inner {
@@ -177,6 +188,8 @@ impl WeakBroker {
 /// fault its bytes showed, and the grant's connection permit it holds.
 pub(super) struct Connection {
     pub(super) scope: Option<String>,
+    /// The registry route it came in on, if any.
+    pub(super) registry: Option<usize>,
     pub(super) fault: FaultFlag,
     permit: Mutex<Option<OwnedSemaphorePermit>>,
 }
@@ -227,6 +240,8 @@ impl Broker {
             git: options
                 .git
                 .map(|policy| GitState::new(policy, host_env.clone())),
+            registries: options.registries,
+            registry_tcp: Mutex::new(Vec::new()),
         });
         let broker = Broker { inner };
         if warm {
@@ -240,11 +255,12 @@ impl Broker {
                 .local_addr()
                 .map_err(|e| Error::broker_caused("cannot read the TCP listener's address", e))?;
             let this = broker.clone();
-            let task = tokio::spawn(async move { this.serve_tcp(listener).await });
+            let task = tokio::spawn(async move { this.serve_tcp(listener, None).await });
             *broker.inner.tcp.locked() = Some((addr, task));
             if broker.inner.egress.is_some() {
                 broker.listen_egress_tcp().await?;
             }
+            broker.listen_registries_tcp().await?;
         }
         Ok(broker)
     }
@@ -379,6 +395,8 @@ impl Broker {
         if let Some(h) = state.egress_auth {
             self.inner.egress_auth.write_locked().remove(&h);
         }
+        let registry_tasks =
+            super::registry::close_sockets(state.socket_dir.as_deref(), state.registry_sockets);
         if let (Some(dir), Some(bound)) = (state.socket_dir, state.socket_file) {
             // Only the socket this grant bound: a later grant on the same folder replaced it.
             let socket = dir.join("broker.sock");
@@ -390,7 +408,14 @@ impl Broker {
             }
         }
         tracing::debug!(grant = grant_id, workspace = %state.workspace, "grant revoked");
-        Some(state.task.into_iter().chain(egress_task).collect())
+        Some(
+            state
+                .task
+                .into_iter()
+                .chain(egress_task)
+                .chain(registry_tasks)
+                .collect(),
+        )
     }
 
     /// Whether a grant is still in force and, for a socket route, its socket is still the
@@ -427,6 +452,10 @@ impl Broker {
                 tasks.push(task);
             }
         }
+        for (_, task) in self.inner.registry_tcp.locked().drain(..) {
+            task.abort();
+            tasks.push(task);
+        }
         // An aborted task's future (and with it its listener) is dropped before its handle
         // completes, so awaiting the handles is what makes "closed" true.
         for task in tasks {
@@ -434,7 +463,11 @@ impl Broker {
         }
     }
 
-    async fn serve_tcp(self, listener: tokio::net::TcpListener) {
+    pub(super) async fn serve_tcp(
+        self,
+        listener: tokio::net::TcpListener,
+        registry: Option<usize>,
+    ) {
         loop {
             let Ok((stream, _)) = listener.accept().await else {
                 // EMFILE and the like: let connections drain instead of spinning.
@@ -446,19 +479,19 @@ impl Broker {
                 continue;
             };
             let _ = stream.set_nodelay(true);
-            self.serve_connection(stream, None, permit);
+            self.serve_connection(stream, (None, registry), permit);
         }
     }
 
     pub(super) async fn serve_unix(
         self,
         listener: super::socket::SocketListener,
-        grant: String,
+        (grant, registry): (String, Option<usize>),
         connections: Arc<Semaphore>,
     ) {
         #[cfg(not(unix))]
         {
-            let _ = (grant, connections);
+            let _ = (grant, registry, connections);
             match listener {}
         }
         #[cfg(unix)]
@@ -477,18 +510,23 @@ impl Broker {
                 );
                 continue;
             };
-            self.serve_connection(stream, Some(grant.clone()), permit);
+            self.serve_connection(stream, (Some(grant.clone()), registry), permit);
         }
     }
 
     /// Serves one connection, holding `permit` (the grant's, or the TCP port's) until it ends.
-    fn serve_connection<S>(&self, stream: S, scope: Option<String>, permit: OwnedSemaphorePermit)
-    where
+    fn serve_connection<S>(
+        &self,
+        stream: S,
+        (scope, registry): (Option<String>, Option<usize>),
+        permit: OwnedSemaphorePermit,
+    ) where
         S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
     {
         let (stream, fault) = Watched::new(stream);
         let connection = Arc::new(Connection {
             scope,
+            registry,
             fault,
             permit: Mutex::new(None),
         });
@@ -522,6 +560,9 @@ impl Broker {
         req: Request<Incoming>,
         connection: &Connection,
     ) -> Response<ResponseBody> {
+        if let Some(index) = connection.registry {
+            return self.serve_registry(req, connection, index).await;
+        }
         if let Some(git) = &self.inner.git
             && req.uri().path().starts_with(super::git::path::PREFIX)
         {

@@ -184,6 +184,9 @@ fn network(md: &mut String, s: &SandboxState) {
 }
 
 fn git(md: &mut String, s: &SandboxState) {
+    if let Some(line) = crate::contained::identity::registries_line(s) {
+        md.push_str(&format!("\n## Package registries\n\n{line} Do not replace the registry settings or add a token; when an install is refused, ask the person.\n"));
+    }
     if let Some(line) = crate::contained::identity::git_line(s) {
         md.push_str(&format!("\n## Git\n\n{line} Use the remotes as they are (do not rewrite them, add credentials or set `GIT_CONFIG_*`); when a push is refused, ask the person rather than working around it.\n"));
     }

@@ -72,6 +72,9 @@ pub struct SandboxState {
     /// The git hosts whose HTTPS (and SSH-form) remotes go through the broker's git route
     /// (the container's git configuration, `GIT_CONFIG_*`, with `PO_BROKER_GIT_TOKEN`).
     pub git_hosts: Vec<String>,
+    /// The package registries reached through the broker's registry routes (`npm`,
+    /// `npm @scope`, `pip`), from npm's generated user config and `PIP_INDEX_URL`.
+    pub registries: Vec<String>,
 }
 
 fn get<'a>(env: &'a HashMap<String, String>, name: &str) -> Option<&'a str> {
@@ -155,6 +158,7 @@ fn providers_var(env: &HashMap<String, String>, s: &mut SandboxState) {
             EGRESS_SOCKET_VAR,
             EGRESS_PROXY_VAR,
             crate::broker::git::TOKEN_VAR,
+            crate::broker::registry::TOKEN_VAR,
         ]
         .iter()
         .any(|var| get(env, var).is_some_and(|v| !v.trim().is_empty()));
@@ -228,6 +232,7 @@ pub fn read_state(env: &HashMap<String, String>) -> SandboxState {
     s.clone = get(env, WORKSPACE_MODE_VAR).map(str::trim) == Some("clone");
     egress(env, &mut s);
     s.git_hosts = git_hosts(env);
+    s.registries = registries(env);
     s.network = network(env, &mut s.problems);
     // Half-right variables re-point nothing: a person fixes them first (`/po-sandbox` says how).
     s.brokered = s.route.is_some() && !s.brokered_providers.is_empty() && s.problems.is_empty();
@@ -275,6 +280,37 @@ fn git_hosts(env: &HashMap<String, String>) -> Vec<String> {
         .collect();
     hosts.dedup();
     hosts
+}
+
+/// The registries the container's npm config and pip index name through the broker.
+fn registries(env: &HashMap<String, String>) -> Vec<String> {
+    if get(env, crate::broker::registry::TOKEN_VAR).is_none_or(str::is_empty) {
+        return Vec::new();
+    }
+    let npmrc = get(env, crate::broker::registry::NPMRC_VAR).unwrap_or_default();
+    let mut out: Vec<String> = npmrc
+        .lines()
+        .filter_map(|l| l.split_once('=').map(|(k, _)| k.trim()))
+        .filter_map(|k| match k {
+            "registry" => Some("npm".to_string()),
+            _ => k
+                .strip_suffix(":registry")
+                .map(|scope| format!("npm {scope}")),
+        })
+        .collect();
+    if get(env, "PIP_INDEX_URL").is_some_and(|u| u.contains(crate::broker::registry::TOKEN_PREFIX))
+    {
+        out.push("pip".into());
+    }
+    out
+}
+
+/// What the report and the help skill say of the registry routes.
+pub fn registries_line(s: &SandboxState) -> Option<String> {
+    (!s.registries.is_empty()).then(|| format!(
+        "Package registries through the host's broker, with the person's credential (this container holds only a placeholder): {}. npm and pip are configured for them already (npm's user config, PIP_INDEX_URL); they only read (install), publishing goes from the host.",
+        s.registries.join(", ")
+    ))
 }
 
 /// What the report and the help skill say of the git route.
@@ -373,7 +409,10 @@ pub fn report(s: &SandboxState) -> String {
             out.push_str(&format!("\nNetwork: {mode} ({}).", network_words(mode)));
         }
     }
-    for line in [egress_line(s), git_line(s)].into_iter().flatten() {
+    for line in [egress_line(s), git_line(s), registries_line(s)]
+        .into_iter()
+        .flatten()
+    {
         out.push('\n');
         out.push_str(&line);
     }

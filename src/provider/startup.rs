@@ -306,6 +306,7 @@ impl<C: Connector> Provider<C> {
                 egress: o.egress_policy(),
                 fetch_screen: o.network_mode != crate::sandbox::blueprint::NetworkMode::Open,
                 git: Some(o.git_policy.0.clone()),
+                registries: crate::broker::registry::from_host(o.host.vars()),
             },
             warm,
         )

@@ -59,6 +59,7 @@ async fn proxy(
         tcp: false,
         egress: Some(policy),
         fetch_screen: false,
+        registries: Vec::new(),
         git: None,
     })
     .await
@@ -210,6 +211,7 @@ async fn the_tcp_route_names_its_grant_with_proxy_credentials_on_every_request()
             workspaces: Default::default(),
         }),
         fetch_screen: false,
+        registries: Vec::new(),
         git: None,
     })
     .await

@@ -21,6 +21,9 @@ use crate::lock::Locked;
 pub const KEEP: Duration = Duration::from_secs(300);
 /// How long "none found" is kept.
 pub const KEEP_NONE: Duration = Duration::from_secs(30);
+/// A credential found is kept at least this long, whatever the host says of it (so a
+/// container cannot make the host's sources run without end).
+pub const MIN_KEPT: Duration = Duration::from_secs(1);
 /// How long one source may take.
 const SOURCE_TIMEOUT: Duration = Duration::from_secs(10);
 /// The variable naming a credential command.
@@ -69,10 +72,42 @@ pub fn basic(user: &str, password: &str) -> String {
     out
 }
 
+/// The bytes of a base64 text (standard alphabet, padding optional); `None` when it is not one.
+pub fn decode_base64(s: &str) -> Option<Vec<u8>> {
+    let value = |c: u8| -> Option<u32> {
+        Some(match c {
+            b'A'..=b'Z' => u32::from(c - b'A'),
+            b'a'..=b'z' => u32::from(c - b'a') + 26,
+            b'0'..=b'9' => u32::from(c - b'0') + 52,
+            b'+' => 62,
+            b'/' => 63,
+            _ => return None,
+        })
+    };
+    let s = s.trim_end_matches('=').as_bytes();
+    let mut out = Vec::with_capacity(s.len() * 3 / 4);
+    for chunk in s.chunks(4) {
+        let mut n = 0u32;
+        for (i, c) in chunk.iter().enumerate() {
+            n |= value(*c)? << (18 - 6 * i);
+        }
+        let bytes = n.to_be_bytes();
+        match chunk.len() {
+            4 => out.extend_from_slice(&bytes[1..4]),
+            3 => out.extend_from_slice(&bytes[1..3]),
+            2 => out.push(bytes[1]),
+            _ => return None,
+        }
+    }
+    Some(out)
+}
+
 /// The host credentials a broker has found, by host (name and origin).
 pub struct Credentials {
     env: HashMap<String, String>,
     found: Mutex<HashMap<String, (Option<Credential>, Instant)>>,
+    /// One search at a time (a burst of requests asks the sources once).
+    searching: tokio::sync::Mutex<()>,
 }
 
 impl Credentials {
@@ -81,16 +116,18 @@ impl Credentials {
         Credentials {
             env,
             found: Mutex::new(HashMap::new()),
+            searching: tokio::sync::Mutex::new(()),
         }
     }
 
     /// The credential for `host`, from what was found lately or from its sources now.
     pub async fn get(&self, host: &GitHost) -> Option<Credential> {
-        if let Some((c, at)) = self.found.locked().get(&host.entry()) {
-            let keep = if c.is_some() { KEEP } else { KEEP_NONE };
-            if at.elapsed() < keep {
-                return c.clone();
-            }
+        if let Some(c) = self.kept(host) {
+            return c;
+        }
+        let _one = self.searching.lock().await;
+        if let Some(c) = self.kept(host) {
+            return c;
         }
         let found = self.find(host).await;
         self.found
@@ -99,18 +136,35 @@ impl Credentials {
         found
     }
 
-    /// Forgets what was found for `host` (the host refused it).
+    /// What was found for `host` lately, while it is kept.
+    fn kept(&self, host: &GitHost) -> Option<Option<Credential>> {
+        let found = self.found.locked();
+        let (c, at) = found.get(&host.entry())?;
+        let keep = if c.is_some() { KEEP } else { KEEP_NONE };
+        (at.elapsed() < keep).then(|| c.clone())
+    }
+
+    /// Forgets the credential found for `host` (the host refused it as not valid), unless it
+    /// was found in the last [`MIN_KEPT`]; "none found" is kept its whole time.
     pub fn forget(&self, host: &GitHost) {
-        self.found.locked().remove(&host.entry());
+        let mut found = self.found.locked();
+        if found
+            .get(&host.entry())
+            .is_some_and(|(c, at)| c.is_some() && at.elapsed() >= MIN_KEPT)
+        {
+            found.remove(&host.entry());
+        }
     }
 
     async fn find(&self, host: &GitHost) -> Option<Credential> {
         if let Some(c) = self.fill(host).await {
             return Some(c);
         }
-        let vars: &[&str] = match host.name.as_str() {
-            "github.com" => &["GH_TOKEN", "GITHUB_TOKEN"],
-            "gitlab.com" => &["GITLAB_TOKEN"],
+        // The token variables go to their own host's own origin only (never to a host mapped
+        // elsewhere).
+        let vars: &[&str] = match host.origin.as_str() {
+            "https://github.com" => &["GH_TOKEN", "GITHUB_TOKEN"],
+            "https://gitlab.com" => &["GITLAB_TOKEN"],
             _ => &[],
         };
         for var in vars {
@@ -155,7 +209,7 @@ impl Credentials {
         let mut cmd = tokio::process::Command::new("sh");
         cmd.args(["-c", command, "po-git-credential", &host.name]);
         let out = self.run(cmd, "").await?;
-        let source = format!("{COMMAND_VAR} ({command})");
+        let source = COMMAND_VAR.to_string();
         match out.contains("password=") {
             true => parse(&out, &source).map(|c| Credential {
                 username: if c.username.is_empty() {
@@ -178,7 +232,10 @@ impl Credentials {
     /// Runs `cmd` with the hub's environment, `input` on its stdin; its stdout when it
     /// succeeds within [`SOURCE_TIMEOUT`].
     async fn run(&self, mut cmd: tokio::process::Command, input: &str) -> Option<String> {
-        cmd.env_clear()
+        // Not in the hub's folder (which may be a repository with its own config).
+        let neutral = self.env.get("HOME").filter(|h| h.starts_with('/'));
+        cmd.current_dir(neutral.map_or("/", String::as_str))
+            .env_clear()
             .envs(&self.env)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())

@@ -19,6 +19,13 @@ const OFS_DELTA: u8 = 6;
 const REF_DELTA: u8 = 7;
 /// The largest object inflated whole (a commit); larger ones are only skipped.
 const MAX_COMMIT_BYTES: usize = 1 << 20;
+/// The most bytes a pack may inflate to in all (whatever is kept): a pack that inflates to
+/// more is not read (and the push refused), so a small body cannot cost the hub gigabytes.
+const MAX_INFLATED: usize = 512 << 20;
+/// The most commit text kept (bases of deltas).
+const MAX_KEPT: usize = 64 << 20;
+/// The most passes over deltas whose base by id comes later (a longer chain is not read).
+const MAX_PASSES: usize = 8;
 
 /// One entry as read.
 enum Entry {
@@ -45,10 +52,22 @@ pub fn commits(pack: &[u8], sha256: bool) -> Result<Commits, String> {
     let id_len = if sha256 { 32 } else { 20 };
     let mut pos = 12;
     let mut entries: Vec<(usize, Entry)> = Vec::with_capacity(count.min(1 << 16));
+    let (mut inflated, mut kept) = (0usize, 0usize);
     for _ in 0..count {
         let start = pos;
         let (kind, size, after) = header(pack, pos)?;
         pos = after;
+        inflated = inflated.saturating_add(size);
+        if inflated > MAX_INFLATED {
+            return Err(format!(
+                "the pack inflates to more than {} MiB",
+                MAX_INFLATED >> 20
+            ));
+        }
+        let keep = size <= MAX_COMMIT_BYTES && kept + size <= MAX_KEPT;
+        if matches!(kind, COMMIT | OFS_DELTA | REF_DELTA) && keep {
+            kept += size;
+        }
         let entry = match kind {
             OFS_DELTA => {
                 let (back, after) = offset(pack, pos)?;
@@ -56,7 +75,7 @@ pub fn commits(pack: &[u8], sha256: bool) -> Result<Commits, String> {
                 let base = start
                     .checked_sub(back)
                     .ok_or("a delta's base lies before the pack")?;
-                let (data, after) = inflate(pack, pos, size, size <= MAX_COMMIT_BYTES)?;
+                let (data, after) = inflate(pack, pos, size, keep)?;
                 pos = after;
                 data.map_or(Entry::Other, |d| Entry::OnOffset(base, d))
             }
@@ -65,12 +84,12 @@ pub fn commits(pack: &[u8], sha256: bool) -> Result<Commits, String> {
                     .get(pos..pos + id_len)
                     .ok_or("the pack ends inside a delta's base id")?;
                 pos += id_len;
-                let (data, after) = inflate(pack, pos, size, size <= MAX_COMMIT_BYTES)?;
+                let (data, after) = inflate(pack, pos, size, keep)?;
                 pos = after;
                 data.map_or(Entry::Other, |d| Entry::OnId(hex::encode(base), d))
             }
             COMMIT => {
-                let (data, after) = inflate(pack, pos, size, size <= MAX_COMMIT_BYTES)?;
+                let (data, after) = inflate(pack, pos, size, keep)?;
                 pos = after;
                 data.map_or(Entry::Other, Entry::Commit)
             }
@@ -101,7 +120,7 @@ fn resolve(entries: Vec<(usize, Entry)>, sha256: bool) -> Commits {
             delta => pending.push((at, delta)),
         }
     }
-    loop {
+    for _ in 0..MAX_PASSES {
         let before = pending.len();
         pending.retain(|(at, entry)| {
             let base = match entry {
@@ -150,12 +169,23 @@ pub fn descends(commits: &Commits, new: &str, old: &str) -> bool {
     false
 }
 
-/// A commit's parents, from its header lines.
+/// A commit's parents as git reads them: the `parent <id>` lines right after its first line,
+/// `tree <id>`, each id exactly the repository's length in lower-case hex. A commit that does
+/// not start so has no parents here (it then shows no forward move).
 fn parents(text: &[u8]) -> Vec<Id> {
-    text.split(|b| *b == b'\n')
-        .take_while(|l| !l.is_empty())
-        .filter_map(|l| l.strip_prefix(b"parent "))
-        .map(|p| String::from_utf8_lossy(p).trim().to_ascii_lowercase())
+    let is_id = |s: &[u8]| {
+        (s.len() == 40 || s.len() == 64)
+            && s.iter()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(b))
+    };
+    let mut lines = text.split(|b| *b == b'\n');
+    match lines.next().and_then(|l| l.strip_prefix(b"tree ")) {
+        Some(tree) if is_id(tree) => {}
+        _ => return Vec::new(),
+    }
+    lines
+        .map_while(|l| l.strip_prefix(b"parent ").filter(|p| is_id(p)))
+        .map(|p| String::from_utf8_lossy(p).into_owned())
         .collect()
 }
 
@@ -186,10 +216,10 @@ fn header(pack: &[u8], mut pos: usize) -> Result<(u8, usize, usize), String> {
     while c & 0x80 != 0 {
         c = *pack.get(pos).ok_or("the pack ends early")?;
         pos += 1;
-        if shift > 56 {
-            return Err("an object's size does not read".into());
-        }
-        size |= usize::from(c & 0x7f) << shift;
+        size |= usize::from(c & 0x7f)
+            .checked_shl(shift)
+            .filter(|_| shift <= 56)
+            .ok_or("an object's size does not read")?;
         shift += 7;
     }
     Ok((kind, size, pos))
@@ -291,8 +321,14 @@ fn apply(base: &[u8], delta: &[u8]) -> Option<Vec<u8>> {
             if len == 0 {
                 len = 0x10000;
             }
+            if out.len() + len > dst {
+                return None;
+            }
             out.extend_from_slice(base.get(off..off.checked_add(len)?)?);
         } else if op != 0 {
+            if out.len() + usize::from(op) > dst {
+                return None;
+            }
             out.extend_from_slice(delta.get(pos..pos + usize::from(op))?);
             pos += usize::from(op);
         } else {

@@ -63,13 +63,15 @@ pub fn repository(host: &str, path: &str) -> String {
 
 /// The first path segment of the git route.
 pub const PREFIX: &str = "/git/";
-/// The most segments a repository path has (GitLab nests groups).
-const MAX_SEGMENTS: usize = 12;
+/// The most segments a repository path has (GitLab nests groups 20 deep).
+const MAX_SEGMENTS: usize = 21;
 
 fn segment_ok(s: &str) -> bool {
     !s.is_empty()
         && s.len() <= 100
-        && !s.starts_with('.')
+        && s != "."
+        && s != ".."
+        && !s.eq_ignore_ascii_case(".git")
         && s.bytes()
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~'))
 }
@@ -121,7 +123,7 @@ pub fn parse(method: &str, path: &str, query: Option<&str>) -> Result<Target, St
     let segments: Vec<&str> = repo.split('/').collect();
     if segments.len() > MAX_SEGMENTS || !segments.iter().all(|s| segment_ok(s)) {
         return Err(
-            "a repository path is plain segments (letters, digits, '-', '_', '.', '~'; none starting with '.'; no percent-encoding)"
+            "a repository path is plain segments (letters, digits, '-', '_', '.', '~'; no '.', '..' or '.git' segment; no percent-encoding)"
                 .into(),
         );
     }

@@ -113,7 +113,7 @@ pub fn head(buf: &[u8]) -> Result<Option<Head>, String> {
         if !is_id(old) || !is_id(new) || old.len() != new.len() {
             return Err(format!("{text:?} does not name two object ids"));
         }
-        if name.is_empty() || name.bytes().any(|b| b <= b' ' || b == 0x7f) {
+        if name.is_empty() || name.len() > 1024 || name.bytes().any(|b| b <= b' ' || b == 0x7f) {
             return Err(format!("{name:?} is not a ref name"));
         }
         commands.push(Command {

@@ -18,13 +18,15 @@ use super::{GitHost, GitState, pack, pkt, push};
 use crate::broker::audit::AuditEvent;
 use crate::broker::forward::Idle;
 use crate::broker::limits::IDLE_TIMEOUT;
-use crate::broker::reply::{BoxError, ResponseBody, full};
+use crate::broker::reply::{BoxError, ResponseBody, full, said};
 use crate::broker::request::{self, Refusal};
 use crate::broker::server::{Broker, Connection, hash};
 use crate::lock::{Locked, ReadWriteLocked};
 
 /// The largest push body the broker reads (a push is judged whole before the host sees it).
 pub const MAX_PUSH_BYTES: usize = 64 << 20;
+/// The most of a host's refs advertisement read.
+const MAX_REFS_BYTES: usize = 16 << 20;
 /// The request headers sent on to the host (the rest stay here).
 const SENT_ON: [header::HeaderName; 4] = [
     header::CONTENT_TYPE,
@@ -46,16 +48,16 @@ struct Admitted {
     host: GitHost,
     grant: String,
     workspace: String,
+    /// The host's credential goes with its requests: the repository is one of the
+    /// workspace's remotes or a push rule names it (any other is read as the public reads it).
+    credentialed: bool,
 }
 
+/// The Basic challenge of this route's `401`.
+const REALM: &str = "Basic realm=\"po-sandbox git\"";
+
 fn text(status: StatusCode, why: &str) -> Response<ResponseBody> {
-    let mut r = Response::new(full(format!("{why}\n")));
-    *r.status_mut() = status;
-    r.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("text/plain; charset=utf-8"),
-    );
-    r
+    said(status, why, false, REALM)
 }
 
 impl Broker {
@@ -99,17 +101,7 @@ impl Broker {
         let admitted = match self.admit_git(&req, connection, git) {
             Ok(a) => a,
             Err((status, why, closes)) => {
-                let mut r = text(status, &why);
-                if status == StatusCode::UNAUTHORIZED {
-                    r.headers_mut().insert(
-                        header::WWW_AUTHENTICATE,
-                        HeaderValue::from_static("Basic realm=\"po-sandbox git\""),
-                    );
-                }
-                if closes {
-                    r.headers_mut()
-                        .insert(header::CONNECTION, HeaderValue::from_static("close"));
-                }
+                let r = said(status, &why, closes, REALM);
                 event.status = status.as_u16();
                 event.error = Some(why);
                 self.audit_git(event, started);
@@ -120,6 +112,17 @@ impl Broker {
         event.grant = Some(admitted.grant.clone());
         event.workspace = Some(admitted.workspace.clone());
         let answer = match admitted.target.endpoint {
+            // A push to a repository no rule lets through is refused before the host is asked
+            // (which, with no credential, would only say it needs one).
+            Endpoint::Refs(Service::ReceivePack) if !admitted.credentialed => {
+                let repository = admitted.target.repository();
+                Err((
+                    StatusCode::FORBIDDEN,
+                    format!(
+                        "Po sandbox refused a push: {repository} is not a remote of this workspace; the person can allow it in the host's sandbox policy: git: push: [{{ repo: {repository}, refs: refs/heads/<branch> }}]"
+                    ),
+                ))
+            }
             Endpoint::Rpc(Service::ReceivePack) => self.push(req, &admitted, git).await,
             _ => {
                 let (parts, body) = req.into_parts();
@@ -160,6 +163,15 @@ impl Broker {
         request::target(req.uri()).map_err(refused)?;
         let headers = req.headers();
         request::framing_headers(headers).map_err(refused)?;
+        // Before anything of the request is echoed (in an answer or the audit): no
+        // placeholder outside the one auth header.
+        let auth = request::auth_header(headers).map_err(refused)?;
+        {
+            let tokens = self.inner.tokens.read_locked();
+            let whole = req.uri().path_and_query().map_or("", |pq| pq.as_str());
+            request::token_placement(&tokens.index, method, whole, headers, auth)
+                .map_err(refused)?;
+        }
         let target = super::path::parse(method, req.uri().path(), req.uri().query())
             .map_err(|why| (StatusCode::NOT_FOUND, why, false))?;
         let policy = git.policy();
@@ -171,13 +183,6 @@ impl Broker {
             );
             (StatusCode::NOT_FOUND, why, false)
         })?;
-        let auth = request::auth_header(headers).map_err(refused)?;
-        {
-            let tokens = self.inner.tokens.read_locked();
-            let whole = req.uri().path_and_query().map_or("", |pq| pq.as_str());
-            request::token_placement(&tokens.index, method, whole, headers, auth)
-                .map_err(refused)?;
-        }
         let unauthorized = |why: &str| (StatusCode::UNAUTHORIZED, why.to_string(), false);
         if auth != Some("authorization") {
             return Err(unauthorized(
@@ -195,18 +200,25 @@ impl Broker {
         if connection.scope.is_none() {
             self.attribute(connection, &grant).map_err(refused)?;
         }
-        let workspace = self
+        let (workspace, remotes) = self
             .inner
             .grants
             .locked()
             .get(&grant)
-            .map(|g| g.workspace.clone())
+            .map(|g| (g.workspace.clone(), g.git_remotes.clone()))
             .unwrap_or_default();
+        let repository = target.repository();
+        let credentialed = remotes.contains(&repository)
+            || policy
+                .push
+                .iter()
+                .any(|r| push::matches(&r.repo, &repository));
         Ok(Admitted {
             target,
             host,
             grant,
             workspace,
+            credentialed,
         })
     }
 
@@ -220,8 +232,9 @@ impl Broker {
         .then(|| e.grant.clone())
     }
 
-    /// A push: its head read and judged, its pack read when an update must move forward; a
-    /// refused push is answered here (git shows each reason) and the host sees none of it.
+    /// A push: its head read and judged (against the host's refs, read first, when a rule
+    /// could let it through), its pack read when an update must move forward; a refused push
+    /// is answered here (git shows each reason) and the host sees none of it.
     async fn push(
         &self,
         req: Request<Incoming>,
@@ -229,63 +242,78 @@ impl Broker {
         git: &GitState,
     ) -> Result<Response<ResponseBody>, (StatusCode, String)> {
         let (parts, body) = req.into_parts();
-        if parts
-            .headers
-            .get(header::CONTENT_ENCODING)
-            .is_some_and(|v| v.as_bytes() != b"identity")
-        {
+        let encodings = parts.headers.get_all(header::CONTENT_ENCODING);
+        if encodings.iter().any(|v| v.as_bytes() != b"identity") {
             let why = "a compressed push is not read (git does not compress one)";
             return Err((StatusCode::BAD_REQUEST, why.into()));
         }
+        // A few pushes are held at once (each up to MAX_PUSH_BYTES).
+        let _held = git.pushes.acquire().await.map_err(|_| {
+            (
+                StatusCode::SERVICE_UNAVAILABLE,
+                "the broker is closing".to_string(),
+            )
+        })?;
         let body = read_bounded(body).await?;
         let head = match pkt::head(&body) {
             Ok(Some(head)) => head,
             Ok(None) => {
-                return Err((
-                    StatusCode::BAD_REQUEST,
-                    "the push ends inside its ref updates".into(),
-                ));
+                let why = "the push ends inside its ref updates";
+                return Err((StatusCode::BAD_REQUEST, why.into()));
             }
             Err(why) => return Err((StatusCode::BAD_REQUEST, why)),
         };
         let repository = a.target.repository();
-        let remotes = self
-            .inner
-            .grants
-            .locked()
-            .get(&a.grant)
-            .map(|g| g.git_remotes.clone())
-            .unwrap_or_default();
-        let policy = git.policy();
-        let default_branch = match head.commands.is_empty() {
-            true => None,
-            false => self.default_branch(a, git).await,
+        let refs = match !head.commands.is_empty() && a.credentialed {
+            true => Some(self.host_refs(a, git).await),
+            false => None,
         };
-        let created = |name: &str| git.created(&a.workspace, &repository, name);
-        let ctx = Context {
-            repository: &repository,
-            remotes: &remotes,
-            rules: &policy.push,
-            default_branch: default_branch.as_deref(),
-            created: &created,
-        };
-        let refused = judged(&ctx, &head, &body);
+        let (policy, workspace) = (git.policy(), a.workspace.clone());
+        let remotes = self.remotes_of(&a.grant);
+        let created = git.created_in(&a.workspace, &repository);
+        let judging = (head.clone(), body.clone(), repository.clone());
+        let refused = tokio::task::spawn_blocking(move || {
+            let (head, body, repository) = judging;
+            let refs = refs.as_ref().map(|r| r.as_ref().map_err(String::as_str));
+            let ctx = Context {
+                repository: &repository,
+                remotes: &remotes,
+                rules: &policy.push,
+                default_branch: refs.and_then(|r| r.ok()).and_then(|r| r.head.as_deref()),
+                created: &|name: &str| created.contains(name),
+            };
+            judged(&ctx, refs, &head, &body)
+        })
+        .await
+        .map_err(|e| {
+            (
+                StatusCode::INTERNAL_SERVER_ERROR,
+                format!("the push was not judged: {e}"),
+            )
+        })?;
         if !refused.is_empty() {
-            tracing::info!(workspace = %a.workspace, %repository, "git push refused: {refused:?}");
+            tracing::info!(%workspace, %repository, "git push refused: {refused:?}");
             return Ok(refusal(&head, &refused));
         }
         for c in head.commands.iter().filter(|c| c.creates()) {
             git.record_created(&a.workspace, &repository, &c.name);
         }
-        let body = Full::new(Bytes::from(body))
-            .map_err(|never| match never {})
-            .boxed();
+        let body = Full::new(body).map_err(|never| match never {}).boxed();
         self.send(&parts.headers, body, a, git).await
     }
 
-    /// The repository's default branch, as the host advertises it to a fetch
-    /// (`symref=HEAD:refs/heads/…`); `None` when it does not say.
-    async fn default_branch(&self, a: &Admitted, git: &GitState) -> Option<String> {
+    /// The workspace remotes a grant was made with.
+    fn remotes_of(&self, grant: &str) -> Vec<String> {
+        let grants = self.inner.grants.locked();
+        grants
+            .get(grant)
+            .map(|g| g.git_remotes.clone())
+            .unwrap_or_default()
+    }
+
+    /// The repository's refs and default branch as the host advertises them to a fetch
+    /// (read up to [`MAX_REFS_BYTES`]); why not, when they cannot be read.
+    async fn host_refs(&self, a: &Admitted, git: &GitState) -> Result<HostRefs, String> {
         let target = Target {
             endpoint: Endpoint::Refs(Service::UploadPack),
             ..a.target.clone()
@@ -295,6 +323,7 @@ impl Broker {
             host: a.host.clone(),
             grant: a.grant.clone(),
             workspace: a.workspace.clone(),
+            credentialed: a.credentialed,
         };
         let empty = Full::new(Bytes::new())
             .map_err(|never| match never {})
@@ -302,18 +331,28 @@ impl Broker {
         let response = self
             .send(&hyper::HeaderMap::new(), empty, &probe, git)
             .await
-            .ok()?;
+            .map_err(|(_, why)| why)?;
         if !response.status().is_success() {
-            return None;
+            return Err(format!(
+                "the host answered {} for its refs",
+                response.status()
+            ));
         }
-        let body = response.into_body().collect().await.ok()?.to_bytes();
-        let text = String::from_utf8_lossy(&body[..body.len().min(64 * 1024)]);
-        let at = text.find("symref=HEAD:")? + "symref=HEAD:".len();
-        let name: String = text[at..]
-            .chars()
-            .take_while(|c| !c.is_whitespace() && *c != '\0')
-            .collect();
-        name.starts_with("refs/heads/").then_some(name)
+        let mut body = response.into_body();
+        let mut read: Vec<u8> = Vec::new();
+        while let Some(frame) = body.frame().await {
+            let frame = frame.map_err(|e| format!("the host's refs were not read whole ({e})"))?;
+            if let Ok(data) = frame.into_data() {
+                read.extend_from_slice(&data);
+            }
+            if read.len() > MAX_REFS_BYTES {
+                return Err(format!(
+                    "the host's refs are larger than {} MiB",
+                    MAX_REFS_BYTES >> 20
+                ));
+            }
+        }
+        HostRefs::parse(&read)
     }
 
     /// Sends the request to the host's origin with the host's credential (when one is found);
@@ -328,7 +367,10 @@ impl Broker {
         let retry = matches!(a.target.endpoint, Endpoint::Refs(_));
         let mut body = Some(body);
         for attempt in 0..2 {
-            let credential = git.credentials.get(&a.host).await;
+            let credential = match a.credentialed {
+                true => git.credentials.get(&a.host).await,
+                false => None,
+            };
             let this_body = match retry {
                 true => Full::new(Bytes::new())
                     .map_err(|never| match never {})
@@ -362,8 +404,15 @@ impl Broker {
             };
             let status = response.status();
             if status == StatusCode::UNAUTHORIZED || status == StatusCode::FORBIDDEN {
-                git.credentials.forget(&a.host);
-                if retry && attempt == 0 && credential.is_some() {
+                // Not valid (401): found again, once; not allowed (403) stays as it is.
+                if status == StatusCode::UNAUTHORIZED {
+                    git.credentials.forget(&a.host);
+                }
+                if retry
+                    && attempt == 0
+                    && credential.is_some()
+                    && status == StatusCode::UNAUTHORIZED
+                {
                     continue;
                 }
                 return Err((
@@ -371,7 +420,7 @@ impl Broker {
                     host_refused(a, credential.as_ref(), status),
                 ));
             }
-            return Ok(answer(response));
+            return Ok(crate::broker::forward::streamed(response, &SENT_BACK));
         }
         let why = format!("the git host {} refused twice", a.host.name);
         Err((StatusCode::BAD_GATEWAY, why))
@@ -440,31 +489,38 @@ fn host_refused(
     }
 }
 
-/// The host's answer as the container gets it: its status, body and the headers git uses.
-fn answer(response: Response<Incoming>) -> Response<ResponseBody> {
-    let (parts, body) = response.into_parts();
-    let mut back = Response::new(
-        Idle::new(body, IDLE_TIMEOUT)
-            .without_trailers()
-            .map_err(Into::into)
-            .boxed(),
-    );
-    *back.status_mut() = parts.status;
-    for name in &SENT_BACK {
-        for v in parts.headers.get_all(name) {
-            back.headers_mut().append(name, v.clone());
-        }
-    }
-    back
-}
-
-/// The updates of a push the rules refuse, each with why: judged one by one, then (when none
-/// is refused) those that must move forward checked against the push's own commits.
-fn judged(ctx: &Context<'_>, head: &pkt::Head, body: &[u8]) -> Vec<(String, String)> {
+/// The updates of a push the rules refuse, each with why: checked against the host's refs
+/// (a branch created must not exist, an update must start where the host's is), judged one by
+/// one, then (when none is refused) those that must move forward checked against the push's
+/// own commits.
+fn judged(
+    ctx: &Context<'_>,
+    refs: Option<Result<&HostRefs, &str>>,
+    head: &pkt::Head,
+    body: &[u8],
+) -> Vec<(String, String)> {
     let mut refused: Vec<(String, String)> = Vec::new();
     let mut forward: Vec<&pkt::Command> = Vec::new();
     for c in &head.commands {
-        match push::judge(ctx, c) {
+        let verdict = match (push::judge(ctx, c), refs) {
+            (Verdict::Refuse(why), _) => Verdict::Refuse(why),
+            (_, None) => Verdict::Refuse("the host's refs were not asked".into()),
+            (_, Some(Err(why))) => {
+                Verdict::Refuse(format!("the host's refs could not be read: {why}"))
+            }
+            (v, Some(Ok(refs))) => match (refs.refs.get(&c.name), c.creates()) {
+                (Some(_), true) => {
+                    Verdict::Refuse(format!("{} exists on the host already", c.name))
+                }
+                (Some(at), false) if *at != c.old => Verdict::Refuse(format!(
+                    "{} is not at {} on the host (fetch first)",
+                    c.name, c.old
+                )),
+                (None, false) => Verdict::Refuse(format!("{} does not exist on the host", c.name)),
+                _ => v,
+            },
+        };
+        match verdict {
             Verdict::Allow => {}
             Verdict::FastForward => forward.push(c),
             Verdict::Refuse(why) => refused.push((c.name.clone(), why)),
@@ -483,6 +539,46 @@ fn judged(ctx: &Context<'_>, head: &pkt::Head, body: &[u8]) -> Vec<(String, Stri
         }
     }
     refused
+}
+
+/// The refs a host advertises to a fetch, and its default branch (`symref=HEAD:`).
+#[derive(Debug, Default)]
+pub struct HostRefs {
+    pub head: Option<String>,
+    pub refs: std::collections::HashMap<String, String>,
+}
+
+impl HostRefs {
+    /// An `info/refs?service=git-upload-pack` answer (protocol v0).
+    pub fn parse(body: &[u8]) -> Result<HostRefs, String> {
+        let mut out = HostRefs::default();
+        let mut at = 0;
+        while at + 4 <= body.len() {
+            let len = std::str::from_utf8(&body[at..at + 4])
+                .ok()
+                .and_then(|l| usize::from_str_radix(l, 16).ok())
+                .ok_or("the host's refs are not pkt-lines")?;
+            if len == 0 {
+                at += 4;
+                continue;
+            }
+            let line = body
+                .get(at + 4..at + len)
+                .ok_or("the host's refs end early")?;
+            at += len;
+            let line = String::from_utf8_lossy(line);
+            let (text, caps) = line.split_once('\0').unwrap_or((&line, ""));
+            if let Some(target) = caps.split(' ').find_map(|c| c.strip_prefix("symref=HEAD:")) {
+                out.head = Some(target.trim().to_string());
+            }
+            if let Some((id, name)) = text.trim_end().split_once(' ')
+                && name.starts_with("refs/")
+            {
+                out.refs.insert(name.to_string(), id.to_string());
+            }
+        }
+        Ok(out)
+    }
 }
 
 /// The broker's own answer to a refused push: git's report, which git shows.
@@ -505,46 +601,17 @@ fn refusal(head: &pkt::Head, refused: &[(String, String)]) -> Response<ResponseB
 /// The `password` of a Basic auth value.
 fn decode_basic(value: &str) -> Option<String> {
     let b64 = value.strip_prefix("Basic ")?.trim();
-    let bytes = decode_base64(b64)?;
+    let bytes = super::credential::decode_base64(b64)?;
     let text = String::from_utf8(bytes).ok()?;
     let (_, password) = text.split_once(':')?;
     Some(password.to_string())
 }
 
-fn decode_base64(s: &str) -> Option<Vec<u8>> {
-    let value = |c: u8| -> Option<u32> {
-        Some(match c {
-            b'A'..=b'Z' => u32::from(c - b'A'),
-            b'a'..=b'z' => u32::from(c - b'a') + 26,
-            b'0'..=b'9' => u32::from(c - b'0') + 52,
-            b'+' => 62,
-            b'/' => 63,
-            _ => return None,
-        })
-    };
-    let s = s.trim_end_matches('=').as_bytes();
-    let mut out = Vec::with_capacity(s.len() * 3 / 4);
-    for chunk in s.chunks(4) {
-        let mut n = 0u32;
-        for (i, c) in chunk.iter().enumerate() {
-            n |= value(*c)? << (18 - 6 * i);
-        }
-        let bytes = n.to_be_bytes();
-        match chunk.len() {
-            4 => out.extend_from_slice(&bytes[1..4]),
-            3 => out.extend_from_slice(&bytes[1..3]),
-            2 => out.push(bytes[1]),
-            _ => return None,
-        }
-    }
-    Some(out)
-}
-
 /// A push's body, whole, at most [`MAX_PUSH_BYTES`].
-async fn read_bounded(body: Incoming) -> Result<Vec<u8>, (StatusCode, String)> {
+async fn read_bounded(body: Incoming) -> Result<Bytes, (StatusCode, String)> {
     let limited = http_body_util::Limited::new(Idle::new(body, IDLE_TIMEOUT), MAX_PUSH_BYTES);
     match limited.collect().await {
-        Ok(c) => Ok(c.to_bytes().to_vec()),
+        Ok(c) => Ok(c.to_bytes()),
         Err(e) => Err((
             StatusCode::PAYLOAD_TOO_LARGE,
             format!(

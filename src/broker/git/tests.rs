@@ -55,7 +55,8 @@ fn only_smart_http_requests_of_plain_repository_paths_are_the_git_routes() {
         ("GET", "/git/github.com/acme/app/HEAD", None),
         ("POST", "/git/github.com/acme/%2e%2e/git-upload-pack", None),
         ("POST", "/git/github.com/acme/../x/git-upload-pack", None),
-        ("POST", "/git/github.com/.hidden/x/git-upload-pack", None),
+        ("POST", "/git/github.com/.git/x/git-upload-pack", None),
+        ("POST", "/git/github.com/acme/./git-upload-pack", None),
         ("POST", "/git/github.com//x/git-upload-pack", None),
         ("POST", "/git/github.com/git-upload-pack", None),
         ("POST", "/git/GitHub.com/a/git-upload-pack", None),
@@ -518,8 +519,11 @@ async fn a_credential_comes_from_git_credential_fill_then_the_token_variables_th
         (c.username.as_str(), c.password.expose(), c.source.as_str()),
         ("po-test", "from-store", "git credential fill")
     );
-    // Nothing stored for it, no prompt: then GH_TOKEN (for github.com only).
-    let c = creds.get(&elsewhere).await.unwrap();
+    // Nothing stored for it, no prompt: then GH_TOKEN, for github.com's own origin only (never
+    // for a name mapped elsewhere).
+    assert!(creds.get(&elsewhere).await.is_none());
+    let github = GitHost::parse("github.com").unwrap();
+    let c = creds.get(&github).await.unwrap();
     assert_eq!(
         (c.username.as_str(), c.password.expose(), c.source.as_str()),
         ("x-access-token", "from-gh-token", "GH_TOKEN")
@@ -554,6 +558,13 @@ async fn a_credential_comes_from_git_credential_fill_then_the_token_variables_th
         creds.get(&stored).await.unwrap().password.expose(),
         "rotated"
     );
+    // Kept at least a second whatever the host says; then forgotten, asked again.
+    creds.forget(&stored);
+    assert_eq!(
+        creds.get(&stored).await.unwrap().password.expose(),
+        "rotated"
+    );
+    tokio::time::sleep(MIN_KEPT + std::time::Duration::from_millis(100)).await;
     creds.forget(&stored);
     assert_eq!(
         creds.get(&stored).await.unwrap().password.expose(),
@@ -614,6 +625,7 @@ mod live {
             tcp: false,
             egress: None,
             fetch_screen: false,
+            registries: Vec::new(),
             git: Some(GitPolicy {
                 hosts: parse_hosts([format!("git.test=http://127.0.0.1:{port}").as_str()]).unwrap(),
                 push: vec![],
@@ -655,7 +667,7 @@ mod live {
         let other = b.grant(request("v")).unwrap();
         let token = grant.env[TOKEN_VAR].expose().to_string();
         let others = other.env[TOKEN_VAR].expose().to_string();
-        assert_eq!(grant.env["GIT_CONFIG_COUNT"].expose(), "5");
+        assert_eq!(grant.env["GIT_CONFIG_COUNT"].expose(), "6");
         let Some(GrantRoute::Socket { host_socket, .. }) = &grant.route else {
             panic!("socket route")
         };
@@ -699,7 +711,7 @@ mod live {
                 "401",
             ),
             // The placeholder in the URL, in a second header, twice, or as Bearer.
-            (get(&format!("{refs}&t={token}"), &auth(&token)), "404"),
+            (get(&format!("{refs}&t={token}"), &auth(&token)), "400"),
             (
                 get(
                     &format!("/git/git.test/{token}/info/refs?service=git-upload-pack"),
@@ -823,4 +835,46 @@ mod live {
         );
         b.close().await;
     }
+}
+
+#[test]
+fn a_parent_line_git_would_not_read_shows_no_forward_move() {
+    use std::io::Write;
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    git(d, &["init", "-q", "-b", "main"]);
+    std::fs::write(d.join("f"), "x\n").unwrap();
+    git(d, &["add", "f"]);
+    git(d, &["commit", "-q", "-m", "base"]);
+    let old = git(d, &["rev-parse", "HEAD"]);
+    let tree = git(d, &["rev-parse", "HEAD^{tree}"]);
+    // A root commit whose `parent` line comes after its committer: git reads no parent.
+    let text = format!(
+        "tree {tree}\nauthor a <a@t> 0 +0000\ncommitter a <a@t> 0 +0000\nparent {old}\n\nlie\n"
+    );
+    let mut child = Run::new("git")
+        .current_dir(d)
+        .args([
+            "hash-object",
+            "-t",
+            "commit",
+            "-w",
+            "--literally",
+            "--stdin",
+        ])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(text.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    let lie = String::from_utf8(out.stdout).unwrap().trim().to_string();
+    let commits = pack::commits(&pack_of(d, &format!("{lie}\n^{old}\n")), false).unwrap();
+    assert_eq!(commits.get(&lie).map(Vec::len), Some(0), "{commits:?}");
+    assert!(!pack::descends(&commits, &lie, &old));
 }

@@ -15,6 +15,7 @@ async fn broker_in(dir: &Path, env: HashMap<String, String>, tcp: bool) -> Broke
         tcp,
         egress: None,
         fetch_screen: false,
+        registries: Vec::new(),
         git: None,
     })
     .await

@@ -288,10 +288,11 @@ impl<E: EngineApi> ContainerService<E> {
     }
 }
 
-/// Whether a grant hands the container anything: a provider's token, the egress proxy, or
-/// the git route.
+/// Whether a grant hands the container anything: a provider's token, the egress proxy, the
+/// git route or a registry route.
 fn carries(grant: &Grant, broker: &crate::broker::server::Broker) -> bool {
     !grant.providers.is_empty()
         || broker.egress_on()
         || grant.env.contains_key(crate::broker::git::TOKEN_VAR)
+        || grant.env.contains_key(crate::broker::registry::TOKEN_VAR)
 }

@@ -757,6 +757,7 @@ async fn broker_hub(route: RouteKind) -> (Hub, crate::broker::server::Broker) {
         tcp: route == RouteKind::Tcp,
         egress: None,
         fetch_screen: false,
+        registries: Vec::new(),
         git: None,
     })
     .await

@@ -525,9 +525,14 @@ pub(super) fn layer_env(input: &SpecInput, p_str: &str) -> BTreeMap<String, Stri
 /// variables: on the socket route through the bridge the start gate runs, on the TCP route at
 /// the proxy's URL itself. Loopback stays direct.
 fn egress_env(own: &mut BTreeMap<String, String>) {
+    use crate::broker::registry::{NPMRC_VAR, PORTS_VAR};
     use crate::names::vars::{EGRESS_PROXY_VAR, EGRESS_SOCKET_VAR};
-    if own.contains_key(crate::broker::git::PORT_VAR) {
-        // The git route's port is carried by the same bridge.
+    if [crate::broker::git::PORT_VAR, PORTS_VAR, NPMRC_VAR]
+        .iter()
+        .any(|v| own.contains_key(*v))
+    {
+        // The git and registry routes' ports are carried by the same bridge, which also writes
+        // npm's user config.
         own.insert(EGRESS_BRIDGE_VAR.into(), EGRESS_BRIDGE.into());
     }
     let proxy = match (own.get(EGRESS_SOCKET_VAR), own.get(EGRESS_PROXY_VAR)) {
@@ -542,8 +547,18 @@ fn egress_env(own: &mut BTreeMap<String, String>) {
     for name in PROXY_VARS {
         own.insert(name.into(), proxy.clone());
     }
+    // The TCP route's broker host is reached directly too (its git and registry routes).
+    let broker_host = own
+        .get("PO_BROKER_ADDRESS")
+        .and_then(|a| a.rsplit_once(':'))
+        .map(|(host, _)| host.to_string());
+    let direct: Vec<String> = LOOPBACK
+        .iter()
+        .map(|s| s.to_string())
+        .chain(broker_host)
+        .collect();
     for name in NO_PROXY_VARS {
-        own.insert(name.into(), LOOPBACK.join(","));
+        own.insert(name.into(), direct.join(","));
     }
 }
 
@@ -588,8 +603,19 @@ fn is_per_grant(name: &str) -> bool {
     // credentials).
     name.starts_with("PO_BROKER_")
         || name.starts_with("PO_SANDBOX_EGRESS_")
-        || name.starts_with("GIT_CONFIG_")
+        || name == "GIT_CONFIG_COUNT"
+        || name.starts_with("GIT_CONFIG_KEY_")
+        || name.starts_with("GIT_CONFIG_VALUE_")
         || name == crate::broker::git::PORT_VAR
+        || name.starts_with("PO_SANDBOX_REGISTRY_")
+        || [
+            crate::broker::registry::NPMRC_VAR,
+            "npm_config_userconfig",
+            "PIP_INDEX_URL",
+            "UV_INDEX_URL",
+            "PIP_TRUSTED_HOST",
+        ]
+        .contains(&name)
         || PROXY_VARS.contains(&name)
         || NO_PROXY_VARS.contains(&name)
         || name.ends_with("_API_KEY")

@@ -1,0 +1,137 @@
+// npm's registries through the broker, with no token inside the container: a real Verdaccio of
+// this test's own on 127.0.0.1 that only serves logged-in users holds a private scoped package;
+// the host's npm config (its HOME's .npmrc) has the registry and its token; the real npm inside a
+// real workspace container with no network at all installs the package through the broker's
+// registry route. The container holds only the placeholder; the lockfile names the registry, not
+// the route; a request without the placeholder, or one that would publish, is refused.
+import { test } from 'node:test'
+import assert from 'node:assert/strict'
+import { execFileSync, spawn } from 'node:child_process'
+import { cpSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs'
+import net from 'node:net'
+import path from 'node:path'
+
+import { root, run, tempDir, waitFor } from './helpers.mjs'
+import { baseOptions, cleanupOwner, hostEnv, inspect, newOwner, openLayer, tempHome, useTestBaseImage, writeBundle } from './provider-fixtures.mjs'
+
+useTestBaseImage()
+
+async function freePort() {
+  const s = net.createServer()
+  await new Promise((resolve) => s.listen(0, '127.0.0.1', resolve))
+  const { port } = s.address()
+  await new Promise((resolve) => s.close(resolve))
+  return port
+}
+
+/** Verdaccio on 127.0.0.1, every package for logged-in users only; resolves with its URL and a user's token. */
+async function verdaccio(t, dir) {
+  const port = await freePort()
+  const config = path.join(dir, 'verdaccio.yaml')
+  writeFileSync(config, [
+    `storage: ${path.join(dir, 'storage')}`,
+    'auth:',
+    '  htpasswd:',
+    `    file: ${path.join(dir, 'htpasswd')}`,
+    '    max_users: 10',
+    'uplinks: {}',
+    'packages:',
+    "  '**':",
+    '    access: $authenticated',
+    '    publish: $authenticated',
+    'log: { type: stdout, format: pretty, level: warn }',
+    '',
+  ].join('\n'))
+  const bin = path.join(root, 'node_modules', 'verdaccio', 'bin', 'verdaccio')
+  const child = spawn(process.execPath, [bin, '--config', config, '--listen', `127.0.0.1:${port}`], { stdio: ['ignore', 'pipe', 'pipe'] })
+  let out = ''
+  child.stdout.on('data', (d) => { out += d })
+  child.stderr.on('data', (d) => { out += d })
+  t.after(() => child.kill())
+  const url = `http://127.0.0.1:${port}/`
+  await waitFor(async () => (await fetch(`${url}-/ping`).catch(() => null))?.ok, `Verdaccio on ${url} (${out})`, 30000)
+  const made = await fetch(`${url}-/user/org.couchdb.user:po`, {
+    method: 'PUT',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ name: 'po', password: 'po-secret-password' }),
+  })
+  const { token } = await made.json()
+  assert.ok(token, `Verdaccio made no user: ${made.status}`)
+  return { url, port, token }
+}
+
+test('npm install of a private scoped package from a real registry, inside a none container, through the broker; no token inside', { timeout: 240000 }, async (t) => {
+  const dir = tempDir(t, 'po-registry-')
+  const reg = await verdaccio(t, dir)
+
+  // The package, published from the host with the token.
+  const pkg = path.join(dir, 'pkg')
+  mkdirSync(pkg)
+  writeFileSync(path.join(pkg, 'package.json'), JSON.stringify({ name: '@acme/private', version: '1.0.0', main: 'index.js' }))
+  writeFileSync(path.join(pkg, 'index.js'), 'module.exports = "private from the registry"\n')
+  const publishRc = path.join(dir, 'publish.npmrc')
+  writeFileSync(publishRc, `//127.0.0.1:${reg.port}/:_authToken=${reg.token}\n`)
+  execFileSync('npm', ['publish', '--registry', reg.url, '--userconfig', publishRc, '--no-audit'], { cwd: pkg, stdio: 'pipe' })
+  // Without the token the registry refuses it.
+  assert.equal((await fetch(`${reg.url}@acme%2fprivate`)).status, 401)
+
+  // The person's npm config on the host: the scope's registry and its token.
+  const home = path.join(dir, 'home')
+  mkdirSync(home)
+  writeFileSync(path.join(home, '.npmrc'), `@acme:registry=${reg.url}\n//127.0.0.1:${reg.port}/:_authToken=${reg.token}\n`)
+
+  // The workspace: a project that depends on the package, and the host's npm to run inside.
+  const ws = path.join(dir, 'ws')
+  mkdirSync(ws)
+  writeFileSync(path.join(ws, 'package.json'), JSON.stringify({ name: 'app', version: '1.0.0', private: true, dependencies: { '@acme/private': '1.0.0' } }))
+  const npmRoot = path.dirname(path.dirname(execFileSync('bash', ['-c', 'readlink -f "$(command -v npm)"'], { encoding: 'utf8' }).trim()))
+  cpSync(npmRoot, path.join(ws, '.tools', 'npm'), { recursive: true })
+  execFileSync('chmod', ['-R', 'a+rwX', ws])
+
+  const poHome = tempHome(t)
+  const owner = newOwner()
+  cleanupOwner(t, owner)
+  writeBundle(poHome)
+  const env = hostEnv({ HOME: home, PO_SANDBOX_NETWORK: 'none', PO_SANDBOX_GIT_HOSTS: 'none' })
+  for (const k of ['NPM_TOKEN', 'npm_config_userconfig', 'NPM_CONFIG_USERCONFIG', 'PIP_INDEX_URL']) delete env[k]
+  const { layer } = openLayer(baseOptions(poHome, owner, { workspaces: [{ id: 'regws', path: ws }], env }))
+  const status = await layer.provider.ready()
+  assert.equal(status.workspaces[0].state, 'running', JSON.stringify(status.workspaces[0]))
+  const c = status.workspaces[0].container.containerId
+
+  // The container: the placeholder, npm's config naming the route; never the token.
+  const cenv = inspect(c).Config.Env
+  const placeholder = cenv.find((kv) => kv.startsWith('PO_BROKER_REGISTRY_TOKEN='))?.split('=')[1]
+  assert.match(placeholder ?? '', /^po-reg-[0-9a-f]{64}$/, cenv.join('\n'))
+  assert.ok(cenv.includes('npm_config_userconfig=/tmp/po-sandbox-npmrc'), cenv.join('\n'))
+  assert.ok(!cenv.some((kv) => kv.includes(reg.token)), cenv.join('\n'))
+  const npmrc = await run('docker', ['exec', c, 'cat', '/tmp/po-sandbox-npmrc'])
+  // npm sends every tarball to the default registry's URL, so that one has a route too (read as
+  // the public reads it: the host has no token for it).
+  assert.match(npmrc.stdout, /^registry=http:\/\/127\.0\.0\.1:47400\/$/m, npmrc.stdout)
+  assert.match(npmrc.stdout, /^@acme:registry=http:\/\/127\.0\.0\.1:47401\/$/m, npmrc.stdout)
+  assert.match(npmrc.stdout, /^\/\/127\.0\.0\.1:47401\/:_authToken=\$\{PO_BROKER_REGISTRY_TOKEN\}$/m, npmrc.stdout)
+  assert.match(npmrc.stdout, /^replace-registry-host=always$/m, npmrc.stdout)
+
+  // npm install, with no network but the broker's routes.
+  const npm = `node ${ws}/.tools/npm/bin/npm-cli.js install --no-audit --no-fund --no-update-notifier --fetch-retries=0`
+  const r = await run('docker', ['exec', '-w', ws, c, 'sh', '-c', `${npm} 2>&1; echo "npm exit $?"`])
+  assert.match(r.stdout, /npm exit 0/, r.stdout + r.stderr)
+  assert.equal(readFileSync(path.join(ws, 'node_modules', '@acme', 'private', 'index.js'), 'utf8'), 'module.exports = "private from the registry"\n')
+  // The lockfile names the registry itself, not the route.
+  const lock = JSON.parse(readFileSync(path.join(ws, 'package-lock.json'), 'utf8'))
+  assert.equal(lock.packages['node_modules/@acme/private'].resolved, `${reg.url}@acme/private/-/private-1.0.0.tgz`)
+
+  // The route refuses a request without the placeholder, and one that would publish.
+  const probe = String.raw`
+const http = require('node:http')
+const ask = (method, headers) => new Promise((resolve) => { const q = http.request({ host: '127.0.0.1', port: 47400, path: '/@acme%2fprivate', method, headers }, (res) => { res.resume(); resolve(res.statusCode) }); q.on('error', (e) => resolve(e.message)); q.end() })
+;(async () => { console.log(await ask('GET', {}), await ask('PUT', { authorization: 'Bearer ' + process.env.PO_BROKER_REGISTRY_TOKEN }), await ask('GET', { authorization: 'Bearer ' + process.env.PO_BROKER_REGISTRY_TOKEN })) })()
+`
+  const refused = await run('docker', ['exec', c, 'node', '-e', probe])
+  assert.equal(refused.stdout.trim(), '401 405 200', refused.stdout + refused.stderr)
+
+  // Only the placeholder inside: its environment, its processes, its files.
+  const grep = await run('docker', ['exec', c, 'sh', '-c', `grep -rl '${reg.token}' /proc/[0-9]*/environ /tmp "$HOME" '${ws}' 2>/dev/null; echo done`])
+  assert.equal(grep.stdout.trim(), 'done', grep.stdout)
+})
