@@ -135,3 +135,77 @@ const ask = (method, headers) => new Promise((resolve) => { const q = http.reque
   const grep = await run('docker', ['exec', c, 'sh', '-c', `grep -rl '${reg.token}' /proc/[0-9]*/environ /tmp "$HOME" '${ws}' 2>/dev/null; echo done`])
   assert.equal(grep.stdout.trim(), 'done', grep.stdout)
 })
+
+/** pypiserver on 127.0.0.1 (from the tests' venv), downloads and listings for its user only; one private wheel in it. */
+async function pypiserver(t, dir) {
+  const venv = path.join(root, '.tmp', 'casefold-venv')
+  const py = path.join(venv, 'bin', 'python')
+  const packages = path.join(dir, 'packages')
+  mkdirSync(packages)
+  const make = String.raw`
+import base64, hashlib, sys, zipfile
+from passlib.apache import HtpasswdFile
+out, htpasswd = sys.argv[1], sys.argv[2]
+h = HtpasswdFile(htpasswd, new=True); h.set_password('po-user', 'po-index-password-123'); h.save()
+name, ver = 'po_private', '1.0'
+files = {name + '/__init__.py': b'VALUE = "private from the index"\n',
+         name + '-' + ver + '.dist-info/METADATA': b'Metadata-Version: 2.1\nName: po-private\nVersion: 1.0\n',
+         name + '-' + ver + '.dist-info/WHEEL': b'Wheel-Version: 1.0\nGenerator: po-test\nRoot-Is-Purelib: true\nTag: py3-none-any\n'}
+record = ''.join('%s,sha256=%s,%d\n' % (p, base64.urlsafe_b64encode(hashlib.sha256(d).digest()).rstrip(b'=').decode(), len(d)) for p, d in files.items())
+record += name + '-' + ver + '.dist-info/RECORD,,\n'
+with zipfile.ZipFile(out + '/' + name + '-' + ver + '-py3-none-any.whl', 'w') as z:
+    for p, d in files.items(): z.writestr(p, d)
+    z.writestr(name + '-' + ver + '.dist-info/RECORD', record)
+`
+  const htpasswd = path.join(dir, 'htpasswd')
+  try {
+    execFileSync(py, ['-c', make, packages, htpasswd], { stdio: 'pipe' })
+  } catch (e) {
+    throw new Error(`the private index needs pypiserver and passlib in ${venv}: run 'bash scripts/casefold-venv.sh' (npm test runs it with the engine set-up). ${e.stderr ?? e.message}`)
+  }
+  const port = await freePort()
+  const child = spawn(path.join(venv, 'bin', 'pypi-server'), ['run', '-i', '127.0.0.1', '-p', String(port), '-P', htpasswd, '-a', 'download,list,update', packages], { stdio: ['ignore', 'pipe', 'pipe'] })
+  let out = ''
+  child.stdout.on('data', (d) => { out += d })
+  child.stderr.on('data', (d) => { out += d })
+  t.after(() => child.kill())
+  const url = `http://127.0.0.1:${port}/simple/`
+  await waitFor(async () => (await fetch(url).catch(() => null))?.status === 401, `pypiserver on ${url} (${out})`, 30000)
+  return { url, port, venv, password: 'po-index-password-123' }
+}
+
+test('pip install from a real index with basic auth, inside a none container, through the broker; no password inside', { timeout: 240000 }, async (t) => {
+  const dir = tempDir(t, 'po-registry-pip-')
+  const index = await pypiserver(t, dir)
+  const ws = path.join(dir, 'ws')
+  mkdirSync(ws)
+  // The tests' pip (pure Python), for the container's Python to run.
+  const site = execFileSync(path.join(index.venv, 'bin', 'python'), ['-c', 'import pip, os; print(os.path.dirname(os.path.dirname(pip.__file__)))'], { encoding: 'utf8' }).trim()
+  cpSync(path.join(site, 'pip'), path.join(ws, '.tools', 'py', 'pip'), { recursive: true })
+  execFileSync('chmod', ['-R', 'a+rwX', ws])
+
+  const poHome = tempHome(t)
+  const owner = newOwner()
+  cleanupOwner(t, owner)
+  writeBundle(poHome)
+  const home = path.join(dir, 'home')
+  mkdirSync(home)
+  const env = hostEnv({ HOME: home, PO_SANDBOX_NETWORK: 'none', PO_SANDBOX_GIT_HOSTS: 'none', PIP_INDEX_URL: `http://po-user:${index.password}@127.0.0.1:${index.port}/simple/` })
+  for (const k of ['NPM_TOKEN', 'npm_config_userconfig', 'NPM_CONFIG_USERCONFIG']) delete env[k]
+  const { layer } = openLayer(baseOptions(poHome, owner, { workspaces: [{ id: 'pipws', path: ws }], env }))
+  const status = await layer.provider.ready()
+  assert.equal(status.workspaces[0].state, 'running', JSON.stringify(status.workspaces[0]))
+  const c = status.workspaces[0].container.containerId
+
+  const cenv = inspect(c).Config.Env
+  const indexUrl = cenv.find((kv) => kv.startsWith('PIP_INDEX_URL='))?.slice('PIP_INDEX_URL='.length)
+  assert.match(indexUrl ?? '', /^http:\/\/po:po-reg-[0-9a-f]{64}@127\.0\.0\.1:47400\/simple\/$/, cenv.join('\n'))
+  assert.ok(!cenv.some((kv) => kv.includes(index.password)), cenv.join('\n'))
+
+  const pip = `PYTHONPATH=${ws}/.tools/py python3 -m pip install --disable-pip-version-check --no-cache-dir --target ${ws}/pydeps po-private`
+  const r = await run('docker', ['exec', '-w', ws, c, 'sh', '-c', `${pip} 2>&1; echo "pip exit $?"`])
+  assert.match(r.stdout, /pip exit 0/, r.stdout + r.stderr)
+  assert.equal(readFileSync(path.join(ws, 'pydeps', 'po_private', '__init__.py'), 'utf8'), 'VALUE = "private from the index"\n')
+  const grep = await run('docker', ['exec', c, 'sh', '-c', `grep -rl '${index.password}' /proc/[0-9]*/environ /tmp "$HOME" '${ws}' 2>/dev/null; echo done`])
+  assert.equal(grep.stdout.trim(), 'done', grep.stdout)
+})

@@ -11,6 +11,7 @@
 #   - the shared libraries node needs (from `ldd`), copied under the paths ldd shows;
 #   - Debian's git (/usr/bin/git, /usr/lib/git-core, its templates and their libraries), for the
 #     guarded-path tests that commit, branch and fetch inside a container;
+#   - Debian's Python 3.11 (interpreter, standard library, libraries), for pip inside a container;
 #   - Debian's nft with its libraries (the network rules helper loads a holder's rules with it);
 #   - /etc/passwd, /etc/group (root and node:1000), /etc/nsswitch.conf, /etc/hosts, /tmp (1777).
 #
@@ -128,6 +129,32 @@ for f in /usr/bin/git $(find /usr/lib/git-core -type f -perm -u+x); do
 done | sort -u | while read -r lib; do
   [ -e "$rootfs$lib" ] && continue
   [ -e "$lib" ] || die "library $lib (needed by git) is missing on this machine"
+  mkdir -p "$rootfs$(dirname "$lib")"
+  cp -L "$lib" "$rootfs$lib"
+done
+
+# Debian's Python 3 (the interpreter, its standard library without tests and caches, and the
+# libraries its modules load), for the registry test's pip inside a container.
+py=/usr/bin/python3.11
+if [ ! -x "$py" ] || [ ! -d /usr/lib/python3.11 ]; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    log "installing Debian's python3.11 (the test image carries it)"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq >&2 || die "'apt-get update' failed: Debian's python3.11 is needed"
+    apt-get install -y -qq python3.11 >/dev/null || die "'apt-get install python3.11' failed: install it by hand"
+  fi
+  [ -x "$py" ] && [ -d /usr/lib/python3.11 ] \
+    || die "Debian's python3.11 (/usr/bin/python3.11, /usr/lib/python3.11) is missing: 'apt-get install python3.11', as root"
+fi
+cp "$py" "$rootfs/usr/bin/python3.11"
+ln -sf python3.11 "$rootfs/usr/bin/python3"
+tar -C /usr/lib --exclude=test --exclude=__pycache__ --exclude=idlelib --exclude=tkinter \
+  --exclude=lib2to3 --exclude=turtledemo -cf - python3.11 | tar -C "$rootfs/usr/lib" -xf -
+for f in "$py" /usr/lib/python3.11/lib-dynload/*.so; do
+  { LC_ALL=C ldd "$f" 2>/dev/null || true; } | awk '/=> \//{print $3} /^[[:space:]]*\//{print $1}'
+done | sort -u | while read -r lib; do
+  [ -e "$rootfs$lib" ] && continue
+  [ -e "$lib" ] || die "library $lib (needed by python3.11) is missing on this machine"
   mkdir -p "$rootfs$(dirname "$lib")"
   cp -L "$lib" "$rootfs$lib"
 done

@@ -406,16 +406,10 @@ impl Broker {
             return Ok(grant_when_off(id, request.workspace, env));
         }
         let (chosen, withheld) = choose(request.providers.as_deref(), env)?;
-        let (mut grant_env, mut entries) = mint(&id, &chosen, request.secret.as_ref())?;
+        let (mut grant_env, entries) = mint(&id, &chosen, request.secret.as_ref())?;
         let connections = Arc::new(Semaphore::new(PER_GRANT_CONNECTIONS));
         let open = self.open_route(&request, &id, &connections)?;
         grant_env.insert(open.var.0.into(), Secret::new(open.var.1.clone()));
-        if let Some(entry) = self.git_grant(&request, &id, &open.route, &mut grant_env)? {
-            entries.push(entry);
-        }
-        let (entry, sockets) =
-            self.registry_grant(&request, &id, &open.route, &connections, &mut grant_env)?;
-        entries.extend(entry);
         if let Some((url, _)) = &open.egress_tcp {
             grant_env.insert(EGRESS_PROXY_VAR.into(), Secret::new(url.clone()));
         }
@@ -429,10 +423,19 @@ impl Broker {
             Some(git) => git::remotes_on(&request.git_remotes, &git.policy().hosts),
             None => Vec::new(),
         };
-        let route = self.register(&id, &request.workspace, entries, open, connections);
-        if let Some(g) = self.inner.grants.locked().get_mut(&id) {
-            g.git_remotes = remotes;
-            g.registry_sockets = sockets;
+        let route = self.register(&id, &request.workspace, entries, open, connections.clone());
+        // The service routes once the grant is recorded, so a failure (or a close meanwhile)
+        // revokes all of it.
+        let services = self.service_grant(&request, &id, &route, &connections, &mut grant_env);
+        let (extra, sockets) = match services {
+            Ok(s) => s,
+            Err(e) => {
+                self.revoke(&id);
+                return Err(e);
+            }
+        };
+        if !self.add_tokens(&id, extra, (remotes, sockets)) {
+            return Err(Error::broker("the broker closed while the grant was made"));
         }
         Ok(Grant {
             id,
@@ -662,6 +665,52 @@ impl Broker {
 }
 
 impl Broker {
+    /// The git and registry routes' part of a grant: their token entries and the registry
+    /// sockets (the container's variables go to `env`).
+    fn service_grant(
+        &self,
+        request: &GrantRequest,
+        id: &str,
+        route: &GrantRoute,
+        connections: &Arc<Semaphore>,
+        env: &mut BTreeMap<String, Secret>,
+    ) -> Result<(Vec<TokenEntry>, super::registry::Sockets)> {
+        let mut entries: Vec<TokenEntry> = self
+            .git_grant(request, id, route, env)?
+            .into_iter()
+            .collect();
+        let (entry, sockets) = self.registry_grant(request, id, route, connections, env)?;
+        entries.extend(entry);
+        Ok((entries, sockets))
+    }
+
+    /// Makes a recorded grant's service tokens live and gives it its remotes and registry
+    /// sockets; `false` (the sockets closed) when the grant is gone already.
+    fn add_tokens(
+        &self,
+        id: &str,
+        entries: Vec<TokenEntry>,
+        (remotes, sockets): (Vec<String>, super::registry::Sockets),
+    ) -> bool {
+        let mut grants = self.inner.grants.locked();
+        let Some(g) = grants.get_mut(id) else {
+            super::registry::close_sockets(None, sockets);
+            return false;
+        };
+        let mut tokens = self.inner.tokens.write_locked();
+        for entry in entries {
+            let h = hash(entry.token.expose());
+            if let Some(key) = TokenIndex::key(entry.token.expose()) {
+                tokens.index.insert(key);
+            }
+            g.hashes.push(h);
+            tokens.by_hash.insert(h, entry);
+        }
+        g.git_remotes = remotes;
+        g.registry_sockets = sockets;
+        true
+    }
+
     /// The grant's git placeholder and the container's git configuration for the route, when
     /// the broker serves the git route: the token entry to register.
     fn git_grant(

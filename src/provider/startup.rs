@@ -280,6 +280,26 @@ impl<C: Connector> Provider<C> {
         known_containers(engine, &self.options.owner).await.ok()
     }
 
+    /// The broker's options for `transport` (`remote`: the engine is on another machine).
+    fn broker_options(&self, transport: RouteKind, remote: bool) -> BrokerOptions {
+        let o = &self.options;
+        BrokerOptions {
+            host_env: o.host.vars().clone(),
+            socket_dir: o.broker_socket_dir.clone(),
+            tcp: transport == RouteKind::Tcp,
+            egress: o.egress_policy(),
+            fetch_screen: o.network_mode != crate::sandbox::blueprint::NetworkMode::Open,
+            git: Some(o.git_policy.0.clone()),
+            // The registry routes' sockets are carried by the bridge on this machine's socket
+            // route only (not yet by a remote engine's carrier, nor allowed by the TCP route's
+            // port rules).
+            registries: match transport == RouteKind::Socket && !remote {
+                true => crate::broker::registry::from_host(o.host.vars()),
+                false => Vec::new(),
+            },
+        }
+    }
+
     /// The credential broker, unless it is off: a socket per container on a native engine,
     /// loopback TCP reached as host.docker.internal on a VM engine; `warm`: its TLS roots load
     /// now, in the background.
@@ -298,19 +318,8 @@ impl<C: Connector> Provider<C> {
             true => RouteKind::Socket,
             false => o.broker_route.route(o.host.os, report.vm),
         };
-        let broker = Broker::start_warm(
-            BrokerOptions {
-                host_env: o.host.vars().clone(),
-                socket_dir: o.broker_socket_dir.clone(),
-                tcp: transport == RouteKind::Tcp,
-                egress: o.egress_policy(),
-                fetch_screen: o.network_mode != crate::sandbox::blueprint::NetworkMode::Open,
-                git: Some(o.git_policy.0.clone()),
-                registries: crate::broker::registry::from_host(o.host.vars()),
-            },
-            warm,
-        )
-        .await?;
+        let broker =
+            Broker::start_warm(self.broker_options(transport, report.remote), warm).await?;
         if !broker.enabled() {
             return Ok(None);
         }

@@ -105,16 +105,20 @@ pub fn commits(pack: &[u8], sha256: bool) -> Result<Commits, String> {
 }
 
 /// The commits among `entries`, deltas applied to commit bases (repeatedly, since a delta's
-/// base by id may come later in the pack).
+/// base by id may come later in the pack). Each text is kept once, and every text kept,
+/// resolved ones included, counts against [`MAX_KEPT`]: past it the rest stays unresolved (and
+/// shows no forward move).
 fn resolve(entries: Vec<(usize, Entry)>, sha256: bool) -> Commits {
-    let mut by_offset: HashMap<usize, Vec<u8>> = HashMap::new();
-    let mut by_id: HashMap<Id, Vec<u8>> = HashMap::new();
+    let mut texts: HashMap<usize, Vec<u8>> = HashMap::new();
+    let mut ids: HashMap<Id, usize> = HashMap::new();
+    let mut kept = 0usize;
     let mut pending = Vec::new();
     for (at, entry) in entries {
         match entry {
             Entry::Commit(text) => {
-                by_id.insert(object_id(&text, sha256), text.clone());
-                by_offset.insert(at, text);
+                kept += text.len();
+                ids.insert(object_id(&text, sha256), at);
+                texts.insert(at, text);
             }
             Entry::Other => {}
             delta => pending.push((at, delta)),
@@ -123,18 +127,21 @@ fn resolve(entries: Vec<(usize, Entry)>, sha256: bool) -> Commits {
     for _ in 0..MAX_PASSES {
         let before = pending.len();
         pending.retain(|(at, entry)| {
-            let base = match entry {
-                Entry::OnOffset(base, _) => by_offset.get(base),
-                Entry::OnId(id, _) => by_id.get(id),
-                _ => None,
+            if kept > MAX_KEPT {
+                return true;
+            }
+            let (base, delta) = match entry {
+                Entry::OnOffset(base, delta) => (texts.get(base), delta),
+                Entry::OnId(id, delta) => (ids.get(id).and_then(|b| texts.get(b)), delta),
+                _ => return true,
             };
-            let (Some(base), Entry::OnOffset(_, delta) | Entry::OnId(_, delta)) = (base, entry)
-            else {
+            let Some(base) = base else {
                 return true;
             };
             if let Some(text) = apply(base, delta) {
-                by_id.insert(object_id(&text, sha256), text.clone());
-                by_offset.insert(*at, text);
+                kept += text.len();
+                ids.insert(object_id(&text, sha256), *at);
+                texts.insert(*at, text);
             }
             false
         });
@@ -142,12 +149,8 @@ fn resolve(entries: Vec<(usize, Entry)>, sha256: bool) -> Commits {
             break;
         }
     }
-    by_id
-        .into_iter()
-        .map(|(id, text)| {
-            let parents = parents(&text);
-            (id, parents)
-        })
+    ids.into_iter()
+        .filter_map(|(id, at)| texts.get(&at).map(|text| (id, parents(text))))
         .collect()
 }
 

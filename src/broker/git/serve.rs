@@ -25,6 +25,8 @@ use crate::lock::{Locked, ReadWriteLocked};
 
 /// The largest push body the broker reads (a push is judged whole before the host sees it).
 pub const MAX_PUSH_BYTES: usize = 64 << 20;
+/// How long a push's body may take to arrive.
+const PUSH_READ_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(300);
 /// The most of a host's refs advertisement read.
 const MAX_REFS_BYTES: usize = 16 << 20;
 /// The request headers sent on to the host (the rest stay here).
@@ -247,14 +249,21 @@ impl Broker {
             let why = "a compressed push is not read (git does not compress one)";
             return Err((StatusCode::BAD_REQUEST, why.into()));
         }
-        // A few pushes are held at once (each up to MAX_PUSH_BYTES).
-        let _held = git.pushes.acquire().await.map_err(|_| {
-            (
-                StatusCode::SERVICE_UNAVAILABLE,
-                "the broker is closing".to_string(),
-            )
+        // A few pushes are held at once (each up to MAX_PUSH_BYTES), each read within a bound.
+        let _held = git.pushes.try_acquire().map_err(|_| {
+            let why = format!(
+                "{} pushes are being read already: push again in a moment",
+                super::MAX_PUSHES
+            );
+            (StatusCode::SERVICE_UNAVAILABLE, why)
         })?;
-        let body = read_bounded(body).await?;
+        let body = tokio::time::timeout(PUSH_READ_TIMEOUT, read_bounded(body))
+            .await
+            .map_err(|_| {
+                let secs = PUSH_READ_TIMEOUT.as_secs();
+                let why = format!("the push was not sent whole within {secs} s");
+                (StatusCode::REQUEST_TIMEOUT, why)
+            })??;
         let head = match pkt::head(&body) {
             Ok(Some(head)) => head,
             Ok(None) => {
@@ -405,7 +414,7 @@ impl Broker {
             let status = response.status();
             if status == StatusCode::UNAUTHORIZED || status == StatusCode::FORBIDDEN {
                 // Not valid (401): found again, once; not allowed (403) stays as it is.
-                if status == StatusCode::UNAUTHORIZED {
+                if status == StatusCode::UNAUTHORIZED && credential.is_some() {
                     git.credentials.forget(&a.host);
                 }
                 if retry

@@ -66,7 +66,10 @@ fn credential_for(config: &[(String, String)], url: &str) -> Option<(Credential,
         let Some((scope, key)) = k.rsplit_once(':') else {
             continue;
         };
-        if !scope.starts_with("//") || !nerf.starts_with(scope) || v.is_empty() {
+        // npm's own rule: the key's path is the URL's, or a whole-segment ancestor of it.
+        let under = nerf.starts_with(scope)
+            && (scope.ends_with('/') || nerf[scope.len()..].starts_with('/'));
+        if !scope.starts_with("//") || !under || v.is_empty() {
             continue;
         }
         let credential = match key {
@@ -138,9 +141,11 @@ pub fn registries(env: &HashMap<String, String>) -> Vec<Registry> {
         let found = credential_for(&config, &url)
             .map(|(c, key)| (c, format!("the host's npm config ({key})")))
             .or_else(|| {
+                // NPM_TOKEN is npmjs's: never sent to another default registry.
                 let token = env.get("NPM_TOKEN").filter(|t| !t.trim().is_empty())?;
                 let bearer = Credential::Bearer(Secret::new(token.trim()));
-                scope.is_none().then(|| (bearer, "NPM_TOKEN".to_string()))
+                (scope.is_none() && url == DEFAULT_REGISTRY)
+                    .then(|| (bearer, "NPM_TOKEN".to_string()))
             });
         // npm sends every tarball to the default registry's URL (`replace-registry-host`), so
         // with a scope brokered the default registry is too, without a credential when it has

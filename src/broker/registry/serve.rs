@@ -31,15 +31,16 @@ const SENT_ON: [&str; 8] = [
     "npm-session",
 ];
 /// The response headers sent back.
-const SENT_BACK: [HeaderName; 6] = [
+const SENT_BACK: [HeaderName; 7] = [
     header::CONTENT_TYPE,
     header::CONTENT_ENCODING,
     header::CONTENT_LENGTH,
     header::ETAG,
     header::LAST_MODIFIED,
     header::CACHE_CONTROL,
+    header::LOCATION,
 ];
-/// The redirects of a registry followed by the broker (a tarball on a CDN).
+/// The redirects within a registry's own origin followed by the broker.
 const MAX_REDIRECTS: usize = 4;
 
 /// The Basic challenge of this route's `401`.
@@ -83,6 +84,7 @@ impl Broker {
                 event.grant = Some(grant);
                 event.workspace = Some(workspace);
                 let registry = self.by_scope(&req, registry);
+                event.provider = Some(format!("registry:{}", registry.name()));
                 self.send_registry(req, &registry)
                     .await
                     .unwrap_or_else(|why| {
@@ -169,19 +171,23 @@ impl Broker {
         if own.kind != super::Kind::Npm {
             return own;
         }
-        let scope = req
-            .uri()
-            .path()
-            .strip_prefix("/@")
-            .and_then(|p| p.split(['/', '%']).next())
-            .map(|s| format!("@{s}"));
-        let Some(scope) = scope else {
-            return own;
-        };
+        // A scoped package's name is a segment of its paths (`/@s/p`, `/@s%2fp`, a tarball's
+        // `/download/@s/p/…` or `/api/npm/repo/@s/p/-/…`): the registry of its scope, the one
+        // whose path the request is under when several could be.
+        let path = req.uri().path().replace("%2f", "/").replace("%2F", "/");
+        let scopes: Vec<&str> = path.split('/').filter(|s| s.starts_with('@')).collect();
         self.inner
             .registries
             .iter()
-            .find(|r| r.kind == super::Kind::Npm && r.scope.as_deref() == Some(scope.as_str()))
+            .filter(|r| r.kind == super::Kind::Npm)
+            .filter(|r| r.scope.as_deref().is_some_and(|s| scopes.contains(&s)))
+            .max_by_key(|r| {
+                if path.starts_with(&r.prefix) {
+                    r.prefix.len()
+                } else {
+                    0
+                }
+            })
             .cloned()
             .unwrap_or(own)
     }
@@ -193,8 +199,11 @@ impl Broker {
         r: &Registry,
     ) -> Result<Response<ResponseBody>, String> {
         let path = req.uri().path();
-        // A tarball URL keeps the registry's whole path (npm puts only its host in front).
-        let path = match path.starts_with(&r.prefix) {
+        // npm's registry URL in the container is the route's root: its requests get the
+        // registry's path in front, but for a tarball URL, which keeps it (npm puts only its
+        // host in front). pip's index URL keeps the index's path, and its files are paths on
+        // the same origin: sent as they are.
+        let path = match r.kind == super::Kind::Pip || path.starts_with(&r.prefix) {
             true => path.to_string(),
             false => format!("{}{}", r.prefix.trim_end_matches('/'), path),
         };
@@ -229,7 +238,12 @@ impl Broker {
                 .get(header::LOCATION)
                 .and_then(|l| l.to_str().ok())
                 .filter(|_| response.status().is_redirection());
-            match next.and_then(|l| redirect(&url, l)) {
+            // Only within the registry's own origin: a redirect elsewhere (a tarball on a CDN)
+            // goes back to the client as it is, which follows it by its own way out (none in
+            // `none`), never the broker (no request of the host's to an address it names).
+            let next = next.and_then(|l| redirect(&url, l));
+            let next = next.filter(|n| n.starts_with(&format!("{}/", r.origin)));
+            match next {
                 Some(next) if redirects < MAX_REDIRECTS => {
                     redirects += 1;
                     url = next;

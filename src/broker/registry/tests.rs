@@ -241,15 +241,15 @@ mod live {
                 .await
                 .starts_with("HTTP/1.1 200")
         );
-        // A redirect elsewhere is followed by the broker, without the credential.
+        // A redirect elsewhere goes back to the client as it is: the broker asks no address a
+        // registry names, and the credential goes nowhere else.
         let redirected = exchange(&socket, &get("/redirect", &bearer(&token))).await;
-        assert!(redirected.starts_with("HTTP/1.1 200"), "{redirected}");
-        let cdn_head = cdn_seen.lock().unwrap()[0].clone();
+        assert!(redirected.starts_with("HTTP/1.1 302"), "{redirected}");
         assert!(
-            cdn_head.starts_with("GET /tarball ")
-                && !cdn_head.to_ascii_lowercase().contains("authorization"),
-            "{cdn_head}"
+            redirected.contains(&format!("location: http://127.0.0.1:{cdn}/tarball")),
+            "{redirected}"
         );
+        assert!(cdn_seen.lock().unwrap().is_empty());
         let before = seen.lock().unwrap().len();
         for (req, status) in [
             (get("/x", ""), "401"),
@@ -295,4 +295,19 @@ fn with_a_scope_brokered_the_default_registry_is_too_read_as_the_public_reads_it
     );
     assert!(found[0].credential.header().is_none());
     assert_eq!(found[0].source, "none (public reads)");
+}
+
+#[test]
+fn a_credential_goes_only_to_its_own_registry_path_and_npm_token_only_to_npmjs() {
+    // `//host/a` is no ancestor of `//host/ab/`; the bare host form no ancestor of a longer name.
+    let (_home, env) = env_with_npmrc(
+        "@ab:registry=https://r.test/ab/\n//r.test/a:_authToken=for-a\n@ev:registry=https://npm.acme.test.evil.test/\n//npm.acme.test:_authToken=acme\n",
+        &[],
+    );
+    assert!(from_host(&env).is_empty(), "{:?}", from_host(&env));
+    // NPM_TOKEN is npmjs's: another default registry does not get it.
+    let (_home, env) = env_with_npmrc("registry=https://mirror.test/\n", &[("NPM_TOKEN", "n")]);
+    assert!(from_host(&env).is_empty());
+    let (_home, env) = env_with_npmrc("", &[("NPM_TOKEN", "n")]);
+    assert_eq!(from_host(&env)[0].source, "NPM_TOKEN");
 }
