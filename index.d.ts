@@ -480,6 +480,11 @@ export interface ContainerPosture {
    * slow, and launches no spawner. Absent while the spawner can run.
    */
   execSpawner?: string
+  /**
+   * What the broker carries for it, from its environment: `providers <ids>`, `git <hosts>`,
+   * `registries <npm, npm @scope, pip>` (each present only when it has some).
+   */
+  brokered: Array<string>
 }
 
 /** Options of the container provider. */

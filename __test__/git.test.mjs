@@ -138,6 +138,8 @@ test('git through the broker: clone, fetch and push a new branch with the host c
   const status = await layer.provider.ready()
   assert.equal(status.workspaces[0].state, 'running', JSON.stringify(status.workspaces[0]))
   const c = status.workspaces[0].container.containerId
+  // Its posture names what the broker carries for it.
+  assert.ok(status.workspaces[0].container.posture.brokered.includes('git git.test'), JSON.stringify(status.workspaces[0].container.posture))
 
   // The container holds the placeholder and the git configuration, never the token.
   const cenv = inspect(c).Config.Env

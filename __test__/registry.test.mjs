@@ -98,6 +98,7 @@ test('npm install of a private scoped package from a real registry, inside a non
   const status = await layer.provider.ready()
   assert.equal(status.workspaces[0].state, 'running', JSON.stringify(status.workspaces[0]))
   const c = status.workspaces[0].container.containerId
+  assert.ok(status.workspaces[0].container.posture.brokered.includes('registries npm, npm @acme'), JSON.stringify(status.workspaces[0].container.posture))
 
   // The container: the placeholder, npm's config naming the route; never the token.
   const cenv = inspect(c).Config.Env
@@ -196,6 +197,7 @@ test('pip install from a real index with basic auth, inside a none container, th
   const status = await layer.provider.ready()
   assert.equal(status.workspaces[0].state, 'running', JSON.stringify(status.workspaces[0]))
   const c = status.workspaces[0].container.containerId
+  assert.ok(status.workspaces[0].container.posture.brokered.includes('registries pip'), JSON.stringify(status.workspaces[0].container.posture))
 
   const cenv = inspect(c).Config.Env
   const indexUrl = cenv.find((kv) => kv.startsWith('PIP_INDEX_URL='))?.slice('PIP_INDEX_URL='.length)

@@ -52,7 +52,8 @@ function runtimeLine(version) {
 function upText(ws, c, runtimeVersion, hints, pulled) {
   const p = c.posture
   const mounts = p.mounts.map((m) => `${m.target} (${m.readOnly ? 'ro' : 'rw'}${m.kind === 'volume' ? `, volume ${m.source}` : m.source !== m.target ? `, from ${m.source}` : ''})`)
-  const broker = p.mounts.some((m) => m.target === '/run/po-broker') ? 'brokered: the container holds per-session tokens, never a key' : 'no credentials'
+  const brokered = p.mounts.some((m) => m.target === '/run/po-broker')
+  const broker = !brokered ? 'no credentials' : `brokered${p.brokered?.length ? ` (${p.brokered.join('; ')})` : ''}: the container holds per-session placeholders, never a key`
   return [
     `Sandbox ${c.adopted ? 'adopted (already running)' : 'started'} for ${ws.path}`,
     `  URL         ${c.url}`,

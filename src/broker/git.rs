@@ -238,5 +238,23 @@ pub fn remotes_on(urls: &[String], hosts: &[GitHost]) -> Vec<String> {
     out
 }
 
+/// The hosts a container's git configuration (its environment) sends to the git route.
+pub fn hosts_in(env: &HashMap<String, String>) -> Vec<String> {
+    let get = |name: &str| env.get(name).map(String::as_str);
+    if get(TOKEN_VAR).is_none_or(str::is_empty) {
+        return Vec::new();
+    }
+    let count: usize = get("GIT_CONFIG_COUNT")
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    let mut hosts: Vec<String> = (0..count.min(1000))
+        .filter_map(|i| get(&format!("GIT_CONFIG_KEY_{i}")))
+        .filter_map(|k| k.strip_prefix("url.")?.strip_suffix("/.insteadOf"))
+        .filter_map(|base| base.rsplit_once("/git/").map(|(_, host)| host.to_string()))
+        .collect();
+    hosts.dedup();
+    hosts
+}
+
 #[cfg(test)]
 mod tests;

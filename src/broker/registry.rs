@@ -164,5 +164,29 @@ fn pip_index(env: &HashMap<String, String>) -> Option<Registry> {
     })
 }
 
+/// The registries a container's npm config and pip index (its environment) name through the
+/// registry routes (`npm`, `npm @scope`, `pip`).
+pub fn names_in(env: &HashMap<String, String>) -> Vec<String> {
+    let get = |name: &str| env.get(name).map(String::as_str);
+    if get(TOKEN_VAR).is_none_or(str::is_empty) {
+        return Vec::new();
+    }
+    let npmrc = get(NPMRC_VAR).unwrap_or_default();
+    let mut out: Vec<String> = npmrc
+        .lines()
+        .filter_map(|l| l.split_once('=').map(|(k, _)| k.trim()))
+        .filter_map(|k| match k {
+            "registry" => Some("npm".to_string()),
+            _ => k
+                .strip_suffix(":registry")
+                .map(|scope| format!("npm {scope}")),
+        })
+        .collect();
+    if get("PIP_INDEX_URL").is_some_and(|u| u.contains(TOKEN_PREFIX)) {
+        out.push("pip".into());
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests;

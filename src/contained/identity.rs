@@ -231,8 +231,8 @@ pub fn read_state(env: &HashMap<String, String>) -> SandboxState {
     s.guarded_paths = guarded_paths(env);
     s.clone = get(env, WORKSPACE_MODE_VAR).map(str::trim) == Some("clone");
     egress(env, &mut s);
-    s.git_hosts = git_hosts(env);
-    s.registries = registries(env);
+    s.git_hosts = crate::broker::git::hosts_in(env);
+    s.registries = crate::broker::registry::names_in(env);
     s.network = network(env, &mut s.problems);
     // Half-right variables re-point nothing: a person fixes them first (`/po-sandbox` says how).
     s.brokered = s.route.is_some() && !s.brokered_providers.is_empty() && s.problems.is_empty();
@@ -263,46 +263,6 @@ fn egress(env: &HashMap<String, String>, s: &mut SandboxState) {
         .map(str::trim)
         .filter(|v| !v.is_empty())
         .map(str::to_string);
-}
-
-/// The hosts the container's git configuration sends to the broker's git route.
-fn git_hosts(env: &HashMap<String, String>) -> Vec<String> {
-    if get(env, crate::broker::git::TOKEN_VAR).is_none_or(str::is_empty) {
-        return Vec::new();
-    }
-    let count: usize = get(env, "GIT_CONFIG_COUNT")
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(0);
-    let mut hosts: Vec<String> = (0..count.min(1000))
-        .filter_map(|i| get(env, &format!("GIT_CONFIG_KEY_{i}")))
-        .filter_map(|k| k.strip_prefix("url.")?.strip_suffix("/.insteadOf"))
-        .filter_map(|base| base.rsplit_once("/git/").map(|(_, host)| host.to_string()))
-        .collect();
-    hosts.dedup();
-    hosts
-}
-
-/// The registries the container's npm config and pip index name through the broker.
-fn registries(env: &HashMap<String, String>) -> Vec<String> {
-    if get(env, crate::broker::registry::TOKEN_VAR).is_none_or(str::is_empty) {
-        return Vec::new();
-    }
-    let npmrc = get(env, crate::broker::registry::NPMRC_VAR).unwrap_or_default();
-    let mut out: Vec<String> = npmrc
-        .lines()
-        .filter_map(|l| l.split_once('=').map(|(k, _)| k.trim()))
-        .filter_map(|k| match k {
-            "registry" => Some("npm".to_string()),
-            _ => k
-                .strip_suffix(":registry")
-                .map(|scope| format!("npm {scope}")),
-        })
-        .collect();
-    if get(env, "PIP_INDEX_URL").is_some_and(|u| u.contains(crate::broker::registry::TOKEN_PREFIX))
-    {
-        out.push("pip".into());
-    }
-    out
 }
 
 /// What the report and the help skill say of the registry routes.

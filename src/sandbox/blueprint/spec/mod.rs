@@ -28,7 +28,7 @@ pub use names::{
 pub use names::{LABEL_IMAGE_DIGEST, WRITABLE_TMPFS};
 #[cfg(test)]
 pub use posture::PostureCheckKind;
-pub use posture::{ContainerPosture, HolderPosture, LivePosture, check_posture};
+pub use posture::{ContainerPosture, HolderPosture, LivePosture, brokered_of, check_posture};
 pub use proxy::proxy_notes;
 
 #[cfg(test)]

@@ -51,6 +51,8 @@ pub struct LivePosture {
     pub networks: Vec<String>,
     /// The namespace holder it joined (`container:<id>`), as the service read it.
     pub holder: Option<HolderPosture>,
+    /// What its environment has the broker carry (see [`brokered_of`]).
+    pub brokered: Vec<String>,
 }
 
 /// What adoption reads of a workspace's namespace holder.
@@ -186,6 +188,9 @@ pub struct ContainerPosture {
     /// without `mkfifo`, for one): every exec then takes the engine's exec, about twice as
     /// slow, and launches no spawner. Absent while the spawner can run.
     pub exec_spawner: Option<String>,
+    /// What the broker carries for it, from its environment: `providers <ids>`, `git <hosts>`,
+    /// `registries <npm, npm @scope, pip>` (each present only when it has some).
+    pub brokered: Vec<String>,
 }
 
 impl From<&LivePosture> for ContainerPosture {
@@ -239,6 +244,7 @@ impl From<&LivePosture> for ContainerPosture {
             network_holder: live.holder.as_ref().map(|h| h.id.clone()),
             // Not the engine's to say: the service reads the spawner's record.
             exec_spawner: None,
+            brokered: live.brokered.clone(),
         }
     }
 }
@@ -691,4 +697,33 @@ fn check_spec_hash(spec: &ContainerSpec, live: &LivePosture) -> Result<(), Drift
         ));
     }
     Ok(())
+}
+
+/// What a container's environment (`KEY=VALUE` entries) has the broker carry.
+pub fn brokered_of(env: &[String]) -> Vec<String> {
+    let env: std::collections::HashMap<String, String> = env
+        .iter()
+        .filter_map(|kv| kv.split_once('='))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    let providers: Vec<&str> = env
+        .get("PO_BROKER_PROVIDERS")
+        .map(|p| {
+            p.split(',')
+                .map(str::trim)
+                .filter(|p| !p.is_empty())
+                .collect()
+        })
+        .unwrap_or_default();
+    let git = crate::broker::git::hosts_in(&env);
+    let registries = crate::broker::registry::names_in(&env);
+    [
+        ("providers", providers.join(", ")),
+        ("git", git.join(", ")),
+        ("registries", registries.join(", ")),
+    ]
+    .into_iter()
+    .filter(|(_, v)| !v.is_empty())
+    .map(|(k, v)| format!("{k} {v}"))
+    .collect()
 }

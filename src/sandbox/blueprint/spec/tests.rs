@@ -368,6 +368,12 @@ fn live_of(s: &ContainerSpec) -> LivePosture {
             cap_add: vec![],
             privileged: false,
         }),
+        brokered: brokered_of(
+            &s.env
+                .iter()
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect::<Vec<_>>(),
+        ),
     }
 }
 
@@ -1388,4 +1394,29 @@ fn every_process_of_an_allowlist_container_gets_the_egress_proxy() {
     // The gate runs the bridge only where its source is set, and still execs the server.
     assert!(GATE.contains("[ -z \"$PO_SANDBOX_EGRESS_BRIDGE\" ] ||"));
     assert!(GATE.ends_with("& exec \"$@\""));
+}
+
+#[test]
+fn the_posture_names_what_the_broker_carries_from_the_containers_environment() {
+    let hosts = crate::broker::git::parse_hosts(["github.com"]).unwrap();
+    let mut env: Vec<String> = crate::broker::git::container_env("http://127.0.0.1:47390", &hosts)
+        .into_iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect();
+    env.extend([
+        "PO_BROKER_PROVIDERS=anthropic,openai".to_string(),
+        "PO_BROKER_GIT_TOKEN=po-git-00".to_string(),
+        "PO_BROKER_REGISTRY_TOKEN=po-reg-00".to_string(),
+        "PO_SANDBOX_NPMRC=registry=http://127.0.0.1:47400/\n@acme:registry=http://127.0.0.1:47401/\n".to_string(),
+        "PIP_INDEX_URL=http://po:po-reg-00@127.0.0.1:47402/simple/".to_string(),
+    ]);
+    assert_eq!(
+        brokered_of(&env),
+        [
+            "providers anthropic, openai",
+            "git github.com",
+            "registries npm, npm @acme, pip"
+        ]
+    );
+    assert!(brokered_of(&["PATH=/bin".to_string()]).is_empty());
 }

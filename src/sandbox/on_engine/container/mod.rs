@@ -272,6 +272,9 @@ fn live_posture(
             names
         },
         holder: None,
+        brokered: crate::sandbox::blueprint::spec::brokered_of(
+            config.env.as_deref().unwrap_or_default(),
+        ),
     }
 }
 
