@@ -268,7 +268,7 @@ fn git_rules(text: &str, file: &mut PolicyFile, git: GitDoc) -> Result<(), Probl
                 field: format!("git.push[{i}].{what}"),
                 reason: format!("{value:?} {why}"),
             };
-            let repo = r.repo.trim().to_ascii_lowercase();
+            let repo = r.repo.trim().to_string();
             if repo.split('/').count() < 2 || repo.chars().any(|c| c.is_whitespace()) {
                 return Err(bad(
                     "repo",

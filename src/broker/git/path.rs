@@ -54,11 +54,24 @@ impl Target {
     }
 }
 
-/// `host/path` as the rules name a repository: lower case, without a trailing `.git` or `/`.
+/// `host/path` as the rules name a repository, without a trailing `/`. On github.com and
+/// gitlab.com, which read names so, also in lower case and without `.git`; any other host is
+/// taken as written (a server on a file system may hold `App` beside `app`, `app.git` beside
+/// `app`).
 pub fn repository(host: &str, path: &str) -> String {
     let path = path.trim_end_matches('/');
-    let path = path.strip_suffix(".git").unwrap_or(path);
-    format!("{host}/{path}").to_ascii_lowercase()
+    match folds(host) {
+        true => {
+            let path = path.strip_suffix(".git").unwrap_or(path);
+            format!("{host}/{path}").to_ascii_lowercase()
+        }
+        false => format!("{host}/{path}"),
+    }
+}
+
+/// Whether the host reads repository names without case and `.git` (github.com, gitlab.com).
+pub fn folds(host: &str) -> bool {
+    matches!(host, "github.com" | "gitlab.com")
 }
 
 /// The first path segment of the git route.

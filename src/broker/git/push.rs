@@ -57,11 +57,21 @@ pub fn matches(pattern: &str, text: &str) -> bool {
     go(pattern.as_bytes(), text.as_bytes())
 }
 
+/// Whether a rule's `repo` pattern names `repository` (without case on the hosts that read
+/// names so).
+pub fn repo_matches(pattern: &str, repository: &str) -> bool {
+    let host = repository.split('/').next().unwrap_or_default();
+    match super::path::folds(host) {
+        true => matches(&pattern.to_ascii_lowercase(), repository),
+        false => matches(pattern, repository),
+    }
+}
+
 /// The rule that lets `name` be pushed to `repository`, when one does.
 fn rule_for<'a>(ctx: &'a Context<'_>, name: &str) -> Option<&'a PushRule> {
     ctx.rules
         .iter()
-        .find(|r| matches(&r.repo.to_ascii_lowercase(), ctx.repository) && matches(&r.refs, name))
+        .find(|r| repo_matches(&r.repo, ctx.repository) && matches(&r.refs, name))
 }
 
 /// The judgement of one update.

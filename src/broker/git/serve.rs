@@ -214,7 +214,7 @@ impl Broker {
             || policy
                 .push
                 .iter()
-                .any(|r| push::matches(&r.repo, &repository));
+                .any(|r| push::repo_matches(&r.repo, &repository));
         Ok(Admitted {
             target,
             host,

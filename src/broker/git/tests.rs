@@ -4,7 +4,7 @@ use std::process::Command as Run;
 
 use super::path::{Endpoint, Service};
 use super::pkt::{self, Command};
-use super::push::{Context, PushRule, Verdict, judge, matches};
+use super::push::{self, Context, PushRule, Verdict, judge, matches};
 use super::*;
 
 const ZERO: &str = "0000000000000000000000000000000000000000";
@@ -25,6 +25,20 @@ fn only_smart_http_requests_of_plain_repository_paths_are_the_git_routes() {
     );
     assert_eq!(t.endpoint, Endpoint::Refs(Service::UploadPack));
     assert_eq!(t.repository(), "github.com/acme/app");
+    // github.com and gitlab.com read names without case and `.git`; another host as written.
+    assert_eq!(
+        path::repository("github.com", "Acme/App.git/"),
+        "github.com/acme/app"
+    );
+    assert_eq!(
+        path::repository("git.test", "Acme/App.git"),
+        "git.test/Acme/App.git"
+    );
+    assert!(push::repo_matches(
+        "GitHub.com/Acme/*",
+        "github.com/acme/app"
+    ));
+    assert!(!push::repo_matches("git.test/acme/*", "git.test/Acme/app"));
     let t = path::parse(
         "POST",
         "/git/git.test:8080/g/sub/app/git-receive-pack",
@@ -156,7 +170,7 @@ fn a_workspaces_remotes_name_repositories_on_the_carried_hosts_only() {
     assert_eq!(
         remotes_on(&urls, &hosts),
         [
-            "git.test/g/sub/repo",
+            "git.test/g/sub/repo.git",
             "github.com/acme/app",
             "github.com/acme/lib",
             "github.com/acme/ssh-form"
