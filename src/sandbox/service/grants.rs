@@ -78,6 +78,12 @@ async fn watch_broker<E: EngineApi>(inner: std::sync::Weak<Inner<E>>, workspace_
         if let Err(e) = this.grant_for(&workspace_id) {
             tracing::debug!(workspace = %workspace_id, error = %e, "broker watch: no grant");
         }
+        // A stop that ran while this grant was made (its own revoke found nothing yet, or
+        // this grant took the lock again after it): this watch ends what it made.
+        if !token.exists() {
+            this.revoke_for(&workspace_id);
+            return;
+        }
     }
 }
 
