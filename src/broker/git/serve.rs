@@ -155,25 +155,9 @@ impl Broker {
         git: &GitState,
     ) -> Result<Admitted, (StatusCode, String, bool)> {
         let refused = |r: Refusal| (r.status(), r.message(), r.closes());
-        if let Some(fault) = connection.fault.get() {
-            return Err(refused(Refusal::Framing(fault)));
-        }
-        let method = req.method().as_str();
-        if method != "GET" && method != "POST" {
-            return Err(refused(Refusal::Method));
-        }
-        request::target(req.uri()).map_err(refused)?;
-        let headers = req.headers();
-        request::framing_headers(headers).map_err(refused)?;
-        // Before anything of the request is echoed (in an answer or the audit): no
-        // placeholder outside the one auth header.
-        let auth = request::auth_header(headers).map_err(refused)?;
-        {
-            let tokens = self.inner.tokens.read_locked();
-            let whole = req.uri().path_and_query().map_or("", |pq| pq.as_str());
-            request::token_placement(&tokens.index, method, whole, headers, auth)
-                .map_err(refused)?;
-        }
+        let methods = (&["GET", "POST"][..], Refusal::Method.message());
+        let auth = self.service_rules(req, connection, (methods.0, &methods.1))?;
+        let (method, headers) = (req.method().as_str(), req.headers());
         let target = super::path::parse(method, req.uri().path(), req.uri().query())
             .map_err(|why| (StatusCode::NOT_FOUND, why, false))?;
         let policy = git.policy();

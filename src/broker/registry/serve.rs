@@ -106,24 +106,9 @@ impl Broker {
         connection: &Connection,
     ) -> Result<(String, String), (StatusCode, String, bool)> {
         let refused = |r: Refusal| (r.status(), r.message(), r.closes());
-        if let Some(fault) = connection.fault.get() {
-            return Err(refused(Refusal::Framing(fault)));
-        }
-        let method = req.method().as_str();
-        if method != "GET" && method != "HEAD" {
-            let why = "a registry route only reads (GET, HEAD): publishing goes from the host";
-            return Err((StatusCode::METHOD_NOT_ALLOWED, why.into(), false));
-        }
-        request::target(req.uri()).map_err(refused)?;
+        let reads = "a registry route only reads (GET, HEAD): publishing goes from the host";
+        self.service_rules(req, connection, (&["GET", "HEAD"], reads))?;
         let headers = req.headers();
-        request::framing_headers(headers).map_err(refused)?;
-        let auth = request::auth_header(headers).map_err(refused)?;
-        {
-            let tokens = self.inner.tokens.read_locked();
-            let whole = req.uri().path_and_query().map_or("", |pq| pq.as_str());
-            request::token_placement(&tokens.index, method, whole, headers, auth)
-                .map_err(refused)?;
-        }
         let unauthorized = |why: &str| (StatusCode::UNAUTHORIZED, why.to_string(), false);
         let value = headers
             .get(header::AUTHORIZATION)
