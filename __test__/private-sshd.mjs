@@ -34,11 +34,16 @@ export async function privateSshd(t, dir) {
   const listening = () => waitFor(() => new Promise((resolve) => {
     const s = net.connect(port, '127.0.0.1', () => { s.destroy(); resolve(true) }).once('error', () => resolve(false))
   }), `the test sshd to listen (log: ${log})`, 10000)
-  /** Ends the sshd and every session it serves (as a dropped connection or a rebooted machine would). */
+  /** Ends the sshd and every session it serves (as a dropped connection or a rebooted machine would):
+   * every sshd process under the listener (each connection's monitor and its session process, so no
+   * connection outlives it), never the shells and commands the sessions ran: those see their
+   * connection close, as on a real drop (a killed login shell can leave its start-up files' locks). */
   const stop = async () => {
-    await run('pkill', ['-KILL', '-P', String(child.pid)])
-    child.kill('SIGKILL')
-    await waitFor(() => !alive(child.pid), 'the test sshd to exit', 10000)
+    const pids = sshdTree(child.pid)
+    for (const pid of pids) {
+      try { process.kill(pid, 'SIGKILL') } catch {}
+    }
+    await waitFor(() => !pids.some(alive), 'the test sshd and its connections to exit', 10000)
   }
   const hostKey = readFileSync(path.join(dir, 'host_key.pub'), 'utf8').trim().split(' ').slice(0, 2).join(' ')
   const otherKey = readFileSync(path.join(dir, 'other_host_key.pub'), 'utf8').trim().split(' ').slice(0, 2).join(' ')
@@ -74,5 +79,29 @@ export async function privateSshd(t, dir) {
     await waitFor(() => !alive(child.pid), 'the test sshd to exit', 10000)
   })
   await listening()
+  await loginWorks(sshd, log)
   return sshd
+}
+
+/** The listener and its sshd descendants (pid first), from `ps`. */
+function sshdTree(root) {
+  const rows = execFileSync('ps', ['-e', '-o', 'pid=,ppid=,comm='], { encoding: 'utf8' }).trim().split('\n')
+    .map((l) => l.trim().split(/\s+/)).map(([pid, ppid, comm]) => ({ pid: Number(pid), ppid: Number(ppid), comm }))
+  const tree = [root]
+  for (let i = 0; i < tree.length; i++) {
+    for (const r of rows) if (r.ppid === tree[i] && r.comm === 'sshd') tree.push(r.pid)
+  }
+  return tree
+}
+
+/** A command over the test sshd runs in root's login shell, which reads root's shell start-up
+ * files: one that hangs (a stale lock of a tool they start) would stall every SSH test, so it is
+ * said here, once, with what to look at. */
+async function loginWorks(sshd, log) {
+  const args = [...sshd.command.split(' ').slice(1), '-p', String(sshd.port), '-o', 'BatchMode yes', 'root@127.0.0.1', 'true']
+  const r = await run('timeout', ['20', 'ssh', ...args])
+  if (r.code === 0) return
+  throw new Error(`\`ssh … root@127.0.0.1 true\` through the test sshd ${r.code === 124 ? 'did not finish in 20 s' : `failed (exit ${r.code}): ${r.stderr.trim()}`}. `
+    + 'It runs root\'s login shell, which reads ~/.bashrc even without a terminal: run `bash -xc "source ~/.bashrc"` '
+    + `to see what hangs (for example a stale /root/.pyenv/shims/.pyenv-shim lock of pyenv rehash) and fix it. sshd log: ${log}`)
 }
