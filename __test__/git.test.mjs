@@ -8,90 +8,15 @@
 // token is used without a restart; a revoked grant stops it; a restarted hub honours it again.
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
-import { execFileSync, spawn } from 'node:child_process'
+import { execFileSync } from 'node:child_process'
 import { chmodSync, mkdirSync, writeFileSync } from 'node:fs'
-import http from 'node:http'
 import path from 'node:path'
 
-import { run, tempDir } from './helpers.mjs'
+import { root as repoRoot, run, tempDir, waitFor } from './helpers.mjs'
 import { baseOptions, cleanupOwner, hostEnv, inspect, newOwner, openLayer, tempHome, useTestBaseImage, writeBundle } from './provider-fixtures.mjs'
+import { git, gitServer } from './service-fixtures.mjs'
 
 useTestBaseImage()
-
-function git(cwd, ...args) {
-  return execFileSync('git', ['-c', 'user.name=Host', '-c', 'user.email=host@test', '-c', 'init.defaultBranch=main', ...args], { cwd, encoding: 'utf8', env: { ...process.env, GIT_CONFIG_NOSYSTEM: '1' } }).trim()
-}
-
-/** The ref updates at the head of a receive-pack request body. */
-function pushCommands(body) {
-  const out = []
-  let at = 0
-  while (at + 4 <= body.length) {
-    const len = parseInt(body.subarray(at, at + 4).toString(), 16)
-    if (!len) break
-    const line = body.subarray(at + 4, at + len).toString().split('\0')[0].trim()
-    out.push(line.split(' ').slice(1).join(' ') ? `${line.split(' ')[2]} ${line.split(' ')[1].slice(0, 7)}` : line)
-    at += len
-  }
-  return out
-}
-
-/**
- * `git http-backend` for the repositories under `root`, behind an HTTP front on 127.0.0.1 that
- * answers 401 unless Basic auth carries `state.token`. Records every request and the ref
- * updates of every push that reached git.
- */
-async function gitServer(t, root, token) {
-  const state = { token, requests: [], pushes: [] }
-  const server = http.createServer((req, res) => {
-    const chunks = []
-    req.on('data', (d) => chunks.push(d))
-    req.on('end', () => {
-      const body = Buffer.concat(chunks)
-      const url = new URL(req.url, 'http://front')
-      const auth = req.headers.authorization ?? ''
-      const [user, ...rest] = auth.startsWith('Basic ') ? Buffer.from(auth.slice(6), 'base64').toString().split(':') : []
-      const ok = rest.join(':') === state.token
-      state.requests.push({ method: req.method, path: url.pathname + url.search, auth: ok ? 'token' : auth ? 'wrong' : 'none' })
-      if (!ok) {
-        res.writeHead(401, { 'www-authenticate': 'Basic realm="test"' })
-        return res.end('authenticate\n')
-      }
-      if (url.pathname.endsWith('/git-receive-pack') && req.method === 'POST') state.pushes.push(...pushCommands(body))
-      const child = spawn('git', ['http-backend'], {
-        env: {
-          PATH: process.env.PATH, GIT_PROJECT_ROOT: root, GIT_HTTP_EXPORT_ALL: '1', REQUEST_METHOD: req.method,
-          PATH_INFO: decodeURIComponent(url.pathname), QUERY_STRING: url.search.slice(1), CONTENT_TYPE: req.headers['content-type'] ?? '',
-          CONTENT_LENGTH: String(body.length), REMOTE_USER: user, REMOTE_ADDR: '127.0.0.1', GIT_PROTOCOL: req.headers['git-protocol'] ?? '',
-          HTTP_CONTENT_ENCODING: req.headers['content-encoding'] ?? '',
-        },
-      })
-      const out = []
-      child.stdout.on('data', (d) => out.push(d))
-      child.on('close', () => {
-        const all = Buffer.concat(out)
-        const split = all.indexOf('\r\n\r\n')
-        const head = all.subarray(0, split).toString().split('\r\n')
-        const headers = {}
-        let status = 200
-        for (const h of head) {
-          const [k, ...v] = h.split(':')
-          if (k.toLowerCase() === 'status') status = parseInt(v.join(':'), 10)
-          else headers[k] = v.join(':').trim()
-        }
-        res.writeHead(status, headers)
-        res.end(all.subarray(split + 4))
-      })
-      // git http-backend may answer (and exit) before it reads a body it does not need.
-      child.stdin.on('error', () => {})
-      child.stdin.end(body)
-    })
-  })
-  await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve))
-  t.after(() => new Promise((resolve) => { server.closeAllConnections(); server.close(resolve) }))
-  state.port = server.address().port
-  return state
-}
 
 /** A command in the workspace container as its user, with its environment; code and output. */
 function inside(containerId, script) {
@@ -186,6 +111,21 @@ test('git through the broker: clone, fetch and push a new branch with the host c
   assert.equal(server.pushes.length, seen, JSON.stringify(server.pushes))
   assert.equal(git(path.join(root, 'acme/app.git'), 'rev-parse', 'main'), git(seed, 'rev-parse', 'main'))
   assert.throws(() => git(path.join(root, 'acme/app.git'), 'rev-parse', '--verify', '-q', 'refs/tags/v1'))
+
+  // A push rule saved in the policy file is in force for the running container at once: the tag goes.
+  const fromEvents = events.length
+  writeFileSync(path.join(poHome, 'sandbox-policy.yaml'), 'git:\n  push:\n    - repo: git.test/acme/app.git\n      refs: refs/tags/*\n')
+  await waitFor(() => events.slice(fromEvents).some((e) => e.type === 'policy' && e.state === 'applied' && /git rules in force: hosts git\.test=\S+ and 1 push rule\b/.test(e.message)), 'the git rules applied', 5000)
+  r = await inside(c, `cd ${q(ws)} && git push origin HEAD:refs/tags/v1 2>&1`)
+  assert.equal(r.code, 0, r.stdout + r.stderr)
+  assert.equal(git(path.join(root, 'acme/app.git'), 'rev-parse', 'refs/tags/v1'), git(ws, 'rev-parse', 'HEAD'))
+  // policy show: the hosts from the variable, the push rule from the file's line.
+  const show = await run(process.execPath, [path.join(repoRoot, 'bin', 'po-sandbox.js'), 'policy', 'show', '--po-home', poHome, '--json'], { env })
+  assert.equal(show.code, 0, show.stderr)
+  const values = Object.fromEntries(JSON.parse(show.stdout).values.map((v) => [v.name, v]))
+  assert.deepEqual(values['git.hosts'], { name: 'git.hosts', value: `git.test=${origin}`, source: 'the variable PO_SANDBOX_GIT_HOSTS' })
+  assert.equal(values['git.push'].value, 'git.test/acme/app.git refs/tags/*')
+  assert.match(values['git.push'].source, /^sandbox-policy\.yaml line 2$/)
 
   // An SSH-form remote: cloned and pushed through the same route.
   r = await inside(c, `cd /tmp && git clone -q git@git.test:acme/app.git ssh-form 2>&1 && cd ssh-form && echo s > s && git add s && ${who} commit -q -m ssh && git push origin HEAD:refs/heads/agent/ssh 2>&1`)

@@ -1,7 +1,7 @@
 // Run by nonroot.test.mjs as its unprivileged user (never directly): one scenario, its facts
 // printed as one JSON line on stdout. Argument: a JSON object { scenario, ... }.
 import { execFileSync } from 'node:child_process'
-import { lstatSync, mkdtempSync, readdirSync, readFileSync, realpathSync, rmSync } from 'node:fs'
+import { lstatSync, mkdtempSync, readdirSync, readFileSync, realpathSync, rmSync, writeFileSync } from 'node:fs'
 import os from 'node:os'
 import path from 'node:path'
 
@@ -149,10 +149,26 @@ if (args.scenario === 'docker') {
   const poHome = realpathSync(mkdtempSync(path.join(os.tmpdir(), 'po-nonroot-home-')))
   const env = podmanEnv({ PO_SANDBOX_BROKER_TRANSPORT: 'tcp', ANTHROPIC_API_KEY: REAL, ANTHROPIC_BASE_URL: upstream.origin })
   for (const k of ['PO_SANDBOX', 'PO_WORKSPACE', 'PO_BROKER_PROVIDERS', 'PO_BROKER_SOCKET', 'PO_BROKER_ADDRESS']) delete env[k]
+  // The git and registry routes over the same TCP route: a git server and a Verdaccio here, the
+  // workspace a repository whose remote names the git host, the person's credentials.
+  const services = await import('./service-fixtures.mjs')
+  const cleanups = []
+  const svc = realpathSync(mkdtempSync(path.join(os.tmpdir(), 'po-nonroot-svc-')))
+  const GIT_TOKEN = 'ghp_rootless-host-token-0123456789'
+  writeFileSync(path.join(args.workspace, 'README'), 'hello\n')
+  for (const a of [['init', '-q'], ['add', 'README'], ['commit', '-q', '-m', 'first'], ['remote', 'add', 'origin', 'https://git.test/acme/app.git']]) services.git(args.workspace, ...a)
+  services.bareRepository(svc, 'acme/app.git', args.workspace)
+  const gitServer = await services.gitServer({ after: (f) => cleanups.push(f) }, svc, GIT_TOKEN)
+  const gitOrigin = `http://127.0.0.1:${gitServer.port}`
+  const reg = await services.verdaccio({ after: (f) => cleanups.push(f) }, svc)
+  services.publishPrivate(reg, svc)
+  services.personNpmrc(path.join(svc, 'person.npmrc'), reg)
+  Object.assign(env, { PO_SANDBOX_GIT_HOSTS: `git.test=${gitOrigin}`, GIT_CONFIG_GLOBAL: services.credentialStore(svc, gitOrigin, GIT_TOKEN), npm_config_userconfig: path.join(svc, 'person.npmrc') })
+  for (const k of ['GH_TOKEN', 'GITHUB_TOKEN', 'NPM_TOKEN', 'NPM_CONFIG_USERCONFIG', 'PIP_INDEX_URL']) delete env[k]
   const cli = path.join(root, 'bin', 'po-sandbox.js')
   const po = (command, ...a) => run(process.execPath, [cli, command, '--po-home', poHome, ...a], { env })
   const image = ['--base-image', PODMAN_BASE, '--image-variant', 'minimal']
-  const facts = { poHome }
+  const facts = { poHome, svc }
   const up = await po('up', args.workspace, ...image, '--json')
   facts.up = { code: up.code, stderr: up.stderr.slice(-3000) }
   if (up.code === 0) {
@@ -174,7 +190,16 @@ if (args.scenario === 'docker') {
     facts.pi = { code: pi.code, stdout: pi.stdout, stderr: pi.stderr.slice(-3000) }
     facts.requests = upstream.requests.map((q) => ({ api: q.api ?? null, path: q.path, key: q.headers['x-api-key'] ?? null, stream: q.body?.stream ?? null, sawToken: JSON.stringify(q).includes('sk-ant-api03-') && !JSON.stringify(q).includes(REAL) }))
     facts.sameContainer = podman('ps', '-q', '--no-trunc', '--filter', `id=${c.containerId}`).trim() === c.containerId
+    // Each through another hub's exec than the one that made the container (its ports are that hub's).
+    const who = 'git -c user.name=Agent -c user.email=agent@test'
+    const pushed = await po('exec', args.workspace, '--', 'sh', '-c', `cd /tmp && git clone -q https://git.test/acme/app.git far 2>&1 && cd far && echo t > t && git add t && ${who} commit -q -m over-tcp && git push origin HEAD:refs/heads/agent/tcp 2>&1`)
+    facts.git = { code: pushed.code, out: pushed.stdout + pushed.stderr, server: gitServer.requests, log: (() => { try { return services.git(path.join(svc, 'acme/app.git'), 'log', '-1', '--format=%s', 'agent/tcp') } catch (e) { return String(e) } })() }
+    const asked = await po('exec', args.workspace, '--', 'node', '-e', services.REGISTRY_PROBE)
+    facts.registry = { code: asked.code, out: asked.stdout.trim(), err: asked.stderr.slice(-2000) }
+    const grep = await po('exec', args.workspace, '--', 'sh', '-c', `grep -rl -e '${GIT_TOKEN}' -e '${reg.token}' /proc/[0-9]*/environ /tmp "$HOME" . 2>/dev/null; echo done`)
+    facts.secretsInside = grep.stdout.trim()
   }
+  for (const f of cleanups) await f()
   const down = await po('down', args.workspace, '--json')
   facts.down = { code: down.code, stderr: down.stderr.slice(-2000) }
   // This run's own (the CLI's owner is its Po home's): another run's leftovers are not its.

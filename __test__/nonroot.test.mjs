@@ -261,7 +261,7 @@ test('as a normal user on rootless Podman, the forced TCP broker route: the real
   const socket = await userPodman(t)
   const ws = userDir(t, 'po-nonroot-pi-')
   const facts = await asUser({ scenario: 'podman-pi', workspace: ws, socket })
-  t.after(() => rmSync(facts.poHome, { recursive: true, force: true }))
+  t.after(() => { for (const d of [facts.poHome, facts.svc]) rmSync(d, { recursive: true, force: true }) })
   assert.equal(facts.up.code, 0, facts.up.stderr)
   assert.match(facts.networkMode, /^container:[0-9a-f]{64}$/)
   assert.equal(facts.holderNetworkMode, 'slirp4netns')
@@ -284,6 +284,13 @@ test('as a normal user on rootless Podman, the forced TCP broker route: the real
   assert.equal(calls[0].key, `sk-ant-api03-REAL-rootless-${'t'.repeat(32)}`)
   assert.ok(facts.requests.every((q) => !q.sawToken), 'the upstream saw a token')
   assert.equal(facts.sameContainer, true, 'exec adopted the container up made')
+  // The git route: cloned and a new branch pushed with the host's token, through another hub's port.
+  assert.equal(facts.git.code, 0, facts.git.out)
+  assert.equal(facts.git.log, 'over-tcp', facts.git.out)
+  assert.ok(facts.git.server.some((q) => q.path.startsWith('/acme/app.git/git-receive-pack') && q.auth === 'token'), JSON.stringify(facts.git.server))
+  // The registry route: the package's document with the placeholder, 401 without it.
+  assert.match(facts.registry.out, /^200 @acme\/private 401 http:\/\/host\.docker\.internal:\d+\/$/, JSON.stringify(facts.registry))
+  assert.equal(facts.secretsInside, 'done', 'a host token is inside the container')
   assert.equal(facts.down.code, 0, facts.down.stderr)
   assert.equal(facts.left, '', 'a container was left')
 })

@@ -470,6 +470,12 @@ test('bad workspace ids, paths and options are coded errors thrown before anythi
     assert.throws(() => registerSandboxLayer(host, { ...options, ...bad }), assertCode('OPTIONS_INVALID'), JSON.stringify(bad))
     assert.deepEqual(host.calls, [], `nothing registered for ${JSON.stringify(bad)}`)
   }
+  // A git host entry that is not a host, or an origin that is not scheme://host[:port]: named, with the form.
+  for (const hosts of ['git.test=ftp://x.test', 'Git.Test', 'git%2etest', 'git.test=https://u:p@x.test', 'git.test=https://x.test/path', 'git.test=https://x.test?q', 'github.com, =https://x.test', 'git.test=']) {
+    const host = fakeHost()
+    assert.throws(() => registerSandboxLayer(host, { ...options, env: { ...options.env, PO_SANDBOX_GIT_HOSTS: hosts } }), (e) => e.code === 'OPTIONS_INVALID' && /PO_SANDBOX_GIT_HOSTS/.test(e.message) && /expected NAME or NAME=ORIGIN/.test(e.message), hosts)
+    assert.deepEqual(host.calls, [], `nothing registered for ${hosts}`)
+  }
 
   const { layer, host } = openLayer(options)
   assert.deepEqual(host.calls, ['registerSandboxProvider', 'publishService'])

@@ -8,70 +8,21 @@ import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { execFileSync, spawn } from 'node:child_process'
 import { cpSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs'
-import net from 'node:net'
 import path from 'node:path'
 
 import { root, run, tempDir, waitFor } from './helpers.mjs'
+import { freePort } from './private-engine.mjs'
 import { baseOptions, cleanupOwner, hostEnv, inspect, newOwner, openLayer, tempHome, useTestBaseImage, writeBundle } from './provider-fixtures.mjs'
+import { personNpmrc, publishPrivate, verdaccio } from './service-fixtures.mjs'
 
 useTestBaseImage()
-
-async function freePort() {
-  const s = net.createServer()
-  await new Promise((resolve) => s.listen(0, '127.0.0.1', resolve))
-  const { port } = s.address()
-  await new Promise((resolve) => s.close(resolve))
-  return port
-}
-
-/** Verdaccio on 127.0.0.1, every package for logged-in users only; resolves with its URL and a user's token. */
-async function verdaccio(t, dir) {
-  const port = await freePort()
-  const config = path.join(dir, 'verdaccio.yaml')
-  writeFileSync(config, [
-    `storage: ${path.join(dir, 'storage')}`,
-    'auth:',
-    '  htpasswd:',
-    `    file: ${path.join(dir, 'htpasswd')}`,
-    '    max_users: 10',
-    'uplinks: {}',
-    'packages:',
-    "  '**':",
-    '    access: $authenticated',
-    '    publish: $authenticated',
-    'log: { type: stdout, format: pretty, level: warn }',
-    '',
-  ].join('\n'))
-  const bin = path.join(root, 'node_modules', 'verdaccio', 'bin', 'verdaccio')
-  const child = spawn(process.execPath, [bin, '--config', config, '--listen', `127.0.0.1:${port}`], { stdio: ['ignore', 'pipe', 'pipe'] })
-  let out = ''
-  child.stdout.on('data', (d) => { out += d })
-  child.stderr.on('data', (d) => { out += d })
-  t.after(() => child.kill())
-  const url = `http://127.0.0.1:${port}/`
-  await waitFor(async () => (await fetch(`${url}-/ping`).catch(() => null))?.ok, `Verdaccio on ${url} (${out})`, 30000)
-  const made = await fetch(`${url}-/user/org.couchdb.user:po`, {
-    method: 'PUT',
-    headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({ name: 'po', password: 'po-secret-password' }),
-  })
-  const { token } = await made.json()
-  assert.ok(token, `Verdaccio made no user: ${made.status}`)
-  return { url, port, token }
-}
 
 test('npm install of a private scoped package from a real registry, inside a none container, through the broker; no token inside', { timeout: 240000 }, async (t) => {
   const dir = tempDir(t, 'po-registry-')
   const reg = await verdaccio(t, dir)
 
   // The package, published from the host with the token.
-  const pkg = path.join(dir, 'pkg')
-  mkdirSync(pkg)
-  writeFileSync(path.join(pkg, 'package.json'), JSON.stringify({ name: '@acme/private', version: '1.0.0', main: 'index.js' }))
-  writeFileSync(path.join(pkg, 'index.js'), 'module.exports = "private from the registry"\n')
-  const publishRc = path.join(dir, 'publish.npmrc')
-  writeFileSync(publishRc, `//127.0.0.1:${reg.port}/:_authToken=${reg.token}\n`)
-  execFileSync('npm', ['publish', '--registry', reg.url, '--userconfig', publishRc, '--no-audit'], { cwd: pkg, stdio: 'pipe' })
+  publishPrivate(reg, dir)
   // Without the token the registry refuses it.
   assert.equal((await fetch(`${reg.url}@acme%2fprivate`)).status, 401)
 
@@ -79,7 +30,7 @@ test('npm install of a private scoped package from a real registry, inside a non
   const home = path.join(dir, 'home')
   mkdirSync(home)
   // Its default registry is the test's own too: no request of the test goes past this machine.
-  writeFileSync(path.join(home, '.npmrc'), `registry=${reg.url}\n@acme:registry=${reg.url}\n//127.0.0.1:${reg.port}/:_authToken=${reg.token}\n`)
+  personNpmrc(path.join(home, '.npmrc'), reg)
 
   // The workspace: a project that depends on the package, and the host's npm to run inside.
   const ws = path.join(dir, 'ws')

@@ -16,6 +16,7 @@ import { addon, homeOwner, root, run, tempDir, waitFor } from './helpers.mjs'
 import { privateEngine, testCa } from './private-engine.mjs'
 import { privateSshd } from './private-sshd.mjs'
 import { baseOptions, getJson, killHub, newOwner, openLayer, spawnHub, tempHome, tempWorkspace, useTestBaseImage, writeBundle, writeHubChild } from './provider-fixtures.mjs'
+import { REGISTRY_PROBE, bareRepository, credentialStore, git, gitServer, personNpmrc, publishPrivate, verdaccio } from './service-fixtures.mjs'
 import { startUpstream } from './upstreams.mjs'
 
 const HOSTNAME = 'po-remote-box'
@@ -73,6 +74,7 @@ async function remoteSandbox(t, engine, transport, env) {
   const owner = homeOwner(poHome)
   const { id } = addon.workspaceForFolder(folder)
   const hostEnv = { ...process.env, ...env, ANTHROPIC_API_KEY: REAL, ANTHROPIC_BASE_URL: upstream.origin }
+  const services = transport === 'tls' ? await brokeredServices(t, dir, folder, hostEnv) : null
   const options = baseOptions(poHome, owner, { engine: 'docker', env: hostEnv, workspaces: [{ id, path: folder }] })
   const script = writeHubChild(t)
   t.after(async () => {
@@ -116,6 +118,7 @@ async function remoteSandbox(t, engine, transport, env) {
   const call = await engine.docker('exec', c.containerId, 'node', '-e', BROKER_CALL)
   assert.match(call.stdout, /^200 /, `${call.stdout} ${call.stderr}`)
   assert.equal(upstream.requests.at(-1).headers['x-api-key'], REAL)
+  if (services) await services.check(engine, c.containerId)
   // exec, diff and apply as locally: the agent's commit arrives as a branch here.
   const cli = path.join(root, 'bin', 'po-sandbox.js')
   const image = ['--base-image', options.baseImage, '--image-variant', 'minimal']
@@ -168,6 +171,40 @@ async function remoteSandbox(t, engine, transport, env) {
   assert.match(again.stdout, /^200 /, `${again.stdout} ${again.stderr}`)
   assert.equal(upstream.requests.length, before + 1)
   await killHub(second)
+}
+
+/** The broker's git and registry routes for a remote sandbox: a git server and a Verdaccio
+ * here, the folder's remote naming the git host, the hub's environment (`env`, changed) with the
+ * person's credentials. `check` fetches and pushes a new branch with the container's git and asks
+ * the registry route for a private package, both through the carrier. */
+async function brokeredServices(t, dir, folder, env) {
+  const TOKEN = 'ghp_remote-host-token-0123456789'
+  const srv = path.join(dir, 'srv')
+  mkdirSync(srv)
+  bareRepository(srv, 'acme/app.git', folder)
+  const server = await gitServer(t, srv, TOKEN)
+  const origin = `http://127.0.0.1:${server.port}`
+  await run('git', ['-C', folder, 'remote', 'add', 'origin', 'https://git.test/acme/app.git'])
+  const reg = await verdaccio(t, dir)
+  publishPrivate(reg, dir)
+  const npmrc = path.join(dir, 'person.npmrc')
+  personNpmrc(npmrc, reg)
+  Object.assign(env, { PO_SANDBOX_GIT_HOSTS: `git.test=${origin}`, GIT_CONFIG_GLOBAL: credentialStore(dir, origin, TOKEN), npm_config_userconfig: npmrc })
+  for (const k of ['GH_TOKEN', 'GITHUB_TOKEN', 'NPM_TOKEN', 'NPM_CONFIG_USERCONFIG', 'PIP_INDEX_URL']) delete env[k]
+  // In a clone of its own in /tmp: the workspace's commits are the diff's.
+  const check = async (engine, container) => {
+    const who = 'git -c user.name=Agent -c user.email=agent@test'
+    const pushed = await engine.docker('exec', container, 'sh', '-c', `cd /tmp && git clone -q https://git.test/acme/app.git far 2>&1 && cd far && echo far > far.txt && git add far.txt && ${who} commit -q -m far && git push origin HEAD:refs/heads/agent/far 2>&1`)
+    assert.equal(pushed.code, 0, pushed.stdout + pushed.stderr)
+    assert.equal(git(path.join(srv, 'acme/app.git'), 'log', '-1', '--format=%s', 'agent/far'), 'far')
+    assert.ok(server.requests.some((q) => q.path.startsWith('/acme/app.git/git-receive-pack') && q.auth === 'token'), JSON.stringify(server.requests))
+    // The route's socket is carried too (nothing listens on the engine's machine).
+    const asked = await engine.docker('exec', container, 'node', '-e', REGISTRY_PROBE)
+    assert.match(asked.stdout.trim(), /^200 @acme\/private 401 http:\/\/127\.0\.0\.1:474\d\d\/$/, asked.stdout + asked.stderr)
+    const grep = await engine.docker('exec', container, 'sh', '-c', `grep -rl -e '${TOKEN}' -e '${reg.token}' /proc/[0-9]*/environ /tmp "$HOME" . 2>/dev/null; echo done`)
+    assert.equal(grep.stdout.trim(), 'done', grep.stdout)
+  }
+  return { check }
 }
 
 const check = (env, extra = {}) => addon.checkEngine({ engine: 'docker', timeoutMs: 15000, env: { HOME: process.env.HOME, PATH: process.env.PATH, ...env }, ...extra })

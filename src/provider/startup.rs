@@ -280,8 +280,8 @@ impl<C: Connector> Provider<C> {
         known_containers(engine, &self.options.owner).await.ok()
     }
 
-    /// The broker's options for `transport` (`remote`: the engine is on another machine).
-    fn broker_options(&self, transport: RouteKind, remote: bool) -> BrokerOptions {
+    /// The broker's options for `transport`.
+    fn broker_options(&self, transport: RouteKind) -> BrokerOptions {
         let o = &self.options;
         BrokerOptions {
             host_env: o.host.vars().clone(),
@@ -290,13 +290,9 @@ impl<C: Connector> Provider<C> {
             egress: o.egress_policy(),
             fetch_screen: o.network_mode != crate::sandbox::blueprint::NetworkMode::Open,
             git: Some(o.git_policy.0.clone()),
-            // The registry routes' sockets are carried by the bridge on this machine's socket
-            // route only (not yet by a remote engine's carrier, nor allowed by the TCP route's
-            // port rules).
-            registries: match transport == RouteKind::Socket && !remote {
-                true => crate::broker::registry::from_host(o.host.vars()),
-                false => Vec::new(),
-            },
+            // On every route: a remote engine's carrier carries the registry sockets too, and
+            // the TCP route's port rules let the registry ports through.
+            registries: crate::broker::registry::from_host(o.host.vars()),
         }
     }
 
@@ -318,8 +314,7 @@ impl<C: Connector> Provider<C> {
             true => RouteKind::Socket,
             false => o.broker_route.route(o.host.os, report.vm),
         };
-        let broker =
-            Broker::start_warm(self.broker_options(transport, report.remote), warm).await?;
+        let broker = Broker::start_warm(self.broker_options(transport), warm).await?;
         if !broker.enabled() {
             return Ok(None);
         }

@@ -46,6 +46,22 @@ pub fn close_sockets(dir: Option<&Path>, sockets: Sockets) -> Vec<tokio::task::J
 }
 
 impl Broker {
+    /// How many registries the broker routes (each grant gets a route to each).
+    pub fn registry_count(&self) -> usize {
+        self.inner.registries.len()
+    }
+
+    /// The TCP route's registry ports (empty when the broker has no TCP route or no registry).
+    pub fn registry_tcp_ports(&self) -> Vec<u16> {
+        let listening = self.inner.registry_tcp.locked();
+        listening.iter().map(|(addr, _)| addr.port()).collect()
+    }
+
+    /// The file name of registry route `index`'s socket in a grant's folder.
+    pub fn registry_socket_name(index: usize) -> String {
+        socket_name(index)
+    }
+
     /// The TCP route's port of each registry route, shared by the TCP grants.
     pub(in crate::broker) async fn listen_registries_tcp(&self) -> Result<()> {
         for index in 0..self.inner.registries.len() {

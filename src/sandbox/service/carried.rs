@@ -5,8 +5,9 @@
 //! - its server's port, forwarded to this host's loopback: the URL the hub reports, on the
 //!   same port again after a re-open when it is free;
 //! - the broker's sockets, carried the other way: the container's processes connect to
-//!   `/run/po-broker/broker.sock` (and `egress.sock`) as on a local engine, and each connection
-//!   reaches this host's broker socket of that name. Nothing listens on the remote machine.
+//!   `/run/po-broker/broker.sock` (and `egress.sock`, and each registry route's `reg-<n>.sock`)
+//!   as on a local engine, and each connection reaches this host's broker socket of that name.
+//!   Nothing listens on the remote machine.
 //!
 //! [`ContainerSettings::carried`]: crate::sandbox::blueprint::spec::ContainerSettings::carried
 
@@ -229,6 +230,10 @@ impl<E: EngineApi> ContainerService<E> {
         let mut targets = HashMap::from([("broker.sock".to_string(), folder.join("broker.sock"))]);
         if w.broker.egress_on() {
             targets.insert(EGRESS_SOCKET.to_string(), folder.join(EGRESS_SOCKET));
+        }
+        for index in 0..w.broker.registry_count() {
+            let name = crate::broker::server::Broker::registry_socket_name(index);
+            targets.insert(name.clone(), folder.join(name));
         }
         let target = self.target(ws, container);
         match forward::open_reverse(&self.inner.engine, &target, BROKER_MOUNT, targets).await {

@@ -237,19 +237,23 @@ impl<E: EngineApi> ContainerService<E> {
         }
     }
 
-    /// On the TCP route, `PO_BROKER_ADDRESS` of this hub's grant: the port is this hub's, and
-    /// an adopted container's environment holds the port of the hub that created it.
-    pub(super) fn current_broker_address(&self, id: &str) -> Vec<String> {
+    /// On the TCP route, the environment of this hub's grant for a command run now
+    /// ([`spec::exec_route_env`]): the ports are this hub's, and an adopted container's
+    /// environment holds those of the hub that created it (its broker address, egress proxy,
+    /// git and registry routes).
+    pub(super) fn current_route_env(&self, id: &str) -> Vec<String> {
         let grants = self.inner.grants.grants.locked();
         let Some((grant, _)) = grants.get(id) else {
             return vec![];
         };
-        grant
-            .env
-            .iter()
-            .filter(|(k, _)| k.as_str() == "PO_BROKER_ADDRESS")
-            .map(|(k, v)| format!("{k}={}", v.expose()))
-            .collect()
+        if !grant.env.contains_key("PO_BROKER_ADDRESS") {
+            return vec![];
+        }
+        let env = grant.env.iter();
+        spec::exec_route_env(
+            env.map(|(k, v)| (k.clone(), v.expose().to_string()))
+                .collect(),
+        )
     }
 
     /// Where a workspace's exec spawner is found: with a socket route only (its folder is

@@ -37,8 +37,8 @@ impl<E: EngineApi> ContainerService<E> {
             .map(|_| ())
     }
 
-    /// This hub's TCP broker route ports (broker and egress proxy), which a holder's rules let
-    /// through; none on a socket route.
+    /// This hub's TCP broker route ports (broker, egress proxy, registry routes), which a
+    /// holder's rules let through; none on a socket route.
     fn route_ports(&self) -> Vec<u16> {
         let Some(w) = self
             .inner
@@ -53,6 +53,7 @@ impl<E: EngineApi> ContainerService<E> {
             .into_iter()
             .flatten()
             .map(|a| a.port())
+            .chain(w.broker.registry_tcp_ports())
             .collect()
     }
 

@@ -646,11 +646,13 @@ impl<E: EngineApi> ContainerService<E> {
         if health != Some("healthy") {
             tracing::debug!(workspace = %id, ?health, "exec behind the network rules' gate");
         }
+        let env = self.current_route_env(id);
+        let command = spec::exec_route_command(&env, command);
         let request = exec::ExecRequest {
             command,
             tty,
             working_dir,
-            env: self.current_broker_address(id),
+            env,
         };
         let target = (container.container_id.as_str(), id.as_str());
         let place = self.spawner_place(id);

@@ -524,7 +524,7 @@ pub(super) fn layer_env(input: &SpecInput, p_str: &str) -> BTreeMap<String, Stri
 /// Every process of an allowlist container reaches the egress proxy through the standard
 /// variables: on the socket route through the bridge the start gate runs, on the TCP route at
 /// the proxy's URL itself. Loopback stays direct.
-fn egress_env(own: &mut BTreeMap<String, String>) {
+pub(super) fn egress_env(own: &mut BTreeMap<String, String>) {
     use crate::broker::registry::{NPMRC_VAR, PORTS_VAR};
     use crate::names::vars::{EGRESS_PROXY_VAR, EGRESS_SOCKET_VAR};
     if [crate::broker::git::PORT_VAR, PORTS_VAR, NPMRC_VAR]

@@ -4,6 +4,7 @@
 //! only translates the spec.
 
 mod build;
+mod exec_route;
 mod names;
 mod posture;
 mod proxy;
@@ -15,6 +16,7 @@ pub use build::{
 };
 #[cfg(test)]
 pub use build::{DEFAULT_CPU_SHARES, EXEC_GATE, FALLBACK_MEMORY, GATE, HealthProbe, health_probe};
+pub use exec_route::{exec_route_command, exec_route_env};
 #[cfg(all(test, unix))]
 pub use names::carried_volumes;
 pub use names::{

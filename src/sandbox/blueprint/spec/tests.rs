@@ -1397,6 +1397,71 @@ fn every_process_of_an_allowlist_container_gets_the_egress_proxy() {
 }
 
 #[test]
+fn a_later_hubs_exec_on_the_tcp_route_gets_its_own_routes() {
+    let npmrc = "registry=http://host.docker.internal:40002/\n//host.docker.internal:40002/:_authToken=${PO_BROKER_REGISTRY_TOKEN}\n";
+    let grant: BTreeMap<String, String> = [
+        ("PO_BROKER_ADDRESS", "host.docker.internal:40000"),
+        (
+            "PO_BROKER_EGRESS_PROXY",
+            "http://po:e@host.docker.internal:40001",
+        ),
+        ("PO_SANDBOX_NPMRC", npmrc),
+        ("npm_config_userconfig", "/tmp/po-sandbox-npmrc"),
+        ("GIT_CONFIG_COUNT", "1"),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect();
+    let env = exec_route_env(grant.clone());
+    let has = |kv: &str| env.iter().any(|e| e == kv);
+    for kv in [
+        "PO_BROKER_ADDRESS=host.docker.internal:40000",
+        "HTTPS_PROXY=http://po:e@host.docker.internal:40001",
+        "http_proxy=http://po:e@host.docker.internal:40001",
+        "NO_PROXY=localhost,127.0.0.1,::1,host.docker.internal",
+        "GIT_CONFIG_COUNT=1",
+        "npm_config_userconfig=/tmp/po-sandbox-npmrc-40000",
+        &format!("PO_SANDBOX_NPMRC={npmrc}"),
+    ] {
+        assert!(has(kv), "{kv} not in {env:?}");
+    }
+    assert!(
+        !env.iter().any(|e| e.starts_with(EGRESS_BRIDGE_VAR)),
+        "{env:?}"
+    );
+    // The command runs behind the writer of that config; without registry routes as it is.
+    let cmd = exec_route_command(&env, vec!["npm".into(), "ci".into()]);
+    assert_eq!(cmd[..2], ["/bin/sh".to_string(), "-c".into()]);
+    assert_eq!(cmd[4..], ["npm".to_string(), "ci".into()]);
+    let mut plain = grant;
+    plain.remove("PO_SANDBOX_NPMRC");
+    let plain = exec_route_env(plain);
+    assert!(plain.contains(&"npm_config_userconfig=/tmp/po-sandbox-npmrc".to_string()));
+    assert_eq!(exec_route_command(&plain, vec!["npm".into()]), ["npm"]);
+}
+
+#[cfg(unix)]
+#[test]
+fn the_exec_writer_puts_the_whole_config_in_its_file_then_runs_the_command() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("npmrc-40000");
+    std::fs::write(&file, "stale\n").unwrap();
+    let config = "@acme:registry=http://h:1/\n//h:1/:_authToken=${PO_BROKER_REGISTRY_TOKEN}\n";
+    let env = vec![format!("PO_SANDBOX_NPMRC={config}")];
+    let cmd = exec_route_command(&env, vec!["cat".into(), file.display().to_string()]);
+    let out = std::process::Command::new(&cmd[0])
+        .args(&cmd[1..])
+        .env("PO_SANDBOX_NPMRC", config)
+        .env("npm_config_userconfig", &file)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), config);
+    // Nothing aside is left.
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+}
+
+#[test]
 fn the_posture_names_what_the_broker_carries_from_the_containers_environment() {
     let hosts = crate::broker::git::parse_hosts(["github.com"]).unwrap();
     let mut env: Vec<String> = crate::broker::git::container_env("http://127.0.0.1:47390", &hosts)

@@ -187,8 +187,11 @@ function serve(sock) {
 const server = net.createServer({ allowHalfOpen: true }, serve)
 server.on('error', () => process.exit(1))
 // Its socket gone or replaced (the host starts another, a stop sweeps the folder): it ends.
+// The socket is owner-only from its making (never seen with the container's umask); its
+// commands keep the container's umask.
+const umask = process.umask(0o077)
 server.listen(where, () => {
-  // Its commands keep the container's umask: the socket alone is made owner-only.
+  process.umask(umask)
   fs.chmodSync(where, 0o600)
   const ino = fs.statSync(where).ino
   setInterval(() => {

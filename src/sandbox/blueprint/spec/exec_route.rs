@@ -1,0 +1,50 @@
+//! The environment and command of an exec run by a later hub in a TCP-route container: each
+//! hub's TCP ports are its own, and the container's environment holds those of the hub that
+//! created it, so the exec gives the command this hub's routes.
+
+use std::collections::BTreeMap;
+
+use super::build::{EGRESS_BRIDGE_VAR, egress_env};
+
+/// What a command run by a later hub in a TCP-route container needs of that hub's grant
+/// environment `grant` (each hub's TCP ports are its own; the container's environment holds
+/// those of the hub that created it): the grant's variables with the egress proxy's derived
+/// from them, and, with registry routes, an npm user config of this hub's own
+/// (`/tmp/po-sandbox-npmrc-<broker port>`), which [`exec_route_command`] writes first.
+pub fn exec_route_env(grant: BTreeMap<String, String>) -> Vec<String> {
+    use crate::broker::registry::{NPMRC_PATH, NPMRC_VAR};
+    let mut env = grant;
+    egress_env(&mut env);
+    env.remove(EGRESS_BRIDGE_VAR);
+    if env.contains_key(NPMRC_VAR) {
+        let port = env
+            .get("PO_BROKER_ADDRESS")
+            .and_then(|a| a.rsplit_once(':'))
+            .map_or("", |(_, p)| p);
+        let file = format!("{NPMRC_PATH}-{port}");
+        env.insert("npm_config_userconfig".into(), file);
+    }
+    env.into_iter().map(|(k, v)| format!("{k}={v}")).collect()
+}
+
+/// Writes npm's user config from `PO_SANDBOX_NPMRC` to `npm_config_userconfig` (whole: a
+/// file aside, then renamed), then runs the command in the shell's place (POSIX sh).
+pub const EXEC_NPMRC: &str = r#"f=$npm_config_userconfig; (umask 022; printf '%s' "$PO_SANDBOX_NPMRC" > "$f.$$" && mv -f "$f.$$" "$f") 2>/dev/null; exec "$@""#;
+
+/// A later hub's exec command on the TCP route with `env` ([`exec_route_env`]): behind
+/// [`EXEC_NPMRC`] when it has registry routes (npm reads its config from a file; variables
+/// cannot carry a scope's registry or a credential through a shell, whose names they are not).
+pub fn exec_route_command(env: &[String], command: Vec<String>) -> Vec<String> {
+    let prefix = format!("{}=", crate::broker::registry::NPMRC_VAR);
+    if !env.iter().any(|e| e.starts_with(&prefix)) {
+        return command;
+    }
+    let mut cmd = vec![
+        "/bin/sh".to_string(),
+        "-c".into(),
+        EXEC_NPMRC.into(),
+        "po-npmrc".into(),
+    ];
+    cmd.extend(command);
+    cmd
+}
