@@ -115,7 +115,7 @@ test('git through the broker: clone, fetch and push a new branch with the host c
   // A push rule saved in the policy file is in force for the running container at once: the tag goes.
   const fromEvents = events.length
   writeFileSync(path.join(poHome, 'sandbox-policy.yaml'), 'git:\n  push:\n    - repo: git.test/acme/app.git\n      refs: refs/tags/*\n')
-  await waitFor(() => events.slice(fromEvents).some((e) => e.type === 'policy' && e.state === 'applied' && /git rules in force: hosts git\.test=\S+ and 1 push rule\b/.test(e.message)), 'the git rules applied', 5000)
+  await waitFor(() => events.slice(fromEvents).some((e) => e.type === 'policy' && e.state === 'applied' && /git rules in force: hosts git\.test=\S+ and 1 push rule\b/.test(e.message)), 'the git rules applied', 15000)
   r = await inside(c, `cd ${q(ws)} && git push origin HEAD:refs/tags/v1 2>&1`)
   assert.equal(r.code, 0, r.stdout + r.stderr)
   assert.equal(git(path.join(root, 'acme/app.git'), 'rev-parse', 'refs/tags/v1'), git(ws, 'rev-parse', 'HEAD'))

@@ -171,7 +171,8 @@ if (args.scenario === 'docker') {
   const facts = { poHome, svc }
   const up = await po('up', args.workspace, ...image, '--json')
   facts.up = { code: up.code, stderr: up.stderr.slice(-3000) }
-  if (up.code === 0) {
+  // A failed step is a fact (its stack), so the services and the sandbox below still go.
+  if (up.code === 0) await (async () => {
     const c = JSON.parse(up.stdout).container
     facts.containerId = c.containerId
     const info = JSON.parse(podman('inspect', c.containerId))[0]
@@ -198,7 +199,7 @@ if (args.scenario === 'docker') {
     facts.registry = { code: asked.code, out: asked.stdout.trim(), err: asked.stderr.slice(-2000) }
     const grep = await po('exec', args.workspace, '--', 'sh', '-c', `grep -rl -e '${GIT_TOKEN}' -e '${reg.token}' /proc/[0-9]*/environ /tmp "$HOME" . 2>/dev/null; echo done`)
     facts.secretsInside = grep.stdout.trim()
-  }
+  })().catch((e) => { facts.error = e.stack })
   for (const f of cleanups) await f()
   const down = await po('down', args.workspace, '--json')
   facts.down = { code: down.code, stderr: down.stderr.slice(-2000) }

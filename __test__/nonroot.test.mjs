@@ -263,6 +263,7 @@ test('as a normal user on rootless Podman, the forced TCP broker route: the real
   const facts = await asUser({ scenario: 'podman-pi', workspace: ws, socket })
   t.after(() => { for (const d of [facts.poHome, facts.svc]) rmSync(d, { recursive: true, force: true }) })
   assert.equal(facts.up.code, 0, facts.up.stderr)
+  assert.equal(facts.error, undefined, facts.error)
   assert.match(facts.networkMode, /^container:[0-9a-f]{64}$/)
   assert.equal(facts.holderNetworkMode, 'slirp4netns')
   assert.equal(facts.holderLabels['po.net-mode'], 'open')

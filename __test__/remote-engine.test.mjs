@@ -184,7 +184,7 @@ async function brokeredServices(t, dir, folder, env) {
   bareRepository(srv, 'acme/app.git', folder)
   const server = await gitServer(t, srv, TOKEN)
   const origin = `http://127.0.0.1:${server.port}`
-  await run('git', ['-C', folder, 'remote', 'add', 'origin', 'https://git.test/acme/app.git'])
+  git(folder, 'remote', 'add', 'origin', 'https://git.test/acme/app.git')
   const reg = await verdaccio(t, dir)
   publishPrivate(reg, dir)
   const npmrc = path.join(dir, 'person.npmrc')

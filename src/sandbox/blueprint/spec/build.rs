@@ -112,9 +112,10 @@ pub fn health_probe(bundle: &RuntimeBundle, interval: std::time::Duration) -> He
 /// The workspace's start gate (POSIX sh): the bundle's interpreter waits until the namespace's
 /// network rules are loaded (`firewall::mark_probe`), then the server runs in the shell's place.
 /// The holder loads no rules itself (it has no capability): a short-lived helper does, after
-/// every start of the holder; until then the workspace's own process waits here. In an
-/// allowlist container on the socket route it first starts the egress bridge beside the server
-/// ([`EGRESS_BRIDGE_VAR`]), so it lives with the container.
+/// every start of the holder; until then the workspace's own process waits here. Where the
+/// container has a bridge ([`EGRESS_BRIDGE_VAR`]: the egress, git or registry ports of the
+/// socket route, or npm's user config of the registry routes) it first starts it beside the
+/// server, so it lives with the container.
 pub const GATE: &str = r#"p=$1; shift; "$1" -e "$p" || exit 1; [ -z "$PO_SANDBOX_EGRESS_BRIDGE" ] || "$1" -e "$PO_SANDBOX_EGRESS_BRIDGE" po-sandbox-egress-bridge "$PO_SANDBOX_EGRESS_PORT" </dev/null >/dev/null 2>&1 & exec "$@""#;
 
 /// The variable holding the egress bridge's source ([`EGRESS_BRIDGE`]), set only where it runs.
@@ -575,6 +576,21 @@ fn set_env_and_hash(
     spec.spec_hash = hash(spec);
     let mut env = inherited_env(host_env);
     env.extend(own);
+    // The TCP route's broker host is reached directly also past a proxy the host passed on (its
+    // git and registry routes carry placeholders no proxy is to see).
+    let broker_host = env
+        .get("PO_BROKER_ADDRESS")
+        .and_then(|a| a.rsplit_once(':'))
+        .map(|(host, _)| host.to_string());
+    for (name, list) in env.iter_mut() {
+        if let Some(host) = &broker_host
+            && NO_PROXY_VARS.contains(&name.as_str())
+            && !list.split(',').any(|e| e.trim() == host)
+        {
+            list.push(',');
+            list.push_str(host);
+        }
+    }
     spec.env = env;
 }
 

@@ -28,8 +28,10 @@ pub fn exec_route_env(grant: BTreeMap<String, String>) -> Vec<String> {
 }
 
 /// Writes npm's user config from `PO_SANDBOX_NPMRC` to `npm_config_userconfig` (whole: a
-/// file aside, then renamed), then runs the command in the shell's place (POSIX sh).
-pub const EXEC_NPMRC: &str = r#"f=$npm_config_userconfig; (umask 022; printf '%s' "$PO_SANDBOX_NPMRC" > "$f.$$" && mv -f "$f.$$" "$f") 2>/dev/null; exec "$@""#;
+/// file of its own made aside, then renamed), then runs the command in the shell's place
+/// (POSIX sh). A config it cannot write stops the command (exit 126, said on stderr): npm
+/// without it would ask the default registry for the brokered scopes' packages.
+pub const EXEC_NPMRC: &str = r#"f=$npm_config_userconfig; t=$(mktemp "$f.XXXXXX" 2>/dev/null) && printf '%s' "$PO_SANDBOX_NPMRC" > "$t" && chmod 644 "$t" && mv -f "$t" "$f" || { [ -z "$t" ] || rm -f "$t"; echo "po-sandbox: cannot write npm's user config $f (the broker's registry routes); the command did not run" >&2; exit 126; }; exec "$@""#;
 
 /// A later hub's exec command on the TCP route with `env` ([`exec_route_env`]): behind
 /// [`EXEC_NPMRC`] when it has registry routes (npm reads its config from a file; variables
@@ -43,7 +45,7 @@ pub fn exec_route_command(env: &[String], command: Vec<String>) -> Vec<String> {
         "/bin/sh".to_string(),
         "-c".into(),
         EXEC_NPMRC.into(),
-        "po-npmrc".into(),
+        "po-sandbox".into(),
     ];
     cmd.extend(command);
     cmd

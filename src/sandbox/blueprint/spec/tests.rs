@@ -1459,6 +1459,53 @@ fn the_exec_writer_puts_the_whole_config_in_its_file_then_runs_the_command() {
     assert_eq!(String::from_utf8_lossy(&out.stdout), config);
     // Nothing aside is left.
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+    // A config it cannot write: the command does not run, and stderr says why.
+    let nowhere = dir.path().join("missing").join("npmrc-40000");
+    let ran = dir.path().join("ran");
+    let cmd = exec_route_command(&env, vec!["touch".into(), ran.display().to_string()]);
+    let out = std::process::Command::new(&cmd[0])
+        .args(&cmd[1..])
+        .env("PO_SANDBOX_NPMRC", config)
+        .env("npm_config_userconfig", &nowhere)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(126), "{out:?}");
+    assert!(!ran.exists());
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        said.contains("po-sandbox: cannot write npm's user config"),
+        "{said}"
+    );
+}
+
+#[test]
+fn the_tcp_routes_broker_host_is_direct_past_a_proxy_the_host_passed_on_and_registries_get_the_bridge()
+ {
+    let host = [
+        ("HTTPS_PROXY", "http://proxy.corp:3128"),
+        ("NO_PROXY", "corp.internal"),
+    ];
+    let grant = [
+        ("PO_BROKER_ADDRESS", "host.docker.internal:40000"),
+        (
+            "PO_SANDBOX_NPMRC",
+            "registry=http://host.docker.internal:40002/\n",
+        ),
+    ];
+    let s = with_input(&host, &[], &grant, build);
+    assert_eq!(s.env["HTTPS_PROXY"], "http://proxy.corp:3128");
+    for name in ["NO_PROXY", "no_proxy"] {
+        assert_eq!(
+            s.env[name], "corp.internal,localhost,127.0.0.1,::1,host.docker.internal",
+            "{name}"
+        );
+    }
+    // The bridge runs to write npm's user config (no port to carry on this route).
+    assert_eq!(s.env[EGRESS_BRIDGE_VAR], EGRESS_BRIDGE);
+    assert!(!s.env.contains_key(EGRESS_PORT_VAR));
+    // With no proxy from the host, none is made up.
+    let plain = with_input(&[], &[], &grant, build);
+    assert!(!plain.env.contains_key("NO_PROXY") && !plain.env.contains_key("HTTPS_PROXY"));
 }
 
 #[test]
