@@ -13,8 +13,8 @@ import { chmodSync, mkdirSync, writeFileSync } from 'node:fs'
 import path from 'node:path'
 
 import { root as repoRoot, run, tempDir, waitFor } from './helpers.mjs'
-import { baseOptions, cleanupOwner, hostEnv, inspect, newOwner, openLayer, tempHome, useTestBaseImage, writeBundle } from './provider-fixtures.mjs'
-import { git, gitServer } from './service-fixtures.mjs'
+import { hostEnv, openLayer, useTestBaseImage } from './provider-fixtures.mjs'
+import { brokeredWorkspace, git, gitServer } from './service-fixtures.mjs'
 
 useTestBaseImage()
 
@@ -54,22 +54,11 @@ test('git through the broker: clone, fetch and push a new branch with the host c
   git(ws, 'remote', 'set-url', 'origin', 'https://git.test/acme/app.git')
   execFileSync('chmod', ['-R', 'a+rwX', ws])
 
-  const poHome = tempHome(t)
-  const owner = newOwner()
-  cleanupOwner(t, owner)
-  writeBundle(poHome)
   const env = hostEnv({ HOME: home, GIT_CONFIG_NOSYSTEM: '1', PO_SANDBOX_GIT_HOSTS: `git.test=${origin}`, PO_SANDBOX_NETWORK: 'none' })
   for (const k of ['GH_TOKEN', 'GITHUB_TOKEN', 'GIT_CONFIG_GLOBAL']) delete env[k]
-  const options = baseOptions(poHome, owner, { workspaces: [{ id: 'gitws', path: ws }], env })
-  const { layer, events } = openLayer(options)
-  const status = await layer.provider.ready()
-  assert.equal(status.workspaces[0].state, 'running', JSON.stringify(status.workspaces[0]))
-  const c = status.workspaces[0].container.containerId
-  // Its posture names what the broker carries for it.
-  assert.ok(status.workspaces[0].container.posture.brokered.includes('git git.test'), JSON.stringify(status.workspaces[0].container.posture))
+  const { poHome, options, events, c, cenv } = await brokeredWorkspace(t, { id: 'gitws', ws, env, brokered: 'git git.test' })
 
   // The container holds the placeholder and the git configuration, never the token.
-  const cenv = inspect(c).Config.Env
   const placeholder = cenv.find((kv) => kv.startsWith('PO_BROKER_GIT_TOKEN='))?.split('=')[1]
   assert.match(placeholder ?? '', /^po-git-[0-9a-f]{64}$/, cenv.join('\n'))
   assert.ok(!cenv.some((kv) => kv.includes(TOKEN)), cenv.join('\n'))

@@ -12,8 +12,8 @@ import path from 'node:path'
 
 import { root, run, tempDir, waitFor } from './helpers.mjs'
 import { freePort } from './private-engine.mjs'
-import { baseOptions, cleanupOwner, hostEnv, inspect, newOwner, openLayer, tempHome, useTestBaseImage, writeBundle } from './provider-fixtures.mjs'
-import { personNpmrc, publishPrivate, verdaccio } from './service-fixtures.mjs'
+import { hostEnv, useTestBaseImage } from './provider-fixtures.mjs'
+import { brokeredWorkspace, personNpmrc, publishPrivate, verdaccio } from './service-fixtures.mjs'
 
 useTestBaseImage()
 
@@ -40,20 +40,11 @@ test('npm install of a private scoped package from a real registry, inside a non
   cpSync(npmRoot, path.join(ws, '.tools', 'npm'), { recursive: true })
   execFileSync('chmod', ['-R', 'a+rwX', ws])
 
-  const poHome = tempHome(t)
-  const owner = newOwner()
-  cleanupOwner(t, owner)
-  writeBundle(poHome)
   const env = hostEnv({ HOME: home, PO_SANDBOX_NETWORK: 'none', PO_SANDBOX_GIT_HOSTS: 'none' })
   for (const k of ['NPM_TOKEN', 'npm_config_userconfig', 'NPM_CONFIG_USERCONFIG', 'PIP_INDEX_URL']) delete env[k]
-  const { layer } = openLayer(baseOptions(poHome, owner, { workspaces: [{ id: 'regws', path: ws }], env }))
-  const status = await layer.provider.ready()
-  assert.equal(status.workspaces[0].state, 'running', JSON.stringify(status.workspaces[0]))
-  const c = status.workspaces[0].container.containerId
-  assert.ok(status.workspaces[0].container.posture.brokered.includes('registries npm, npm @acme'), JSON.stringify(status.workspaces[0].container.posture))
+  const { c, cenv } = await brokeredWorkspace(t, { id: 'regws', ws, env, brokered: 'registries npm, npm @acme' })
 
   // The container: the placeholder, npm's config naming the route; never the token.
-  const cenv = inspect(c).Config.Env
   const placeholder = cenv.find((kv) => kv.startsWith('PO_BROKER_REGISTRY_TOKEN='))?.split('=')[1]
   assert.match(placeholder ?? '', /^po-reg-[0-9a-f]{64}$/, cenv.join('\n'))
   assert.ok(cenv.includes('npm_config_userconfig=/tmp/po-sandbox-npmrc'), cenv.join('\n'))
@@ -136,21 +127,12 @@ test('pip install from a real index with basic auth, inside a none container, th
   cpSync(path.join(site, 'pip'), path.join(ws, '.tools', 'py', 'pip'), { recursive: true })
   execFileSync('chmod', ['-R', 'a+rwX', ws])
 
-  const poHome = tempHome(t)
-  const owner = newOwner()
-  cleanupOwner(t, owner)
-  writeBundle(poHome)
   const home = path.join(dir, 'home')
   mkdirSync(home)
   const env = hostEnv({ HOME: home, PO_SANDBOX_NETWORK: 'none', PO_SANDBOX_GIT_HOSTS: 'none', PIP_INDEX_URL: `http://po-user:${index.password}@127.0.0.1:${index.port}/simple/` })
   for (const k of ['NPM_TOKEN', 'npm_config_userconfig', 'NPM_CONFIG_USERCONFIG']) delete env[k]
-  const { layer } = openLayer(baseOptions(poHome, owner, { workspaces: [{ id: 'pipws', path: ws }], env }))
-  const status = await layer.provider.ready()
-  assert.equal(status.workspaces[0].state, 'running', JSON.stringify(status.workspaces[0]))
-  const c = status.workspaces[0].container.containerId
-  assert.ok(status.workspaces[0].container.posture.brokered.includes('registries pip'), JSON.stringify(status.workspaces[0].container.posture))
+  const { c, cenv } = await brokeredWorkspace(t, { id: 'pipws', ws, env, brokered: 'registries pip' })
 
-  const cenv = inspect(c).Config.Env
   const indexUrl = cenv.find((kv) => kv.startsWith('PIP_INDEX_URL='))?.slice('PIP_INDEX_URL='.length)
   assert.match(indexUrl ?? '', /^http:\/\/po:po-reg-[0-9a-f]{64}@127\.0\.0\.1:47400\/simple\/$/, cenv.join('\n'))
   assert.ok(!cenv.some((kv) => kv.includes(index.password)), cenv.join('\n'))

@@ -2,6 +2,7 @@
 // `git http-backend` behind an HTTP front that requires a token, and Verdaccio (a
 // devDependency) serving logged-in users only. `t` is a test context, or anything with
 // `after(fn)` (a child process's own list of clean-ups).
+import assert from 'node:assert/strict'
 import { execFileSync, spawn } from 'node:child_process'
 import { mkdirSync, writeFileSync } from 'node:fs'
 import http from 'node:http'
@@ -9,6 +10,7 @@ import path from 'node:path'
 
 import { root, waitFor } from './helpers.mjs'
 import { freePort } from './private-engine.mjs'
+import { baseOptions, cleanupOwner, inspect, newOwner, openLayer, tempHome, writeBundle } from './provider-fixtures.mjs'
 
 /** The host's git in `cwd`, with a fixed identity and no system config; its output, trimmed. */
 export function git(cwd, ...args) {
@@ -169,3 +171,24 @@ const ask = (headers) => fetch(route + '@acme%2fprivate', { headers }).then(asyn
   const [without] = await ask({})
   console.log(status, name, without, route)
 })()`
+
+/**
+ * A hub of a fresh owner serving one workspace (`id` at `ws`) with the host environment `env`:
+ * waits for its container and checks that its posture names `brokered`. Its Po home, options,
+ * layer and events, the container's id and environment.
+ */
+export async function brokeredWorkspace(t, { id, ws, env, brokered }) {
+  const poHome = tempHome(t)
+  const owner = newOwner()
+  cleanupOwner(t, owner)
+  writeBundle(poHome)
+  const options = baseOptions(poHome, owner, { workspaces: [{ id, path: ws }], env })
+  const { layer, events } = openLayer(options)
+  const status = await layer.provider.ready()
+  const w = status.workspaces[0]
+  assert.equal(w.state, 'running', JSON.stringify(w))
+  // Its posture names what the broker carries for it.
+  assert.ok(w.container.posture.brokered.includes(brokered), JSON.stringify(w.container.posture))
+  const c = w.container.containerId
+  return { poHome, options, layer, events, c, cenv: inspect(c).Config.Env }
+}

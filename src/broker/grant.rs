@@ -366,15 +366,21 @@ pub fn derived_token(
     secret: &Secret,
     provider: &str,
 ) -> Secret {
-    let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(secret.expose().as_bytes())
-        .expect("HMAC takes any key length");
-    mac.update(b"po-broker-token/1/");
-    mac.update(provider.as_bytes());
+    let label = [b"po-broker-token/1/", provider.as_bytes()].concat();
     Secret::new(format!(
         "{}{}",
         route.token_shape.prefix(real_key),
-        hex::encode(mac.finalize().into_bytes())
+        keyed_hex(secret, &label)
     ))
+}
+
+/// HMAC-SHA256(secret, label) as 64 hex digits: what the container's secret derives under
+/// `label`.
+fn keyed_hex(secret: &Secret, label: &[u8]) -> String {
+    let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(secret.expose().as_bytes())
+        .expect("HMAC takes any key length");
+    mac.update(label);
+    hex::encode(mac.finalize().into_bytes())
 }
 
 /// A route as opened: what the container is told, and what the broker keeps.
@@ -601,12 +607,7 @@ impl Broker {
             return Ok(None);
         };
         let token = match &request.secret {
-            Some(secret) => {
-                let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(secret.expose().as_bytes())
-                    .expect("HMAC takes any key length");
-                mac.update(b"po-egress-token/1");
-                hex::encode(mac.finalize().into_bytes())
-            }
+            Some(secret) => keyed_hex(secret, b"po-egress-token/1"),
             None => hex::encode(super::server::random_bytes()?),
         };
         let h = hash(&basic_credentials(&token));
@@ -634,16 +635,10 @@ impl Broker {
             GrantRoute::Socket { host_socket, .. } => file_identity(host_socket),
             GrantRoute::Tcp { .. } => None,
         };
-        let hashes: Vec<[u8; 32]> = entries.iter().map(|e| hash(e.token.expose())).collect();
-        {
+        let hashes: Vec<[u8; 32]> = {
             let mut tokens = self.inner.tokens.write_locked();
-            for entry in entries {
-                if let Some(key) = TokenIndex::key(entry.token.expose()) {
-                    tokens.index.insert(key);
-                }
-                tokens.by_hash.insert(hash(entry.token.expose()), entry);
-            }
-        }
+            entries.into_iter().map(|e| tokens.insert(e)).collect()
+        };
         self.inner.grants.locked().insert(
             id.to_string(),
             GrantState {
@@ -661,6 +656,18 @@ impl Broker {
             },
         );
         open.route
+    }
+}
+
+impl super::server::Tokens {
+    /// Makes `entry` live (the placement check knows its token too); its hash.
+    fn insert(&mut self, entry: TokenEntry) -> [u8; 32] {
+        let h = hash(entry.token.expose());
+        if let Some(key) = TokenIndex::key(entry.token.expose()) {
+            self.index.insert(key);
+        }
+        self.by_hash.insert(h, entry);
+        h
     }
 }
 
@@ -698,14 +705,8 @@ impl Broker {
             return false;
         };
         let mut tokens = self.inner.tokens.write_locked();
-        for entry in entries {
-            let h = hash(entry.token.expose());
-            if let Some(key) = TokenIndex::key(entry.token.expose()) {
-                tokens.index.insert(key);
-            }
-            g.hashes.push(h);
-            tokens.by_hash.insert(h, entry);
-        }
+        g.hashes
+            .extend(entries.into_iter().map(|e| tokens.insert(e)));
         g.git_remotes = remotes;
         g.registry_sockets = sockets;
         true
@@ -762,12 +763,7 @@ impl Broker {
 /// under `label` (so an adopting hub honours it again) or random.
 pub fn service_token(secret: Option<&Secret>, label: &[u8], prefix: &str) -> Result<Secret> {
     let tail = match secret {
-        Some(secret) => {
-            let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(secret.expose().as_bytes())
-                .expect("HMAC takes any key length");
-            mac.update(label);
-            hex::encode(mac.finalize().into_bytes())
-        }
+        Some(secret) => keyed_hex(secret, label),
         None => {
             let random = super::server::random_bytes;
             hex::encode([random()?, random()?].concat())

@@ -36,4 +36,7 @@ pub(crate) mod routes;
 pub(crate) mod screen;
 pub(crate) mod secret;
 pub(crate) mod server;
+pub(crate) mod service;
 pub(crate) mod socket;
+#[cfg(all(test, unix))]
+pub(crate) mod test_support;

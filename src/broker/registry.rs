@@ -21,7 +21,7 @@ mod listen;
 pub mod npmrc;
 mod serve;
 
-pub use listen::{NPMRC_PATH, NPMRC_VAR, Sockets, close_sockets};
+pub use listen::{NPMRC_PATH, NPMRC_VAR, SOCKET_PREFIX, Sockets, close_sockets, socket_name};
 
 use std::collections::HashMap;
 

@@ -679,35 +679,6 @@ impl Broker {
         })
     }
 
-    /// The rules a service route (git, a registry) runs before anything else, as the model
-    /// routes do: framing, one of `methods` (else `405` with `wrong_method`), an origin-form
-    /// target, framing headers, one auth header, and no live token outside it (checked before
-    /// anything of the request is echoed). The auth header's name, when there is one.
-    pub(super) fn service_rules(
-        &self,
-        req: &Request<Incoming>,
-        connection: &Connection,
-        (methods, wrong_method): (&[&str], &str),
-    ) -> std::result::Result<Option<&'static str>, (hyper::StatusCode, String, bool)> {
-        let refused = |r: Refusal| (r.status(), r.message(), r.closes());
-        if let Some(fault) = connection.fault.get() {
-            return Err(refused(Refusal::Framing(fault)));
-        }
-        let method = req.method().as_str();
-        if !methods.contains(&method) {
-            let status = hyper::StatusCode::METHOD_NOT_ALLOWED;
-            return Err((status, wrong_method.to_string(), false));
-        }
-        request::target(req.uri()).map_err(refused)?;
-        let headers = req.headers();
-        request::framing_headers(headers).map_err(refused)?;
-        let auth = request::auth_header(headers).map_err(refused)?;
-        let tokens = self.inner.tokens.read_locked();
-        let whole = req.uri().path_and_query().map_or("", |pq| pq.as_str());
-        request::token_placement(&tokens.index, method, whole, headers, auth).map_err(refused)?;
-        Ok(auth)
-    }
-
     /// The grant `token` is live for, for this provider (and, on a grant's own socket, that
     /// grant).
     fn live_grant(

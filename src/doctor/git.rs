@@ -112,11 +112,10 @@ fn git_section(hosts: &[GitHostCheck], source: &str, push_rules: usize) -> Strin
                 "          {}: no credential found (git credential fill for {}{}, or {COMMAND_VAR}); public repositories only\n",
                 h.host,
                 h.origin,
-                match h.host.as_str() {
-                    "github.com" => ", GH_TOKEN, GITHUB_TOKEN",
-                    "gitlab.com" => ", GITLAB_TOKEN",
-                    _ => "",
-                }
+                crate::broker::git::credential::token_vars(&h.origin)
+                    .iter()
+                    .map(|v| format!(", {v}"))
+                    .collect::<String>()
             ),
         });
     }

@@ -212,17 +212,33 @@ pub fn git_policy(
     host: &HostEnv,
     file: Option<&PolicyFile>,
 ) -> Result<(crate::broker::git::GitPolicy, Source)> {
+    use crate::broker::git;
+    let pinned = match host.var(git::HOSTS_VAR).map(str::trim) {
+        Some("none") => Some(Vec::new()),
+        Some(v) => {
+            Some(
+                git::parse_hosts(v.split(',')).map_err(|reason| Error::OptionsInvalid {
+                    option: git::HOSTS_VAR.into(),
+                    reason: format!(
+                        "{reason}; expected NAME or NAME=ORIGIN, comma-separated, or none"
+                    ),
+                })?,
+            )
+        }
+        None => None,
+    };
+    Ok(git_policy_with(pinned, file))
+}
+
+/// The git route's policy with the hosts `pinned` by the variable (when it is set), else the
+/// file's, else the default; the push rules are the file's. (The policy watcher's too.)
+pub fn git_policy_with(
+    pinned: Option<Vec<crate::broker::git::GitHost>>,
+    file: Option<&PolicyFile>,
+) -> (crate::broker::git::GitPolicy, Source) {
     use crate::broker::git::{self, GitPolicy};
-    let var = host.var(git::HOSTS_VAR).map(str::trim);
-    let (hosts, source) = match (var, file.and_then(|f| f.git_hosts.as_ref())) {
-        (Some("none"), _) => (Vec::new(), Source::Variable(git::HOSTS_VAR)),
-        (Some(v), _) => (
-            git::parse_hosts(v.split(',')).map_err(|reason| Error::OptionsInvalid {
-                option: git::HOSTS_VAR.into(),
-                reason: format!("{reason}; expected NAME or NAME=ORIGIN, comma-separated, or none"),
-            })?,
-            Source::Variable(git::HOSTS_VAR),
-        ),
+    let (hosts, source) = match (pinned, file.and_then(|f| f.git_hosts.as_ref())) {
+        (Some(hosts), _) => (hosts, Source::Variable(git::HOSTS_VAR)),
         (None, Some(at)) => (at.value.clone(), Source::File(at.line)),
         (None, None) => (git::default_hosts(), Source::Default),
     };
@@ -230,5 +246,5 @@ pub fn git_policy(
         .and_then(|f| f.git_push.as_ref())
         .map(|a| a.value.clone())
         .unwrap_or_default();
-    Ok((GitPolicy { hosts, push }, source))
+    (GitPolicy { hosts, push }, source)
 }

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use super::PolicyFile;
 use super::effective::NetworkPolicy;
-use crate::broker::git::{GitHost, GitPolicy};
+use crate::broker::git::GitHost;
 use crate::broker::server::{Broker, WeakBroker};
 use crate::events::{Event, EventBus, PolicyState};
 use crate::names::network::NetworkMode;
@@ -164,16 +164,7 @@ impl Watcher {
         let Some(current) = live.git_policy() else {
             return;
         };
-        let hosts = match (&self.git_pinned, &file.git_hosts) {
-            (Some(pinned), _) => pinned.clone(),
-            (None, Some(at)) => at.value.clone(),
-            (None, None) => crate::broker::git::default_hosts(),
-        };
-        let push = file.git_push.as_ref().map(|a| a.value.clone());
-        let next = GitPolicy {
-            hosts,
-            push: push.unwrap_or_default(),
-        };
+        let (next, _) = super::effective::git_policy_with(self.git_pinned.clone(), Some(file));
         if *current == next {
             return;
         }

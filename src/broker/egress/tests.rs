@@ -2,7 +2,7 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, UnixStream};
+use tokio::net::UnixStream;
 
 use super::*;
 use crate::broker::grant::{GrantRequest, GrantRoute, RouteKind};
@@ -11,29 +11,10 @@ use crate::names::vars::{EGRESS_PROXY_VAR, EGRESS_SOCKET_VAR};
 
 /// An upstream on 127.0.0.1 that records each connection's first bytes and answers `hi`.
 async fn upstream() -> (u16, Arc<Mutex<Vec<String>>>) {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let port = listener.local_addr().unwrap().port();
-    let seen = Arc::new(Mutex::new(Vec::new()));
-    let record = seen.clone();
-    tokio::spawn(async move {
-        while let Ok((mut s, _)) = listener.accept().await {
-            let record = record.clone();
-            tokio::spawn(async move {
-                let mut buf = vec![0u8; 8192];
-                let n = s.read(&mut buf).await.unwrap_or(0);
-                record
-                    .lock()
-                    .unwrap()
-                    .push(String::from_utf8_lossy(&buf[..n]).into_owned());
-                let _ = s
-                    .write_all(
-                        b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\nconnection: close\r\n\r\nhi",
-                    )
-                    .await;
-            });
-        }
-    });
-    (port, seen)
+    crate::broker::test_support::upstream(|_| {
+        "HTTP/1.1 200 OK\r\ncontent-length: 2\r\nconnection: close\r\n\r\nhi".to_string()
+    })
+    .await
 }
 
 /// A broker with an egress policy allowing `allowed.test:<port>` (mapped to 127.0.0.1), a
@@ -70,17 +51,7 @@ async fn proxy(
         record.lock().unwrap().push(e.clone())
     }));
     let grant = broker
-        .grant(GrantRequest {
-            workspace: "w".into(),
-            providers: None,
-            route: RouteKind::Socket,
-            owner: None,
-            container_socket: Some("/run/po-broker/broker.sock".into()),
-            container_host: None,
-            secret: None,
-            socket_folder: None,
-            git_remotes: Vec::new(),
-        })
+        .grant(crate::broker::test_support::socket_request("w"))
         .unwrap();
     assert_eq!(
         grant

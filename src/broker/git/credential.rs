@@ -160,14 +160,7 @@ impl Credentials {
         if let Some(c) = self.fill(host).await {
             return Some(c);
         }
-        // The token variables go to their own host's own origin only (never to a host mapped
-        // elsewhere).
-        let vars: &[&str] = match host.origin.as_str() {
-            "https://github.com" => &["GH_TOKEN", "GITHUB_TOKEN"],
-            "https://gitlab.com" => &["GITLAB_TOKEN"],
-            _ => &[],
-        };
-        for var in vars {
+        for var in token_vars(&host.origin) {
             if let Some(token) = self
                 .env
                 .get(*var)
@@ -279,4 +272,14 @@ fn parse(out: &str, source: &str) -> Option<Credential> {
         password: Secret::new(password),
         source: source.to_string(),
     })
+}
+
+/// The token variables for a git host's origin, in order: only for github.com's and
+/// gitlab.com's own origins (never a host mapped elsewhere).
+pub fn token_vars(origin: &str) -> &'static [&'static str] {
+    match origin {
+        "https://github.com" => &["GH_TOKEN", "GITHUB_TOKEN"],
+        "https://gitlab.com" => &["GITLAB_TOKEN"],
+        _ => &[],
+    }
 }

@@ -10,7 +10,6 @@ use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper::header::{self, HeaderValue};
 use hyper::{Request, Response, StatusCode};
-use subtle::ConstantTimeEq;
 
 use super::path::{Endpoint, Service, Target};
 use super::push::{Context, Verdict};
@@ -20,8 +19,9 @@ use crate::broker::forward::Idle;
 use crate::broker::limits::IDLE_TIMEOUT;
 use crate::broker::reply::{BoxError, ResponseBody, full, said};
 use crate::broker::request::{self, Refusal};
-use crate::broker::server::{Broker, Connection, hash};
-use crate::lock::{Locked, ReadWriteLocked};
+use crate::broker::server::{Broker, Connection};
+use crate::broker::service::basic_password;
+use crate::lock::Locked;
 
 /// The largest push body the broker reads (a push is judged whole before the host sees it).
 pub const MAX_PUSH_BYTES: usize = 64 << 20;
@@ -50,6 +50,8 @@ struct Admitted {
     host: GitHost,
     grant: String,
     workspace: String,
+    /// The workspace's remotes (those of its grant).
+    remotes: Vec<String>,
     /// The host's credential goes with its requests: the repository is one of the
     /// workspace's remotes or a push rule names it (any other is read as the public reads it).
     credentialed: bool,
@@ -126,10 +128,12 @@ impl Broker {
                 ))
             }
             Endpoint::Rpc(Service::ReceivePack) => self.push(req, &admitted, git).await,
-            _ => {
+            // An advertisement has no body to send.
+            Endpoint::Refs(_) => self.send(req.headers(), None, &admitted, git).await,
+            Endpoint::Rpc(_) => {
                 let (parts, body) = req.into_parts();
                 let body = Idle::new(body, IDLE_TIMEOUT).without_trailers().boxed();
-                self.send(&parts.headers, body, &admitted, git).await
+                self.send(&parts.headers, Some(body), &admitted, git).await
             }
         };
         let response = answer.unwrap_or_else(|(status, why)| {
@@ -178,10 +182,10 @@ impl Broker {
         let placeholder = headers
             .get(header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok())
-            .and_then(decode_basic)
+            .and_then(basic_password)
             .ok_or_else(|| unauthorized("the Authorization header is not Basic user:password"))?;
         let grant = self
-            .live_git_grant(&placeholder, connection.scope.as_deref())
+            .live_service_grant(&placeholder, connection.scope.as_deref(), |e| e.git)
             .ok_or_else(|| unauthorized("the placeholder is not a live git grant's here"))?;
         if connection.scope.is_none() {
             self.attribute(connection, &grant).map_err(refused)?;
@@ -204,18 +208,9 @@ impl Broker {
             host,
             grant,
             workspace,
+            remotes,
             credentialed,
         })
-    }
-
-    /// The grant whose git placeholder `token` is (on a grant's own socket, that grant's).
-    fn live_git_grant(&self, token: &str, scope: Option<&str>) -> Option<String> {
-        let tokens = self.inner.tokens.read_locked();
-        let e = tokens.by_hash.get(&hash(token))?;
-        (e.git
-            && bool::from(e.token.expose().as_bytes().ct_eq(token.as_bytes()))
-            && scope.is_none_or(|s| s == e.grant))
-        .then(|| e.grant.clone())
     }
 
     /// A push: its head read and judged (against the host's refs, read first, when a rule
@@ -261,8 +256,7 @@ impl Broker {
             true => Some(self.host_refs(a, git).await),
             false => None,
         };
-        let (policy, workspace) = (git.policy(), a.workspace.clone());
-        let remotes = self.remotes_of(&a.grant);
+        let (policy, workspace, remotes) = (git.policy(), a.workspace.clone(), a.remotes.clone());
         let created = git.created_in(&a.workspace, &repository);
         let judging = (head.clone(), body.clone(), repository.clone());
         let refused = tokio::task::spawn_blocking(move || {
@@ -292,16 +286,7 @@ impl Broker {
             git.record_created(&a.workspace, &repository, &c.name);
         }
         let body = Full::new(body).map_err(|never| match never {}).boxed();
-        self.send(&parts.headers, body, a, git).await
-    }
-
-    /// The workspace remotes a grant was made with.
-    fn remotes_of(&self, grant: &str) -> Vec<String> {
-        let grants = self.inner.grants.locked();
-        grants
-            .get(grant)
-            .map(|g| g.git_remotes.clone())
-            .unwrap_or_default()
+        self.send(&parts.headers, Some(body), a, git).await
     }
 
     /// The repository's refs and default branch as the host advertises them to a fetch
@@ -316,13 +301,11 @@ impl Broker {
             host: a.host.clone(),
             grant: a.grant.clone(),
             workspace: a.workspace.clone(),
+            remotes: Vec::new(),
             credentialed: a.credentialed,
         };
-        let empty = Full::new(Bytes::new())
-            .map_err(|never| match never {})
-            .boxed();
         let response = self
-            .send(&hyper::HeaderMap::new(), empty, &probe, git)
+            .send(&hyper::HeaderMap::new(), None, &probe, git)
             .await
             .map_err(|(_, why)| why)?;
         if !response.status().is_success() {
@@ -349,29 +332,26 @@ impl Broker {
     }
 
     /// Sends the request to the host's origin with the host's credential (when one is found);
-    /// an advertisement the host refuses is asked once more with the credential found again.
+    /// a request with no `body` (an advertisement) the host refuses as not valid is asked once
+    /// more with the credential found again.
     async fn send(
         &self,
         headers: &hyper::HeaderMap,
-        body: BoxBody<Bytes, BoxError>,
+        mut body: Option<BoxBody<Bytes, BoxError>>,
         a: &Admitted,
         git: &GitState,
     ) -> Result<Response<ResponseBody>, (StatusCode, String)> {
-        let retry = matches!(a.target.endpoint, Endpoint::Refs(_));
-        let mut body = Some(body);
-        for attempt in 0..2 {
+        let mut again = body.is_none();
+        loop {
             let credential = match a.credentialed {
                 true => git.credentials.get(&a.host).await,
                 false => None,
             };
-            let this_body = match retry {
-                true => Full::new(Bytes::new())
+            let this_body = body.take().unwrap_or_else(|| {
+                Full::new(Bytes::new())
                     .map_err(|never| match never {})
-                    .boxed(),
-                false => body
-                    .take()
-                    .ok_or((StatusCode::BAD_GATEWAY, "no body to send".to_string()))?,
-            };
+                    .boxed()
+            });
             let out = outgoing(headers, this_body, a, credential.as_ref())?;
             let client = self.inner.client.get().await.map_err(|e| {
                 let why = format!("the broker has no TLS set-up for {}: {e}", a.host.name);
@@ -401,11 +381,8 @@ impl Broker {
                 if status == StatusCode::UNAUTHORIZED && credential.is_some() {
                     git.credentials.forget(&a.host);
                 }
-                if retry
-                    && attempt == 0
-                    && credential.is_some()
-                    && status == StatusCode::UNAUTHORIZED
-                {
+                if again && credential.is_some() && status == StatusCode::UNAUTHORIZED {
+                    again = false;
                     continue;
                 }
                 return Err((
@@ -415,8 +392,6 @@ impl Broker {
             }
             return Ok(crate::broker::forward::streamed(response, &SENT_BACK));
         }
-        let why = format!("the git host {} refused twice", a.host.name);
-        Err((StatusCode::BAD_GATEWAY, why))
     }
 }
 
@@ -472,10 +447,9 @@ fn host_refused(
             "the git host {} needs a credential and none was found on the host (git credential fill for {}, {}, or {})",
             a.host.name,
             a.host.origin,
-            match a.host.name.as_str() {
-                "github.com" => "GH_TOKEN or GITHUB_TOKEN",
-                "gitlab.com" => "GITLAB_TOKEN",
-                _ => "no token variable for this host",
+            match super::credential::token_vars(&a.host.origin) {
+                [] => "no token variable for this host".to_string(),
+                vars => vars.join(" or "),
             },
             super::COMMAND_VAR
         ),
@@ -589,15 +563,6 @@ fn refusal(head: &pkt::Head, refused: &[(String, String)]) -> Response<ResponseB
     r.headers_mut()
         .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
     r
-}
-
-/// The `password` of a Basic auth value.
-fn decode_basic(value: &str) -> Option<String> {
-    let b64 = value.strip_prefix("Basic ")?.trim();
-    let bytes = super::credential::decode_base64(b64)?;
-    let text = String::from_utf8(bytes).ok()?;
-    let (_, password) = text.split_once(':')?;
-    Some(password.to_string())
 }
 
 /// A push's body, whole, at most [`MAX_PUSH_BYTES`].

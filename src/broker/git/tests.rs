@@ -443,28 +443,29 @@ fn git(dir: &Path, args: &[&str]) -> String {
     String::from_utf8(out.stdout).unwrap().trim().to_string()
 }
 
-fn pack_of(dir: &Path, revs: &str) -> Vec<u8> {
+/// `git <args>` in `dir` with `input` on its standard input; its standard output.
+fn git_fed(dir: &Path, args: &[&str], input: &[u8]) -> Vec<u8> {
     use std::io::Write;
     let mut child = Run::new("git")
         .current_dir(dir)
-        .args([
-            "pack-objects",
-            "--stdout",
-            "--revs",
-            "--thin",
-            "--delta-base-offset",
-        ])
+        .args(args)
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(revs.as_bytes())
-        .unwrap();
+    child.stdin.take().unwrap().write_all(input).unwrap();
     child.wait_with_output().unwrap().stdout
+}
+
+fn pack_of(dir: &Path, revs: &str) -> Vec<u8> {
+    let args = [
+        "pack-objects",
+        "--stdout",
+        "--revs",
+        "--thin",
+        "--delta-base-offset",
+    ];
+    git_fed(dir, &args, revs.as_bytes())
 }
 
 #[test]
@@ -589,41 +590,23 @@ async fn a_credential_comes_from_git_credential_fill_then_the_token_variables_th
 
 #[cfg(unix)]
 mod live {
-    use std::sync::{Arc, Mutex};
-
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    use tokio::net::{TcpListener, UnixStream};
-
     use super::*;
-    use crate::broker::grant::{GrantRequest, GrantRoute, RouteKind};
+    use tokio::net::UnixStream;
+
+    use crate::broker::grant::{GrantRequest, GrantRoute};
     use crate::broker::server::{Broker, BrokerOptions};
+    use crate::broker::test_support::{Seen, exchange, socket_request, upstream};
 
     /// A git host on 127.0.0.1 that records each request's head and answers an advertisement.
-    async fn host() -> (u16, Arc<Mutex<Vec<String>>>) {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let port = listener.local_addr().unwrap().port();
-        let seen = Arc::new(Mutex::new(Vec::new()));
-        let record = seen.clone();
-        tokio::spawn(async move {
-            while let Ok((mut s, _)) = listener.accept().await {
-                let record = record.clone();
-                tokio::spawn(async move {
-                    let mut buf = vec![0u8; 16384];
-                    let n = s.read(&mut buf).await.unwrap_or(0);
-                    record
-                        .lock()
-                        .unwrap()
-                        .push(String::from_utf8_lossy(&buf[..n]).into_owned());
-                    let body = "001e# service=git-upload-pack\n0000";
-                    let answer = format!(
-                        "HTTP/1.1 200 OK\r\ncontent-type: application/x-git-upload-pack-advertisement\r\nset-cookie: x=1\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
-                        body.len()
-                    );
-                    let _ = s.write_all(answer.as_bytes()).await;
-                });
-            }
-        });
-        (port, seen)
+    async fn host() -> (u16, Seen) {
+        upstream(|_| {
+            let body = "001e# service=git-upload-pack\n0000";
+            format!(
+                "HTTP/1.1 200 OK\r\ncontent-type: application/x-git-upload-pack-advertisement\r\nset-cookie: x=1\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                body.len()
+            )
+        })
+        .await
     }
 
     async fn broker(port: u16, dir: &std::path::Path) -> Broker {
@@ -651,25 +634,9 @@ mod live {
 
     fn request(workspace: &str) -> GrantRequest {
         GrantRequest {
-            workspace: workspace.into(),
-            providers: None,
-            route: RouteKind::Socket,
-            owner: None,
-            container_socket: Some("/run/po-broker/broker.sock".into()),
-            container_host: None,
-            secret: None,
-            socket_folder: None,
             git_remotes: vec!["https://git.test/acme/app.git".into()],
+            ..socket_request(workspace)
         }
-    }
-
-    async fn exchange(socket: &std::path::Path, request: &[u8]) -> String {
-        let mut s = UnixStream::connect(socket).await.unwrap();
-        s.write_all(request).await.unwrap();
-        let mut out = Vec::new();
-        let _ =
-            tokio::time::timeout(std::time::Duration::from_secs(5), s.read_to_end(&mut out)).await;
-        String::from_utf8_lossy(&out).into_owned()
     }
 
     #[tokio::test]
@@ -853,7 +820,6 @@ mod live {
 
 #[test]
 fn a_parent_line_git_would_not_read_shows_no_forward_move() {
-    use std::io::Write;
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     git(d, &["init", "-q", "-b", "main"]);
@@ -866,28 +832,16 @@ fn a_parent_line_git_would_not_read_shows_no_forward_move() {
     let text = format!(
         "tree {tree}\nauthor a <a@t> 0 +0000\ncommitter a <a@t> 0 +0000\nparent {old}\n\nlie\n"
     );
-    let mut child = Run::new("git")
-        .current_dir(d)
-        .args([
-            "hash-object",
-            "-t",
-            "commit",
-            "-w",
-            "--literally",
-            "--stdin",
-        ])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(text.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    let lie = String::from_utf8(out.stdout).unwrap().trim().to_string();
+    let args = [
+        "hash-object",
+        "-t",
+        "commit",
+        "-w",
+        "--literally",
+        "--stdin",
+    ];
+    let out = git_fed(d, &args, text.as_bytes());
+    let lie = String::from_utf8(out).unwrap().trim().to_string();
     let commits = pack::commits(&pack_of(d, &format!("{lie}\n^{old}\n")), false).unwrap();
     assert_eq!(commits.get(&lie).map(Vec::len), Some(0), "{commits:?}");
     assert!(!pack::descends(&commits, &lie, &old));

@@ -20,9 +20,12 @@ pub const NPMRC_PATH: &str = "/tmp/po-sandbox-npmrc";
 /// The variable holding the container's npm user config.
 pub const NPMRC_VAR: &str = "PO_SANDBOX_NPMRC";
 
+/// The start of a registry socket's file name (then its index and `.sock`).
+pub const SOCKET_PREFIX: &str = "reg-";
+
 /// A registry socket's file name in a grant's route folder.
-fn socket_name(index: usize) -> String {
-    format!("reg-{index}.sock")
+pub fn socket_name(index: usize) -> String {
+    format!("{SOCKET_PREFIX}{index}.sock")
 }
 
 /// A grant's registry sockets: their listener tasks and file identities.
@@ -55,11 +58,6 @@ impl Broker {
     pub fn registry_tcp_ports(&self) -> Vec<u16> {
         let listening = self.inner.registry_tcp.locked();
         listening.iter().map(|(addr, _)| addr.port()).collect()
-    }
-
-    /// The file name of registry route `index`'s socket in a grant's folder.
-    pub fn registry_socket_name(index: usize) -> String {
-        socket_name(index)
     }
 
     /// The TCP route's port of each registry route, shared by the TCP grants.

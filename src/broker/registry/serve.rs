@@ -9,15 +9,15 @@ use http_body_util::{BodyExt, Empty};
 use hyper::body::Incoming;
 use hyper::header::{self, HeaderName};
 use hyper::{Request, Response, StatusCode};
-use subtle::ConstantTimeEq;
 
 use super::Registry;
 use crate::broker::audit::AuditEvent;
 use crate::broker::limits::IDLE_TIMEOUT;
 use crate::broker::reply::{ResponseBody, said};
 use crate::broker::request::{self, Refusal};
-use crate::broker::server::{Broker, Connection, hash};
-use crate::lock::{Locked, ReadWriteLocked};
+use crate::broker::server::{Broker, Connection};
+use crate::broker::service::basic_password;
+use crate::lock::Locked;
 
 /// The request headers sent on (the rest stay here).
 const SENT_ON: [&str; 8] = [
@@ -116,26 +116,13 @@ impl Broker {
             .ok_or_else(|| unauthorized("the registry route takes the grant's placeholder as a Bearer token or a Basic password"))?;
         let placeholder = match value.strip_prefix("Bearer ") {
             Some(t) => t.trim().to_string(),
-            None => value
-                .strip_prefix("Basic ")
-                .and_then(|b| crate::broker::git::credential::decode_base64(b.trim()))
-                .and_then(|b| String::from_utf8(b).ok())
-                .and_then(|t| t.split_once(':').map(|(_, p)| p.to_string()))
-                .ok_or_else(|| {
-                    unauthorized("the Authorization header is neither Bearer nor Basic")
-                })?,
+            None => basic_password(value).ok_or_else(|| {
+                unauthorized("the Authorization header is neither Bearer nor Basic")
+            })?,
         };
-        let grant = {
-            let tokens = self.inner.tokens.read_locked();
-            let e = tokens.by_hash.get(&hash(&placeholder));
-            e.filter(|e| {
-                e.registry
-                    && bool::from(e.token.expose().as_bytes().ct_eq(placeholder.as_bytes()))
-                    && connection.scope.as_deref().is_none_or(|s| s == e.grant)
-            })
-            .map(|e| e.grant.clone())
-        }
-        .ok_or_else(|| unauthorized("the placeholder is not a live registry grant's here"))?;
+        let grant = self
+            .live_service_grant(&placeholder, connection.scope.as_deref(), |e| e.registry)
+            .ok_or_else(|| unauthorized("the placeholder is not a live registry grant's here"))?;
         if connection.scope.is_none() {
             self.attribute(connection, &grant).map_err(refused)?;
         }

@@ -117,47 +117,18 @@ fn a_registry_url_is_an_origin_and_a_path() {
 
 #[cfg(unix)]
 mod live {
-    use std::sync::{Arc, Mutex};
-
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    use tokio::net::{TcpListener, UnixStream};
-
     use super::*;
-    use crate::broker::grant::{GrantRequest, GrantRoute, RouteKind};
+    use crate::broker::grant::GrantRoute;
     use crate::broker::server::{Broker, BrokerOptions};
+    use crate::broker::test_support::{Seen, exchange, socket_request, upstream};
 
     /// A registry on 127.0.0.1 that records each request's head; `/redirect` sends to `to`.
-    async fn registry(to: Option<String>) -> (u16, Arc<Mutex<Vec<String>>>) {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let port = listener.local_addr().unwrap().port();
-        let seen = Arc::new(Mutex::new(Vec::new()));
-        let record = seen.clone();
-        tokio::spawn(async move {
-            while let Ok((mut s, _)) = listener.accept().await {
-                let (record, to) = (record.clone(), to.clone());
-                tokio::spawn(async move {
-                    let mut buf = vec![0u8; 16384];
-                    let n = s.read(&mut buf).await.unwrap_or(0);
-                    let head = String::from_utf8_lossy(&buf[..n]).into_owned();
-                    record.lock().unwrap().push(head.clone());
-                    let answer = match (&to, head.contains(" /redirect ")) {
-                        (Some(to), true) => format!("HTTP/1.1 302 Found\r\nlocation: {to}\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"),
-                        _ => "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\nset-cookie: s=1\r\ncontent-length: 2\r\nconnection: close\r\n\r\n{}".to_string(),
-                    };
-                    let _ = s.write_all(answer.as_bytes()).await;
-                });
-            }
-        });
-        (port, seen)
-    }
-
-    async fn exchange(socket: &std::path::Path, request: &str) -> String {
-        let mut s = UnixStream::connect(socket).await.unwrap();
-        s.write_all(request.as_bytes()).await.unwrap();
-        let mut out = Vec::new();
-        let _ =
-            tokio::time::timeout(std::time::Duration::from_secs(5), s.read_to_end(&mut out)).await;
-        String::from_utf8_lossy(&out).into_owned()
+    async fn registry(to: Option<String>) -> (u16, Seen) {
+        upstream(move |head| match (&to, head.contains(" /redirect ")) {
+            (Some(to), true) => format!("HTTP/1.1 302 Found\r\nlocation: {to}\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"),
+            _ => "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\nset-cookie: s=1\r\ncontent-length: 2\r\nconnection: close\r\n\r\n{}".to_string(),
+        })
+        .await
     }
 
     #[tokio::test]
@@ -184,19 +155,8 @@ mod live {
         })
         .await
         .unwrap();
-        let request = |w: &str| GrantRequest {
-            workspace: w.into(),
-            providers: None,
-            route: RouteKind::Socket,
-            owner: None,
-            container_socket: Some("/run/po-broker/broker.sock".into()),
-            container_host: None,
-            secret: None,
-            socket_folder: None,
-            git_remotes: vec![],
-        };
-        let grant = b.grant(request("w")).unwrap();
-        let other = b.grant(request("v")).unwrap();
+        let grant = b.grant(socket_request("w")).unwrap();
+        let other = b.grant(socket_request("v")).unwrap();
         let token = grant.env[TOKEN_VAR].expose().to_string();
         let others = other.env[TOKEN_VAR].expose().to_string();
         assert_eq!(
@@ -218,7 +178,7 @@ mod live {
             )
         };
         let bearer = |t: &str| format!("Authorization: Bearer {t}\r\n");
-        let ok = exchange(&socket, &get("/@acme%2fprivate", &bearer(&token))).await;
+        let ok = exchange(&socket, get("/@acme%2fprivate", &bearer(&token)).as_bytes()).await;
         assert!(ok.starts_with("HTTP/1.1 200"), "{ok}");
         assert!(!ok.to_ascii_lowercase().contains("set-cookie"), "{ok}");
         let sent = seen.lock().unwrap()[0].clone();
@@ -237,13 +197,13 @@ mod live {
             crate::broker::git::credential::basic("po", &token)
         );
         assert!(
-            exchange(&socket, &get("/simple/x/", &basic))
+            exchange(&socket, get("/simple/x/", &basic).as_bytes())
                 .await
                 .starts_with("HTTP/1.1 200")
         );
         // A redirect elsewhere goes back to the client as it is: the broker asks no address a
         // registry names, and the credential goes nowhere else.
-        let redirected = exchange(&socket, &get("/redirect", &bearer(&token))).await;
+        let redirected = exchange(&socket, get("/redirect", &bearer(&token)).as_bytes()).await;
         assert!(redirected.starts_with("HTTP/1.1 302"), "{redirected}");
         assert!(
             redirected.contains(&format!("location: http://127.0.0.1:{cdn}/tarball")),
@@ -268,7 +228,7 @@ mod live {
                 "405",
             ),
         ] {
-            let answer = exchange(&socket, &req).await;
+            let answer = exchange(&socket, req.as_bytes()).await;
             assert!(
                 answer.starts_with(&format!("HTTP/1.1 {status}")),
                 "{req}\n{answer}"

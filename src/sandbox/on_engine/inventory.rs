@@ -276,7 +276,7 @@ pub(crate) fn remove_broker_folder(folder: &Path) {
         .filter(|n| {
             n.starts_with(crate::relay::carrier::SOCKET_PREFIX)
                 || n.starts_with(crate::sandbox::on_engine::exec::spawner::SOCKET_PREFIX)
-                || (n.starts_with("reg-") && n.ends_with(".sock"))
+                || (n.starts_with(crate::broker::registry::SOCKET_PREFIX) && n.ends_with(".sock"))
         });
     let names = [
         "broker.sock".to_string(),

@@ -232,7 +232,7 @@ impl<E: EngineApi> ContainerService<E> {
             targets.insert(EGRESS_SOCKET.to_string(), folder.join(EGRESS_SOCKET));
         }
         for index in 0..w.broker.registry_count() {
-            let name = crate::broker::server::Broker::registry_socket_name(index);
+            let name = crate::broker::registry::socket_name(index);
             targets.insert(name.clone(), folder.join(name));
         }
         let target = self.target(ws, container);

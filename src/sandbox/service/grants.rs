@@ -118,7 +118,7 @@ impl<E: EngineApi> ContainerService<E> {
             return Ok(Some(grant.clone()));
         }
         let owner = Some((c.container.user.uid, c.container.user.gid));
-        let request = GrantRequest {
+        let mut request = GrantRequest {
             workspace: workspace_id.to_string(),
             providers: None,
             route: w.transport,
@@ -127,7 +127,7 @@ impl<E: EngineApi> ContainerService<E> {
             container_host: None,
             secret: Some(secret.clone()),
             socket_folder: Some(w.socket_folder(&c.container.owner, workspace_id)),
-            git_remotes: self.git_remotes(workspace_id),
+            git_remotes: Vec::new(),
         };
         if w.transport == RouteKind::Socket && !self.serves_broker(workspace_id)? {
             // Another hub on this socket folder serves the container: its tokens are the same
@@ -135,6 +135,9 @@ impl<E: EngineApi> ContainerService<E> {
             let grant = w.broker.unbound_grant(request)?;
             return Ok(carries(&grant, &w.broker).then_some(grant));
         }
+        // Read only for a grant this hub serves (an unbound one needs none, and the watch
+        // asks for it every second).
+        request.git_remotes = self.git_remotes(workspace_id);
         let grant = w.broker.grant(request)?;
         if !carries(&grant, &w.broker) {
             // No key on the host that the broker carries, no egress proxy and no git route:

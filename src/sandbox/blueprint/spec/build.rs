@@ -518,24 +518,28 @@ pub(super) fn layer_env(input: &SpecInput, p_str: &str) -> BTreeMap<String, Stri
     for (k, v) in input.extra_env {
         own.insert(k.clone(), v.clone());
     }
+    bridge_env(&mut own);
     egress_env(&mut own);
     own
+}
+
+/// The git and registry routes' ports (socket route) are carried by the egress bridge the
+/// start gate runs, which also writes npm's user config (either route).
+fn bridge_env(own: &mut BTreeMap<String, String>) {
+    use crate::broker::registry::{NPMRC_VAR, PORTS_VAR};
+    if [crate::broker::git::PORT_VAR, PORTS_VAR, NPMRC_VAR]
+        .iter()
+        .any(|v| own.contains_key(*v))
+    {
+        own.insert(EGRESS_BRIDGE_VAR.into(), EGRESS_BRIDGE.into());
+    }
 }
 
 /// Every process of an allowlist container reaches the egress proxy through the standard
 /// variables: on the socket route through the bridge the start gate runs, on the TCP route at
 /// the proxy's URL itself. Loopback stays direct.
 pub(super) fn egress_env(own: &mut BTreeMap<String, String>) {
-    use crate::broker::registry::{NPMRC_VAR, PORTS_VAR};
     use crate::names::vars::{EGRESS_PROXY_VAR, EGRESS_SOCKET_VAR};
-    if [crate::broker::git::PORT_VAR, PORTS_VAR, NPMRC_VAR]
-        .iter()
-        .any(|v| own.contains_key(*v))
-    {
-        // The git and registry routes' ports are carried by the same bridge, which also writes
-        // npm's user config.
-        own.insert(EGRESS_BRIDGE_VAR.into(), EGRESS_BRIDGE.into());
-    }
     let proxy = match (own.get(EGRESS_SOCKET_VAR), own.get(EGRESS_PROXY_VAR)) {
         (Some(_), _) => {
             own.insert(EGRESS_BRIDGE_VAR.into(), EGRESS_BRIDGE.into());
@@ -548,18 +552,29 @@ pub(super) fn egress_env(own: &mut BTreeMap<String, String>) {
     for name in PROXY_VARS {
         own.insert(name.into(), proxy.clone());
     }
-    // The TCP route's broker host is reached directly too (its git and registry routes).
-    let broker_host = own
-        .get("PO_BROKER_ADDRESS")
-        .and_then(|a| a.rsplit_once(':'))
-        .map(|(host, _)| host.to_string());
-    let direct: Vec<String> = LOOPBACK
-        .iter()
-        .map(|s| s.to_string())
-        .chain(broker_host)
-        .collect();
     for name in NO_PROXY_VARS {
-        own.insert(name.into(), direct.join(","));
+        own.insert(name.into(), LOOPBACK.join(","));
+    }
+}
+
+/// `host:port` of the TCP route's broker, split.
+pub(super) fn broker_address(env: &BTreeMap<String, String>) -> Option<(&str, &str)> {
+    env.get("PO_BROKER_ADDRESS")
+        .and_then(|a| a.rsplit_once(':'))
+}
+
+/// The TCP route's broker host is reached directly, past the egress proxy and past a proxy the
+/// host passed on (its git and registry routes carry placeholders no proxy is to see): added
+/// to the no-proxy variables `env` has.
+pub(super) fn broker_direct(env: &mut BTreeMap<String, String>) {
+    let Some(host) = broker_address(env).map(|(host, _)| host.to_string()) else {
+        return;
+    };
+    for (name, list) in env.iter_mut() {
+        if NO_PROXY_VARS.contains(&name.as_str()) && !list.split(',').any(|e| e.trim() == host) {
+            list.push(',');
+            list.push_str(&host);
+        }
     }
 }
 
@@ -576,21 +591,7 @@ fn set_env_and_hash(
     spec.spec_hash = hash(spec);
     let mut env = inherited_env(host_env);
     env.extend(own);
-    // The TCP route's broker host is reached directly also past a proxy the host passed on (its
-    // git and registry routes carry placeholders no proxy is to see).
-    let broker_host = env
-        .get("PO_BROKER_ADDRESS")
-        .and_then(|a| a.rsplit_once(':'))
-        .map(|(host, _)| host.to_string());
-    for (name, list) in env.iter_mut() {
-        if let Some(host) = &broker_host
-            && NO_PROXY_VARS.contains(&name.as_str())
-            && !list.split(',').any(|e| e.trim() == host)
-        {
-            list.push(',');
-            list.push_str(host);
-        }
-    }
+    broker_direct(&mut env);
     spec.env = env;
 }
 

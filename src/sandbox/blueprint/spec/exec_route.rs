@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use super::build::{EGRESS_BRIDGE_VAR, egress_env};
+use super::build::{broker_address, broker_direct, egress_env};
 
 /// What a command run by a later hub in a TCP-route container needs of that hub's grant
 /// environment `grant` (each hub's TCP ports are its own; the container's environment holds
@@ -15,12 +15,9 @@ pub fn exec_route_env(grant: BTreeMap<String, String>) -> Vec<String> {
     use crate::broker::registry::{NPMRC_PATH, NPMRC_VAR};
     let mut env = grant;
     egress_env(&mut env);
-    env.remove(EGRESS_BRIDGE_VAR);
+    broker_direct(&mut env);
     if env.contains_key(NPMRC_VAR) {
-        let port = env
-            .get("PO_BROKER_ADDRESS")
-            .and_then(|a| a.rsplit_once(':'))
-            .map_or("", |(_, p)| p);
+        let port = broker_address(&env).map_or("", |(_, port)| port);
         let file = format!("{NPMRC_PATH}-{port}");
         env.insert("npm_config_userconfig".into(), file);
     }
